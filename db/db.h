@@ -1,0 +1,180 @@
+/* db: the only code that talks to libpq.
+ *
+ * Every statement goes through PQexecParams with parameters, checks the expected
+ * status, logs the statement with the error, and PQclears.  A db_conn reconnects
+ * by itself: a call that finds the connection broken resets it once and retries
+ * when the statement is safe to retry (reads, and writes fenced by attempt);
+ * FB_EUNAVAIL when the database does not answer.
+ *
+ * Queue rules (DESIGN.md): claim is a CTE selecting FOR UPDATE SKIP LOCKED with
+ * LIMIT 1, then UPDATE; every later write of a worker (heartbeat, progress,
+ * complete, fail, release) is fenced by (id, attempt, state = 'running') and
+ * returns FB_ESTALE when the fence does not hold.  Results and kernel rows are
+ * written in the transaction that completes the job.  NOTIFY fb_jobs is sent on
+ * insert and requeue; workers LISTEN and poll as a safety net. */
+#ifndef FB_DB_H
+#define FB_DB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fb_err.h"
+
+typedef struct db_conn db_conn;
+
+/* Connects with a libpq conninfo string or URL.  *out is the caller's, freed with
+ * db_close.  FB_EUNAVAIL when the server does not answer. */
+FB_MUSTCHECK fb_code db_connect(const char *conninfo, db_conn **out, fb_err *err);
+void db_close(db_conn *c);
+
+/* Applies db/migrations/NNNN_*.sql (embedded at build time) that are not yet
+ * recorded in schema_migrations, each in its own transaction, all under
+ * pg_advisory_lock so concurrent starters apply each migration once. */
+FB_MUSTCHECK fb_code db_migrate(db_conn *c, fb_err *err);
+
+/* SELECT 1.  FB_OK or FB_EUNAVAIL. */
+FB_MUSTCHECK fb_code db_ping(db_conn *c, fb_err *err);
+
+/* ---- jobs (server side) ---- */
+
+#define DB_TS_MAX 40 /* RFC 3339 UTC: "2026-11-22T10:00:00.123456Z" */
+
+typedef struct db_job {
+    int64_t id;
+    char state[16]; /* queued running succeeded failed canceled */
+    char *spec_json;     /* owned, never NULL */
+    int attempt, max_attempts;
+    char *progress_json; /* owned JSON object text, or NULL */
+    char worker[128];    /* "" when none */
+    char created_at[DB_TS_MAX], started_at[DB_TS_MAX], finished_at[DB_TS_MAX]; /* "" = null */
+    char *error_json;    /* owned {"code":..,"message":..} text, or NULL */
+    char *result_json;   /* owned, or NULL until succeeded */
+    bool cancel_requested;
+} db_job;
+
+void db_job_free(db_job *j); /* frees owned strings; the struct is the caller's */
+
+typedef struct db_new_job {
+    const char *spec_json; /* the validated spec with defaults applied */
+    const char *workload, *engine, *device, *dtype;
+    int batch_size, priority, max_attempts, timeout_s;
+} db_new_job;
+
+/* Inserts a queued job and NOTIFYs fb_jobs.  *id is set. */
+FB_MUSTCHECK fb_code db_job_insert(db_conn *c, const db_new_job *nj, int64_t *id, fb_err *err);
+
+/* FB_ENOTFOUND when there is no such job. */
+FB_MUSTCHECK fb_code db_job_get(db_conn *c, int64_t id, db_job *out, fb_err *err);
+
+typedef struct db_job_filter {
+    const char *state, *workload, *engine, *device; /* NULL = any */
+    const char *label_key, *label_value;            /* both or neither */
+    int limit;                                      /* 1..200 */
+    int64_t before_id;                              /* cursor: ids < this; 0 = from newest */
+} db_job_filter;
+
+/* Newest first.  *items is a malloc'd array of *n jobs (free each with
+ * db_job_free, then free the array).  *next_before is the cursor for the next page,
+ * 0 when this was the last. */
+FB_MUSTCHECK fb_code db_job_list(db_conn *c, const db_job_filter *f, db_job **items, int *n,
+                                 int64_t *next_before, fb_err *err);
+
+/* Queued → canceled at once; running → cancel_requested = true (its worker stops
+ * it and marks it canceled); finished → FB_ECONFLICT; none → FB_ENOTFOUND. */
+FB_MUSTCHECK fb_code db_job_cancel(db_conn *c, int64_t id, fb_err *err);
+
+/* Kernel rows of a job as a JSON array text (owned by caller), filtered by
+ * variant when variant is not NULL.  FB_ENOTFOUND when the job does not exist. */
+FB_MUSTCHECK fb_code db_job_kernels(db_conn *c, int64_t id, const char *variant,
+                                    char **rows_json, fb_err *err);
+
+/* ---- queue (worker side) ---- */
+
+typedef struct db_claim {
+    int64_t id;
+    int attempt;
+    int timeout_s;
+    char *spec_json; /* owned */
+} db_claim;
+
+void db_claim_free(db_claim *cl);
+
+/* Claims the highest-priority, oldest queued job whose engine is one of engines
+ * (n_engines names) and whose device equals device, and whose backoff has passed.
+ * FB_ENOTFOUND when none.  Sets worker, started_at, heartbeat_at, attempt+1. */
+FB_MUSTCHECK fb_code db_queue_claim(db_conn *c, const char *worker_id,
+                                    const char *const *engines, int n_engines,
+                                    const char *device, db_claim *out, fb_err *err);
+
+/* Heartbeat (and progress, when progress_json is not NULL) for (id, attempt).
+ * *cancel is set when a cancel was requested.  FB_ESTALE when fenced out. */
+FB_MUSTCHECK fb_code db_queue_heartbeat(db_conn *c, int64_t id, int attempt,
+                                        const char *progress_json, bool *cancel, fb_err *err);
+
+/* In one transaction: fenced state → succeeded, insert result_json into results
+ * and kernel rows from kernels_json ({"variant": [row, ...], ...}, may be NULL).
+ * FB_ESTALE when fenced out (nothing written). */
+FB_MUSTCHECK fb_code db_queue_complete(db_conn *c, int64_t id, int attempt,
+                                       const char *result_json, const char *kernels_json,
+                                       fb_err *err);
+
+/* Fenced: the attempt failed with code/message.  When retry is true and attempts
+ * remain, the job goes back to queued with backoff (2^attempt seconds, capped at
+ * 300) else to failed.  A job whose cancel was requested goes to canceled. */
+FB_MUSTCHECK fb_code db_queue_fail(db_conn *c, int64_t id, int attempt, const char *code,
+                                   const char *message, bool retry, fb_err *err);
+
+/* Fenced: the worker is shutting down before finishing; the job goes back to
+ * queued at once and the attempt is not counted (attempt - 1). */
+FB_MUSTCHECK fb_code db_queue_release(db_conn *c, int64_t id, int attempt, fb_err *err);
+
+/* Fenced: the worker stopped a running job on a cancel request → canceled. */
+FB_MUSTCHECK fb_code db_queue_mark_canceled(db_conn *c, int64_t id, int attempt, fb_err *err);
+
+/* Requeues running jobs whose heartbeat is older than stale_s seconds (with
+ * backoff), or fails them with code "lost" when attempts are used up.  Safe to run
+ * from every worker and server at once.  Counts are optional (NULL). */
+FB_MUSTCHECK fb_code db_queue_rescue(db_conn *c, int stale_s, int *requeued, int *failed,
+                                     fb_err *err);
+
+/* LISTEN fb_jobs once, then wait up to timeout_ms for a notification.  *woken is
+ * true when one came.  FB_EUNAVAIL when the connection broke (caller reconnects). */
+FB_MUSTCHECK fb_code db_queue_wait(db_conn *c, int timeout_ms, bool *woken, fb_err *err);
+
+/* ---- workers ---- */
+
+typedef struct db_worker_reg {
+    const char *id;           /* "host/cpu0" or "host/gpu3" */
+    const char *host;
+    const char *device_json;  /* fb_device_info_to_json */
+    const char *engines_json; /* ["native"] */
+    const char *workloads_json; /* [fb_workload_info_to_json, ...] */
+} db_worker_reg;
+
+/* Inserts or updates the worker, state "idle", last_heartbeat now. */
+FB_MUSTCHECK fb_code db_worker_register(db_conn *c, const db_worker_reg *w, fb_err *err);
+
+/* state "idle" | "busy" | "stopped"; current_job 0 = none. */
+FB_MUSTCHECK fb_code db_worker_heartbeat(db_conn *c, const char *id, const char *state,
+                                         int64_t current_job, fb_err *err);
+
+/* GET /workers body "items" array as JSON text (caller frees).  A worker whose
+ * heartbeat is older than stale_s is reported with state "lost". */
+FB_MUSTCHECK fb_code db_worker_list(db_conn *c, int stale_s, char **items_json, fb_err *err);
+
+/* Union of the workloads that live workers (heartbeat within stale_s) offer, as a
+ * JSON array text of workload infos, one per (name, engine), devices merged. */
+FB_MUSTCHECK fb_code db_workload_catalog(db_conn *c, int stale_s, char **items_json,
+                                         fb_err *err);
+
+/* ---- operations ---- */
+
+typedef struct db_stats {
+    int64_t jobs_by_state[5]; /* queued running succeeded failed canceled */
+    double oldest_queued_age_s; /* 0 when none */
+    int64_t workers_alive;
+} db_stats;
+
+FB_MUSTCHECK fb_code db_get_stats(db_conn *c, int stale_s, db_stats *out, fb_err *err);
+
+#endif

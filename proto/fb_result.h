@@ -1,0 +1,115 @@
+/* fb_result: a job's result (API.md "Results") and its per-kernel rows, as C
+ * structs, with the JSON encoder.  The worker fills these; the database stores
+ * the encoded JSON; the server serves it as stored. */
+#ifndef FB_RESULT_H
+#define FB_RESULT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "fb_err.h"
+#include "fb_spec.h"
+
+#define FB_KERNEL_NAME_MAX 128
+#define FB_MAX_KERNEL_OPS 16
+#define FB_MAX_CATEGORIES 8
+#define FB_STATUS_MSG_MAX 512
+
+/* Statuses of METHOD.md's accuracy gate and failure kinds. */
+typedef enum fb_vstatus {
+    FB_VS_OK,
+    FB_VS_ACCURACY_FAILED,
+    FB_VS_UNSUPPORTED,
+    FB_VS_OOM,
+    FB_VS_TIMEOUT,
+    FB_VS_CRASHED,
+    FB_VS_ERROR,
+} fb_vstatus;
+
+const char *fb_vstatus_name(fb_vstatus s); /* "ok", "accuracy_failed", ... */
+
+/* Kernel categories (DESIGN.md profiling). */
+typedef enum fb_kcat {
+    FB_KC_GEMM,        /* "gemm" (GEMM and conv) */
+    FB_KC_ELEMENTWISE, /* "elementwise" */
+    FB_KC_REDUCTION,   /* "reduction" (reductions and normalizations) */
+    FB_KC_ATTENTION,   /* "attention" */
+    FB_KC_COPY,        /* "copy" */
+    FB_KC_OTHER,       /* "other" */
+    FB_KC_COUNT
+} fb_kcat;
+
+const char *fb_kcat_name(fb_kcat c);
+
+/* Latency statistics in milliseconds (METHOD.md). */
+typedef struct fb_stats {
+    int n;
+    double median, mean, stdev, min, max, p90, cv;
+    double ci95_lo, ci95_hi; /* 95% CI of the median, order statistics */
+} fb_stats;
+
+/* One row of GET /jobs/{id}/kernels: a kernel of a profiled iteration. */
+typedef struct fb_kernel_row {
+    char name[FB_KERNEL_NAME_MAX];
+    fb_kcat category;
+    int count;                 /* launches in one iteration */
+    double total_ms, mean_ms;
+    int grid[3], block[3];     /* 0s on the CPU backend */
+    int n_ops;                 /* graph ops this kernel implements */
+    char ops[FB_MAX_KERNEL_OPS][FB_NAME_MAX];
+} fb_kernel_row;
+
+/* Optional metrics are NaN (double) or -1 (integer) when the device cannot give
+ * them; the encoder writes those as JSON null, never 0. */
+typedef struct fb_variant_result {
+    char name[FB_NAME_MAX];
+    fb_vstatus status;
+    char message[FB_STATUS_MSG_MAX]; /* why, when status != ok */
+    fb_stats latency;
+    int n_samples;
+    double *samples_ms;              /* owned, n_samples long */
+    int64_t kernels;                 /* launches per iteration, -1 unknown */
+    double kernel_time_ms, busy_ms, idle_ms; /* NaN unknown */
+    int64_t fused_kernels, fused_ops;        /* -1 unknown */
+    int64_t peak_mem_bytes;                  /* -1 unknown */
+    double max_rel_error;                    /* NaN when not checked */
+    double categories_ms[FB_KC_COUNT];       /* NaN for "none seen" */
+    int n_kernel_rows;
+    fb_kernel_row *kernel_rows;              /* owned */
+} fb_variant_result;
+
+typedef struct fb_env {
+    char device_name[128], device_uuid[64], driver[64], cuda[32], cudnn[32], cublas[32];
+    char torch[32], triton[32], cpu[128], blas[64], fusionbench[64], hostname[64];
+    int threads;
+} fb_env;
+
+typedef struct fb_result {
+    fb_env env;
+    int n_variants;
+    fb_variant_result variants[FB_MAX_VARIANTS];
+    char baseline[FB_NAME_MAX]; /* "eager" unless the spec has none */
+    double plan_ms;             /* compile/plan time, reported apart from latency */
+} fb_result;
+
+/* Initializes to "nothing known" (NaN / -1 fields). */
+void fb_variant_result_init(fb_variant_result *v, const char *name);
+void fb_result_init(fb_result *r);
+void fb_result_free(fb_result *r); /* frees samples and kernel rows of every variant */
+
+/* Encodes the result, comparison included (speedup, kernel_ratio, memory_ratio
+ * against the baseline, only for variants with status ok; a variant that failed
+ * the accuracy gate gets no speedup).  Kernel rows are NOT included (they are
+ * served by /kernels).  Caller deletes. NULL on ENOMEM. */
+cJSON *fb_result_to_json(const fb_result *r);
+
+/* Kernel rows of one variant as a JSON array of API.md's /kernels rows. */
+cJSON *fb_kernel_rows_to_json(const fb_variant_result *v);
+
+/* JSON number or null for NaN; -1 integers → null. */
+cJSON *fb_json_num_or_null(double v);
+cJSON *fb_json_int_or_null(int64_t v);
+
+#endif

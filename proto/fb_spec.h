@@ -1,0 +1,89 @@
+/* fb_spec: the job spec of API.md (POST /api/v1/jobs), decoded, validated and
+ * encoded with cJSON.
+ *
+ * Decoding is strict: unknown top-level fields, wrong types and out-of-range
+ * values are errors that name the field as a JSON path ("variants[1]",
+ * "labels.project").  Defaults are filled by fb_spec_apply_defaults, not by
+ * decode, so a stored spec always shows what actually ran. */
+#ifndef FB_SPEC_H
+#define FB_SPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "fb_err.h"
+
+#define FB_NAME_MAX 64     /* workload, engine, device, dtype, variant names */
+#define FB_MAX_VARIANTS 8
+#define FB_MAX_LABELS 16
+#define FB_LABEL_MAX 128   /* a label key or value */
+#define FB_MAX_ITERATIONS 100000
+#define FB_MAX_WARMUP 10000
+#define FB_MAX_BATCH 65536
+#define FB_SPEC_JSON_MAX (64 * 1024) /* encoded spec, params included */
+#define FB_JSON_MAX_DEPTH 16
+
+typedef struct fb_label {
+    char key[FB_LABEL_MAX];
+    char value[FB_LABEL_MAX];
+} fb_label;
+
+typedef struct fb_spec {
+    char workload[FB_NAME_MAX]; /* required: [a-z0-9_+.-]{1,63} */
+    char engine[FB_NAME_MAX];   /* "" until defaults: "native" */
+    char device[FB_NAME_MAX];   /* "" until defaults: "cpu" or "cuda" */
+    char dtype[FB_NAME_MAX];    /* "" until defaults: "float32"; float32|float16|bfloat16 */
+    int batch_size;             /* 0 until defaults: the workload's default; 1..FB_MAX_BATCH */
+    int n_variants;             /* 0 until defaults: the engine's standard variants */
+    char variants[FB_MAX_VARIANTS][FB_NAME_MAX]; /* distinct names */
+    cJSON *params;              /* owned; a JSON object, never NULL after decode */
+    int warmup;                 /* -1 until defaults: 10; 0..FB_MAX_WARMUP */
+    int iterations;             /* 0 until defaults: 50; 1..FB_MAX_ITERATIONS */
+    int priority;               /* -100..100, higher runs first; default 0 */
+    int timeout_s;              /* 0 until defaults: 600; 1..86400, whole job */
+    int max_attempts;           /* 0 until defaults: 3; 1..10 */
+    int n_labels;
+    fb_label labels[FB_MAX_LABELS];
+} fb_spec;
+
+/* Initializes a spec to "nothing set" (the sentinels above). */
+void fb_spec_init(fb_spec *spec);
+
+/* Frees what the spec owns (params); the struct itself is the caller's. */
+void fb_spec_free(fb_spec *spec);
+
+/* Parses text (len bytes, need not be NUL-terminated) as a job spec.
+ * FB_EJSON when the text is not JSON, FB_EINVAL (err->field set) when a field is
+ * wrong, FB_ETOOBIG over FB_SPEC_JSON_MAX or FB_JSON_MAX_DEPTH.
+ * On error the spec is left initialized and owns nothing. */
+FB_MUSTCHECK fb_code fb_spec_parse(const char *text, size_t len, fb_spec *spec, fb_err *err);
+
+/* The same from an already-parsed object (not consumed). */
+FB_MUSTCHECK fb_code fb_spec_from_json(const cJSON *obj, fb_spec *spec, fb_err *err);
+
+/* Fills unset fields: engine "native", device default_device, dtype "float32",
+ * warmup 10, iterations 50, timeout 600, max_attempts 3; batch_size and variants
+ * from the given defaults (default_variants is NULL-terminated). */
+void fb_spec_apply_defaults(fb_spec *spec, const char *default_device, int default_batch,
+                            const char *const *default_variants);
+
+/* Encodes every field (unset ones as their sentinel is never emitted: call after
+ * defaults).  Returns a new cJSON object the caller deletes, or NULL on ENOMEM. */
+cJSON *fb_spec_to_json(const fb_spec *spec);
+
+/* Looks up a label value or returns NULL. */
+const char *fb_spec_label(const fb_spec *spec, const char *key);
+
+/* Integer param with default and range check; FB_EINVAL names "params.<key>". */
+FB_MUSTCHECK fb_code fb_spec_param_int(const fb_spec *spec, const char *key, int64_t def,
+                                       int64_t lo, int64_t hi, int64_t *out, fb_err *err);
+/* Boolean param with default. */
+FB_MUSTCHECK fb_code fb_spec_param_bool(const fb_spec *spec, const char *key, bool def, bool *out,
+                                        fb_err *err);
+
+/* True when s is a valid name for workload/engine/device/dtype/variant. */
+bool fb_name_valid(const char *s);
+
+#endif

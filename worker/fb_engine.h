@@ -1,0 +1,59 @@
+/* fb_engine: what an engine gives the run library.
+ *
+ * An engine lists the workloads it offers and prepares an *instance* of one for a
+ * spec.  The instance runs one iteration of a variant at a time, synchronously
+ * (on a GPU backend, run() enqueues and the run library times with events; on
+ * the CPU it computes), exposes the variant's output for the accuracy gate, and
+ * describes a profiled iteration as kernel rows. */
+#ifndef FB_ENGINE_H
+#define FB_ENGINE_H
+
+#include <stddef.h>
+
+#include "fb_catalog.h"
+#include "fb_err.h"
+#include "fb_result.h"
+#include "fb_spec.h"
+
+typedef struct fb_instance fb_instance;
+
+typedef struct fb_instance_ops {
+    /* One iteration of variant v (index into spec->variants). */
+    FB_MUSTCHECK fb_code (*run)(fb_instance *inst, int v, fb_err *err);
+    /* The output of variant v's last run, as float32 values the instance owns
+     * (valid until the next run of v or destroy). */
+    FB_MUSTCHECK fb_code (*output)(fb_instance *inst, int v, const float **data, size_t *n,
+                                   fb_err *err);
+    /* One profiled iteration of variant v: fills vr's kernels, kernel_time_ms,
+     * busy_ms, idle_ms, fused_kernels, fused_ops, peak_mem_bytes, categories_ms
+     * and kernel rows.  Never called while timing. */
+    FB_MUSTCHECK fb_code (*profile)(fb_instance *inst, int v, fb_variant_result *vr, fb_err *err);
+    void (*destroy)(fb_instance *inst);
+} fb_instance_ops;
+
+struct fb_instance {
+    const fb_instance_ops *ops;
+    double plan_ms; /* build + plan time, reported apart from latency */
+};
+
+typedef struct fb_engine {
+    const char *name; /* "native" */
+    /* Workloads offered on device ("cpu", "cuda"); *n set; static storage. */
+    const fb_workload_info *(*catalog)(const char *device, int *n);
+    /* Builds an instance for a spec whose defaults are applied.  FB_EUNSUPPORTED
+     * for an unknown workload/device/dtype/variant, FB_EINVAL (field named) for
+     * bad params. */
+    FB_MUSTCHECK fb_code (*prepare)(const fb_spec *spec, fb_instance **out, fb_err *err);
+} fb_engine;
+
+/* The engines compiled into this binary; NULL-terminated. */
+extern const fb_engine *const fb_engines[];
+
+/* Finds an engine by name, or NULL. */
+const fb_engine *fb_engine_find(const char *name);
+
+/* Finds a workload info in an engine's catalog for device, or NULL. */
+const fb_workload_info *fb_engine_workload(const fb_engine *e, const char *device,
+                                           const char *workload);
+
+#endif

@@ -1,0 +1,49 @@
+/* fb_run: runs one benchmark as METHOD.md says, with no database.  Shared by
+ * fusionbench-run (the CLI) and the worker daemon's job child.
+ *
+ *   prepare → warmup (each variant) → timed rounds, interleaved
+ *   (v0, v1, ..., v0, v1, ...) with CLOCK_MONOTONIC (CPU) around each iteration →
+ *   statistics → accuracy gate against the baseline (eager) → one profiled
+ *   iteration per variant, after the timed ones → environment capture. */
+#ifndef FB_RUN_H
+#define FB_RUN_H
+
+#include "fb_engine.h"
+#include "fb_result.h"
+#include "fb_spec.h"
+
+/* Progress: phase is "prepare", "warmup", "timing", "profile", "done";
+ * variant may be NULL.  Called at most a few times per second. */
+typedef void (*fb_progress_fn)(void *ud, const char *phase, const char *variant, int done,
+                               int total);
+
+/* Runs the spec (defaults applied) on its engine and fills *out (initialized
+ * here; free with fb_result_free even on error).  A variant that fails
+ * (unsupported, error, accuracy) gets its status and message; the call itself
+ * fails only when no variant could run at all (e.g. unknown workload). */
+FB_MUSTCHECK fb_code fb_run_benchmark(const fb_spec *spec, fb_progress_fn progress, void *ud,
+                                      fb_result *out, fb_err *err);
+
+/* Accuracy tolerance of METHOD.md for a dtype (tf32 on → 1e-3 for float32). */
+double fb_run_tolerance(const char *dtype, bool tf32);
+
+/* max|out - ref| / max|ref| over n values; 0 when both are all zero, INFINITY
+ * when ref is all zero and out is not, NaN when any value is NaN. */
+double fb_max_rel_error(const float *out, const float *ref, size_t n);
+
+/* Fills env with what this process can see (CPU model, threads, BLAS, hostname,
+ * git revision; GPU fields when the device is CUDA). */
+void fb_env_capture(fb_env *env, const char *device);
+
+/* ---- statistics (fb_stats.c) ---- */
+
+/* Median, mean, stdev (sample, n-1), min, max, p90 (linear interpolation between
+ * order statistics, as numpy's default), cv = stdev/mean, and the 95% CI of the
+ * median from order statistics (binomial ranks; for n < 6 the CI is [min, max]).
+ * samples is not modified.  n >= 1. */
+void fb_stats_compute(const double *samples, int n, fb_stats *out);
+
+/* Mann-Whitney U two-sided p-value (normal approximation with tie correction). */
+double fb_mann_whitney_p(const double *a, int na, const double *b, int nb);
+
+#endif

@@ -1,0 +1,116 @@
+/* nat: the native engine's core: a workload is built into buffers and, per
+ * variant, a *plan*: an ordered list of kernel launches.  Eager plans launch one
+ * kernel per graph op, each reading and writing memory; fused plans merge ops
+ * where a fusion rule allows.  Executing a plan runs its launches in order.
+ *
+ * The launch is the kernel abstraction a backend slots into: it carries a name,
+ * a category, the graph ops it implements (so fusion groups are counted from the
+ * plan), and the backend function with its arguments.  The CPU backend's
+ * functions compute on host memory with OpenMP and OpenBLAS; a CUDA backend's
+ * functions enqueue on a stream with the same plan shape.
+ *
+ * Memory: every buffer is allocated through nat_buf_new with a *variant mask*
+ * (which variants use it), so a variant's peak memory is the sum of the buffers
+ * it touches — a real figure for eager (intermediates) against fused (none). */
+#ifndef NAT_H
+#define NAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fb_engine.h"
+#include "fb_err.h"
+#include "fb_result.h"
+#include "fb_spec.h"
+
+#define NAT_MAX_VARIANTS 4
+#define NAT_MAX_BUFS 64
+#define NAT_MAX_LAUNCHES 64
+#define NAT_MAX_ARGS 8
+#define NAT_MAX_OPS 8
+
+enum { NAT_EAGER = 0, NAT_FUSED = 1 };
+#define NAT_ALL_VARIANTS 0xFu
+
+typedef struct nat_buf {
+    float *data;       /* 64-byte aligned, owned by the ctx */
+    size_t n;          /* floats */
+    unsigned variants; /* bit v set: variant v reads or writes it */
+    char name[32];
+} nat_buf;
+
+struct nat_launch;
+typedef void (*nat_kernel_fn)(const struct nat_launch *l);
+
+typedef struct nat_launch {
+    const char *name;  /* kernel name: "sgemm", "bias_add", "fused_bias_gelu" */
+    fb_kcat category;
+    int n_ops;
+    const char *ops[NAT_MAX_OPS]; /* graph ops it implements: "linear", "bias", "gelu" */
+    nat_kernel_fn fn;
+    float *p[NAT_MAX_ARGS];    /* buffer arguments */
+    int64_t i[NAT_MAX_ARGS];   /* integer arguments (sizes, flags) */
+    float f[NAT_MAX_ARGS];     /* scalar arguments (eps, scale) */
+} nat_launch;
+
+typedef struct nat_plan {
+    int n;
+    nat_launch launches[NAT_MAX_LAUNCHES];
+    const float *out; /* the variant's output buffer */
+    size_t out_n;
+} nat_plan;
+
+typedef struct nat_ctx {
+    int n_bufs;
+    nat_buf bufs[NAT_MAX_BUFS];
+    nat_plan plans[NAT_MAX_VARIANTS]; /* NAT_EAGER, NAT_FUSED */
+    uint64_t seed;                    /* from params.seed, default 42 */
+    int batch;                        /* spec batch size */
+} nat_ctx;
+
+/* Allocates a zeroed buffer of n floats used by the variants in mask (use
+ * NAT_ALL_VARIANTS for inputs, weights and the buffers every plan shares).
+ * NULL on ENOMEM or when NAT_MAX_BUFS is reached (err set). */
+float *nat_buf_new(nat_ctx *ctx, size_t n, unsigned mask, const char *name, fb_err *err);
+
+/* Fills with deterministic values from the ctx seed and a per-buffer stream id:
+ * uniform in [lo, hi). */
+void nat_fill_uniform(nat_ctx *ctx, float *data, size_t n, uint32_t stream, float lo, float hi);
+
+/* Appends a launch to variant v's plan and returns it for the caller to fill
+ * (fn, args); name, category and ops are set from the arguments (ops is a
+ * NULL-terminated list).  NULL when NAT_MAX_LAUNCHES is reached (err set). */
+nat_launch *nat_plan_add(nat_ctx *ctx, int v, const char *name, fb_kcat cat,
+                         const char *const *ops, nat_kernel_fn fn, fb_err *err);
+
+/* Runs variant v's plan on the CPU, in order. */
+void nat_plan_run(const nat_plan *plan);
+
+/* A pattern of the suite.  build() reads params (shapes) from the spec with
+ * fb_spec_param_int (so bad params name "params.<key>"), allocates buffers, fills
+ * inputs and weights, and records the eager and fused plans and their outputs.
+ * reference() computes the output in float64 from the same inputs and weights
+ * (for tests), writing plan out_n doubles into out. */
+typedef struct nat_pattern {
+    fb_workload_info info;
+    FB_MUSTCHECK fb_code (*build)(nat_ctx *ctx, const fb_spec *spec, fb_err *err);
+    void (*reference)(const nat_ctx *ctx, double *out);
+} nat_pattern;
+
+/* All patterns, NULL-terminated (nat_registry.c). */
+extern const nat_pattern *const nat_patterns[];
+const nat_pattern *nat_pattern_find(const char *name);
+
+/* Builds a ctx for spec (its workload must be a pattern); the caller frees with
+ * nat_ctx_free.  Used by the engine and by tests. */
+FB_MUSTCHECK fb_code nat_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err);
+void nat_ctx_free(nat_ctx *ctx);
+
+/* Bytes of the buffers variant v uses. */
+int64_t nat_ctx_variant_bytes(const nat_ctx *ctx, int v);
+
+/* The native engine (fb_engine) — nat_engine.c. */
+extern const fb_engine nat_engine;
+
+#endif
