@@ -1,0 +1,245 @@
+/* db_jobs: the server's side of jobs: insert, get, list, cancel, kernel rows. */
+#include "db_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LIST_MAX 200
+
+/* Columns of a job, in the order row_to_job reads them. */
+#define JOB_COLUMNS                                                                                \
+    "j.id, j.state, j.spec::text, j.attempt, j.max_attempts, j.progress::text, "                   \
+    "COALESCE(j.worker, ''), " DB_TS("j.created_at") ", " DB_TS("j.started_at") ", " DB_TS(        \
+        "j.finished_at") ", j.error::text, r.result::text, j.cancel_requested"
+#define JOB_FROM " FROM jobs j LEFT JOIN results r ON r.job_id = j.id "
+
+static const db_stmt st_insert = {
+    "job insert",
+    "WITH ins AS ("
+    " INSERT INTO jobs (spec, workload, engine, device, dtype, batch_size, priority,"
+    "                   max_attempts, timeout_s)"
+    " VALUES ($1::jsonb, $2, $3, $4, $5, $6::integer, $7::integer, $8::integer, $9::integer)"
+    " RETURNING id)"
+    " SELECT id, pg_notify('fb_jobs', id::text) FROM ins",
+    false}; /* a retry could insert the job twice */
+
+static const db_stmt st_get = {"job get", "SELECT " JOB_COLUMNS JOB_FROM "WHERE j.id = $1::bigint",
+                               true};
+
+static const db_stmt st_list = {
+    "job list",
+    "SELECT " JOB_COLUMNS JOB_FROM "WHERE ($1::text IS NULL OR j.state = $1)"
+    " AND ($2::text IS NULL OR j.workload = $2)"
+    " AND ($3::text IS NULL OR j.engine = $3)"
+    " AND ($4::text IS NULL OR j.device = $4)"
+    " AND ($5::text IS NULL OR j.spec -> 'labels' @> jsonb_build_object($5::text, $6::text))"
+    " AND ($7::bigint = 0 OR j.id < $7::bigint)"
+    " ORDER BY j.id DESC LIMIT $8::integer",
+    true};
+
+/* The job's state before the cancel: NULL row when there is no such job. */
+static const db_stmt st_cancel = {
+    "job cancel",
+    "WITH t AS (SELECT id, state FROM jobs WHERE id = $1::bigint FOR UPDATE),"
+    " u AS (UPDATE jobs j SET"
+    "   state = CASE WHEN t.state = 'queued' THEN 'canceled' ELSE j.state END,"
+    "   finished_at = CASE WHEN t.state = 'queued' THEN now() ELSE j.finished_at END,"
+    "   cancel_requested = true"
+    "  FROM t WHERE j.id = t.id AND t.state IN ('queued', 'running') RETURNING j.id)"
+    " SELECT t.state, (SELECT count(*) FROM u) FROM t",
+    true};
+
+static const db_stmt st_kernels = {
+    "job kernels",
+    "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1::bigint),"
+    " (SELECT COALESCE(jsonb_agg(k.row || jsonb_build_object('variant', k.variant)"
+    "                            ORDER BY k.variant, k.ord), '[]'::jsonb)::text"
+    "  FROM kernels k WHERE k.job_id = $1::bigint AND ($2::text IS NULL OR k.variant = $2))",
+    true};
+
+void db_job_free(db_job *j)
+{
+    if (!j)
+        return;
+    free(j->spec_json);
+    free(j->progress_json);
+    free(j->error_json);
+    free(j->result_json);
+    j->spec_json = j->progress_json = j->error_json = j->result_json = NULL;
+}
+
+/* Fills *j from row of res (JOB_COLUMNS).  On error *j owns nothing. */
+static fb_code row_to_job(const PGresult *res, int row, db_job *j, fb_err *err)
+{
+    memset(j, 0, sizeof *j);
+    fb_code rc = db_get_i64(res, row, 0, &j->id, err);
+    if (!rc)
+        rc = db_get_buf(res, row, 1, j->state, sizeof j->state, err);
+    if (!rc)
+        rc = db_get_text(res, row, 2, &j->spec_json, err);
+    if (!rc)
+        rc = db_get_int(res, row, 3, &j->attempt, err);
+    if (!rc)
+        rc = db_get_int(res, row, 4, &j->max_attempts, err);
+    if (!rc)
+        rc = db_get_text(res, row, 5, &j->progress_json, err);
+    if (!rc)
+        rc = db_get_buf(res, row, 6, j->worker, sizeof j->worker, err);
+    if (!rc)
+        rc = db_get_buf(res, row, 7, j->created_at, sizeof j->created_at, err);
+    if (!rc)
+        rc = db_get_buf(res, row, 8, j->started_at, sizeof j->started_at, err);
+    if (!rc)
+        rc = db_get_buf(res, row, 9, j->finished_at, sizeof j->finished_at, err);
+    if (!rc)
+        rc = db_get_text(res, row, 10, &j->error_json, err);
+    if (!rc)
+        rc = db_get_text(res, row, 11, &j->result_json, err);
+    if (!rc)
+        j->cancel_requested = PQgetvalue(res, row, 12)[0] == 't';
+    if (rc)
+        db_job_free(j);
+    return rc;
+}
+
+fb_code db_job_insert(db_conn *c, const db_new_job *nj, int64_t *id, fb_err *err)
+{
+    char batch[16], prio[16], maxa[16], tmo[16];
+    snprintf(batch, sizeof batch, "%d", nj->batch_size);
+    snprintf(prio, sizeof prio, "%d", nj->priority);
+    snprintf(maxa, sizeof maxa, "%d", nj->max_attempts);
+    snprintf(tmo, sizeof tmo, "%d", nj->timeout_s);
+    const char *params[] = {nj->spec_json, nj->workload, nj->engine, nj->device, nj->dtype,
+                            batch,         prio,         maxa,       tmo};
+    PGresult *res = NULL;
+    fb_code rc;
+
+    if (!nj->spec_json || !nj->workload || !nj->engine || !nj->device || !nj->dtype)
+        return fb_err_set(err, FB_EINVAL, NULL,
+                          "job insert: spec, workload, engine, device "
+                          "and dtype are required");
+    rc = db_exec(c, &st_insert, 9, params, &res, err);
+    if (!rc)
+        rc = db_get_i64(res, 0, 0, id, err);
+    PQclear(res);
+    return rc;
+}
+
+fb_code db_job_get(db_conn *c, int64_t id, db_job *out, fb_err *err)
+{
+    char idt[24];
+    const char *params[] = {db_i64_text(id, idt, sizeof idt)};
+    PGresult *res = NULL;
+    memset(out, 0, sizeof *out);
+    fb_code rc = db_exec(c, &st_get, 1, params, &res, err);
+    if (rc)
+        goto out;
+    if (PQntuples(res) == 0) {
+        rc = fb_err_set(err, FB_ENOTFOUND, NULL, "no job %s", idt);
+        goto out;
+    }
+    rc = row_to_job(res, 0, out, err);
+out:
+    PQclear(res);
+    return rc;
+}
+
+/* Copies the first n rows of res into a new array *items. */
+static fb_code rows_to_jobs(const PGresult *res, int n, db_job **items, fb_err *err)
+{
+    fb_code rc = FB_OK;
+    db_job *arr = calloc(n > 0 ? (size_t)n : 1, sizeof *arr);
+    if (!arr)
+        return fb_err_set(err, FB_ENOMEM, NULL, "out of memory");
+    int done = 0;
+    for (; done < n && !rc; done++)
+        rc = row_to_job(res, done, &arr[done], err);
+    if (rc) {
+        for (int i = 0; i < done; i++)
+            db_job_free(&arr[i]);
+        free(arr);
+        return rc;
+    }
+    *items = arr;
+    return FB_OK;
+}
+
+fb_code db_job_list(db_conn *c, const db_job_filter *f, db_job **items, int *n,
+                    int64_t *next_before, fb_err *err)
+{
+    char before[24], limit[16];
+    PGresult *res = NULL;
+    fb_code rc;
+
+    *items = NULL;
+    *n = 0;
+    *next_before = 0;
+    if (f->limit < 1 || f->limit > LIST_MAX)
+        return fb_err_set(err, FB_EINVAL, "limit", "must be 1..%d, got %d", LIST_MAX, f->limit);
+    if (!f->label_key != !f->label_value)
+        return fb_err_set(err, FB_EINVAL, "label", "needs both a key and a value");
+    /* One row more than asked tells whether another page exists. */
+    snprintf(limit, sizeof limit, "%d", f->limit + 1);
+    const char *params[] = {f->state,
+                            f->workload,
+                            f->engine,
+                            f->device,
+                            f->label_key,
+                            f->label_value,
+                            db_i64_text(f->before_id > 0 ? f->before_id : 0, before, sizeof before),
+                            limit};
+    rc = db_exec(c, &st_list, 8, params, &res, err);
+    if (rc)
+        goto out;
+    int rows = PQntuples(res);
+    int take = rows > f->limit ? f->limit : rows;
+    rc = rows_to_jobs(res, take, items, err);
+    if (rc)
+        goto out;
+    *n = take;
+    if (rows > f->limit)
+        *next_before = (*items)[take - 1].id;
+out:
+    PQclear(res);
+    return rc;
+}
+
+fb_code db_job_cancel(db_conn *c, int64_t id, fb_err *err)
+{
+    char idt[24];
+    const char *params[] = {db_i64_text(id, idt, sizeof idt)};
+    PGresult *res = NULL;
+    fb_code rc = db_exec(c, &st_cancel, 1, params, &res, err);
+    if (rc)
+        goto out;
+    if (PQntuples(res) == 0) {
+        rc = fb_err_set(err, FB_ENOTFOUND, NULL, "no job %s", idt);
+        goto out;
+    }
+    const char *state = PQgetvalue(res, 0, 0);
+    if (strcmp(state, "queued") != 0 && strcmp(state, "running") != 0)
+        rc = fb_err_set(err, FB_ECONFLICT, NULL, "job %s is %s already", idt, state);
+out:
+    PQclear(res);
+    return rc;
+}
+
+fb_code db_job_kernels(db_conn *c, int64_t id, const char *variant, char **rows_json, fb_err *err)
+{
+    char idt[24];
+    const char *params[] = {db_i64_text(id, idt, sizeof idt), variant};
+    PGresult *res = NULL;
+    *rows_json = NULL;
+    fb_code rc = db_exec(c, &st_kernels, 2, params, &res, err);
+    if (rc)
+        goto out;
+    if (PQgetvalue(res, 0, 0)[0] != 't') {
+        rc = fb_err_set(err, FB_ENOTFOUND, NULL, "no job %s", idt);
+        goto out;
+    }
+    rc = db_get_text(res, 0, 1, rows_json, err);
+out:
+    PQclear(res);
+    return rc;
+}
