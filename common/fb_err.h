@@ -47,7 +47,8 @@ typedef struct fb_err {
  * field may be NULL. */
 fb_code fb_err_set(fb_err *err, fb_code code, const char *field, const char *fmt, ...)
     FB_PRINTF(4, 5);
-fb_code fb_err_vset(fb_err *err, fb_code code, const char *field, const char *fmt, va_list ap);
+fb_code fb_err_vset(fb_err *err, fb_code code, const char *field, const char *fmt, va_list ap)
+    FB_PRINTF(4, 0);
 
 /* Clears an error to FB_OK with empty message and field. */
 void fb_err_clear(fb_err *err);

@@ -1,0 +1,361 @@
+/* fb_result: encoding of a job's result and its kernel rows (API.md "Results").
+ *
+ * Unknown metrics are NaN or -1 in the structs and JSON null on the wire, never
+ * 0: a dashboard must be able to tell "no kernels" from "cannot count kernels".
+ * Every encoder builds into one tree and returns NULL (freeing it) on ENOMEM. */
+#include "fb_result.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *fb_vstatus_name(fb_vstatus s)
+{
+    switch (s) {
+    case FB_VS_OK:
+        return "ok";
+    case FB_VS_ACCURACY_FAILED:
+        return "accuracy_failed";
+    case FB_VS_UNSUPPORTED:
+        return "unsupported";
+    case FB_VS_OOM:
+        return "oom";
+    case FB_VS_TIMEOUT:
+        return "timeout";
+    case FB_VS_CRASHED:
+        return "crashed";
+    case FB_VS_ERROR:
+        return "error";
+    }
+    return "error";
+}
+
+const char *fb_kcat_name(fb_kcat c)
+{
+    switch (c) {
+    case FB_KC_GEMM:
+        return "gemm";
+    case FB_KC_ELEMENTWISE:
+        return "elementwise";
+    case FB_KC_REDUCTION:
+        return "reduction";
+    case FB_KC_ATTENTION:
+        return "attention";
+    case FB_KC_COPY:
+        return "copy";
+    case FB_KC_OTHER:
+        return "other";
+    case FB_KC_COUNT:
+        break;
+    }
+    return "other";
+}
+
+void fb_variant_result_init(fb_variant_result *v, const char *name)
+{
+    memset(v, 0, sizeof *v);
+    snprintf(v->name, sizeof v->name, "%s", name ? name : "");
+    v->status = FB_VS_OK;
+    fb_stats *st = &v->latency;
+    st->median = st->mean = st->stdev = st->min = st->max = st->p90 = st->cv = NAN;
+    st->ci95_lo = st->ci95_hi = NAN;
+    v->kernels = v->fused_kernels = v->fused_ops = v->peak_mem_bytes = -1;
+    v->kernel_time_ms = v->busy_ms = v->idle_ms = v->max_rel_error = NAN;
+    for (int i = 0; i < FB_KC_COUNT; i++)
+        v->categories_ms[i] = NAN;
+}
+
+void fb_result_init(fb_result *r)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->baseline, sizeof r->baseline, "eager");
+    r->plan_ms = NAN;
+    for (int i = 0; i < FB_MAX_VARIANTS; i++)
+        fb_variant_result_init(&r->variants[i], "");
+}
+
+void fb_result_free(fb_result *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < FB_MAX_VARIANTS; i++) {
+        free(r->variants[i].samples_ms);
+        free(r->variants[i].kernel_rows);
+        r->variants[i].samples_ms = NULL;
+        r->variants[i].kernel_rows = NULL;
+        r->variants[i].n_samples = 0;
+        r->variants[i].n_kernel_rows = 0;
+    }
+}
+
+/* Non-finite values are turned into null here, explicitly, rather than left to
+ * cJSON's printer. */
+cJSON *fb_json_num_or_null(double v)
+{
+    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+cJSON *fb_json_int_or_null(int64_t v)
+{
+    return v == -1 ? cJSON_CreateNull() : cJSON_CreateNumber((double)v);
+}
+
+/* Attaches item under key; on failure frees item.  False on ENOMEM. */
+static bool res_put(cJSON *o, const char *key, cJSON *item)
+{
+    if (item && cJSON_AddItemToObject(o, key, item))
+        return true;
+    cJSON_Delete(item);
+    return false;
+}
+
+static bool res_push(cJSON *arr, cJSON *item)
+{
+    if (item && cJSON_AddItemToArray(arr, item))
+        return true;
+    cJSON_Delete(item);
+    return false;
+}
+
+/* A string, or null when empty (unknown). */
+static cJSON *res_str_or_null(const char *s)
+{
+    return s[0] ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+static cJSON *res_env(const fb_env *e)
+{
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && res_put(o, "device_name", res_str_or_null(e->device_name)) &&
+              res_put(o, "device_uuid", res_str_or_null(e->device_uuid)) &&
+              res_put(o, "driver", res_str_or_null(e->driver)) &&
+              res_put(o, "cuda", res_str_or_null(e->cuda)) &&
+              res_put(o, "cudnn", res_str_or_null(e->cudnn)) &&
+              res_put(o, "cublas", res_str_or_null(e->cublas)) &&
+              res_put(o, "torch", res_str_or_null(e->torch)) &&
+              res_put(o, "triton", res_str_or_null(e->triton)) &&
+              res_put(o, "cpu", res_str_or_null(e->cpu)) &&
+              res_put(o, "blas", res_str_or_null(e->blas)) &&
+              res_put(o, "threads",
+                      e->threads > 0 ? cJSON_CreateNumber(e->threads) : cJSON_CreateNull()) &&
+              res_put(o, "fusionbench", res_str_or_null(e->fusionbench)) &&
+              res_put(o, "hostname", res_str_or_null(e->hostname));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* [a, b] with nulls for unknown ends. */
+static cJSON *res_pair(double a, double b)
+{
+    cJSON *arr = cJSON_CreateArray();
+    if (arr && res_push(arr, fb_json_num_or_null(a)) && res_push(arr, fb_json_num_or_null(b)))
+        return arr;
+    cJSON_Delete(arr);
+    return NULL;
+}
+
+static cJSON *res_latency(const fb_stats *st)
+{
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && res_put(o, "median", fb_json_num_or_null(st->median)) &&
+              res_put(o, "mean", fb_json_num_or_null(st->mean)) &&
+              res_put(o, "stdev", fb_json_num_or_null(st->stdev)) &&
+              res_put(o, "min", fb_json_num_or_null(st->min)) &&
+              res_put(o, "max", fb_json_num_or_null(st->max)) &&
+              res_put(o, "p90", fb_json_num_or_null(st->p90)) &&
+              res_put(o, "cv", fb_json_num_or_null(st->cv)) &&
+              res_put(o, "ci95", res_pair(st->ci95_lo, st->ci95_hi));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static cJSON *res_samples(const fb_variant_result *v)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && v->samples_ms && i < v->n_samples; i++) {
+        if (!res_push(arr, fb_json_num_or_null(v->samples_ms[i]))) {
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* {category: ms} for the categories seen (non-NaN) only. */
+static cJSON *res_categories(const fb_variant_result *v)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int c = 0; o && c < FB_KC_COUNT; c++) {
+        if (!isfinite(v->categories_ms[c]))
+            continue;
+        if (!res_put(o, fb_kcat_name((fb_kcat)c), cJSON_CreateNumber(v->categories_ms[c]))) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+static bool res_variant_metrics(cJSON *o, const fb_variant_result *v)
+{
+    return res_put(o, "kernels", fb_json_int_or_null(v->kernels)) &&
+           res_put(o, "kernel_time_ms", fb_json_num_or_null(v->kernel_time_ms)) &&
+           res_put(o, "busy_ms", fb_json_num_or_null(v->busy_ms)) &&
+           res_put(o, "idle_ms", fb_json_num_or_null(v->idle_ms)) &&
+           res_put(o, "fused_kernels", fb_json_int_or_null(v->fused_kernels)) &&
+           res_put(o, "fused_ops", fb_json_int_or_null(v->fused_ops)) &&
+           res_put(o, "peak_mem_bytes", fb_json_int_or_null(v->peak_mem_bytes)) &&
+           res_put(o, "max_rel_error", fb_json_num_or_null(v->max_rel_error)) &&
+           res_put(o, "categories_ms", res_categories(v));
+}
+
+static cJSON *res_variant(const fb_variant_result *v)
+{
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && res_put(o, "name", cJSON_CreateString(v->name)) &&
+              res_put(o, "status", cJSON_CreateString(fb_vstatus_name(v->status))) &&
+              (v->status == FB_VS_OK || res_put(o, "message", cJSON_CreateString(v->message))) &&
+              res_put(o, "latency_ms", res_latency(&v->latency)) &&
+              res_put(o, "samples_ms", res_samples(v)) && res_variant_metrics(o, v);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* num / den when both are known and den > 0; NaN otherwise (the entry is left out). */
+static double res_ratio(double num, double den)
+{
+    if (!isfinite(num) || !isfinite(den) || num < 0 || den <= 0)
+        return NAN;
+    return num / den;
+}
+
+/* Integer metrics use -1 for unknown; any negative is treated as unknown here. */
+static double res_known(int64_t v)
+{
+    return v < 0 ? NAN : (double)v;
+}
+
+static const fb_variant_result *res_find(const fb_result *r, const char *name)
+{
+    for (int i = 0; i < r->n_variants && i < FB_MAX_VARIANTS; i++)
+        if (strcmp(r->variants[i].name, name) == 0)
+            return &r->variants[i];
+    return NULL;
+}
+
+/* Adds key: x to map when x is finite. */
+static bool res_put_ratio(cJSON *map, const char *key, double x)
+{
+    return !isfinite(x) || res_put(map, key, cJSON_CreateNumber(x));
+}
+
+/* Fills the three maps.  Only variants with status ok against an ok baseline get
+ * entries: a speedup of a wrong answer (accuracy_failed) is no speedup. */
+static bool res_fill_comparison(const fb_result *r, cJSON *speed, cJSON *kern, cJSON *mem)
+{
+    const fb_variant_result *b = res_find(r, r->baseline);
+    if (!b || b->status != FB_VS_OK)
+        return true;
+    for (int i = 0; i < r->n_variants && i < FB_MAX_VARIANTS; i++) {
+        const fb_variant_result *v = &r->variants[i];
+        if (v == b || v->status != FB_VS_OK)
+            continue;
+        bool ok =
+            res_put_ratio(speed, v->name, res_ratio(b->latency.median, v->latency.median)) &&
+            res_put_ratio(kern, v->name, res_ratio(res_known(v->kernels), res_known(b->kernels))) &&
+            res_put_ratio(mem, v->name,
+                          res_ratio(res_known(v->peak_mem_bytes), res_known(b->peak_mem_bytes)));
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static cJSON *res_comparison(const fb_result *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && res_put(o, "baseline", res_str_or_null(r->baseline));
+    cJSON *speed = ok ? cJSON_AddObjectToObject(o, "speedup") : NULL;
+    cJSON *kern = speed ? cJSON_AddObjectToObject(o, "kernel_ratio") : NULL;
+    cJSON *mem = kern ? cJSON_AddObjectToObject(o, "memory_ratio") : NULL;
+    if (!mem || !res_fill_comparison(r, speed, kern, mem)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static cJSON *res_variants(const fb_result *r)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && i < r->n_variants && i < FB_MAX_VARIANTS; i++) {
+        if (!res_push(arr, res_variant(&r->variants[i]))) {
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+cJSON *fb_result_to_json(const fb_result *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && res_put(o, "env", res_env(&r->env)) &&
+              res_put(o, "plan_ms", fb_json_num_or_null(r->plan_ms)) &&
+              res_put(o, "variants", res_variants(r)) &&
+              res_put(o, "comparison", res_comparison(r));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* [x, y, z] of a launch dimension. */
+static cJSON *res_dim3(const int d[3])
+{
+    return cJSON_CreateIntArray(d, 3);
+}
+
+static cJSON *res_kernel_row(const fb_kernel_row *k)
+{
+    cJSON *o = cJSON_CreateObject();
+    int n_ops = k->n_ops < FB_MAX_KERNEL_OPS ? k->n_ops : FB_MAX_KERNEL_OPS;
+    bool ok = o && res_put(o, "name", cJSON_CreateString(k->name)) &&
+              res_put(o, "category", cJSON_CreateString(fb_kcat_name(k->category))) &&
+              res_put(o, "count", cJSON_CreateNumber(k->count)) &&
+              res_put(o, "total_ms", fb_json_num_or_null(k->total_ms)) &&
+              res_put(o, "mean_ms", fb_json_num_or_null(k->mean_ms)) &&
+              res_put(o, "grid", res_dim3(k->grid)) && res_put(o, "block", res_dim3(k->block));
+    cJSON *ops = ok ? cJSON_AddArrayToObject(o, "ops") : NULL;
+    ok = ops != NULL;
+    for (int i = 0; ok && i < n_ops; i++)
+        ok = res_push(ops, cJSON_CreateString(k->ops[i]));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+cJSON *fb_kernel_rows_to_json(const fb_variant_result *v)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && v->kernel_rows && i < v->n_kernel_rows; i++) {
+        if (!res_push(arr, res_kernel_row(&v->kernel_rows[i]))) {
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}

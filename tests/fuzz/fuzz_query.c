@@ -1,0 +1,87 @@
+/* libFuzzer target for the server's request parsing (server/srv_parse.c):
+ * route patterns against arbitrary paths, ids, integers, labels, Content-Type
+ * values and static file paths.  Besides crashes it checks invariants: captures
+ * stay inside the path, an accepted static path has no "." segment start, an
+ * accepted id prints back to the same digits. */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srv_parse.h"
+
+static const char *const patterns[] = {
+    "/",
+    "/api/v1/jobs",
+    "/api/v1/jobs/{id}",
+    "/api/v1/jobs/{id}/cancel",
+    "/api/v1/jobs/{id}/kernels",
+    "/static/{*}",
+    "/{a}/{b}",
+};
+
+static void check_paths(const char *s)
+{
+    size_t len = strlen(s);
+    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++) {
+        srv_caps c;
+        if (!srv_path_match(patterns[i], s, &c))
+            continue;
+        if (c.n < 0 || c.n > SRV_MAX_CAPS)
+            abort();
+        for (int k = 0; k < c.n; k++)
+            if (c.cap[k].len == 0 || c.cap[k].off + c.cap[k].len > len)
+                abort();
+    }
+}
+
+static void check_id(const char *s)
+{
+    int64_t id;
+    char back[32];
+    size_t len = strlen(s);
+
+    if (!srv_parse_id(s, len, &id))
+        return;
+    snprintf(back, sizeof back, "%" PRId64, id);
+    /* Leading zeros are the only accepted difference. */
+    size_t skip = 0;
+    while (skip + 1 < len && s[skip] == '0')
+        skip++;
+    if (id <= 0 || strcmp(back, s + skip) != 0)
+        abort();
+}
+
+static void check_static(const char *s)
+{
+    if (!srv_static_path_ok(s))
+        return;
+    if (s[0] == '/' || s[0] == '.' || strstr(s, "/.") || strstr(s, "//") ||
+        strlen(s) > SRV_STATIC_MAX)
+        abort();
+    (void)srv_content_type_for(s);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *s = malloc(size + 1);
+    char key[16], val[16];
+    long v;
+
+    if (!s)
+        return 0;
+    memcpy(s, data, size);
+    s[size] = '\0';
+    check_paths(s);
+    check_id(s);
+    check_static(s);
+    if (srv_parse_int_range(s, 1, 200, &v) && (v < 1 || v > 200))
+        abort();
+    if (srv_parse_label(s, key, sizeof key, val, sizeof val) && (!key[0] || !val[0]))
+        abort();
+    (void)srv_content_type_is_json(s);
+    (void)srv_state_valid(s);
+    free(s);
+    return 0;
+}
