@@ -1,0 +1,163 @@
+#include "srv_catalog.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#define OFFER_LIST_MAX 256 /* the "(offered: ...)" part of a message */
+
+static bool str_is(const cJSON *item, const char *key, const char *want)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(item, key);
+    return cJSON_IsString(v) && strcmp(v->valuestring, want) == 0;
+}
+
+static bool array_has(const cJSON *item, const char *key, const char *want)
+{
+    const cJSON *v;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(item, key))
+    {
+        if (cJSON_IsString(v) && strcmp(v->valuestring, want) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Joins the strings of item[key] (or of the engines of name's entries, when key
+ * is NULL) as "a, b" into buf. */
+static const char *offer_list(const cJSON *catalog, const cJSON *item, const char *key,
+                              const char *name, char *buf, size_t size)
+{
+    const cJSON *v, *list = key ? cJSON_GetObjectItemCaseSensitive(item, key) : catalog;
+    size_t len = 0;
+
+    buf[0] = '\0';
+    cJSON_ArrayForEach(v, list)
+    {
+        const cJSON *s = key ? v : cJSON_GetObjectItemCaseSensitive(v, "engine");
+        if (!key && !str_is(v, "name", name))
+            continue;
+        if (!cJSON_IsString(s) || len >= size)
+            continue;
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "", s->valuestring);
+    }
+    return buf;
+}
+
+/* The entry for (name, engine), or for engine "" the native one, else the first. */
+static const cJSON *find_entry(const cJSON *catalog, const char *name, const char *engine)
+{
+    const cJSON *item, *first = NULL;
+    cJSON_ArrayForEach(item, catalog)
+    {
+        if (!str_is(item, "name", name))
+            continue;
+        if (engine[0] ? str_is(item, "engine", engine) : str_is(item, "engine", "native"))
+            return item;
+        if (!first)
+            first = item;
+    }
+    return engine[0] ? NULL : first;
+}
+
+/* The preferred value when offered, else the entry's first, else "". */
+static const char *pick(const cJSON *entry, const char *key, const char *pref1, const char *pref2)
+{
+    const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(entry, key), 0);
+    if (array_has(entry, key, pref1))
+        return pref1;
+    if (pref2 && array_has(entry, key, pref2))
+        return pref2;
+    return cJSON_IsString(first) ? first->valuestring : "";
+}
+
+/* Checks that the set value of field is offered, else picks the default. */
+static fb_code check_or_pick(const cJSON *entry, const char *key, char *value, const char *pref1,
+                             const char *pref2, const char *what, fb_err *err)
+{
+    char offered[OFFER_LIST_MAX];
+
+    if (!value[0]) {
+        snprintf(value, FB_NAME_MAX, "%s", pick(entry, key, pref1, pref2));
+        return FB_OK;
+    }
+    if (array_has(entry, key, value))
+        return FB_OK;
+    return fb_err_set(err, FB_EUNSUPPORTED, what,
+                      "no registered worker offers %s %s for this "
+                      "workload (offered: %s)",
+                      what, value, offer_list(NULL, entry, key, NULL, offered, sizeof offered));
+}
+
+static fb_code check_variants(const cJSON *entry, const fb_spec *spec, fb_err *err)
+{
+    char offered[OFFER_LIST_MAX], field[32];
+
+    for (int i = 0; i < spec->n_variants; i++) {
+        if (array_has(entry, "variants", spec->variants[i]))
+            continue;
+        snprintf(field, sizeof field, "variants[%d]", i);
+        return fb_err_set(err, FB_EUNSUPPORTED, field, "variant %s is not offered (offered: %s)",
+                          spec->variants[i],
+                          offer_list(NULL, entry, "variants", NULL, offered, sizeof offered));
+    }
+    return FB_OK;
+}
+
+/* Entry's default variants as a NULL-terminated list pointing into the entry. */
+static void default_variants(const cJSON *entry, const char **out)
+{
+    const cJSON *v;
+    int n = 0;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(entry, "variants"))
+    {
+        if (cJSON_IsString(v) && n < FB_MAX_VARIANTS)
+            out[n++] = v->valuestring;
+    }
+    out[n] = NULL;
+}
+
+static fb_code find_checked(const cJSON *catalog, fb_spec *spec, const cJSON **entry, fb_err *err)
+{
+    char offered[OFFER_LIST_MAX];
+
+    if (!cJSON_IsArray(catalog))
+        return fb_err_set(err, FB_EINVAL, NULL, "workload catalog is not an array");
+    if (!find_entry(catalog, spec->workload, ""))
+        return fb_err_set(err, FB_ENOTFOUND, "workload", "no registered worker offers workload %s",
+                          spec->workload);
+    *entry = find_entry(catalog, spec->workload, spec->engine);
+    if (!*entry)
+        return fb_err_set(err, FB_EUNSUPPORTED, "engine",
+                          "no registered worker offers workload %s on engine %s (offered: %s)",
+                          spec->workload, spec->engine,
+                          offer_list(catalog, NULL, NULL, spec->workload, offered, sizeof offered));
+    return FB_OK;
+}
+
+fb_code srv_catalog_resolve(const cJSON *catalog, fb_spec *spec, fb_err *err)
+{
+    const char *variants[FB_MAX_VARIANTS + 1];
+    const cJSON *entry = NULL, *eng, *bs;
+    char device[FB_NAME_MAX];
+    fb_code rc = find_checked(catalog, spec, &entry, err);
+
+    if (rc)
+        return rc;
+    eng = cJSON_GetObjectItemCaseSensitive(entry, "engine");
+    if (!spec->engine[0] && cJSON_IsString(eng))
+        snprintf(spec->engine, sizeof spec->engine, "%s", eng->valuestring);
+    rc = check_or_pick(entry, "devices", spec->device, "cuda", "cpu", "device", err);
+    if (!rc)
+        rc = check_or_pick(entry, "dtypes", spec->dtype, "float32", NULL, "dtype", err);
+    if (!rc)
+        rc = check_variants(entry, spec, err);
+    if (rc)
+        return rc;
+    snprintf(device, sizeof device, "%s", spec->device);
+    bs = cJSON_GetObjectItemCaseSensitive(entry, "default_batch_size");
+    default_variants(entry, variants);
+    fb_spec_apply_defaults(spec, device, cJSON_IsNumber(bs) && bs->valueint >= 1 ? bs->valueint : 1,
+                           variants);
+    return FB_OK;
+}

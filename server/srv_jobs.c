@@ -1,0 +1,329 @@
+#include "srv_jobs.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fb_log.h"
+#include "fb_spec.h"
+#include "srv_catalog.h"
+
+#define LIST_LIMIT_DEFAULT 50
+#define LIST_LIMIT_MAX     200
+
+/* ---- the job as JSON (API.md "GET /api/v1/jobs/{id}") ---- */
+
+/* Parses stored JSON text; text the database gave us is ours, so a parse failure
+ * is a bug worth a log line, answered as null rather than a broken body. */
+static cJSON *stored_json(const char *text, int64_t id, const char *what)
+{
+    cJSON *v;
+    if (!text)
+        return cJSON_CreateNull();
+    v = cJSON_Parse(text);
+    if (!v) {
+        fb_error("job %" PRId64 ": stored %s is not JSON", id, what);
+        return cJSON_CreateNull();
+    }
+    return v;
+}
+
+static cJSON *str_or_null(const char *s)
+{
+    return s[0] ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+/* A new JSON object for j (caller deletes), NULL on ENOMEM. */
+static cJSON *job_to_json(const db_job *j)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    if (!o)
+        return NULL;
+    cJSON_AddNumberToObject(o, "id", (double)j->id);
+    cJSON_AddStringToObject(o, "state", j->state);
+    cJSON_AddItemToObject(o, "spec", stored_json(j->spec_json, j->id, "spec"));
+    cJSON_AddNumberToObject(o, "attempt", j->attempt);
+    cJSON_AddNumberToObject(o, "max_attempts", j->max_attempts);
+    cJSON_AddItemToObject(o, "progress", stored_json(j->progress_json, j->id, "progress"));
+    cJSON_AddItemToObject(o, "worker", str_or_null(j->worker));
+    cJSON_AddItemToObject(o, "created_at", str_or_null(j->created_at));
+    cJSON_AddItemToObject(o, "started_at", str_or_null(j->started_at));
+    cJSON_AddItemToObject(o, "finished_at", str_or_null(j->finished_at));
+    cJSON_AddItemToObject(o, "error", stored_json(j->error_json, j->id, "error"));
+    cJSON_AddItemToObject(o, "result", stored_json(j->result_json, j->id, "result"));
+    cJSON_AddBoolToObject(o, "cancel_requested", j->cancel_requested);
+    /* Every Add above allocates; one check at the end is enough to catch ENOMEM. */
+    if (cJSON_GetArraySize(o) != 13) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Answers status with job id read back from the database. */
+static void reply_job(srv_req *r, int status, int64_t id)
+{
+    db_job j;
+    fb_err err;
+
+    memset(&j, 0, sizeof j);
+    fb_err_clear(&err);
+    if (db_job_get(r->db, id, &j, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        return;
+    }
+    srv_reply_json(r, status, job_to_json(&j));
+    db_job_free(&j);
+}
+
+/* The {id} capture as a job id; a bad one answers 404 like a missing job. */
+static bool job_id(srv_req *r, int64_t *id)
+{
+    char buf[32];
+    if (srv_req_cap(r, 0, buf, sizeof buf) && srv_parse_id(buf, strlen(buf), id))
+        return true;
+    srv_reply_error(r, 404, "not_found", NULL, "no such job");
+    return false;
+}
+
+void srv_jobs_get(srv_req *r)
+{
+    int64_t id;
+    if (job_id(r, &id))
+        reply_job(r, 200, id);
+}
+
+void srv_jobs_cancel(srv_req *r)
+{
+    int64_t id;
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (!job_id(r, &id))
+        return;
+    if (db_job_cancel(r->db, id, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        return;
+    }
+    reply_job(r, 200, id);
+}
+
+void srv_jobs_kernels(srv_req *r)
+{
+    const char *variant = srv_req_query(r, "variant");
+    char *rows = NULL;
+    int64_t id;
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (!job_id(r, &id))
+        return;
+    if (variant && !fb_name_valid(variant)) {
+        srv_reply_error(r, 400, "invalid_argument", "variant", "not a variant name");
+        return;
+    }
+    if (db_job_kernels(r->db, id, variant, &rows, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        return;
+    }
+    srv_reply_items(r, rows);
+}
+
+/* ---- POST /api/v1/jobs ---- */
+
+/* 422 for catalog misses, the usual mapping for the rest. */
+static void reply_resolve_err(srv_req *r, const fb_err *err)
+{
+    if (err->code == FB_ENOTFOUND)
+        srv_reply_error(r, 422, "unknown_workload", err->field, "%s", err->msg);
+    else if (err->code == FB_EUNSUPPORTED)
+        srv_reply_error(r, 422, "unsupported", err->field, "%s", err->msg);
+    else
+        srv_reply_fb_err(r, err);
+}
+
+/* Checks spec against what live workers offer and fills the defaults. */
+static fb_code resolve(srv_req *r, fb_spec *spec, fb_err *err)
+{
+    char *text = NULL;
+    cJSON *catalog = NULL;
+    fb_code rc = db_workload_catalog(r->db, SRV_WORKER_STALE_S, &text, err);
+
+    if (rc)
+        goto out;
+    catalog = cJSON_Parse(text);
+    if (!catalog) {
+        rc = fb_err_set(err, FB_EINTERNAL, NULL, "workload catalog is not JSON");
+        goto out;
+    }
+    rc = srv_catalog_resolve(catalog, spec, err);
+out:
+    cJSON_Delete(catalog);
+    free(text);
+    return rc;
+}
+
+static fb_code insert(srv_req *r, const fb_spec *spec, int64_t *id, fb_err *err)
+{
+    cJSON *json = fb_spec_to_json(spec);
+    char *text = json ? cJSON_PrintUnformatted(json) : NULL;
+    db_new_job nj = {
+        .spec_json = text,
+        .workload = spec->workload,
+        .engine = spec->engine,
+        .device = spec->device,
+        .dtype = spec->dtype,
+        .batch_size = spec->batch_size,
+        .priority = spec->priority,
+        .max_attempts = spec->max_attempts,
+        .timeout_s = spec->timeout_s,
+    };
+    fb_code rc = text ? db_job_insert(r->db, &nj, id, err)
+                      : fb_err_set(err, FB_ENOMEM, NULL, "out of memory encoding the spec");
+
+    free(text);
+    cJSON_Delete(json);
+    return rc;
+}
+
+void srv_jobs_create(srv_req *r)
+{
+    const char *ct =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    char location[64];
+    int64_t id = 0;
+    fb_spec spec;
+    fb_err err;
+
+    fb_spec_init(&spec);
+    fb_err_clear(&err);
+    if (!srv_content_type_is_json(ct)) {
+        srv_reply_error(r, 415, "unsupported_media_type", NULL,
+                        "Content-Type must be application/json, got %s", ct ? ct : "none");
+        goto out;
+    }
+    if (fb_spec_parse(r->body ? r->body : "", r->body_len, &spec, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        goto out;
+    }
+    if (resolve(r, &spec, &err) != FB_OK) {
+        reply_resolve_err(r, &err);
+        goto out;
+    }
+    if (insert(r, &spec, &id, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        goto out;
+    }
+    fb_info("job %" PRId64 " queued: %s/%s/%s", id, spec.workload, spec.engine, spec.device);
+    reply_job(r, 201, id);
+    snprintf(location, sizeof location, "/api/v1/jobs/%" PRId64, id);
+    srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, location);
+out:
+    fb_spec_free(&spec);
+}
+
+/* ---- GET /api/v1/jobs ---- */
+
+typedef struct list_query {
+    db_job_filter f;
+    char label_key[FB_LABEL_MAX], label_value[FB_LABEL_MAX];
+} list_query;
+
+static bool name_param(srv_req *r, const char *key, const char **out)
+{
+    const char *v = srv_req_query(r, key);
+    if (v && !fb_name_valid(v)) {
+        srv_reply_error(r, 400, "invalid_argument", key, "not a valid %s name", key);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Reads and checks the query; false when it answered 400. */
+static bool list_query_read(srv_req *r, list_query *q)
+{
+    const char *state = srv_req_query(r, "state"), *label = srv_req_query(r, "label");
+    const char *limit = srv_req_query(r, "limit"), *cursor = srv_req_query(r, "cursor");
+    long lim = LIST_LIMIT_DEFAULT;
+
+    memset(q, 0, sizeof *q);
+    if (state && !srv_state_valid(state)) {
+        srv_reply_error(r, 400, "invalid_argument", "state",
+                        "state must be queued, running, succeeded, failed or canceled");
+        return false;
+    }
+    if (!name_param(r, "workload", &q->f.workload) || !name_param(r, "engine", &q->f.engine) ||
+        !name_param(r, "device", &q->f.device))
+        return false;
+    if (label && !srv_parse_label(label, q->label_key, sizeof q->label_key, q->label_value,
+                                  sizeof q->label_value)) {
+        srv_reply_error(r, 400, "invalid_argument", "label", "label must be key:value");
+        return false;
+    }
+    if (limit && !srv_parse_int_range(limit, 1, LIST_LIMIT_MAX, &lim)) {
+        srv_reply_error(r, 400, "invalid_argument", "limit", "limit must be 1..%d", LIST_LIMIT_MAX);
+        return false;
+    }
+    if (cursor && !srv_parse_id(cursor, strlen(cursor), &q->f.before_id)) {
+        srv_reply_error(r, 400, "invalid_argument", "cursor", "not a cursor from next_cursor");
+        return false;
+    }
+    q->f.state = state;
+    q->f.limit = (int)lim;
+    if (label) {
+        q->f.label_key = q->label_key;
+        q->f.label_value = q->label_value;
+    }
+    return true;
+}
+
+/* {"items": [...], "next_cursor": "N" | null}; NULL on ENOMEM. */
+static cJSON *page_json(const db_job *items, int n, int64_t next)
+{
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "items");
+    char cur[24];
+
+    if (!arr) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        cJSON *j = job_to_json(&items[i]);
+        if (!j || !cJSON_AddItemToArray(arr, j)) {
+            cJSON_Delete(j);
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    snprintf(cur, sizeof cur, "%" PRId64, next);
+    if (!cJSON_AddItemToObject(o, "next_cursor",
+                               next > 0 ? cJSON_CreateString(cur) : cJSON_CreateNull())) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+void srv_jobs_list(srv_req *r)
+{
+    list_query q;
+    db_job *items = NULL;
+    int n = 0;
+    int64_t next = 0;
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (!list_query_read(r, &q))
+        return;
+    if (db_job_list(r->db, &q.f, &items, &n, &next, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        return;
+    }
+    srv_reply_json(r, 200, page_json(items, n, next));
+    for (int i = 0; i < n; i++)
+        db_job_free(&items[i]);
+    free(items);
+}

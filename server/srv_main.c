@@ -1,0 +1,260 @@
+/* fusionbench-server: the REST API and the dashboard.  See usage() and API.md. */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "db.h"
+#include "fb_log.h"
+#include "srv_http.h"
+#include "srv_parse.h"
+#include "srv_pool.h"
+
+#ifndef FB_WEB_DIR
+#define FB_WEB_DIR "web"
+#endif
+
+#define DEFAULT_PORT     8080
+#define DEFAULT_MAX_BODY (1024 * 1024)
+#define DEFAULT_THREADS  4
+#define MAX_THREADS      64
+#define MAX_BODY_LIMIT   (64L * 1024 * 1024)
+#define DB_RETRY_FIRST_S 1
+#define DB_RETRY_MAX_S   30
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: fusionbench-server [--database-url URL] [--port N] [--bind ADDR]\n"
+        "                          [--web-dir DIR] [--max-body BYTES] [--threads N]\n"
+        "\n"
+        "  --database-url URL  PostgreSQL URL or conninfo (default: $DATABASE_URL, else\n"
+        "                      libpq's PG* environment)\n"
+        "  --port N            TCP port, 0 for any free one (default: $FUSIONBENCH_PORT or %d)\n"
+        "  --bind ADDR         numeric IPv4/IPv6 address to listen on (default 127.0.0.1)\n"
+        "  --web-dir DIR       dashboard files (default %s)\n"
+        "  --max-body BYTES    largest request body, over it 413 (default %d)\n"
+        "  --threads N         HTTP threads = database connections, 1..%d (default %d)\n"
+        "  --help              this text\n"
+        "\n"
+        "Migrations are applied at start.  If the database is unreachable the server\n"
+        "still starts: /healthz answers 200, /readyz and the API 503, and it retries\n"
+        "with backoff (up to %d s apart) until the database answers.  SIGINT or SIGTERM\n"
+        "stop it cleanly.  FUSIONBENCH_LOG=debug logs one line per request.\n",
+        DEFAULT_PORT, FB_WEB_DIR, DEFAULT_MAX_BODY, MAX_THREADS, DEFAULT_THREADS, DB_RETRY_MAX_S);
+}
+
+static bool opt_long(const char *name, const char *s, long lo, long hi, long *out)
+{
+    if (srv_parse_int_range(s, lo, hi, out))
+        return true;
+    fprintf(stderr, "fusionbench-server: --%s must be an integer in %ld..%ld, got '%s'\n", name, lo,
+            hi, s);
+    return false;
+}
+
+/* Fills cfg from the environment, then the command line.  Returns 0 to run, 1 on
+ * a usage error, 2 when --help was printed. */
+static int parse_args(int argc, char **argv, srv_config *cfg)
+{
+    static const struct option opts[] = {
+        {"database-url", required_argument, NULL, 'd'},
+        {"port", required_argument, NULL, 'p'},
+        {"bind", required_argument, NULL, 'b'},
+        {"web-dir", required_argument, NULL, 'w'},
+        {"max-body", required_argument, NULL, 'm'},
+        {"threads", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *env_port = getenv("FUSIONBENCH_PORT");
+    long v = DEFAULT_PORT;
+    int c;
+
+    *cfg = (srv_config){getenv("DATABASE_URL"), "127.0.0.1",    DEFAULT_PORT, FB_WEB_DIR,
+                        DEFAULT_MAX_BODY,       DEFAULT_THREADS};
+    if (env_port && env_port[0]) {
+        if (!opt_long("port (FUSIONBENCH_PORT)", env_port, 0, 65535, &v))
+            return 1;
+        cfg->port = (int)v;
+    }
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            cfg->database_url = optarg;
+            break;
+        case 'b':
+            cfg->bind_addr = optarg;
+            break;
+        case 'w':
+            cfg->web_dir = optarg;
+            break;
+        case 'p':
+            if (!opt_long("port", optarg, 0, 65535, &v))
+                return 1;
+            cfg->port = (int)v;
+            break;
+        case 'm':
+            if (!opt_long("max-body", optarg, 1, MAX_BODY_LIMIT, &v))
+                return 1;
+            cfg->max_body = (size_t)v;
+            break;
+        case 't':
+            if (!opt_long("threads", optarg, 1, MAX_THREADS, &v))
+                return 1;
+            cfg->threads = (int)v;
+            break;
+        case 'h':
+            usage(stdout);
+            return 2;
+        default:
+            usage(stderr);
+            return 1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "fusionbench-server: unexpected argument '%s'\n", argv[optind]);
+        return 1;
+    }
+    return 0;
+}
+
+/* The background task that brings the database up: connect, migrate, and mark
+ * the server ready, retrying with backoff until it works or we stop. */
+typedef struct db_init {
+    srv_ctx *ctx;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    bool stop;
+} db_init;
+
+static fb_code connect_and_migrate(const char *url, fb_err *err)
+{
+    db_conn *c = NULL;
+    fb_code rc = db_connect(url, &c, err);
+
+    if (rc)
+        goto out;
+    /* db_migrate holds an advisory lock: servers and workers may start together. */
+    rc = db_migrate(c, err);
+out:
+    if (c)
+        db_close(c);
+    return rc;
+}
+
+/* Sleeps delay_s unless told to stop; true when stopping. */
+static bool wait_or_stop(db_init *di, int delay_s)
+{
+    struct timespec until;
+    bool stop;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += delay_s;
+    pthread_mutex_lock(&di->mu);
+    while (!di->stop)
+        if (pthread_cond_timedwait(&di->wake, &di->mu, &until) == ETIMEDOUT)
+            break;
+    stop = di->stop;
+    pthread_mutex_unlock(&di->mu);
+    return stop;
+}
+
+static void *db_init_main(void *arg)
+{
+    db_init *di = arg;
+    const char *url = di->ctx->cfg.database_url ? di->ctx->cfg.database_url : "";
+    int delay = DB_RETRY_FIRST_S;
+    fb_err err;
+
+    for (;;) {
+        fb_err_clear(&err);
+        if (connect_and_migrate(url, &err) == FB_OK) {
+            atomic_store(&di->ctx->db_ready, true);
+            fb_info("database ready (migrations applied)");
+            return NULL;
+        }
+        fb_warn("database not ready (%s: %s); retrying in %d s", fb_code_name(err.code), err.msg,
+                delay);
+        if (wait_or_stop(di, delay))
+            return NULL;
+        delay = delay * 2 > DB_RETRY_MAX_S ? DB_RETRY_MAX_S : delay * 2;
+    }
+}
+
+static void log_listening(const srv_ctx *ctx)
+{
+    bool v6 = strchr(ctx->cfg.bind_addr, ':') != NULL;
+    fb_info("listening on http://%s%s%s:%d", v6 ? "[" : "", ctx->cfg.bind_addr, v6 ? "]" : "",
+            ctx->bound_port);
+}
+
+/* Serves until SIGINT or SIGTERM.  The signals are blocked in every thread
+ * (the mask is inherited) and taken here with sigwait, so no handler runs in
+ * the middle of libmicrohttpd or libpq. */
+static int serve(srv_ctx *ctx, const sigset_t *stop_set)
+{
+    db_init di = {.ctx = ctx, .stop = false};
+    pthread_t th;
+    fb_err err;
+    int sig = 0;
+
+    fb_err_clear(&err);
+    pthread_mutex_init(&di.mu, NULL);
+    pthread_cond_init(&di.wake, NULL);
+    if (srv_http_start(ctx, &err) != FB_OK) {
+        fb_error("%s", err.msg);
+        return 1;
+    }
+    log_listening(ctx);
+    if (pthread_create(&th, NULL, db_init_main, &di) != 0) {
+        fb_error("cannot start the database thread");
+        srv_http_stop(ctx);
+        return 1;
+    }
+    sigwait(stop_set, &sig);
+    fb_info("signal %d: stopping", sig);
+    pthread_mutex_lock(&di.mu);
+    di.stop = true;
+    pthread_cond_signal(&di.wake);
+    pthread_mutex_unlock(&di.mu);
+    pthread_join(th, NULL);
+    srv_http_stop(ctx);
+    pthread_cond_destroy(&di.wake);
+    pthread_mutex_destroy(&di.mu);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static srv_ctx ctx;
+    sigset_t stop_set;
+    fb_err err;
+    int rc;
+
+    fb_log_init("server");
+    fb_err_clear(&err);
+    rc = parse_args(argc, argv, &ctx.cfg);
+    if (rc)
+        return rc == 2 ? 0 : 2;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    atomic_init(&ctx.db_ready, false);
+    if (srv_pool_create(ctx.cfg.database_url ? ctx.cfg.database_url : "", ctx.cfg.threads,
+                        &ctx.pool, &err) != FB_OK) {
+        fb_error("%s", err.msg);
+        return 1;
+    }
+    rc = serve(&ctx, &stop_set);
+    srv_pool_destroy(ctx.pool);
+    fb_info("stopped");
+    return rc;
+}

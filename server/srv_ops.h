@@ -1,0 +1,10 @@
+/* srv_ops: liveness (GET /healthz) and readiness (GET /readyz). */
+#ifndef SRV_OPS_H
+#define SRV_OPS_H
+
+#include "srv_http.h"
+
+void srv_ops_healthz(srv_req *r);
+void srv_ops_readyz(srv_req *r);
+
+#endif

@@ -1,0 +1,233 @@
+#include "srv_parse.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <string.h>
+#include <strings.h>
+
+/* Length of the segment at s (up to '/' or end). */
+static size_t seg_len(const char *s)
+{
+    size_t n = 0;
+    while (s[n] && s[n] != '/')
+        n++;
+    return n;
+}
+
+static bool add_cap(srv_caps *caps, size_t off, size_t len)
+{
+    if (!caps)
+        return true;
+    if (caps->n >= SRV_MAX_CAPS)
+        return false;
+    caps->cap[caps->n].off = off;
+    caps->cap[caps->n].len = len;
+    caps->n++;
+    return true;
+}
+
+bool srv_path_match(const char *pattern, const char *path, srv_caps *caps)
+{
+    size_t pi = 0, si = 0;
+
+    assert(pattern && path);
+    if (caps)
+        caps->n = 0;
+    if (pattern[0] != '/' || path[0] != '/' || strnlen(path, SRV_PATH_MAX + 1) > SRV_PATH_MAX)
+        return false;
+    while (pattern[pi] && path[si]) {
+        if (pattern[pi] == '/' || path[si] == '/') {
+            if (pattern[pi] != path[si])
+                return false;
+            pi++, si++;
+            continue;
+        }
+        size_t plen = seg_len(pattern + pi), slen = seg_len(path + si);
+        if (plen == 3 && memcmp(pattern + pi, "{*}", 3) == 0 && pattern[pi + 3] == '\0')
+            return add_cap(caps, si, strlen(path + si));
+        if (plen >= 2 && pattern[pi] == '{' && pattern[pi + plen - 1] == '}') {
+            if (!add_cap(caps, si, slen))
+                return false;
+        } else if (plen != slen || memcmp(pattern + pi, path + si, plen) != 0) {
+            return false;
+        }
+        pi += plen, si += slen;
+    }
+    /* Both must end together; an empty capture ("/jobs/" vs "/jobs/{id}") fails. */
+    return pattern[pi] == '\0' && path[si] == '\0';
+}
+
+bool srv_parse_id(const char *s, size_t len, int64_t *out)
+{
+    int64_t v = 0;
+
+    if (!s || len == 0 || len > 19)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        int d = s[i] - '0';
+        if (v > (INT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    if (v <= 0)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool srv_parse_int_range(const char *s, long lo, long hi, long *out)
+{
+    int64_t v;
+    size_t len;
+
+    if (!s)
+        return false;
+    len = strnlen(s, 20);
+    if (len == 0 || len > 18)
+        return false;
+    if (strcmp(s, "0") == 0) {
+        v = 0;
+    } else if (!srv_parse_id(s, len, &v)) {
+        return false;
+    }
+    if (v < lo || v > hi)
+        return false;
+    *out = (long)v;
+    return true;
+}
+
+bool srv_parse_label(const char *s, char *key, size_t keysz, char *val, size_t valsz)
+{
+    const char *colon;
+    size_t klen, vlen;
+
+    if (!s)
+        return false;
+    colon = strchr(s, ':');
+    if (!colon)
+        return false;
+    klen = (size_t)(colon - s);
+    vlen = strlen(colon + 1);
+    if (klen == 0 || vlen == 0 || klen >= keysz || vlen >= valsz)
+        return false;
+    memcpy(key, s, klen);
+    key[klen] = '\0';
+    memcpy(val, colon + 1, vlen + 1);
+    return true;
+}
+
+bool srv_state_valid(const char *s)
+{
+    static const char *const states[] = {"queued", "running", "succeeded", "failed", "canceled"};
+    if (!s)
+        return false;
+    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
+        if (strcmp(s, states[i]) == 0)
+            return true;
+    return false;
+}
+
+static const char *skip_ows(const char *p)
+{
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return p;
+}
+
+/* Checks one parameter of n bytes at p ("name=value", spaces around allowed; an
+ * empty one from a trailing ';' is tolerated).  Only a charset other than utf-8
+ * is refused: the body is always decoded as UTF-8. */
+static bool param_ok(const char *p, size_t n)
+{
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n == 0)
+        return true;
+    if (!memchr(p, '=', n))
+        return false;
+    if (n >= 8 && strncasecmp(p, "charset=", 8) == 0) {
+        const char *v = p + 8;
+        size_t vl = n - 8;
+        if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"')
+            v++, vl -= 2;
+        return (vl == 5 && strncasecmp(v, "utf-8", 5) == 0) ||
+               (vl == 4 && strncasecmp(v, "utf8", 4) == 0);
+    }
+    return true;
+}
+
+bool srv_content_type_is_json(const char *ct)
+{
+    static const char mt[] = "application/json";
+    const char *p;
+
+    if (!ct)
+        return false;
+    p = skip_ows(ct);
+    if (strncasecmp(p, mt, sizeof mt - 1) != 0)
+        return false;
+    p = skip_ows(p + sizeof mt - 1);
+    while (*p == ';') {
+        const char *end;
+        size_t n;
+        p = skip_ows(p + 1);
+        end = strchr(p, ';');
+        n = end ? (size_t)(end - p) : strlen(p);
+        if (!param_ok(p, n))
+            return false;
+        p += n;
+    }
+    return *p == '\0';
+}
+
+static bool static_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-' || c == '/';
+}
+
+bool srv_static_path_ok(const char *rel)
+{
+    size_t len;
+
+    if (!rel)
+        return false;
+    len = strnlen(rel, SRV_STATIC_MAX + 1);
+    if (len == 0 || len > SRV_STATIC_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        bool seg_start = i == 0 || rel[i - 1] == '/';
+        if (!static_char_ok(rel[i]))
+            return false;
+        if (seg_start && (rel[i] == '.' || rel[i] == '/'))
+            return false;
+    }
+    return rel[len - 1] != '/';
+}
+
+const char *srv_content_type_for(const char *name)
+{
+    static const struct {
+        const char *ext, *type;
+    } types[] = {
+        {".html", "text/html; charset=utf-8"},
+        {".js", "text/javascript; charset=utf-8"},
+        {".css", "text/css; charset=utf-8"},
+        {".json", "application/json"},
+        {".svg", "image/svg+xml"},
+        {".png", "image/png"},
+        {".ico", "image/x-icon"},
+        {".txt", "text/plain; charset=utf-8"},
+        {".woff2", "font/woff2"},
+    };
+    const char *dot = name ? strrchr(name, '.') : NULL;
+
+    if (!dot || strchr(dot, '/'))
+        return NULL;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(dot, types[i].ext) == 0)
+            return types[i].type;
+    return NULL;
+}

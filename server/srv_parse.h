@@ -1,0 +1,58 @@
+/* srv_parse: pure functions for the parts of a request that come from outside —
+ * path patterns, ids, query values, Content-Type, static file paths.  No I/O, no
+ * allocation, no global state: unit tested and fuzzed (tests/fuzz/fuzz_query.c). */
+#ifndef SRV_PARSE_H
+#define SRV_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fb_err.h"
+
+#define SRV_MAX_CAPS   2    /* captures per route pattern */
+#define SRV_PATH_MAX   1024 /* longer request paths never match a route */
+#define SRV_STATIC_MAX 255  /* longest relative static file path */
+
+typedef struct srv_span {
+    size_t off, len; /* into the matched path */
+} srv_span;
+
+typedef struct srv_caps {
+    int n;
+    srv_span cap[SRV_MAX_CAPS];
+} srv_caps;
+
+/* Matches path against a pattern of literal segments, "{name}" (one non-empty
+ * segment) and a final "{*}" (the non-empty rest, slashes included).  Both must
+ * start with '/'.  On a match, fills caps (may be NULL) in pattern order and
+ * returns true.  A trailing slash is significant ("/a/" does not match "/a"). */
+bool srv_path_match(const char *pattern, const char *path, srv_caps *caps);
+
+/* Parses len bytes as a job id: decimal digits only, value 1..INT64_MAX. */
+FB_MUSTCHECK bool srv_parse_id(const char *s, size_t len, int64_t *out);
+
+/* Parses a whole NUL-terminated decimal integer in lo..hi (no sign, no spaces). */
+FB_MUSTCHECK bool srv_parse_int_range(const char *s, long lo, long hi, long *out);
+
+/* Splits "key:value" at the first ':' into key and value (both non-empty, each
+ * shorter than its buffer).  key and val are written only on success. */
+FB_MUSTCHECK bool srv_parse_label(const char *s, char *key, size_t keysz, char *val, size_t valsz);
+
+/* True for a job state name of API.md. */
+bool srv_state_valid(const char *s);
+
+/* True when a Content-Type header value is application/json, case-insensitive,
+ * with optional parameters; a charset parameter must be utf-8 (quoted or not).
+ * NULL is false. */
+bool srv_content_type_is_json(const char *ct);
+
+/* True when rel (the part of /static/... after the prefix) is a safe relative
+ * path: 1..SRV_STATIC_MAX bytes of [A-Za-z0-9._-/], no empty segment, no segment
+ * starting with '.', so never "..", hidden files or absolute paths. */
+bool srv_static_path_ok(const char *rel);
+
+/* Content-Type for a file name by extension, or NULL when we do not serve it. */
+const char *srv_content_type_for(const char *name);
+
+#endif

@@ -1,0 +1,140 @@
+#include "srv_pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SRV_POOL_MAX 256
+
+typedef struct pool_slot {
+    db_conn *conn; /* NULL until first use or after a failure */
+    bool busy;
+} pool_slot;
+
+struct srv_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t freed;
+    char *conninfo;
+    int size;
+    pool_slot *slots;
+};
+
+fb_code srv_pool_create(const char *conninfo, int size, srv_pool **out, fb_err *err)
+{
+    srv_pool *p;
+
+    if (!conninfo || size < 1 || size > SRV_POOL_MAX)
+        return fb_err_set(err, FB_EINVAL, NULL, "pool size must be 1..%d", SRV_POOL_MAX);
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return fb_err_set(err, FB_ENOMEM, NULL, "out of memory");
+    p->conninfo = strdup(conninfo);
+    p->slots = calloc((size_t)size, sizeof *p->slots);
+    if (!p->conninfo || !p->slots) {
+        free(p->conninfo);
+        free(p->slots);
+        free(p);
+        return fb_err_set(err, FB_ENOMEM, NULL, "out of memory");
+    }
+    p->size = size;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->freed, NULL);
+    *out = p;
+    return FB_OK;
+}
+
+void srv_pool_destroy(srv_pool *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->size; i++)
+        db_close(p->slots[i].conn);
+    pthread_cond_destroy(&p->freed);
+    pthread_mutex_destroy(&p->mu);
+    free(p->slots);
+    free(p->conninfo);
+    free(p);
+}
+
+/* Under the lock: the index of a free slot, preferring one already connected, or
+ * -1 when all are busy. */
+static int find_free(const srv_pool *p)
+{
+    int any = -1;
+    for (int i = 0; i < p->size; i++) {
+        if (p->slots[i].busy)
+            continue;
+        if (p->slots[i].conn)
+            return i;
+        if (any < 0)
+            any = i;
+    }
+    return any;
+}
+
+/* Under the lock: waits until a slot is free or the deadline passes. */
+static int wait_free(srv_pool *p, int wait_ms)
+{
+    struct timespec until;
+    int i;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += wait_ms / 1000;
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while ((i = find_free(p)) < 0)
+        if (pthread_cond_timedwait(&p->freed, &p->mu, &until) == ETIMEDOUT)
+            return find_free(p);
+    return i;
+}
+
+fb_code srv_pool_acquire(srv_pool *p, int wait_ms, db_conn **out, fb_err *err)
+{
+    fb_code rc = FB_OK;
+    int i;
+
+    pthread_mutex_lock(&p->mu);
+    i = wait_free(p, wait_ms);
+    if (i >= 0)
+        p->slots[i].busy = true;
+    pthread_mutex_unlock(&p->mu);
+    if (i < 0)
+        return fb_err_set(err, FB_EUNAVAIL, NULL, "no database connection free");
+    /* Connecting happens outside the lock: the slot is ours while busy. */
+    if (!p->slots[i].conn)
+        rc = db_connect(p->conninfo, &p->slots[i].conn, err);
+    if (rc) {
+        p->slots[i].conn = NULL;
+        pthread_mutex_lock(&p->mu);
+        p->slots[i].busy = false;
+        pthread_cond_signal(&p->freed);
+        pthread_mutex_unlock(&p->mu);
+        return rc == FB_ENOMEM ? rc : FB_EUNAVAIL;
+    }
+    *out = p->slots[i].conn;
+    return FB_OK;
+}
+
+void srv_pool_release(srv_pool *p, db_conn *c, bool broken)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->size; i++) {
+        if (p->slots[i].conn != c)
+            continue;
+        if (broken) {
+            db_close(c);
+            p->slots[i].conn = NULL;
+        }
+        p->slots[i].busy = false;
+        break;
+    }
+    pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&p->mu);
+}

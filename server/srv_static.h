@@ -1,0 +1,11 @@
+/* srv_static: the dashboard's files from the web directory (GET / and
+ * GET /static/...), only safe relative paths, known content types. */
+#ifndef SRV_STATIC_H
+#define SRV_STATIC_H
+
+#include "srv_http.h"
+
+void srv_static_index(srv_req *r); /* GET / → index.html */
+void srv_static_file(srv_req *r);  /* GET /static/{*} */
+
+#endif

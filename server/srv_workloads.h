@@ -1,0 +1,9 @@
+/* srv_workloads: GET /api/v1/workloads, the catalog live workers offer. */
+#ifndef SRV_WORKLOADS_H
+#define SRV_WORKLOADS_H
+
+#include "srv_http.h"
+
+void srv_workloads_list(srv_req *r);
+
+#endif

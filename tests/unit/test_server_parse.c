@@ -1,0 +1,300 @@
+/* Unit tests of the server's pure functions: srv_parse (paths, ids, query
+ * values, Content-Type, static paths) and srv_catalog (POST /jobs's rules). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "srv_catalog.h"
+#include "srv_parse.h"
+
+static void test_path_literal(void **state)
+{
+    assert_true(srv_path_match("/", "/", NULL));
+    assert_false(srv_path_match("/", "/x", NULL));
+    assert_true(srv_path_match("/api/v1/jobs", "/api/v1/jobs", NULL));
+    assert_false(srv_path_match("/api/v1/jobs", "/api/v1/jobs/", NULL));
+    assert_false(srv_path_match("/api/v1/jobs", "/api/v1/job", NULL));
+    assert_false(srv_path_match("/api/v1/jobs", "/api/v1/jobsx", NULL));
+    assert_false(srv_path_match("/api/v1/jobs", "api/v1/jobs", NULL));
+    assert_false(srv_path_match("/healthz", "", NULL));
+}
+
+static void test_path_captures(void **state)
+{
+    srv_caps c;
+    const char *p = "/api/v1/jobs/42/cancel";
+
+    assert_true(srv_path_match("/api/v1/jobs/{id}/cancel", p, &c));
+    assert_int_equal(c.n, 1);
+    assert_int_equal(c.cap[0].off, 13);
+    assert_int_equal(c.cap[0].len, 2);
+    assert_false(srv_path_match("/api/v1/jobs/{id}", p, &c));
+    assert_false(srv_path_match("/api/v1/jobs/{id}/cancel", "/api/v1/jobs//cancel", &c));
+    assert_false(srv_path_match("/api/v1/jobs/{id}", "/api/v1/jobs/", &c));
+    assert_true(srv_path_match("/static/{*}", "/static/css/a.css", &c));
+    assert_int_equal(c.n, 1);
+    assert_string_equal("/static/css/a.css" + c.cap[0].off, "css/a.css");
+    assert_false(srv_path_match("/static/{*}", "/static/", &c));
+    assert_false(srv_path_match("/static/{*}", "/static", &c));
+}
+
+static void test_path_too_long(void **state)
+{
+    char long_path[SRV_PATH_MAX + 10];
+    memset(long_path, 'a', sizeof long_path);
+    long_path[0] = '/';
+    long_path[sizeof long_path - 1] = '\0';
+    assert_false(srv_path_match("/static/{*}", long_path, NULL));
+}
+
+static void test_parse_id(void **state)
+{
+    int64_t id = -5;
+    assert_true(srv_parse_id("42", 2, &id));
+    assert_int_equal(id, 42);
+    assert_true(srv_parse_id("9223372036854775807", 19, &id));
+    assert_true(id == INT64_MAX);
+    id = 7;
+    assert_false(srv_parse_id("9223372036854775808", 19, &id));
+    assert_false(srv_parse_id("0", 1, &id));
+    assert_false(srv_parse_id("-1", 2, &id));
+    assert_false(srv_parse_id("+1", 2, &id));
+    assert_false(srv_parse_id("1a", 2, &id));
+    assert_false(srv_parse_id(" 1", 2, &id));
+    assert_false(srv_parse_id("", 0, &id));
+    assert_false(srv_parse_id("12345678901234567890", 20, &id));
+    assert_int_equal(id, 7);                  /* untouched on failure */
+    assert_true(srv_parse_id("123", 1, &id)); /* only len bytes are read */
+    assert_int_equal(id, 1);
+}
+
+static void test_int_range(void **state)
+{
+    long v = 0;
+    assert_true(srv_parse_int_range("1", 1, 200, &v));
+    assert_int_equal(v, 1);
+    assert_true(srv_parse_int_range("200", 1, 200, &v));
+    assert_int_equal(v, 200);
+    assert_false(srv_parse_int_range("201", 1, 200, &v));
+    assert_false(srv_parse_int_range("0", 1, 200, &v));
+    assert_true(srv_parse_int_range("0", 0, 65535, &v));
+    assert_int_equal(v, 0);
+    assert_false(srv_parse_int_range("", 1, 200, &v));
+    assert_false(srv_parse_int_range("5x", 1, 200, &v));
+    assert_false(srv_parse_int_range("-5", -10, 200, &v)); /* no sign accepted */
+    assert_false(srv_parse_int_range("99999999999999999999", 1, 200, &v));
+    assert_false(srv_parse_int_range(NULL, 1, 200, &v));
+}
+
+static void test_label(void **state)
+{
+    char k[8] = "", v[8] = "";
+    assert_true(srv_parse_label("project:demo", k, sizeof k, v, sizeof v));
+    assert_string_equal(k, "project");
+    assert_string_equal(v, "demo");
+    assert_true(srv_parse_label("a:b:c", k, sizeof k, v, sizeof v));
+    assert_string_equal(k, "a");
+    assert_string_equal(v, "b:c");
+    assert_false(srv_parse_label("nocolon", k, sizeof k, v, sizeof v));
+    assert_false(srv_parse_label(":v", k, sizeof k, v, sizeof v));
+    assert_false(srv_parse_label("k:", k, sizeof k, v, sizeof v));
+    assert_false(srv_parse_label("toolongkey:v", k, sizeof k, v, sizeof v));
+    assert_false(srv_parse_label("k:toolongvalue", k, sizeof k, v, sizeof v));
+    assert_string_equal(k, "a"); /* untouched on failure */
+}
+
+static void test_state(void **state)
+{
+    assert_true(srv_state_valid("queued"));
+    assert_true(srv_state_valid("canceled"));
+    assert_false(srv_state_valid("cancelled"));
+    assert_false(srv_state_valid("QUEUED"));
+    assert_false(srv_state_valid(""));
+    assert_false(srv_state_valid(NULL));
+}
+
+static void test_content_type(void **state)
+{
+    assert_true(srv_content_type_is_json("application/json"));
+    assert_true(srv_content_type_is_json("Application/JSON"));
+    assert_true(srv_content_type_is_json("application/json; charset=utf-8"));
+    assert_true(srv_content_type_is_json("application/json;charset=\"UTF-8\""));
+    assert_true(srv_content_type_is_json(" application/json ; foo=bar ; charset=utf8"));
+    assert_false(srv_content_type_is_json("application/json; charset=latin1"));
+    assert_false(srv_content_type_is_json("application/jsonx"));
+    assert_false(srv_content_type_is_json("application/json-patch+json"));
+    assert_false(srv_content_type_is_json("text/plain"));
+    assert_false(srv_content_type_is_json("application/json; garbage"));
+    assert_false(srv_content_type_is_json(""));
+    assert_false(srv_content_type_is_json(NULL));
+}
+
+static void test_static_path(void **state)
+{
+    assert_true(srv_static_path_ok("app.js"));
+    assert_true(srv_static_path_ok("css/style.css"));
+    assert_true(srv_static_path_ok("a.b-c_d/e.f"));
+    assert_false(srv_static_path_ok(""));
+    assert_false(srv_static_path_ok(".."));
+    assert_false(srv_static_path_ok("../etc/passwd"));
+    assert_false(srv_static_path_ok("css/../../x"));
+    assert_false(srv_static_path_ok("/etc/passwd"));
+    assert_false(srv_static_path_ok(".git/config"));
+    assert_false(srv_static_path_ok("a//b"));
+    assert_false(srv_static_path_ok("dir/"));
+    assert_false(srv_static_path_ok("a b"));
+    assert_false(srv_static_path_ok("a\\b"));
+    assert_false(srv_static_path_ok("a%2e"));
+}
+
+static void test_content_type_for(void **state)
+{
+    assert_string_equal(srv_content_type_for("index.html"), "text/html; charset=utf-8");
+    assert_string_equal(srv_content_type_for("x/app.js"), "text/javascript; charset=utf-8");
+    assert_string_equal(srv_content_type_for("style.css"), "text/css; charset=utf-8");
+    assert_null(srv_content_type_for("secret.conf"));
+    assert_null(srv_content_type_for("noext"));
+    assert_null(srv_content_type_for("dir.js/file"));
+    assert_null(srv_content_type_for(NULL));
+}
+
+/* ---- srv_catalog ---- */
+
+static const char catalog_text[] =
+    "[{\"name\":\"gemm_bias_gelu\",\"engine\":\"native\",\"domain\":\"pattern\","
+    "\"devices\":[\"cpu\",\"cuda\"],\"dtypes\":[\"float32\",\"float16\"],"
+    "\"variants\":[\"eager\",\"fused\"],\"description\":\"d\",\"default_batch_size\":4},"
+    "{\"name\":\"softmax\",\"engine\":\"native\",\"domain\":\"pattern\","
+    "\"devices\":[\"cpu\"],\"dtypes\":[\"float32\"],"
+    "\"variants\":[\"eager\",\"fused\"],\"description\":\"d\",\"default_batch_size\":1},"
+    "{\"name\":\"resnet18\",\"engine\":\"inductor\",\"domain\":\"vision\","
+    "\"devices\":[\"cuda\"],\"dtypes\":[\"float16\"],"
+    "\"variants\":[\"eager\",\"inductor\"],\"description\":\"d\",\"default_batch_size\":8}]";
+
+typedef struct cat_fixture {
+    cJSON *catalog;
+    fb_spec spec;
+    fb_err err;
+} cat_fixture;
+
+static int cat_setup(void **state)
+{
+    static cat_fixture f;
+    f.catalog = cJSON_Parse(catalog_text);
+    fb_spec_init(&f.spec);
+    fb_err_clear(&f.err);
+    *state = &f;
+    return f.catalog ? 0 : -1;
+}
+
+static int cat_teardown(void **state)
+{
+    cat_fixture *f = *state;
+    cJSON_Delete(f->catalog);
+    fb_spec_free(&f->spec);
+    return 0;
+}
+
+/* Parses a spec text into f->spec (must succeed) and resolves it. */
+static fb_code resolve_text(cat_fixture *f, const char *text)
+{
+    assert_int_equal(fb_spec_parse(text, strlen(text), &f->spec, &f->err), FB_OK);
+    return srv_catalog_resolve(f->catalog, &f->spec, &f->err);
+}
+
+static void test_catalog_defaults(void **state)
+{
+    cat_fixture *f = *state;
+    assert_int_equal(resolve_text(f, "{\"workload\":\"gemm_bias_gelu\"}"), FB_OK);
+    assert_string_equal(f->spec.engine, "native");
+    assert_string_equal(f->spec.device, "cuda"); /* offered on cuda: preferred */
+    assert_string_equal(f->spec.dtype, "float32");
+    assert_int_equal(f->spec.batch_size, 4);
+    assert_int_equal(f->spec.n_variants, 2);
+    assert_string_equal(f->spec.variants[0], "eager");
+    assert_string_equal(f->spec.variants[1], "fused");
+}
+
+static void test_catalog_cpu_only(void **state)
+{
+    cat_fixture *f = *state;
+    assert_int_equal(resolve_text(f, "{\"workload\":\"softmax\",\"batch_size\":2}"), FB_OK);
+    assert_string_equal(f->spec.device, "cpu");
+    assert_int_equal(f->spec.batch_size, 2); /* given: kept */
+}
+
+static void test_catalog_other_engine(void **state)
+{
+    cat_fixture *f = *state;
+    assert_int_equal(resolve_text(f, "{\"workload\":\"resnet18\"}"), FB_OK);
+    assert_string_equal(f->spec.engine, "inductor");
+    assert_string_equal(f->spec.dtype, "float16"); /* float32 not offered */
+}
+
+static void test_catalog_unknown(void **state)
+{
+    cat_fixture *f = *state;
+    assert_int_equal(resolve_text(f, "{\"workload\":\"nope\"}"), FB_ENOTFOUND);
+    assert_string_equal(f->err.field, "workload");
+    assert_non_null(strstr(f->err.msg, "no registered worker offers workload nope"));
+}
+
+static void test_catalog_empty(void **state)
+{
+    cat_fixture *f = *state;
+    cJSON_Delete(f->catalog);
+    f->catalog = cJSON_CreateArray();
+    assert_int_equal(resolve_text(f, "{\"workload\":\"gemm_bias_gelu\"}"), FB_ENOTFOUND);
+    assert_string_equal(f->err.field, "workload");
+}
+
+static void test_catalog_unsupported(void **state)
+{
+    cat_fixture *f = *state;
+    assert_int_equal(resolve_text(f, "{\"workload\":\"softmax\",\"device\":\"cuda\"}"),
+                     FB_EUNSUPPORTED);
+    assert_string_equal(f->err.field, "device");
+    fb_spec_free(&f->spec);
+    fb_spec_init(&f->spec);
+    assert_int_equal(resolve_text(f, "{\"workload\":\"softmax\",\"engine\":\"inductor\"}"),
+                     FB_EUNSUPPORTED);
+    assert_string_equal(f->err.field, "engine");
+    fb_spec_free(&f->spec);
+    fb_spec_init(&f->spec);
+    assert_int_equal(resolve_text(f, "{\"workload\":\"softmax\",\"dtype\":\"float16\"}"),
+                     FB_EUNSUPPORTED);
+    assert_string_equal(f->err.field, "dtype");
+    fb_spec_free(&f->spec);
+    fb_spec_init(&f->spec);
+    assert_int_equal(
+        resolve_text(f, "{\"workload\":\"softmax\",\"variants\":[\"eager\",\"inductor\"]}"),
+        FB_EUNSUPPORTED);
+    assert_string_equal(f->err.field, "variants[1]");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_path_literal),
+        cmocka_unit_test(test_path_captures),
+        cmocka_unit_test(test_path_too_long),
+        cmocka_unit_test(test_parse_id),
+        cmocka_unit_test(test_int_range),
+        cmocka_unit_test(test_label),
+        cmocka_unit_test(test_state),
+        cmocka_unit_test(test_content_type),
+        cmocka_unit_test(test_static_path),
+        cmocka_unit_test(test_content_type_for),
+        cmocka_unit_test_setup_teardown(test_catalog_defaults, cat_setup, cat_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_cpu_only, cat_setup, cat_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_other_engine, cat_setup, cat_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_unknown, cat_setup, cat_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_empty, cat_setup, cat_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_unsupported, cat_setup, cat_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,280 @@
+// FusionBench dashboard: plain JS, no build step, no external requests.
+// Every value from the API goes into the page through textContent, never HTML.
+"use strict";
+
+const API = "/api/v1";
+const REFRESH_MS = 5000;
+let refreshTimer = null;
+let jobsCursor = null;
+let kernelChoice = { job: null, variant: null }; // kept across auto-refreshes
+
+// ---- helpers ----
+
+async function api(path, options) {
+  const resp = await fetch(API + path, options);
+  const text = await resp.text();
+  let body = null;
+  try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
+  if (!resp.ok) {
+    const err = body && body.error ? body.error : { code: String(resp.status), message: text };
+    throw new Error(err.message + (err.field ? " (" + err.field + ")" : ""));
+  }
+  return body;
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : String(c));
+  }
+  return node;
+}
+
+function setStatus(msg, isError) {
+  const s = document.getElementById("status");
+  s.textContent = msg || "";
+  s.className = isError ? "error" : "muted";
+}
+
+function fmtMs(v) { return v === null || v === undefined ? "–" : Number(v).toFixed(v < 1 ? 4 : 3); }
+function fmtNum(v) { return v === null || v === undefined ? "–" : String(v); }
+function fmtExp(v) { return v === null || v === undefined ? "–" : Number(v).toExponential(2); }
+function fmtTime(s) { return s ? new Date(s).toLocaleString() : "–"; }
+
+function fmtBytes(v) {
+  if (v === null || v === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return v.toFixed(i ? 1 : 0) + " " + units[i];
+}
+
+function badge(text) { return el("span", { class: "badge " + text }, text); }
+
+function speedupCell(v) {
+  if (v === null || v === undefined) return el("span", { class: "muted" }, "–");
+  return el("span", { class: v >= 1 ? "faster" : "slower" }, v.toFixed(2) + "×");
+}
+
+// The headline speedup of a job: "fused" if present, else the best non-baseline.
+function jobSpeedup(job) {
+  const cmp = job.result && job.result.comparison;
+  if (!cmp || !cmp.speedup) return null;
+  if (cmp.speedup.fused !== undefined) return cmp.speedup.fused;
+  const vals = Object.values(cmp.speedup).filter((x) => typeof x === "number");
+  return vals.length ? Math.max(...vals) : null;
+}
+
+function progressCell(job) {
+  const p = job.progress;
+  if (!p || job.state !== "running") return "–";
+  const frac = p.total ? Math.min(1, p.done / p.total) : 0;
+  const bar = el("span", { class: "bar" }, el("span", { style: "width:" + (frac * 100).toFixed(0) + "%" }));
+  return el("span", {}, bar, [p.phase, p.variant, p.total ? p.done + "/" + p.total : ""].filter(Boolean).join(" "));
+}
+
+function fillTable(id, rows) {
+  const table = document.getElementById(id);
+  const tbody = table.querySelector("tbody");
+  tbody.replaceChildren(...rows);
+  const empty = table.parentElement.querySelector(".empty");
+  if (empty) empty.hidden = rows.length > 0;
+}
+
+// ---- queue ----
+
+function jobRow(job) {
+  const spec = job.spec || {};
+  return el("tr", { class: "link", onclick: () => { location.hash = "#/jobs/" + job.id; } },
+    el("td", { class: "num" }, el("a", { href: "#/jobs/" + job.id }, job.id)),
+    el("td", {}, spec.workload || "?"),
+    el("td", {}, (spec.engine || "?") + " / " + (spec.device || "?")),
+    el("td", {}, badge(job.state), job.cancel_requested && job.state === "running" ? " (canceling)" : ""),
+    el("td", {}, progressCell(job)),
+    el("td", { class: "num" }, speedupCell(jobSpeedup(job))),
+    el("td", {}, job.worker || "–"),
+    el("td", {}, fmtTime(job.created_at)));
+}
+
+function jobsQuery(cursor) {
+  const q = new URLSearchParams({ limit: "50" });
+  const state = document.getElementById("filter-state").value;
+  const workload = document.getElementById("filter-workload").value.trim();
+  if (state) q.set("state", state);
+  if (workload) q.set("workload", workload);
+  if (cursor) q.set("cursor", cursor);
+  return "/jobs?" + q.toString();
+}
+
+async function loadJobs(append) {
+  const page = await api(jobsQuery(append ? jobsCursor : null));
+  const tbody = document.querySelector("#jobs-table tbody");
+  const rows = page.items.map(jobRow);
+  if (append) tbody.append(...rows); else fillTable("jobs-table", rows);
+  jobsCursor = page.next_cursor;
+  document.getElementById("more-jobs").hidden = !jobsCursor;
+}
+
+// ---- job detail ----
+
+function summaryList(id, pairs) {
+  const dl = document.getElementById(id);
+  dl.replaceChildren();
+  for (const [k, v] of pairs) dl.append(el("dt", {}, k), el("dd", {}, v));
+}
+
+function variantRow(v, cmp) {
+  const lat = v.latency_ms || {};
+  const ci = lat.ci95 ? fmtMs(lat.ci95[0]) + " – " + fmtMs(lat.ci95[1]) : "–";
+  const sp = cmp && cmp.speedup ? cmp.speedup[v.name] : undefined;
+  const isBase = cmp && cmp.baseline === v.name;
+  return el("tr", {},
+    el("td", {}, v.name, isBase ? el("span", { class: "muted" }, " (baseline)") : null),
+    el("td", { title: v.message || "" }, badge(v.status || "?")),
+    el("td", { class: "num" }, fmtMs(lat.median)),
+    el("td", { class: "num" }, fmtMs(lat.p90)),
+    el("td", { class: "num" }, ci),
+    el("td", { class: "num" }, isBase ? "1.00×" : speedupCell(sp)),
+    el("td", { class: "num" }, fmtNum(v.kernels)),
+    el("td", { class: "num" }, fmtNum(v.fused_kernels)),
+    el("td", { class: "num" }, fmtNum(v.fused_ops)),
+    el("td", { class: "num" }, fmtBytes(v.peak_mem_bytes)),
+    el("td", { class: "num" }, fmtExp(v.max_rel_error)));
+}
+
+function kernelRow(k) {
+  const dims = (d) => (Array.isArray(d) && d.some((x) => x) ? d.join("×") : "–");
+  return el("tr", {},
+    el("td", {}, el("code", {}, k.name)),
+    el("td", {}, k.category || "–"),
+    el("td", { class: "num" }, fmtNum(k.count)),
+    el("td", { class: "num" }, fmtMs(k.total_ms)),
+    el("td", { class: "num" }, fmtMs(k.mean_ms)),
+    el("td", {}, dims(k.grid)),
+    el("td", {}, dims(k.block)),
+    el("td", {}, Array.isArray(k.ops) ? k.ops.join(", ") : "–"));
+}
+
+async function loadKernels(id, variant) {
+  const rows = variant ? (await api("/jobs/" + id + "/kernels?variant=" + encodeURIComponent(variant))).items : [];
+  fillTable("kernels-table", rows.map(kernelRow));
+}
+
+function jobActions(job) {
+  const box = document.getElementById("job-actions");
+  box.replaceChildren();
+  if (job.state !== "queued" && job.state !== "running") return;
+  box.append(el("button", { class: "danger", type: "button", onclick: async () => {
+    try { await api("/jobs/" + job.id + "/cancel", { method: "POST" }); await showJob(job.id); }
+    catch (e) { setStatus(e.message, true); }
+  } }, "Cancel job"));
+}
+
+async function showJob(id) {
+  const job = await api("/jobs/" + encodeURIComponent(id));
+  const spec = job.spec || {};
+  const result = job.result || {};
+  document.getElementById("job-title").textContent = "Job " + job.id + " · " + (spec.workload || "?");
+  jobActions(job);
+  summaryList("job-summary", [
+    ["state", badge(job.state)], ["engine / device", (spec.engine || "?") + " / " + (spec.device || "?")],
+    ["dtype, batch", (spec.dtype || "?") + ", " + fmtNum(spec.batch_size)],
+    ["attempt", job.attempt + " of " + job.max_attempts], ["worker", job.worker || "–"],
+    ["progress", progressCell(job)], ["created", fmtTime(job.created_at)],
+    ["started", fmtTime(job.started_at)], ["finished", fmtTime(job.finished_at)]]);
+  const errBox = document.getElementById("job-error");
+  errBox.hidden = !job.error;
+  errBox.textContent = job.error ? (job.error.code || "error") + ": " + (job.error.message || "") : "";
+  const variants = result.variants || [];
+  fillTable("variants-table", variants.map((v) => variantRow(v, result.comparison)));
+  document.getElementById("variants-empty").hidden = variants.length > 0;
+  summaryList("job-env", Object.entries(result.env || {}).map(([k, v]) => [k, fmtNum(v)]));
+  document.getElementById("job-spec").textContent = JSON.stringify(spec, null, 2);
+  const names = variants.map((v) => v.name);
+  if (kernelChoice.job !== job.id || !names.includes(kernelChoice.variant))
+    kernelChoice = { job: job.id, variant: names.length ? names[names.length - 1] : null };
+  const sel = document.getElementById("kernel-variant");
+  sel.replaceChildren(...names.map((n) => el("option", {}, n)));
+  if (kernelChoice.variant) sel.value = kernelChoice.variant;
+  sel.onchange = () => {
+    kernelChoice.variant = sel.value;
+    loadKernels(job.id, sel.value).catch((e) => setStatus(e.message, true));
+  };
+  await loadKernels(job.id, kernelChoice.variant);
+}
+
+// ---- workers and catalog ----
+
+async function loadWorkers() {
+  const page = await api("/workers");
+  fillTable("workers-table", page.items.map((w) => {
+    const d = w.device || {};
+    return el("tr", {},
+      el("td", {}, w.id), el("td", {}, w.host || "–"),
+      el("td", {}, (d.kind || "?") + ": " + (d.name || "?")),
+      el("td", { class: "num" }, fmtBytes(d.memory_bytes)),
+      el("td", {}, (w.engines || []).join(", ")), el("td", {}, badge(w.state || "?")),
+      el("td", {}, w.current_job ? el("a", { href: "#/jobs/" + w.current_job }, w.current_job) : "–"),
+      el("td", {}, fmtTime(w.last_heartbeat)));
+  }));
+}
+
+async function submitJob(w) {
+  try {
+    const job = await api("/jobs", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ workload: w.name, engine: w.engine, labels: { source: "dashboard" } }) });
+    location.hash = "#/jobs/" + job.id;
+  } catch (e) { setStatus("submit failed: " + e.message, true); }
+}
+
+async function loadCatalog() {
+  const page = await api("/workloads");
+  fillTable("catalog-table", page.items.map((w) => el("tr", {},
+    el("td", {}, el("code", {}, w.name)), el("td", {}, w.engine), el("td", {}, w.domain || "–"),
+    el("td", {}, (w.devices || []).join(", ")), el("td", {}, (w.dtypes || []).join(", ")),
+    el("td", {}, (w.variants || []).join(", ")), el("td", { class: "num" }, fmtNum(w.default_batch_size)),
+    el("td", {}, w.description || ""),
+    el("td", {}, el("button", { type: "button", onclick: () => submitJob(w) }, "Submit")))));
+}
+
+// ---- routing ----
+
+function showView(name) {
+  for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== "view-" + name;
+  const nav = name === "job" ? "jobs" : name;
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === nav);
+}
+
+async function route() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/");
+  let load;
+  if (parts[0] === "jobs" && parts[1]) { showView("job"); load = () => showJob(parts[1]); }
+  else if (parts[0] === "workers") { showView("workers"); load = loadWorkers; }
+  else if (parts[0] === "catalog") { showView("catalog"); load = loadCatalog; }
+  else { showView("jobs"); load = () => loadJobs(false); }
+  clearInterval(refreshTimer);
+  const tick = async () => {
+    try { await load(); setStatus("updated " + new Date().toLocaleTimeString()); }
+    catch (e) { setStatus(e.message, true); }
+  };
+  await tick();
+  refreshTimer = setInterval(() => {
+    if (!document.hidden && document.getElementById("auto-refresh").checked) tick();
+  }, REFRESH_MS);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("refresh-jobs").addEventListener("click", () => route());
+  document.getElementById("filter-state").addEventListener("change", () => route());
+  document.getElementById("filter-workload").addEventListener("change", () => route());
+  document.getElementById("more-jobs").addEventListener("click", () =>
+    loadJobs(true).catch((e) => setStatus(e.message, true)));
+  window.addEventListener("hashchange", route);
+  route();
+});
