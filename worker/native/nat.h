@@ -28,7 +28,7 @@
 #define NAT_MAX_BUFS 64
 #define NAT_MAX_LAUNCHES 64
 #define NAT_MAX_ARGS 8
-#define NAT_MAX_OPS 8
+#define NAT_MAX_OPS 16 /* = FB_MAX_KERNEL_OPS: add+layernorm fuses 10 primitive ops */
 
 enum { NAT_EAGER = 0, NAT_FUSED = 1 };
 #define NAT_ALL_VARIANTS 0xFu

@@ -1,0 +1,381 @@
+/* Unit tests of the native engine's conv, bmm and attention kernels against
+ * naive float64 references: max|out - ref| / max|ref| <= 1e-4 (METHOD.md). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nat_kern.h"
+
+#define TOL 1e-4
+
+/* ---- deterministic inputs: a 64-bit LCG, top bits to [-1, 1) ---- */
+
+static uint64_t rng_state;
+
+static float rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((double)(rng_state >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
+}
+
+static float *rnd_buf(size_t n)
+{
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = rnd();
+    return p;
+}
+
+static double *dbuf(size_t n)
+{
+    double *p = calloc(n ? n : 1, sizeof(double));
+    assert_non_null(p);
+    return p;
+}
+
+/* max|out - ref| / max|ref|, asserted <= TOL; a zero reference must be matched
+ * exactly. */
+static void check_close(const float *out, const double *ref, size_t n)
+{
+    double err = 0.0, mag = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)out[i] - ref[i]);
+        err = e > err ? e : err;
+        mag = fabs(ref[i]) > mag ? fabs(ref[i]) : mag;
+        assert_false(isnan(out[i]));
+    }
+    if (mag == 0.0)
+        assert_true(err == 0.0);
+    else if (err / mag > TOL)
+        fail_msg("max rel error %.3g > %.1g", err / mag, TOL);
+}
+
+/* ---- convolution ---- */
+
+static double act_ref(double x, nat_act act)
+{
+    if (act == NAT_ACT_RELU)
+        return x > 0.0 ? x : 0.0;
+    if (act == NAT_ACT_GELU)
+        return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    return x;
+}
+
+static double conv_point(const float *in, const float *w, const nat_conv_shape *s, int b, int oc,
+                         int oy, int ox)
+{
+    int cig = s->ci / s->groups, g = oc / (s->co / s->groups);
+    double acc = 0.0;
+    for (int c = 0; c < cig; c++) {
+        int ic = g * cig + c;
+        for (int ky = 0; ky < s->kh; ky++) {
+            int iy = oy * s->stride_h - s->pad_h + ky * s->dil_h;
+            for (int kx = 0; kx < s->kw; kx++) {
+                int ix = ox * s->stride_w - s->pad_w + kx * s->dil_w;
+                if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
+                    continue;
+                double x = in[(((size_t)b * s->ci + ic) * s->h + iy) * s->w + ix];
+                acc += x * w[(((size_t)oc * cig + c) * s->kh + ky) * s->kw + kx];
+            }
+        }
+    }
+    return acc;
+}
+
+static void conv_ref(const float *in, const float *w, const float *bias, const float *res,
+                     double *out, const nat_conv_shape *s, nat_act act)
+{
+    size_t i = 0;
+    for (int b = 0; b < s->n; b++)
+        for (int oc = 0; oc < s->co; oc++)
+            for (int oy = 0; oy < s->ho; oy++)
+                for (int ox = 0; ox < s->wo; ox++, i++) {
+                    double v = conv_point(in, w, s, b, oc, oy, ox);
+                    v += bias ? bias[oc] : 0.0;
+                    v += res ? res[i] : 0.0;
+                    out[i] = act_ref(v, act);
+                }
+}
+
+typedef struct conv_case {
+    nat_conv_shape s;
+    bool bias, res;
+    nat_act act;
+} conv_case;
+
+/* Runs one case with an exactly-sized workspace (so ASan sees overruns). */
+static void run_conv(conv_case cc)
+{
+    nat_conv_shape s = cc.s;
+    assert_true(nat_conv_shape_finish(&s));
+    size_t n_in = (size_t)s.n * s.ci * s.h * s.w;
+    size_t n_w = (size_t)s.co * (s.ci / s.groups) * s.kh * s.kw;
+    size_t n_out = (size_t)s.n * s.co * s.ho * s.wo;
+    rng_state = 12345;
+    float *in = rnd_buf(n_in), *w = rnd_buf(n_w), *bias = rnd_buf(s.co), *res = rnd_buf(n_out);
+    float *out = rnd_buf(n_out); /* garbage: the kernel must overwrite it */
+    size_t ws_n = nat_conv2d_workspace(&s);
+    float *ws = ws_n ? malloc(ws_n * sizeof(float)) : NULL;
+    double *ref = dbuf(n_out);
+    const float *b = cc.bias ? bias : NULL, *r = cc.res ? res : NULL;
+    nat_conv2d(in, w, b, r, out, &s, cc.act, ws);
+    conv_ref(in, w, b, r, ref, &s, cc.act);
+    check_close(out, ref, n_out);
+    free(in), free(w), free(bias), free(res), free(out), free(ws), free(ref);
+}
+
+/* Shape helper: n, ci, h, w, co, kh, kw, stride, pad, dil, groups (square
+ * stride, pad and dilation). */
+static nat_conv_shape shp(int n, int ci, int h, int w, int co, int kh, int kw, int st, int pad,
+                          int dil, int groups)
+{
+    nat_conv_shape s = {n, ci, h, w, co, kh, kw, st, st, pad, pad, dil, dil, groups, 0, 0};
+    return s;
+}
+
+static void test_conv_3x3(void **state)
+{
+    run_conv((conv_case){shp(2, 4, 9, 9, 8, 3, 3, 1, 1, 1, 1), true, false, NAT_ACT_RELU});
+    run_conv((conv_case){shp(2, 4, 9, 9, 8, 3, 3, 1, 1, 1, 1), false, false, NAT_ACT_NONE});
+    run_conv((conv_case){shp(1, 5, 10, 10, 3, 3, 3, 1, 0, 1, 1), true, true, NAT_ACT_GELU});
+}
+
+static void test_conv_stride2_nonsquare(void **state)
+{
+    run_conv((conv_case){shp(2, 3, 11, 7, 5, 3, 3, 2, 0, 1, 1), false, false, NAT_ACT_NONE});
+    run_conv((conv_case){shp(1, 3, 12, 17, 4, 3, 3, 2, 1, 1, 1), true, true, NAT_ACT_RELU});
+    nat_conv_shape s = shp(2, 3, 8, 13, 4, 1, 3, 1, 0, 1, 1); /* 1x3 kernel, pad on w only */
+    s.pad_w = 1;
+    s.stride_h = 2;
+    run_conv((conv_case){s, true, false, NAT_ACT_NONE});
+}
+
+static void test_conv_dilation(void **state)
+{
+    run_conv((conv_case){shp(2, 4, 13, 11, 6, 3, 3, 1, 2, 2, 1), true, true, NAT_ACT_GELU});
+    run_conv((conv_case){shp(1, 2, 15, 15, 3, 3, 3, 2, 1, 2, 1), false, false, NAT_ACT_RELU});
+}
+
+static void test_conv_groups(void **state)
+{
+    run_conv((conv_case){shp(2, 6, 9, 8, 4, 3, 3, 1, 1, 1, 2), true, true, NAT_ACT_RELU});
+    run_conv((conv_case){shp(1, 8, 7, 7, 12, 1, 1, 1, 0, 1, 4), true, false, NAT_ACT_NONE});
+}
+
+static void test_conv_depthwise(void **state)
+{
+    run_conv((conv_case){shp(2, 8, 10, 9, 8, 3, 3, 1, 1, 1, 8), true, false, NAT_ACT_RELU});
+    run_conv((conv_case){shp(1, 6, 15, 14, 6, 5, 5, 2, 2, 1, 6), false, true, NAT_ACT_GELU});
+    run_conv((conv_case){shp(2, 4, 9, 9, 8, 3, 3, 1, 2, 2, 4), true, true, NAT_ACT_NONE});
+    run_conv((conv_case){shp(1, 3, 4, 4, 3, 3, 3, 1, 5, 1, 3), false, false, NAT_ACT_NONE});
+}
+
+static void test_conv_1x1(void **state)
+{
+    run_conv((conv_case){shp(2, 16, 7, 6, 8, 1, 1, 1, 0, 1, 1), true, false, NAT_ACT_GELU});
+    run_conv((conv_case){shp(2, 16, 7, 6, 8, 1, 1, 1, 0, 1, 1), false, true, NAT_ACT_NONE});
+    run_conv((conv_case){shp(2, 8, 9, 9, 4, 1, 1, 2, 0, 1, 1), true, true, NAT_ACT_RELU});
+    run_conv((conv_case){shp(1, 8, 5, 5, 4, 1, 1, 1, 1, 1, 1), false, false, NAT_ACT_NONE});
+}
+
+static void test_conv_stem_7x7(void **state)
+{
+    run_conv((conv_case){shp(2, 3, 32, 30, 8, 7, 7, 2, 3, 1, 1), true, false, NAT_ACT_RELU});
+}
+
+/* Many output-row tiles, the 3x3 64->64 56x56 benchmark shape. */
+static void test_conv_tiled(void **state)
+{
+    run_conv((conv_case){shp(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1), true, true, NAT_ACT_RELU});
+    run_conv((conv_case){shp(3, 32, 30, 30, 16, 3, 3, 1, 1, 1, 1), false, false, NAT_ACT_NONE});
+}
+
+static void test_conv_workspace(void **state)
+{
+    nat_conv_shape s = shp(1, 8, 10, 10, 4, 1, 1, 1, 0, 1, 1);
+    assert_true(nat_conv_shape_finish(&s));
+    assert_int_equal(s.ho, 10);
+    assert_int_equal(nat_conv2d_workspace(&s), 0); /* pointwise: direct GEMM */
+    s = shp(1, 8, 10, 10, 8, 3, 3, 1, 1, 1, 8);
+    assert_true(nat_conv_shape_finish(&s));
+    assert_int_equal(nat_conv2d_workspace(&s), 0); /* depthwise: loop kernel */
+    s = shp(1, 8, 10, 12, 4, 3, 3, 1, 1, 1, 1);
+    assert_true(nat_conv_shape_finish(&s));
+    assert_int_equal(s.ho, 10);
+    assert_int_equal(s.wo, 12);
+    size_t ws = nat_conv2d_workspace(&s);
+    size_t row = (size_t)8 * 9 * 12; /* one output row of im2col */
+    assert_true(ws >= row);
+    assert_int_equal(ws % row, 0);
+    assert_true(ws <= row * 10 * 256); /* no more than the whole image per thread */
+    s = shp(2, 3, 32, 32, 8, 7, 7, 2, 3, 1, 1);
+    assert_true(nat_conv_shape_finish(&s));
+    assert_int_equal(s.ho, 16);
+    assert_int_equal(s.wo, 16);
+    s = shp(1, 1, 15, 15, 1, 3, 3, 2, 1, 2, 1);
+    assert_true(nat_conv_shape_finish(&s));
+    assert_int_equal(s.ho, 7); /* (15 + 2 - 5) / 2 + 1 */
+}
+
+static void expect_bad(nat_conv_shape s)
+{
+    assert_false(nat_conv_shape_finish(&s));
+}
+
+static void test_conv_bad_shapes(void **state)
+{
+    expect_bad(shp(1, 3, 2, 2, 4, 3, 3, 1, 0, 1, 1));             /* kernel wider than input */
+    expect_bad(shp(1, 3, 5, 5, 4, 3, 3, 1, 0, 3, 1));             /* dilated kernel too wide */
+    expect_bad(shp(1, 6, 5, 5, 4, 3, 3, 1, 1, 1, 4));             /* groups do not divide ci */
+    expect_bad(shp(1, 8, 5, 5, 6, 3, 3, 1, 1, 1, 4));             /* groups do not divide co */
+    expect_bad(shp(1, 3, 5, 5, 4, 3, 3, 0, 1, 1, 1));             /* zero stride */
+    expect_bad(shp(1, 3, 5, 5, 4, 3, 3, 1, -1, 1, 1));            /* negative pad */
+    expect_bad(shp(1, 3, 5, 5, 4, 3, 3, 1, 1, 0, 1));             /* zero dilation */
+    expect_bad(shp(0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1));             /* empty batch */
+    expect_bad(shp(1, 0, 5, 5, 4, 3, 3, 1, 1, 1, 1));             /* no channels */
+    expect_bad(shp(1, 3, 5, 5, 4, 3, 3, 1, 1, 1, 0));             /* zero groups */
+    expect_bad(shp(1, 3, 5, 5, 4, 0, 3, 1, 1, 1, 1));             /* empty kernel */
+    expect_bad(shp(1024, 1024, 1024, 1024, 4, 3, 3, 1, 1, 1, 1)); /* over INT_MAX */
+    expect_bad(shp(1, 3, 5, 5, 4, 3, 3, 1, 2000000000, 1, 1));    /* huge output */
+    expect_bad(shp(1, 1, 5, 5, 1, 3, 3, 1, 1, 2000000000, 1));    /* huge dilation */
+    assert_false(nat_conv_shape_finish(NULL));
+}
+
+/* ---- batched matmul ---- */
+
+static void bmm_ref(const float *a, const float *b, double *c, int nb, int m, int n, int k, bool tb)
+{
+    for (int z = 0; z < nb; z++)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double acc = 0.0;
+                for (int t = 0; t < k; t++) {
+                    float bv = tb ? b[((size_t)z * n + j) * k + t] : b[((size_t)z * k + t) * n + j];
+                    acc += (double)a[((size_t)z * m + i) * k + t] * bv;
+                }
+                c[((size_t)z * m + i) * n + j] = acc;
+            }
+}
+
+static void run_bmm(int nb, int m, int n, int k, bool tb)
+{
+    rng_state = 777;
+    size_t na = (size_t)nb * m * k, nbb = (size_t)nb * n * k, nc = (size_t)nb * m * n;
+    float *a = rnd_buf(na), *b = rnd_buf(nbb), *c = rnd_buf(nc);
+    double *ref = dbuf(nc);
+    nat_bmm(a, b, c, nb, m, n, k, tb);
+    bmm_ref(a, b, ref, nb, m, n, k, tb);
+    check_close(c, ref, nc);
+    free(a), free(b), free(c), free(ref);
+}
+
+static void test_bmm(void **state)
+{
+    run_bmm(3, 5, 7, 4, false);
+    run_bmm(3, 5, 7, 4, true);
+    run_bmm(1, 33, 17, 65, true);
+    run_bmm(4, 64, 48, 32, false);
+    run_bmm(2, 256, 256, 256, true); /* large: OpenBLAS's own threads */
+    run_bmm(2, 256, 256, 256, false);
+    run_bmm(2, 3, 4, 0, false); /* empty sum: zeros */
+}
+
+/* ---- attention ---- */
+
+static void attn_ref(const float *q, const float *k, const float *v, double *o, int bh, int s,
+                     int d, double scale, bool causal)
+{
+    double *p = dbuf((size_t)s);
+    for (int z = 0; z < bh; z++) {
+        size_t off = (size_t)z * s * d;
+        for (int i = 0; i < s; i++) {
+            int nj = causal ? i + 1 : s;
+            double mx = -INFINITY, sum = 0.0;
+            for (int j = 0; j < nj; j++) {
+                double acc = 0.0;
+                for (int t = 0; t < d; t++)
+                    acc += (double)q[off + (size_t)i * d + t] * k[off + (size_t)j * d + t];
+                p[j] = acc * scale;
+                mx = p[j] > mx ? p[j] : mx;
+            }
+            for (int j = 0; j < nj; j++)
+                sum += (p[j] = exp(p[j] - mx));
+            for (int t = 0; t < d; t++) {
+                double acc = 0.0;
+                for (int j = 0; j < nj; j++)
+                    acc += p[j] * v[off + (size_t)j * d + t];
+                o[off + (size_t)i * d + t] = acc / sum;
+            }
+        }
+    }
+    free(p);
+}
+
+/* q is scaled by qmag so softmax is peaked (a real test of the running max). */
+static void run_attn(int bh, int s, int d, bool causal, float qmag)
+{
+    rng_state = 4242;
+    size_t n = (size_t)bh * s * d;
+    float *q = rnd_buf(n), *k = rnd_buf(n), *v = rnd_buf(n), *o = rnd_buf(n);
+    for (size_t i = 0; i < n; i++)
+        q[i] *= qmag;
+    double *ref = dbuf(n);
+    float scale = 1.0f / sqrtf((float)d);
+    nat_attention_fused(q, k, v, o, bh, s, d, scale, causal);
+    attn_ref(q, k, v, ref, bh, s, d, scale, causal);
+    check_close(o, ref, n);
+    free(q), free(k), free(v), free(o), free(ref);
+}
+
+static void test_attention(void **state)
+{
+    for (int c = 0; c <= 1; c++) {
+        bool causal = c == 1;
+        run_attn(2, 1, 16, causal, 1.0f);    /* one token */
+        run_attn(3, 100, 64, causal, 1.0f);  /* s not a multiple of the blocks */
+        run_attn(2, 300, 32, causal, 8.0f);  /* several key blocks, peaked scores */
+        run_attn(1, 257, 64, causal, 30.0f); /* very peaked: max moves between blocks */
+        run_attn(1, 70, 300, causal, 1.0f);  /* head wider than the accumulator */
+        run_attn(2, 129, 7, causal, 1.0f);   /* odd head size */
+    }
+}
+
+/* The causal mask must be exact: the first row sees only key 0, so o[0] == v[0]. */
+static void test_attention_causal_first_row(void **state)
+{
+    rng_state = 99;
+    int s = 150, d = 8;
+    size_t n = (size_t)s * d;
+    float *q = rnd_buf(n), *k = rnd_buf(n), *v = rnd_buf(n), *o = rnd_buf(n);
+    nat_attention_fused(q, k, v, o, 1, s, d, 0.5f, true);
+    for (int t = 0; t < d; t++)
+        assert_float_equal(o[t], v[t], 1e-6f);
+    free(q), free(k), free(v), free(o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_3x3),
+        cmocka_unit_test(test_conv_stride2_nonsquare),
+        cmocka_unit_test(test_conv_dilation),
+        cmocka_unit_test(test_conv_groups),
+        cmocka_unit_test(test_conv_depthwise),
+        cmocka_unit_test(test_conv_1x1),
+        cmocka_unit_test(test_conv_stem_7x7),
+        cmocka_unit_test(test_conv_tiled),
+        cmocka_unit_test(test_conv_workspace),
+        cmocka_unit_test(test_conv_bad_shapes),
+        cmocka_unit_test(test_bmm),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_causal_first_row),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,270 @@
+/* nat_engine: the native engine (fb_engine) over the pattern suite: prepare()
+ * builds a nat_ctx and maps the spec's variant names onto its plans; run() runs
+ * a plan; profile() times each launch of one run and reports kernel rows and the
+ * fusion counts of the plan. */
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "nat.h"
+
+#define NAT_MAX_THREADS 256
+
+typedef struct nat_instance {
+    fb_instance base; /* first, so an fb_instance * is a nat_instance * */
+    nat_ctx *ctx;
+    int n_variants;
+    int plan[FB_MAX_VARIANTS]; /* spec variant index -> NAT_EAGER / NAT_FUSED */
+} nat_instance;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- catalog ---- */
+
+static fb_workload_info cpu_catalog[16];
+static int cpu_catalog_n;
+static pthread_once_t catalog_once = PTHREAD_ONCE_INIT;
+
+static void catalog_init(void)
+{
+    for (int i = 0; nat_patterns[i] && i < (int)(sizeof cpu_catalog / sizeof cpu_catalog[0]); i++)
+        cpu_catalog[cpu_catalog_n++] = nat_patterns[i]->info;
+}
+
+/* Every pattern on "cpu"; nothing yet on "cuda" (the CUDA backend joins later). */
+static const fb_workload_info *nat_catalog(const char *device, int *n)
+{
+    *n = 0;
+    if (!device || strcmp(device, "cpu") != 0)
+        return NULL;
+    pthread_once(&catalog_once, catalog_init);
+    *n = cpu_catalog_n;
+    return cpu_catalog;
+}
+
+/* ---- prepare ---- */
+
+/* Checks device, dtype and workload, and maps variant names onto plans. */
+static fb_code check_spec(const fb_spec *spec, nat_instance *ni, fb_err *err)
+{
+    if (spec->device[0] && strcmp(spec->device, "cpu") != 0)
+        return fb_err_set(err, FB_EUNSUPPORTED, "device", "native engine runs on cpu, not %s",
+                          spec->device);
+    if (!nat_pattern_find(spec->workload))
+        return fb_err_set(err, FB_EUNSUPPORTED, "workload", "native engine has no workload %s",
+                          spec->workload);
+    if (spec->dtype[0] && strcmp(spec->dtype, "float32") != 0)
+        return fb_err_set(err, FB_EUNSUPPORTED, "dtype", "native cpu runs float32, not %s",
+                          spec->dtype);
+    ni->n_variants = spec->n_variants;
+    for (int i = 0; i < spec->n_variants; i++) {
+        char field[FB_ERR_FIELD_MAX];
+        if (strcmp(spec->variants[i], "eager") == 0) {
+            ni->plan[i] = NAT_EAGER;
+        } else if (strcmp(spec->variants[i], "fused") == 0) {
+            ni->plan[i] = NAT_FUSED;
+        } else {
+            snprintf(field, sizeof field, "variants[%d]", i);
+            return fb_err_set(err, FB_EUNSUPPORTED, field, "native has no variant %s",
+                              spec->variants[i]);
+        }
+    }
+    if (spec->n_variants == 0) { /* defaults not applied: the standard pair */
+        ni->n_variants = 2;
+        ni->plan[0] = NAT_EAGER;
+        ni->plan[1] = NAT_FUSED;
+    }
+    return FB_OK;
+}
+
+/* params.threads (default: every core) for OpenMP and OpenBLAS alike, so eager
+ * GEMMs (threaded by OpenBLAS) and fused kernels (by OpenMP) use the same cores. */
+static fb_code set_threads(const fb_spec *spec, fb_err *err)
+{
+    int64_t t = 0;
+    int cores = omp_get_num_procs();
+    fb_code rc =
+        fb_spec_param_int(spec, "threads", cores < NAT_MAX_THREADS ? cores : NAT_MAX_THREADS, 1,
+                          NAT_MAX_THREADS, &t, err);
+    if (rc)
+        return rc;
+    omp_set_num_threads((int)t);
+    openblas_set_num_threads((int)t);
+    return FB_OK;
+}
+
+static const fb_instance_ops nat_instance_ops;
+
+static fb_code nat_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
+{
+    *out = NULL;
+    nat_instance *ni = calloc(1, sizeof *ni);
+    fb_code rc = FB_OK;
+    if (!ni) {
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate an instance");
+        goto out;
+    }
+    ni->base.ops = &nat_instance_ops;
+    rc = check_spec(spec, ni, err);
+    if (!rc)
+        rc = set_threads(spec, err);
+    if (rc)
+        goto out;
+    double t0 = now_ms();
+    rc = nat_ctx_build(spec, &ni->ctx, err);
+    if (rc)
+        goto out;
+    ni->base.plan_ms = now_ms() - t0;
+    *out = &ni->base;
+    ni = NULL;
+out:
+    free(ni);
+    return rc;
+}
+
+/* ---- instance ---- */
+
+static fb_code variant_plan(nat_instance *ni, int v, const nat_plan **plan, fb_err *err)
+{
+    if (v < 0 || v >= ni->n_variants)
+        return fb_err_set(err, FB_EINVAL, NULL, "variant index %d out of range", v);
+    *plan = &ni->ctx->plans[ni->plan[v]];
+    return FB_OK;
+}
+
+static fb_code nat_run(fb_instance *inst, int v, fb_err *err)
+{
+    const nat_plan *plan = NULL;
+    fb_code rc = variant_plan((nat_instance *)inst, v, &plan, err);
+    if (!rc)
+        nat_plan_run(plan);
+    return rc;
+}
+
+static fb_code nat_output(fb_instance *inst, int v, const float **data, size_t *n, fb_err *err)
+{
+    const nat_plan *plan = NULL;
+    fb_code rc = variant_plan((nat_instance *)inst, v, &plan, err);
+    if (rc)
+        return rc;
+    *data = plan->out;
+    *n = plan->out_n;
+    return FB_OK;
+}
+
+static void nat_destroy(fb_instance *inst)
+{
+    nat_instance *ni = (nat_instance *)inst;
+    if (!ni)
+        return;
+    nat_ctx_free(ni->ctx);
+    free(ni);
+}
+
+/* ---- profile ---- */
+
+static bool same_kernel(const fb_kernel_row *row, const nat_launch *l)
+{
+    if (strcmp(row->name, l->name) != 0 || row->n_ops != l->n_ops)
+        return false;
+    for (int i = 0; i < l->n_ops && i < FB_MAX_KERNEL_OPS; i++)
+        if (strcmp(row->ops[i], l->ops[i]) != 0)
+            return false;
+    return true;
+}
+
+/* Adds one timed launch to rows (at most NAT_MAX_LAUNCHES, one per launch). */
+static void add_row(fb_kernel_row *rows, int *n, const nat_launch *l, double ms)
+{
+    int i = 0;
+    while (i < *n && !same_kernel(&rows[i], l))
+        i++;
+    fb_kernel_row *row = &rows[i];
+    if (i == *n) {
+        (*n)++;
+        snprintf(row->name, sizeof row->name, "%s", l->name);
+        row->category = l->category;
+        row->n_ops = l->n_ops < FB_MAX_KERNEL_OPS ? l->n_ops : FB_MAX_KERNEL_OPS;
+        for (int k = 0; k < row->n_ops; k++)
+            snprintf(row->ops[k], sizeof row->ops[k], "%s", l->ops[k]);
+    }
+    row->count++;
+    row->total_ms += ms;
+    row->mean_ms = row->total_ms / row->count;
+}
+
+/* Fills the plan-derived counts of vr (kernels and fusion groups). */
+static void plan_counts(const nat_plan *plan, fb_variant_result *vr)
+{
+    vr->kernels = plan->n;
+    vr->fused_kernels = 0;
+    vr->fused_ops = 0;
+    for (int i = 0; i < plan->n; i++) {
+        if (plan->launches[i].n_ops >= 2) {
+            vr->fused_kernels++;
+            vr->fused_ops += plan->launches[i].n_ops;
+        }
+    }
+}
+
+static fb_code nat_profile(fb_instance *inst, int v, fb_variant_result *vr, fb_err *err)
+{
+    nat_instance *ni = (nat_instance *)inst;
+    const nat_plan *plan = NULL;
+    fb_code rc = variant_plan(ni, v, &plan, err);
+    if (rc)
+        return rc;
+    fb_kernel_row *rows = calloc(NAT_MAX_LAUNCHES, sizeof *rows);
+    if (!rows)
+        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate kernel rows");
+    int n_rows = 0;
+    double kernel_ms = 0.0, cat[FB_KC_COUNT];
+    for (int c = 0; c < FB_KC_COUNT; c++)
+        cat[c] = NAN;
+    double t0 = now_ms();
+    for (int i = 0; i < plan->n; i++) {
+        const nat_launch *l = &plan->launches[i];
+        double ts = now_ms();
+        l->fn(l);
+        double ms = now_ms() - ts;
+        kernel_ms += ms;
+        cat[l->category] = isnan(cat[l->category]) ? ms : cat[l->category] + ms;
+        add_row(rows, &n_rows, l, ms);
+    }
+    double busy = now_ms() - t0;
+    free(vr->kernel_rows);
+    vr->kernel_rows = rows;
+    vr->n_kernel_rows = n_rows;
+    plan_counts(plan, vr);
+    vr->kernel_time_ms = kernel_ms;
+    vr->busy_ms = busy;
+    vr->idle_ms = busy > kernel_ms ? busy - kernel_ms : 0.0;
+    vr->peak_mem_bytes = nat_ctx_variant_bytes(ni->ctx, ni->plan[v]);
+    for (int c = 0; c < FB_KC_COUNT; c++)
+        vr->categories_ms[c] = cat[c];
+    return FB_OK;
+}
+
+static const fb_instance_ops nat_instance_ops = {
+    .run = nat_run,
+    .output = nat_output,
+    .profile = nat_profile,
+    .destroy = nat_destroy,
+};
+
+const fb_engine nat_engine = {
+    .name = "native",
+    .catalog = nat_catalog,
+    .prepare = nat_prepare,
+};

@@ -1,0 +1,54 @@
+/* nat_kern: the CPU backend's compute kernels that the patterns' launches call.
+ * Pure functions on host memory (float32), parallel with OpenMP, GEMMs through
+ * OpenBLAS.  Every kernel is tested against a naive float64 reference. */
+#ifndef NAT_KERN_H
+#define NAT_KERN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum nat_act {
+    NAT_ACT_NONE,
+    NAT_ACT_RELU,
+    NAT_ACT_GELU, /* exact, erf-based, as torch.nn.GELU() */
+} nat_act;
+
+/* ---- convolution (nat_kern_conv.c) ---- */
+
+typedef struct nat_conv_shape {
+    int n, ci, h, w;         /* input NCHW */
+    int co, kh, kw;          /* output channels, kernel size */
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int groups;              /* ci and co divisible by groups */
+    int ho, wo;              /* output size: filled by nat_conv_shape_finish */
+} nat_conv_shape;
+
+/* Computes ho and wo; returns false when the shape is impossible (non-positive
+ * output, groups not dividing channels). */
+bool nat_conv_shape_finish(nat_conv_shape *s);
+
+/* Floats of workspace nat_conv2d needs (im2col or packing), 0 when none. */
+size_t nat_conv2d_workspace(const nat_conv_shape *s);
+
+/* out[n,co,ho,wo] = act(conv(in, w) + bias[co] + residual[n,co,ho,wo]).
+ * w is [co, ci/groups, kh, kw]; bias and residual may be NULL; workspace holds
+ * nat_conv2d_workspace(s) floats (may be NULL when that is 0).  The epilogue
+ * (bias, residual, act) runs on each output tile while it is in cache: with
+ * bias == residual == NULL and act == NONE this is a bare convolution. */
+void nat_conv2d(const float *in, const float *w, const float *bias, const float *residual,
+                float *out, const nat_conv_shape *s, nat_act act, float *workspace);
+
+/* ---- attention (nat_kern_attn.c) ---- */
+
+/* Fused attention: o = softmax(scale * q k^T [+ causal mask]) v for q, k, v, o of
+ * shape [bh, s, d] (bh = batch * heads), tiled with an online softmax so the
+ * s x s scores never reach memory. */
+void nat_attention_fused(const float *q, const float *k, const float *v, float *o, int bh, int s,
+                         int d, float scale, bool causal);
+
+/* Batched matmul for the eager path: c[b] = a[b] (m x k) * op(b[b]) with op the
+ * transpose when trans_b (b is then n x k), all row-major, batch count nb. */
+void nat_bmm(const float *a, const float *b, float *c, int nb, int m, int n, int k, bool trans_b);
+
+#endif

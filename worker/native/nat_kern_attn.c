@@ -1,0 +1,218 @@
+/* nat_kern_attn: fused (FlashAttention-style) attention and the eager path's
+ * batched matmul, on the CPU.
+ *
+ * Fused attention walks, for each (bh, block of query rows), the key blocks in
+ * order, keeping per query row a running max m, a running sum l and an
+ * unnormalized output accumulator: a new score tile S = q k^T is turned into
+ * P = exp(S - m_new), the old sum and accumulator are rescaled by
+ * exp(m_old - m_new), and P v is added.  Only a Br x Bc score tile exists at a
+ * time, in a per-thread stack buffer.  The scale rides in the score GEMM's
+ * alpha; the exponential is nat_expf, the one the eager softmax uses.
+ *
+ * This OpenBLAS (0.3.21) has no cblas_sgemm_batch; it is the pthreads build,
+ * so inside OpenMP regions its thread count is set to 1 (and restored after). */
+#include "nat_kern.h"
+#include "nat_kern_cpu.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ATTN_BR   64  /* query rows per block */
+#define ATTN_BC   128 /* keys per block */
+#define ATTN_DMAX 256 /* accumulator columns held at once; wider heads loop */
+
+/* A thread's tile state: scores/probabilities, accumulator, running stats. */
+typedef struct attn_tile {
+    float sc[ATTN_BR * ATTN_BC];
+    float acc[ATTN_BR * ATTN_DMAX];
+    float m[ATTN_BR];
+    float l[ATTN_BR];
+} attn_tile;
+
+/* One (bh) problem's pointers and sizes. */
+typedef struct attn_prob {
+    const float *q, *k, *v;
+    float *o;
+    int s, d;
+    float alpha; /* the softmax scale */
+    bool causal;
+} attn_prob;
+
+/* Row max of x[0..n). */
+static float row_max(const float *x, int n)
+{
+    float mx = -FLT_MAX;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < n; j++)
+        mx = x[j] > mx ? x[j] : mx;
+    return mx;
+}
+
+/* x[j] = exp(x[j] - m) for j < n, 0 for n <= j < nc; returns the sum. */
+static float row_exp(float *x, int n, int nc, float m)
+{
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) {
+        x[j] = nat_expf(x[j] - m);
+        sum += x[j];
+    }
+    for (int j = n; j < nc; j++)
+        x[j] = 0.0f;
+    return sum;
+}
+
+/* Keys of block [j0, j0+nc) that query row i may see. */
+static int visible(const attn_prob *p, int i, int j0, int nc)
+{
+    if (!p->causal)
+        return nc;
+    int n = i - j0 + 1;
+    return n < 0 ? 0 : (n > nc ? nc : n);
+}
+
+/* Online-softmax update of rows [i0, i0+nr) with the score tile of keys
+ * [j0, j0+nc) (already in t->sc); rescales acc columns [0, dc). */
+static void attn_update(attn_tile *t, const attn_prob *p, int i0, int nr, int j0, int nc, int dc)
+{
+    for (int r = 0; r < nr; r++) {
+        float *x = t->sc + (size_t)r * ATTN_BC;
+        int n = visible(p, i0 + r, j0, nc);
+        float mx = n > 0 ? row_max(x, n) : -FLT_MAX;
+        float m_new = mx > t->m[r] ? mx : t->m[r];
+        float corr = nat_expf(t->m[r] - m_new);
+        t->l[r] = t->l[r] * corr + row_exp(x, n, nc, m_new);
+        t->m[r] = m_new;
+        if (corr != 1.0f) {
+            float *a = t->acc + (size_t)r * ATTN_DMAX;
+#pragma omp simd
+            for (int c = 0; c < dc; c++)
+                a[c] *= corr;
+        }
+    }
+}
+
+/* Output columns [d0, d0+dc) of query rows [i0, i0+nr) of one problem. */
+static void attn_block_cols(attn_tile *t, const attn_prob *p, int i0, int nr, int d0, int dc)
+{
+    for (int r = 0; r < nr; r++) {
+        t->m[r] = -FLT_MAX;
+        t->l[r] = 0.0f;
+    }
+    for (int r = 0; r < nr; r++)
+        memset(t->acc + (size_t)r * ATTN_DMAX, 0, (size_t)dc * sizeof(float));
+    int j_end = p->causal ? i0 + nr : p->s; /* later key blocks are fully masked */
+    for (int j0 = 0; j0 < j_end; j0 += ATTN_BC) {
+        int nc = j_end - j0 < ATTN_BC ? j_end - j0 : ATTN_BC;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, p->d, p->alpha,
+                    p->q + (size_t)i0 * p->d, p->d, p->k + (size_t)j0 * p->d, p->d, 0.0f, t->sc,
+                    ATTN_BC);
+        attn_update(t, p, i0, nr, j0, nc, dc);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dc, nc, 1.0f, t->sc, ATTN_BC,
+                    p->v + (size_t)j0 * p->d + d0, p->d, 1.0f, t->acc, ATTN_DMAX);
+    }
+    for (int r = 0; r < nr; r++) {
+        float inv = 1.0f / t->l[r];
+        float *dst = p->o + (size_t)(i0 + r) * p->d + d0;
+        const float *a = t->acc + (size_t)r * ATTN_DMAX;
+#pragma omp simd
+        for (int c = 0; c < dc; c++)
+            dst[c] = a[c] * inv;
+    }
+}
+
+static void attn_block(attn_tile *t, const attn_prob *p, int i0, int nr)
+{
+    for (int d0 = 0; d0 < p->d; d0 += ATTN_DMAX) {
+        int dc = p->d - d0 < ATTN_DMAX ? p->d - d0 : ATTN_DMAX;
+        attn_block_cols(t, p, i0, nr, d0, dc);
+    }
+}
+
+void nat_attention_fused(const float *q, const float *k, const float *v, float *o, int bh, int s,
+                         int d, float scale, bool causal)
+{
+    if (bh < 1 || s < 1 || d < 1)
+        return;
+    int nqb = (s + ATTN_BR - 1) / ATTN_BR;
+    int64_t items = (int64_t)bh * nqb;
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel
+    {
+        attn_tile t;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < items; it++) {
+            /* Causal blocks late in the sequence cost the most: start them first. */
+            int qb = causal ? nqb - 1 - (int)(it % nqb) : (int)(it % nqb);
+            size_t off = (size_t)(it / nqb) * s * d;
+            attn_prob p = {q + off, k + off, v + off, o + off, s, d, scale, causal};
+            int i0 = qb * ATTN_BR;
+            attn_block(&t, &p, i0, s - i0 < ATTN_BR ? s - i0 : ATTN_BR);
+        }
+    }
+    openblas_set_num_threads(blas_threads);
+}
+
+/* ---- batched matmul ---- */
+
+/* Work items of nat_bmm: whole batches, or row blocks of them when there are
+ * fewer batches than threads. */
+typedef struct bmm_args {
+    const float *a, *b;
+    float *c;
+    int m, n, k, ldb, rows; /* rows: per item */
+    int per_batch;          /* items per batch */
+    CBLAS_TRANSPOSE tb;
+} bmm_args;
+
+static void bmm_item(const bmm_args *x, int64_t it)
+{
+    int64_t z = it / x->per_batch;
+    int r0 = (int)(it % x->per_batch) * x->rows;
+    int nr = x->m - r0 < x->rows ? x->m - r0 : x->rows;
+    if (nr <= 0)
+        return;
+    const float *a = x->a + ((size_t)z * x->m + r0) * x->k;
+    const float *b = x->b + (size_t)z * x->n * x->k;
+    float *c = x->c + ((size_t)z * x->m + r0) * x->n;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, x->tb, nr, x->n, x->k, 1.0f, a, x->k, b, x->ldb, 0.0f,
+                c, x->n);
+}
+
+/* OpenMP over items with single-threaded sgemms, never OpenBLAS's own threads:
+ * on this 2-core machine its pool and OpenMP's spin against each other between
+ * kernels, which measured slower and far noisier than one pool. */
+void nat_bmm(const float *a, const float *b, float *c, int nb, int m, int n, int k, bool trans_b)
+{
+    if (nb < 1 || m < 1 || n < 1)
+        return;
+    if (k < 1) { /* an empty sum; BLAS would reject the leading dimensions */
+        memset(c, 0, (size_t)nb * m * n * sizeof(float));
+        return;
+    }
+    int nt = omp_get_max_threads();
+    int per = nb >= nt ? 1 : (nt + nb - 1) / nb;
+    per = per > m ? m : per;
+    bmm_args x = {a,
+                  b,
+                  c,
+                  m,
+                  n,
+                  k,
+                  trans_b ? k : n,
+                  (m + per - 1) / per,
+                  per,
+                  trans_b ? CblasTrans : CblasNoTrans};
+    int64_t items = (int64_t)nb * per;
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel for schedule(static)
+    for (int64_t it = 0; it < items; it++)
+        bmm_item(&x, it);
+    openblas_set_num_threads(blas_threads);
+}

@@ -1,0 +1,375 @@
+/* nat_kern_conv: 2-D convolution on the CPU, NCHW float32.
+ *
+ * Three paths, chosen from the shape:
+ *  - direct: one input channel per group (depthwise): a loop kernel, since an
+ *    im2col GEMM with K = kh*kw is mostly packing overhead;
+ *  - 1x1, stride 1, no padding: the input plane already is the GEMM's B matrix;
+ *  - general: im2col into a per-thread column tile of a few output rows, then
+ *    one sgemm per tile.
+ * The epilogue (bias, residual, activation) runs on each output tile right after
+ * the GEMM that produced it, while the tile is still in cache.
+ *
+ * Threading: Debian's OpenBLAS is the pthreads build, which must not be called
+ * multi-threaded from inside an OpenMP region.  We parallelize over tiles with
+ * OpenMP and run each tile's sgemm single-threaded (measured faster on 2 cores
+ * than a serial loop around a 2-thread sgemm: the im2col and the epilogue then
+ * run in parallel too, and no two thread pools spin against each other). */
+#include "nat_kern.h"
+#include "nat_kern_cpu.h" /* nat_gelu: the same GELU as the eager kernels */
+
+#include <assert.h>
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+/* Column tile target: floats of im2col per thread (1 MiB), so the tile and
+ * the weights stay in this CPU's 2 MiB L2 while the GEMM streams them. */
+#ifndef CONV_COL_TARGET
+#define CONV_COL_TARGET (256 * 1024)
+#endif
+/* Upper bound on the OpenMP threads a workspace is sized for. */
+#define CONV_MAX_SLOTS 256
+
+typedef struct conv_geom {
+    int cig, cog;   /* channels per group */
+    int kdim;       /* cig * kh * kw: the GEMM's K */
+    int plane;      /* ho * wo */
+    int tile_rows;  /* output rows per tile */
+    int ntiles;     /* tiles per (image, group) */
+    size_t slot;    /* workspace floats per thread */
+    bool direct;    /* depthwise loop kernel */
+    bool pointwise; /* 1x1 stride 1 no pad: no im2col */
+} conv_geom;
+
+static bool in_range(int64_t v, int64_t lo, int64_t hi)
+{
+    return v >= lo && v <= hi;
+}
+
+static bool conv_args_ok(const nat_conv_shape *s)
+{
+    return in_range(s->n, 1, INT_MAX) && in_range(s->ci, 1, INT_MAX) &&
+           in_range(s->h, 1, INT_MAX) && in_range(s->w, 1, INT_MAX) &&
+           in_range(s->co, 1, INT_MAX) && in_range(s->kh, 1, INT_MAX) &&
+           in_range(s->kw, 1, INT_MAX) && in_range(s->stride_h, 1, INT_MAX) &&
+           in_range(s->stride_w, 1, INT_MAX) && in_range(s->pad_h, 0, INT_MAX) &&
+           in_range(s->pad_w, 0, INT_MAX) && in_range(s->dil_h, 1, INT_MAX) &&
+           in_range(s->dil_w, 1, INT_MAX) && in_range(s->groups, 1, INT_MAX) &&
+           s->ci % s->groups == 0 && s->co % s->groups == 0;
+}
+
+/* Output extent of one dimension, or -1 when there is none. */
+static int64_t conv_out_dim(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil)
+{
+    int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+    return span < 0 ? -1 : span / stride + 1;
+}
+
+/* True when the product of f[0..n) is at most INT_MAX (factors >= 0). */
+static bool prod_fits(const int64_t *f, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        if (__builtin_mul_overflow(p, f[i], &p) || p > INT_MAX)
+            return false;
+    return true;
+}
+
+/* Every tensor (and the GEMM's dimensions) must be indexable with BLAS ints. */
+static bool conv_sizes_ok(const nat_conv_shape *s, int64_t ho, int64_t wo)
+{
+    int64_t cig = s->ci / s->groups;
+    const int64_t in[] = {s->n, s->ci, s->h, s->w};
+    const int64_t out[] = {s->n, s->co, ho, wo};
+    const int64_t wts[] = {s->co, cig, s->kh, s->kw};
+    const int64_t col[] = {cig, s->kh, s->kw, wo}; /* one output row of im2col */
+    return prod_fits(in, 4) && prod_fits(out, 4) && prod_fits(wts, 4) && prod_fits(col, 4);
+}
+
+bool nat_conv_shape_finish(nat_conv_shape *s)
+{
+    if (s == NULL || !conv_args_ok(s))
+        return false;
+    int64_t ho = conv_out_dim(s->h, s->kh, s->stride_h, s->pad_h, s->dil_h);
+    int64_t wo = conv_out_dim(s->w, s->kw, s->stride_w, s->pad_w, s->dil_w);
+    if (ho < 1 || wo < 1 || !conv_sizes_ok(s, ho, wo))
+        return false;
+    s->ho = (int)ho;
+    s->wo = (int)wo;
+    return true;
+}
+
+/* Threads a workspace is sized for: the processor count, not the current
+ * OpenMP thread count, so a workspace sized at plan-build time stays big
+ * enough if omp_set_num_threads changes before the run. */
+static int conv_slots(void)
+{
+    int t = omp_get_num_procs();
+    return t < 1 ? 1 : (t > CONV_MAX_SLOTS ? CONV_MAX_SLOTS : t);
+}
+
+/* Threads to run with: never more than the workspace has slots for. */
+static int conv_threads(void)
+{
+    int t = omp_get_max_threads(), slots = conv_slots();
+    return t < 1 ? 1 : (t > slots ? slots : t);
+}
+
+/* Tiles per (image, group): at least one per thread when there are few
+ * images, a multiple of the thread count so the last round is not half idle. */
+static int conv_tile_count(const nat_conv_shape *s, int kdim, int slots)
+{
+    int64_t rows = CONV_COL_TARGET / ((int64_t)kdim * s->wo);
+    if (rows < 1)
+        rows = 1;
+    int64_t nt = (s->ho + rows - 1) / rows;
+    int64_t items = (int64_t)s->n * s->groups;
+    if (items < slots) {
+        int64_t per = (slots + items - 1) / items;
+        nt = (nt + per - 1) / per * per;
+    }
+    return nt > s->ho ? s->ho : (int)nt;
+}
+
+static conv_geom conv_geom_of(const nat_conv_shape *s)
+{
+    conv_geom g = {0};
+    g.cig = s->ci / s->groups;
+    g.cog = s->co / s->groups;
+    g.kdim = g.cig * s->kh * s->kw;
+    g.plane = s->ho * s->wo;
+    g.direct = g.cig == 1 && s->groups > 1;
+    g.pointwise = s->kh == 1 && s->kw == 1 && s->stride_h == 1 && s->stride_w == 1 &&
+                  s->pad_h == 0 && s->pad_w == 0;
+    g.ntiles = conv_tile_count(s, g.kdim, conv_slots());
+    g.tile_rows = (s->ho + g.ntiles - 1) / g.ntiles;
+    g.ntiles = (s->ho + g.tile_rows - 1) / g.tile_rows;
+    g.slot = (g.direct || g.pointwise) ? 0 : (size_t)g.kdim * g.tile_rows * s->wo;
+    return g;
+}
+
+size_t nat_conv2d_workspace(const nat_conv_shape *s)
+{
+    assert(s != NULL && s->ho >= 1 && s->wo >= 1); /* finished by nat_conv_shape_finish */
+    if (s->ho < 1 || s->wo < 1)
+        return 0;
+    conv_geom g = conv_geom_of(s);
+    return g.slot * (size_t)conv_slots();
+}
+
+/* ---- epilogue ---- */
+
+/* One row of cols outputs: x += b (+ r[i]), then act, in place. */
+static void epi_row(float *x, int cols, float b, const float *r, nat_act act)
+{
+    if (r != NULL) {
+#pragma omp simd
+        for (int i = 0; i < cols; i++)
+            x[i] += b + r[i];
+    } else if (b != 0.0f) {
+#pragma omp simd
+        for (int i = 0; i < cols; i++)
+            x[i] += b;
+    }
+    if (act == NAT_ACT_RELU) {
+#pragma omp simd
+        for (int i = 0; i < cols; i++)
+            x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    } else if (act == NAT_ACT_GELU) {
+#pragma omp simd
+        for (int i = 0; i < cols; i++)
+            x[i] = nat_gelu(x[i]);
+    }
+}
+
+/* Applies the epilogue to rows x cols of out (row stride ld); bias (indexed by
+ * row) and res (same layout as out) may be NULL. */
+static void epi_tile(float *out, int ld, int rows, int cols, const float *bias, const float *res,
+                     nat_act act)
+{
+    if (bias == NULL && res == NULL && act == NAT_ACT_NONE)
+        return;
+    for (int r = 0; r < rows; r++) {
+        float b = bias != NULL ? bias[r] : 0.0f;
+        const float *rr = res != NULL ? res + (size_t)r * ld : NULL;
+        epi_row(out + (size_t)r * ld, cols, b, rr, act);
+    }
+}
+
+/* ---- im2col ---- */
+
+/* Range [*lo, *hi) of output columns whose input column ox*stride + off lies
+ * inside [0, w). */
+static void valid_cols(int wo, int w, int stride, int off, int *lo, int *hi)
+{
+    int a = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    int64_t last = (int64_t)w - 1 - off; /* ox*stride <= last */
+    int b = last < 0 ? 0 : (int)(last / stride + 1);
+    *lo = a > wo ? wo : a;
+    *hi = b > wo ? wo : (b < *lo ? *lo : b);
+}
+
+/* One im2col row segment: wo outputs of input row src for column offset off. */
+static void im2col_seg(float *dst, const float *src, int wo, int w, int stride, int off)
+{
+    int lo, hi;
+    valid_cols(wo, w, stride, off, &lo, &hi);
+    memset(dst, 0, (size_t)lo * sizeof(float));
+    if (stride == 1) {
+        memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof(float));
+    } else {
+        for (int ox = lo; ox < hi; ox++)
+            dst[ox] = src[ox * stride + off];
+    }
+    memset(dst + hi, 0, (size_t)(wo - hi) * sizeof(float));
+}
+
+/* Fills col [kdim, rows*wo] for output rows [oy0, oy0+rows) of one group's
+ * input channels in (cig planes of h*w). */
+static void im2col_tile(float *col, const float *in, const nat_conv_shape *s, int cig, int oy0,
+                        int rows)
+{
+    size_t ldc = (size_t)rows * s->wo;
+    for (int c = 0; c < cig; c++) {
+        const float *plane = in + (size_t)c * s->h * s->w;
+        for (int ky = 0; ky < s->kh; ky++) {
+            for (int kx = 0; kx < s->kw; kx++) {
+                float *row = col + ((size_t)(c * s->kh + ky) * s->kw + kx) * ldc;
+                int off = kx * s->dil_w - s->pad_w;
+                for (int r = 0; r < rows; r++) {
+                    int iy = (oy0 + r) * s->stride_h - s->pad_h + ky * s->dil_h;
+                    float *d = row + (size_t)r * s->wo;
+                    if (iy < 0 || iy >= s->h)
+                        memset(d, 0, (size_t)s->wo * sizeof(float));
+                    else
+                        im2col_seg(d, plane + (size_t)iy * s->w, s->wo, s->w, s->stride_w, off);
+                }
+            }
+        }
+    }
+}
+
+/* ---- GEMM paths ---- */
+
+typedef struct conv_args {
+    const float *in, *w, *bias, *res;
+    float *out;
+    const nat_conv_shape *s;
+    nat_act act;
+    float *ws;
+} conv_args;
+
+/* One tile: image b, group grp, output rows [oy0, oy0+rows); col is this
+ * thread's workspace slot (unused on the pointwise path). */
+static void conv_gemm_tile(const conv_args *a, const conv_geom *g, int b, int grp, int oy0,
+                           int rows, float *col)
+{
+    const nat_conv_shape *s = a->s;
+    size_t img_in = (size_t)s->ci * s->h * s->w;
+    const float *in = a->in + b * img_in + (size_t)grp * g->cig * s->h * s->w;
+    size_t o_off = ((size_t)b * s->co + (size_t)grp * g->cog) * g->plane + (size_t)oy0 * s->wo;
+    const float *wg = a->w + (size_t)grp * g->cog * g->kdim;
+    int cols = rows * s->wo;
+    const float *bm = col;
+    int ldb = cols;
+    if (g->pointwise) {
+        bm = in + (size_t)oy0 * s->wo;
+        ldb = g->plane;
+    } else {
+        im2col_tile(col, in, s, g->cig, oy0, rows);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cog, cols, g->kdim, 1.0f, wg, g->kdim,
+                bm, ldb, 0.0f, a->out + o_off, g->plane);
+    const float *bias = a->bias != NULL ? a->bias + (size_t)grp * g->cog : NULL;
+    const float *res = a->res != NULL ? a->res + o_off : NULL;
+    epi_tile(a->out + o_off, g->plane, g->cog, cols, bias, res, a->act);
+}
+
+static void conv_gemm(const conv_args *a, const conv_geom *g)
+{
+    const nat_conv_shape *s = a->s;
+    int64_t items = (int64_t)s->n * s->groups * g->ntiles;
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel num_threads(conv_threads())
+    {
+        float *col = a->ws != NULL ? a->ws + g->slot * (size_t)omp_get_thread_num() : NULL;
+#pragma omp for schedule(static)
+        for (int64_t it = 0; it < items; it++) {
+            int t = (int)(it % g->ntiles);
+            int64_t bg = it / g->ntiles;
+            int oy0 = t * g->tile_rows;
+            int rows = s->ho - oy0 < g->tile_rows ? s->ho - oy0 : g->tile_rows;
+            conv_gemm_tile(a, g, (int)(bg / s->groups), (int)(bg % s->groups), oy0, rows, col);
+        }
+    }
+    openblas_set_num_threads(blas_threads);
+}
+
+/* ---- direct (depthwise) path ---- */
+
+/* acc[0..wo) += wt * input row src at columns ox*stride + off (zero outside). */
+static void dw_tap(float *acc, const float *src, float wt, int wo, int w, int stride, int off)
+{
+    int lo, hi;
+    valid_cols(wo, w, stride, off, &lo, &hi);
+    if (stride == 1) {
+        const float *p = src + off;
+#pragma omp simd
+        for (int ox = lo; ox < hi; ox++)
+            acc[ox] += wt * p[ox];
+    } else {
+        for (int ox = lo; ox < hi; ox++)
+            acc[ox] += wt * src[ox * stride + off];
+    }
+}
+
+/* Output row oy of output channel oc of image b, epilogue included. */
+static void dw_row(const conv_args *a, int b, int oc, int oy)
+{
+    const nat_conv_shape *s = a->s;
+    int mult = s->co / s->groups;
+    const float *plane = a->in + ((size_t)b * s->ci + oc / mult) * s->h * s->w;
+    const float *wk = a->w + (size_t)oc * s->kh * s->kw;
+    size_t o_off = (((size_t)b * s->co + oc) * s->ho + oy) * s->wo;
+    float *acc = a->out + o_off;
+    memset(acc, 0, (size_t)s->wo * sizeof(float));
+    for (int ky = 0; ky < s->kh; ky++) {
+        int iy = oy * s->stride_h - s->pad_h + ky * s->dil_h;
+        if (iy < 0 || iy >= s->h)
+            continue;
+        const float *src = plane + (size_t)iy * s->w;
+        for (int kx = 0; kx < s->kw; kx++)
+            dw_tap(acc, src, wk[ky * s->kw + kx], s->wo, s->w, s->stride_w,
+                   kx * s->dil_w - s->pad_w);
+    }
+    float bias = a->bias != NULL ? a->bias[oc] : 0.0f;
+    epi_row(acc, s->wo, bias, a->res != NULL ? a->res + o_off : NULL, a->act);
+}
+
+static void conv_direct(const conv_args *a)
+{
+    const nat_conv_shape *s = a->s;
+    int64_t rows = (int64_t)s->n * s->co * s->ho;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int oy = (int)(r % s->ho);
+        int64_t bc = r / s->ho;
+        dw_row(a, (int)(bc / s->co), (int)(bc % s->co), oy);
+    }
+}
+
+void nat_conv2d(const float *in, const float *w, const float *bias, const float *residual,
+                float *out, const nat_conv_shape *s, nat_act act, float *workspace)
+{
+    assert(s->ho >= 1 && s->wo >= 1);
+    conv_args a = {in, w, bias, residual, out, s, act, workspace};
+    conv_geom g = conv_geom_of(s);
+    assert(workspace != NULL || g.slot == 0);
+    if (g.direct)
+        conv_direct(&a);
+    else
+        conv_gemm(&a, &g);
+}

@@ -1,0 +1,156 @@
+/* nat_kern_cpu: the CPU backend's launch functions (nat_kernel_fn) for GEMMs with
+ * epilogues, elementwise ops, reductions and normalizations, and the adapters that
+ * call the conv and attention kernels of nat_kern.h.  Each reads its buffers from
+ * the launch's p[], its sizes and flags from i[] and its scalars from f[], as the
+ * comment above it says.  Sizes are int64 element counts, all row-major.
+ *
+ * Also the vectorizable math the kernels share (exp, erf, sigmoid, GELU), inline
+ * here so that eager and fused kernels compute with exactly the same functions:
+ * a fused kernel is faster because it moves less memory, never because it uses a
+ * cheaper approximation. */
+#ifndef NAT_KERN_CPU_H
+#define NAT_KERN_CPU_H
+
+#include <stdint.h>
+
+#include "nat.h"
+#include "nat_kern.h"
+
+/* ---- math: branch-free so loops over them vectorize (AVX2) ---- */
+
+/* exp(x) with relative error below 2e-7 on [-87, 88]; 0 below -87 (so -inf
+ * masks give exactly 0), +inf-free (clamped at 88.7). */
+static inline float nat_expf(float x)
+{
+    float xc = x < -87.0f ? -87.0f : (x > 88.7f ? 88.7f : x);
+    /* Round to nearest by the 1.5 * 2^23 trick: vectorizes everywhere. */
+    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
+    /* Cody-Waite: ln2 split in a high part exact in float and a low part. */
+    float r = xc - n * 0.693145752f;
+    r = r - n * 1.42860677e-6f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } scale = {.i = ((int32_t)n + 127) << 23};
+    float y = p * scale.f;
+    return x < -87.0f ? 0.0f : y;
+}
+
+/* erf(x) with absolute error below 2e-7 (Abramowitz and Stegun 7.1.26 on |x|,
+ * sign restored): the exact, erf-based GELU to float precision. */
+static inline float nat_erff(float x)
+{
+    float ax = __builtin_fabsf(x);
+    float t = 1.0f / (1.0f + 0.3275911f * ax);
+    float p = 1.061405429f;
+    p = p * t - 1.453152027f;
+    p = p * t + 1.421413741f;
+    p = p * t - 0.284496736f;
+    p = p * t + 0.254829592f;
+    float y = 1.0f - p * t * nat_expf(-ax * ax);
+    return __builtin_copysignf(y, x);
+}
+
+static inline float nat_gelu(float x)
+{
+    return 0.5f * x * (1.0f + nat_erff(x * 0.70710678118654752f));
+}
+
+static inline float nat_sigmoid(float x)
+{
+    return 1.0f / (1.0f + nat_expf(-x));
+}
+
+static inline float nat_act_apply(float x, int act)
+{
+    if (act == NAT_ACT_RELU)
+        return x > 0.0f ? x : 0.0f;
+    if (act == NAT_ACT_GELU)
+        return nat_gelu(x);
+    return x;
+}
+
+/* ---- GEMM (nat_kern_gemm.c) ---- */
+
+/* c = a b.  p: a[m,k], b[k,n], c[m,n]; i: m, n, k. */
+void nat_k_sgemm(const nat_launch *l);
+
+/* c = act(a b + bias), by row blocks so the epilogue runs on each block while it
+ * is in cache.  p: a[m,k], b[k,n], bias[n] (NULL: none), c[m,n];
+ * i: m, n, k, act (nat_act). */
+void nat_k_gemm_epi(const nat_launch *l);
+
+/* The whole MLP in one pass over row blocks: out = gelu(x w1 + b1) w2 + b2; the
+ * hidden block lives in a per-thread workspace and never reaches a full [m,h]
+ * buffer.  p: x[m,d], w1[d,h], b1[h], w2[h,d], b2[d], out[m,d], ws[slots*rb*h];
+ * i: m, d, h, rb (rows per block), slots (workspace blocks). */
+void nat_k_mlp_fused(const nat_launch *l);
+
+/* Workspace floats nat_k_mlp_fused needs for m rows and h hidden units (with the
+ * current OpenMP thread count); sets the launch's rb and slots. */
+int64_t nat_mlp_fused_ws(int64_t m, int64_t h, int64_t *rb, int64_t *slots);
+
+/* ---- elementwise (nat_kern_elem.c) ---- */
+
+enum nat_binop { NAT_ADD, NAT_SUB, NAT_MUL, NAT_DIV };
+/* How the second operand broadcasts onto a [rows, cols] first operand. */
+enum nat_bcast {
+    NAT_BC_FULL,   /* b[rows, cols] */
+    NAT_BC_COL,    /* b[cols]: a bias */
+    NAT_BC_ROW,    /* b[rows]: a per-row statistic */
+    NAT_BC_SCALAR, /* f[0] */
+    NAT_BC_TILE,   /* b[period, cols] repeated down the rows: a mask */
+};
+
+/* out = a (op) b.  p: a, b (unused for SCALAR), out; i: op, rows, cols, bcast,
+ * period (TILE); f: scalar (SCALAR).  out may alias a. */
+void nat_k_binary(const nat_launch *l);
+
+enum nat_unop { NAT_RELU, NAT_GELU, NAT_SIGMOID, NAT_EXP, NAT_RSQRT };
+/* out = op(x).  p: x, out; i: op, n. */
+void nat_k_unary(const nat_launch *l);
+
+/* out = relu(x * a + b) * sigmoid(y) + x in one pass.  p: x, y, out; i: n;
+ * f: a, b. */
+void nat_k_elem_chain(const nat_launch *l);
+
+/* Inference batch norm over NCHW.  p: x, mean[c], var[c], gamma[c], beta[c], out;
+ * i: n, c, hw; f: eps. */
+void nat_k_batchnorm(const nat_launch *l);
+
+/* ---- reductions and normalizations (nat_kern_reduce.c) ---- */
+
+enum nat_redop { NAT_RMAX, NAT_RSUM, NAT_RMEAN };
+/* out[r] = reduce(x[r, :]).  p: x, out; i: op, rows, cols. */
+void nat_k_row_reduce(const nat_launch *l);
+
+/* Softmax along rows, one pass per row held in cache.  p: x, out; i: rows, cols. */
+void nat_k_softmax(const nat_launch *l);
+
+/* out = layernorm(x [+ res]) * gamma + beta along rows.  p: x, res (NULL: none),
+ * gamma, beta, out; i: rows, cols; f: eps. */
+void nat_k_layernorm(const nat_launch *l);
+
+/* ---- adapters to nat_kern.h (nat_kern_call.c) ---- */
+
+/* out = act(conv2d(in, w) + bias), stride 1, square kernel, groups 1.
+ * p: in, w, bias (NULL: none), out, workspace; i: n, ci, h, w, co, k, pad, act. */
+void nat_k_conv2d(const nat_launch *l);
+
+/* Fills s for nat_k_conv2d's arguments; false when the shape is impossible. */
+bool nat_conv_shape_of(const nat_launch *l, nat_conv_shape *s);
+
+/* p: q, k, v, o; i: bh, s, d, causal; f: scale. */
+void nat_k_attention(const nat_launch *l);
+
+/* p: a, b, c; i: nb, m, n, k, trans_b. */
+void nat_k_bmm(const nat_launch *l);
+
+#endif

@@ -1,0 +1,142 @@
+/* nat_kern_elem: elementwise launches.  The eager ones do one op per full pass
+ * over memory, as PyTorch eager does; the element chain does all of its ops in
+ * one pass.  Loops are written per (op, broadcast) so each one vectorizes. */
+#include <math.h>
+
+#include "nat_kern_cpu.h"
+
+/* A binary op as a loop over a contiguous range with operand b indexed by expr;
+ * the macro keeps one vectorizable loop per op instead of a switch per element. */
+#define BIN_LOOP(OPEXPR)                                                                           \
+    do {                                                                                           \
+        switch (op) {                                                                              \
+        case NAT_ADD:                                                                              \
+            _Pragma("omp simd") for (int64_t j = 0; j < cols; j++) o[j] = x[j] + (OPEXPR);         \
+            break;                                                                                 \
+        case NAT_SUB:                                                                              \
+            _Pragma("omp simd") for (int64_t j = 0; j < cols; j++) o[j] = x[j] - (OPEXPR);         \
+            break;                                                                                 \
+        case NAT_MUL:                                                                              \
+            _Pragma("omp simd") for (int64_t j = 0; j < cols; j++) o[j] = x[j] * (OPEXPR);         \
+            break;                                                                                 \
+        default:                                                                                   \
+            _Pragma("omp simd") for (int64_t j = 0; j < cols; j++) o[j] = x[j] / (OPEXPR);         \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* One row of out = a (op) b, b already positioned for the row. */
+static void bin_row(int op, int bc, const float *x, const float *y, float s, float *o, int64_t cols)
+{
+    if (bc == NAT_BC_FULL || bc == NAT_BC_COL || bc == NAT_BC_TILE)
+        BIN_LOOP(y[j]);
+    else
+        BIN_LOOP(s);
+}
+
+/* Splits a FULL or SCALAR op on [rows, cols] into chunks of this many elements so
+ * that a single long row (n x 1 views) still spreads over the threads. */
+#define ELEM_CHUNK 16384
+
+void nat_k_binary(const nat_launch *l)
+{
+    const float *a = l->p[0], *b = l->p[1];
+    float *out = l->p[2];
+    int op = (int)l->i[0], bc = (int)l->i[3];
+    int64_t rows = l->i[1], cols = l->i[2], period = l->i[4];
+    if (bc == NAT_BC_FULL || bc == NAT_BC_SCALAR) {
+        int64_t n = rows * cols, nch = (n + ELEM_CHUNK - 1) / ELEM_CHUNK;
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < nch; c++) {
+            int64_t j0 = c * ELEM_CHUNK, len = n - j0 < ELEM_CHUNK ? n - j0 : ELEM_CHUNK;
+            bin_row(op, bc, a + j0, b ? b + j0 : NULL, l->f[0], out + j0, len);
+        }
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *y =
+            bc == NAT_BC_COL ? b : (bc == NAT_BC_TILE ? b + (r % period) * cols : NULL);
+        float s = bc == NAT_BC_ROW ? b[r] : 0.0f;
+        bin_row(op, bc == NAT_BC_ROW ? NAT_BC_SCALAR : bc, a + r * cols, y, s, out + r * cols,
+                cols);
+    }
+}
+
+static void un_range(int op, const float *x, float *o, int64_t n)
+{
+    switch (op) {
+    case NAT_RELU:
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++)
+            o[j] = x[j] > 0.0f ? x[j] : 0.0f;
+        break;
+    case NAT_GELU:
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++)
+            o[j] = nat_gelu(x[j]);
+        break;
+    case NAT_SIGMOID:
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++)
+            o[j] = nat_sigmoid(x[j]);
+        break;
+    case NAT_EXP:
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++)
+            o[j] = nat_expf(x[j]);
+        break;
+    default:
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++)
+            o[j] = 1.0f / sqrtf(x[j]);
+        break;
+    }
+}
+
+void nat_k_unary(const nat_launch *l)
+{
+    const float *x = l->p[0];
+    float *out = l->p[1];
+    int op = (int)l->i[0];
+    int64_t n = l->i[1], nch = (n + ELEM_CHUNK - 1) / ELEM_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t j0 = c * ELEM_CHUNK, len = n - j0 < ELEM_CHUNK ? n - j0 : ELEM_CHUNK;
+        un_range(op, x + j0, out + j0, len);
+    }
+}
+
+void nat_k_elem_chain(const nat_launch *l)
+{
+    const float *x = l->p[0], *y = l->p[1];
+    float *out = l->p[2];
+    int64_t n = l->i[0];
+    float a = l->f[0], b = l->f[1];
+#pragma omp parallel for simd schedule(static)
+    for (int64_t j = 0; j < n; j++) {
+        float t = x[j] * a + b;
+        t = t > 0.0f ? t : 0.0f;
+        out[j] = t * nat_sigmoid(y[j]) + x[j];
+    }
+}
+
+void nat_k_batchnorm(const nat_launch *l)
+{
+    const float *x = l->p[0], *mean = l->p[1], *var = l->p[2], *gamma = l->p[3];
+    const float *beta = l->p[4];
+    float *out = l->p[5];
+    int64_t n = l->i[0], c = l->i[1], hw = l->i[2];
+    float eps = l->f[0];
+#pragma omp parallel for schedule(static)
+    for (int64_t nc = 0; nc < n * c; nc++) {
+        int64_t ch = nc % c;
+        float sc = gamma[ch] / sqrtf(var[ch] + eps);
+        float sh = beta[ch] - mean[ch] * sc;
+        const float *xi = x + nc * hw;
+        float *o = out + nc * hw;
+#pragma omp simd
+        for (int64_t j = 0; j < hw; j++)
+            o[j] = xi[j] * sc + sh;
+    }
+}

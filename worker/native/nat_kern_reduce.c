@@ -1,0 +1,99 @@
+/* nat_kern_reduce: row reductions (the eager building blocks) and the fused
+ * row-wise normalizations: softmax and layernorm make two or three passes over
+ * one row while it sits in L1/L2, and one pass over memory in all.  OpenMP
+ * splits the rows. */
+#include <math.h>
+
+#include "nat_kern_cpu.h"
+
+static float row_max(const float *x, int64_t n)
+{
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+static float row_sum(const float *x, int64_t n)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < n; j++)
+        s += x[j];
+    return s;
+}
+
+void nat_k_row_reduce(const nat_launch *l)
+{
+    const float *x = l->p[0];
+    float *out = l->p[1];
+    int op = (int)l->i[0];
+    int64_t rows = l->i[1], cols = l->i[2];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = x + r * cols;
+        if (op == NAT_RMAX)
+            out[r] = row_max(row, cols);
+        else if (op == NAT_RSUM)
+            out[r] = row_sum(row, cols);
+        else
+            out[r] = row_sum(row, cols) / (float)cols;
+    }
+}
+
+void nat_k_softmax(const nat_launch *l)
+{
+    const float *x = l->p[0];
+    float *out = l->p[1];
+    int64_t rows = l->i[0], cols = l->i[1];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        float *o = out + r * cols;
+        float m = row_max(xr, cols);
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < cols; j++) {
+            o[j] = nat_expf(xr[j] - m);
+            s += o[j];
+        }
+        float inv = 1.0f / s;
+#pragma omp simd
+        for (int64_t j = 0; j < cols; j++)
+            o[j] *= inv;
+    }
+}
+
+/* One row of layernorm: mean and variance from the row (two passes in cache,
+ * numerically safer than E[x^2] - E[x]^2), then the affine write. */
+static void ln_row(const float *x, const float *res, const float *g, const float *b, float *o,
+                   int64_t n, float eps)
+{
+    if (res) {
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++)
+            o[j] = x[j] + res[j];
+        x = o;
+    }
+    float mean = row_sum(x, n) / (float)n;
+    float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+    for (int64_t j = 0; j < n; j++)
+        v += (x[j] - mean) * (x[j] - mean);
+    float rstd = 1.0f / sqrtf(v / (float)n + eps);
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++)
+        o[j] = (x[j] - mean) * rstd * g[j] + b[j];
+}
+
+void nat_k_layernorm(const nat_launch *l)
+{
+    const float *x = l->p[0], *res = l->p[1], *g = l->p[2], *b = l->p[3];
+    float *out = l->p[4];
+    int64_t rows = l->i[0], cols = l->i[1];
+    float eps = l->f[0];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        ln_row(x + r * cols, res ? res + r * cols : NULL, g, b, out + r * cols, cols, eps);
+}
