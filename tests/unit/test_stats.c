@@ -1,0 +1,211 @@
+/* Unit tests of fb_stats_compute and fb_mann_whitney_p against values derived
+ * by hand (comments show the arithmetic). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "fb_run.h"
+
+#include <stdio.h>
+
+#define EPS 1e-12
+
+/* cmocka's assert_float_equal compares in float; these are doubles. */
+#define assert_close(a, b, eps) check_close((a), (b), (eps), #a, __LINE__)
+
+static void check_close(double a, double b, double eps, const char *expr, int line)
+{
+    if (!(fabs(a - b) <= eps)) {
+        print_error("line %d: %s = %.17g, expected %.17g (eps %g)\n", line, expr, a, b, eps);
+        fail();
+    }
+}
+
+/* 1..n in a scrambled order (stride 7 is coprime with the n used here), so the
+ * code must sort a copy; the input must stay as given. */
+static double *scrambled(int n)
+{
+    double *s = malloc((size_t)n * sizeof *s);
+    assert_non_null(s);
+    for (int i = 0; i < n; i++)
+        s[i] = (double)((i * 7) % n + 1);
+    return s;
+}
+
+static void test_odd(void **state)
+{
+    /* sorted 1 2 3: median 2; mean 2; stdev sqrt((1 + 0 + 1) / 2) = 1; cv 0.5;
+     * p90: h = (3-1)*0.9 = 1.8 -> 2 + 0.8*(3-2) = 2.8; n < 6 -> CI [min, max]. */
+    double s[] = {3, 1, 2};
+    fb_stats st;
+
+    fb_stats_compute(s, 3, &st);
+    assert_int_equal(st.n, 3);
+    assert_close(st.median, 2.0, EPS);
+    assert_close(st.mean, 2.0, EPS);
+    assert_close(st.stdev, 1.0, EPS);
+    assert_close(st.cv, 0.5, EPS);
+    assert_close(st.min, 1.0, EPS);
+    assert_close(st.max, 3.0, EPS);
+    assert_close(st.p90, 2.8, EPS);
+    assert_close(st.ci95_lo, 1.0, EPS);
+    assert_close(st.ci95_hi, 3.0, EPS);
+    assert_close(s[0], 3.0, 0.0); /* input untouched */
+}
+
+static void test_even(void **state)
+{
+    /* sorted 1 2 3 4: median h = 1.5 -> 2.5; mean 2.5; squares of deviations
+     * 2.25 + 0.25 + 0.25 + 2.25 = 5, stdev = sqrt(5/3) = 1.2909944487;
+     * p90: h = 2.7 -> 3 + 0.7 = 3.7. */
+    double s[] = {4, 1, 3, 2};
+    fb_stats st;
+
+    fb_stats_compute(s, 4, &st);
+    assert_close(st.median, 2.5, EPS);
+    assert_close(st.mean, 2.5, EPS);
+    assert_close(st.stdev, sqrt(5.0 / 3.0), EPS);
+    assert_close(st.p90, 3.7, EPS);
+    assert_close(st.cv, sqrt(5.0 / 3.0) / 2.5, EPS);
+}
+
+static void test_single(void **state)
+{
+    double s[] = {1.25};
+    fb_stats st;
+
+    fb_stats_compute(s, 1, &st);
+    assert_close(st.median, 1.25, EPS);
+    assert_close(st.p90, 1.25, EPS);
+    assert_close(st.stdev, 0.0, EPS);
+    assert_close(st.cv, 0.0, EPS);
+    assert_close(st.ci95_lo, 1.25, EPS);
+    assert_close(st.ci95_hi, 1.25, EPS);
+}
+
+/* Samples 1..n, so x(j) = j and the CI bounds are the ranks themselves. */
+static void check_ci(int n, double lo, double hi, double median, double p90)
+{
+    double *s = scrambled(n);
+    fb_stats st;
+
+    fb_stats_compute(s, n, &st);
+    assert_close(st.ci95_lo, lo, EPS);
+    assert_close(st.ci95_hi, hi, EPS);
+    assert_close(st.median, median, EPS);
+    assert_close(st.p90, p90, EPS);
+    assert_close(st.min, 1.0, EPS);
+    assert_close(st.max, (double)n, EPS);
+    assert_close(st.mean, (n + 1) / 2.0, EPS);
+    free(s);
+}
+
+static void test_ci_n10(void **state)
+{
+    /* Binomial(10, 1/2): P(B <= 1) = (1 + 10)/1024 = 0.0107 <= 0.025 but
+     * P(B <= 2) = 56/1024 = 0.0547 > 0.025, so j = 2, k = 10 - 2 + 1 = 9,
+     * coverage 1 - 2*11/1024 = 0.9785.  median h = 4.5 -> 5.5; p90 h = 8.1 -> 9.1. */
+    check_ci(10, 2.0, 9.0, 5.5, 9.1);
+}
+
+static void test_ci_n50(void **state)
+{
+    /* Binomial(50, 1/2): P(B <= 16) = 0.0164, P(B <= 17) = 0.0325 > 0.025, so
+     * j = 17 + 1 = 18, k = 33 (coverage 0.967, the textbook table's pair).
+     * median 25.5; p90 h = 44.1 -> 45.1. */
+    check_ci(50, 18.0, 33.0, 25.5, 45.1);
+}
+
+static void test_ci_n100(void **state)
+{
+    /* Binomial(100, 1/2): P(B <= 39) = 0.0176, P(B <= 40) = 0.0284 > 0.025, so
+     * j = 40, k = 61 (coverage 0.9648).  median 50.5; p90 h = 89.1 -> 90.1. */
+    check_ci(100, 40.0, 61.0, 50.5, 90.1);
+}
+
+static void test_ci_small_n(void **state)
+{
+    /* n = 5: even [min, max] covers only 1 - 2/32 = 0.9375, so [min, max] by
+     * rule; n = 6: P(B <= 0) = 1/64 <= 0.025 and P(B <= 1) = 7/64 > 0.025, so
+     * j = 1, k = 6: [min, max] again (coverage 0.96875). */
+    check_ci(5, 1.0, 5.0, 3.0, 4.6);
+    check_ci(6, 1.0, 6.0, 3.5, 5.5);
+}
+
+static void test_ci_large_n(void **state)
+{
+    /* Normal approximation above 5000: j = floor((10000 - 1.96*100)/2) = 4902,
+     * k = 10000 - 4902 + 1 = 5099.  The CI must bracket the median. */
+    check_ci(10000, 4902.0, 5099.0, 5000.5, 9000.1);
+}
+
+static void test_mw_separated_small(void **state)
+{
+    /* a = 1 2 3, b = 4 5 6: ranks of a sum to 6, U = 6 - 3*4/2 = 0; mu = 4.5;
+     * var = 3*3/12 * 7 = 5.25; z = (4.5 - 0.5)/sqrt(5.25) = 1.74574;
+     * p = erfc(z/sqrt 2) = 0.080856. */
+    double a[] = {1, 2, 3}, b[] = {4, 5, 6};
+    assert_close(fb_mann_whitney_p(a, 3, b, 3), 0.0808555983700523, 1e-9);
+    assert_close(fb_mann_whitney_p(b, 3, a, 3), 0.0808555983700523, 1e-9);
+}
+
+static void test_mw_ties(void **state)
+{
+    /* a = 1 2 2, b = 2 3 4: pooled ranks 1, (2+3+4)/3 = 3 for the three 2s, 5, 6;
+     * R_a = 1 + 3 + 3 = 7, U = 7 - 6 = 1; ties: one group of 3 -> 27 - 3 = 24;
+     * var = 9/12 * (7 - 24/30) = 4.65; z = (3.5 - 0.5)/sqrt(4.65) = 1.39122;
+     * p = 0.164160. */
+    double a[] = {1, 2, 2}, b[] = {2, 3, 4};
+    assert_close(fb_mann_whitney_p(a, 3, b, 3), 0.16415972847851523, 1e-9);
+}
+
+static void test_mw_interleaved(void **state)
+{
+    /* a = 1 3 5 7, b = 2 4 6 8: R_a = 16, U = 6, mu = 8, var = 16/12*9 = 12;
+     * z = 1.5/sqrt(12) = 0.43301, p = 0.665006. */
+    double a[] = {1, 3, 5, 7}, b[] = {2, 4, 6, 8};
+    assert_close(fb_mann_whitney_p(a, 4, b, 4), 0.6650055421020291, 1e-9);
+}
+
+static void test_mw_identical_and_separated(void **state)
+{
+    double same[] = {1, 1, 1, 1, 1};
+    double a[20], b[20];
+
+    /* Every value tied: no variance, no evidence of a difference. */
+    assert_close(fb_mann_whitney_p(same, 5, same, 5), 1.0, 0.0);
+    /* Identical samples: U = mu exactly, |U - mu| - 0.5 < 0 -> p clipped to 1. */
+    for (int i = 0; i < 20; i++) {
+        a[i] = i;
+        b[i] = 100 + i;
+    }
+    assert_close(fb_mann_whitney_p(a, 20, a, 20), 1.0, 0.0);
+    /* 20 vs 20 fully separated: U = 0, var = 400/12*41, p = 6.7956e-8. */
+    assert_close(fb_mann_whitney_p(a, 20, b, 20), 6.795615128173387e-08, 1e-12);
+    assert_true(fb_mann_whitney_p(a, 20, b, 20) < 0.01);
+    assert_close(fb_mann_whitney_p(a, 0, b, 20), 1.0, 0.0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_odd),
+        cmocka_unit_test(test_even),
+        cmocka_unit_test(test_single),
+        cmocka_unit_test(test_ci_n10),
+        cmocka_unit_test(test_ci_n50),
+        cmocka_unit_test(test_ci_n100),
+        cmocka_unit_test(test_ci_small_n),
+        cmocka_unit_test(test_ci_large_n),
+        cmocka_unit_test(test_mw_separated_small),
+        cmocka_unit_test(test_mw_ties),
+        cmocka_unit_test(test_mw_interleaved),
+        cmocka_unit_test(test_mw_identical_and_separated),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,503 @@
+/* fusionbench-run: runs one benchmark locally, with no database, and prints a
+ * table (or JSON).  Exit status: 0 every variant ok, 1 the run or a variant
+ * failed, 2 bad arguments. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "fb_engine.h"
+#include "fb_log.h"
+#include "fb_run.h"
+
+#define CLI_EXIT_USAGE  2
+#define CLI_MAX_THREADS 1024
+
+typedef struct cli_opts {
+    const char *workload;
+    const char *engine, *device, *dtype, *variants; /* NULL = default */
+    int iterations, warmup, batch;                  /* -1 = default */
+    bool json, list;
+    cJSON *params; /* owned */
+} cli_opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fusionbench-run WORKLOAD [--device cpu] [--engine native] [--json]\n"
+               "         [--variants eager,fused] [--iterations N] [--warmup N] [--batch N]\n"
+               "         [--dtype float32] [--param key=value ...] [--threads N]\n"
+               "       fusionbench-run --list [--device cpu]\n"
+               "Runs one benchmark locally (warmup, interleaved timed rounds, accuracy gate,\n"
+               "one profiled iteration) and prints a table, or JSON with --json.\n"
+               "Exit status: 0 all variants ok, 1 a variant or the run failed, 2 bad arguments.\n");
+}
+
+static int bad_arg(const char *arg, const char *why)
+{
+    fprintf(stderr, "fusionbench-run: %s: %s\n", arg, why);
+    return CLI_EXIT_USAGE;
+}
+
+/* Parses a whole decimal int in [lo, hi]; 0 or the usage exit status. */
+static int parse_int(const char *arg, const char *s, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+        char why[128];
+        snprintf(why, sizeof why, "expected an integer in %d..%d, got '%s'", lo, hi, s);
+        return bad_arg(arg, why);
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* key=value → params[key]: JSON numbers, booleans, arrays and objects as such,
+ * anything else as a string ("--param rules_off=bias_gelu"). */
+static int add_param(cli_opts *o, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    char key[FB_NAME_MAX];
+    cJSON *val;
+
+    if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof key)
+        return bad_arg("--param", "expected key=value with a key of 1..63 characters");
+    snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+    if (cJSON_GetObjectItemCaseSensitive(o->params, key))
+        return bad_arg("--param", "the same key is given twice");
+    val = cJSON_Parse(eq + 1);
+    if (val && !cJSON_IsNumber(val) && !cJSON_IsBool(val) && !cJSON_IsArray(val) &&
+        !cJSON_IsObject(val)) {
+        cJSON_Delete(val);
+        val = NULL;
+    }
+    if (!val)
+        val = cJSON_CreateString(eq + 1);
+    if (!val || !cJSON_AddItemToObject(o->params, key, val)) {
+        cJSON_Delete(val);
+        return bad_arg("--param", "out of memory");
+    }
+    return 0;
+}
+
+/* --threads N is params.threads, which the engine applies to OpenMP and the
+ * BLAS alike, so the spec (and with it the result) records it. */
+static int set_threads(cli_opts *o, const char *v)
+{
+    int n = 0;
+    int rc = parse_int("--threads", v, 1, CLI_MAX_THREADS, &n);
+
+    if (rc)
+        return rc;
+    if (cJSON_GetObjectItemCaseSensitive(o->params, "threads"))
+        return bad_arg("--threads", "params.threads is already set");
+    if (!cJSON_AddNumberToObject(o->params, "threads", n))
+        return bad_arg("--threads", "out of memory");
+    return 0;
+}
+
+/* Option with a value: "--opt value" or "--opt=value"; *i advances past it. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t len = strlen(name);
+    const char *a = argv[*i];
+
+    if (strncmp(a, name, len) != 0)
+        return NULL;
+    if (a[len] == '=')
+        return a + len + 1;
+    if (a[len] != '\0' || *i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+static int parse_valued(cli_opts *o, const char *name, const char *v)
+{
+    if (strcmp(name, "--iterations") == 0)
+        return parse_int(name, v, 1, FB_MAX_ITERATIONS, &o->iterations);
+    if (strcmp(name, "--warmup") == 0)
+        return parse_int(name, v, 0, FB_MAX_WARMUP, &o->warmup);
+    if (strcmp(name, "--batch") == 0)
+        return parse_int(name, v, 1, FB_MAX_BATCH, &o->batch);
+    if (strcmp(name, "--threads") == 0)
+        return set_threads(o, v);
+    if (strcmp(name, "--param") == 0)
+        return add_param(o, v);
+    if (!strcmp(name, "--variants")) {
+        o->variants = v;
+        return 0;
+    }
+    if (!fb_name_valid(v))
+        return bad_arg(name, "not a valid name ([a-z0-9_+.-], 1..63 characters)");
+    if (strcmp(name, "--device") == 0)
+        o->device = v;
+    else if (strcmp(name, "--dtype") == 0)
+        o->dtype = v;
+    else
+        o->engine = v;
+    return 0;
+}
+
+static const char *const cli_valued[] = {"--iterations", "--warmup",   "--batch",  "--threads",
+                                         "--param",      "--variants", "--device", "--dtype",
+                                         "--engine",     NULL};
+
+static int parse_one(cli_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+
+    if (strcmp(a, "--json") == 0 || strcmp(a, "--list") == 0) {
+        *(a[2] == 'j' ? &o->json : &o->list) = true;
+        return 0;
+    }
+    for (int k = 0; cli_valued[k]; k++) {
+        size_t len = strlen(cli_valued[k]);
+        if (strncmp(a, cli_valued[k], len) == 0 && (a[len] == '\0' || a[len] == '=')) {
+            const char *v = opt_value(argc, argv, i, cli_valued[k]);
+            return v ? parse_valued(o, cli_valued[k], v) : bad_arg(a, "needs a value");
+        }
+    }
+    if (a[0] == '-')
+        return bad_arg(a, "unknown option (see --help)");
+    if (o->workload)
+        return bad_arg(a, "only one WORKLOAD may be given");
+    o->workload = a;
+    return 0;
+}
+
+static int parse_args(cli_opts *o, int argc, char **argv)
+{
+    *o = (cli_opts){.iterations = -1, .warmup = -1, .batch = -1};
+    o->params = cJSON_CreateObject();
+    if (!o->params)
+        return bad_arg("params", "out of memory");
+    for (int i = 1; i < argc; i++) {
+        int rc;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        rc = parse_one(o, argc, argv, &i);
+        if (rc)
+            return rc;
+    }
+    if (!o->workload && !o->list) {
+        usage(stderr);
+        return bad_arg("WORKLOAD", "missing");
+    }
+    return 0;
+}
+
+/* ---- catalog ---- */
+
+static void print_list(const char *const *names, FILE *f)
+{
+    for (int i = 0; names[i]; i++)
+        fprintf(f, "%s%s", i ? "," : "", names[i]);
+}
+
+static void print_catalog(const char *device, FILE *f)
+{
+    fprintf(f, "%-26s %-8s %-8s %5s  %-18s %s\n", "WORKLOAD", "ENGINE", "DOMAIN", "BATCH",
+            "VARIANTS", "DESCRIPTION");
+    for (int e = 0; fb_engines[e]; e++) {
+        int n = 0;
+        const fb_workload_info *w = fb_engines[e]->catalog(device, &n);
+        for (int i = 0; w && i < n; i++) {
+            fprintf(f, "%-26s %-8s %-8s %5d  ", w[i].name, w[i].engine, w[i].domain,
+                    w[i].default_batch_size);
+            print_list(w[i].variants, f);
+            fprintf(f, "  %s\n", w[i].description);
+        }
+    }
+}
+
+static void print_known(const char *device)
+{
+    int shown = 0;
+
+    fprintf(stderr, "known workloads on %s:", device);
+    for (int e = 0; fb_engines[e]; e++) {
+        int n = 0;
+        const fb_workload_info *w = fb_engines[e]->catalog(device, &n);
+        for (int i = 0; w && i < n; i++, shown++)
+            fprintf(stderr, " %s", w[i].name);
+    }
+    fprintf(stderr, "%s\n", shown ? "" : " (none)");
+}
+
+/* ---- spec ---- */
+
+static int set_variants(fb_spec *spec, const char *list)
+{
+    const char *p = list;
+
+    spec->n_variants = 0;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        char *name = spec->variants[spec->n_variants];
+        if (spec->n_variants == FB_MAX_VARIANTS || len == 0 || len >= FB_NAME_MAX)
+            return bad_arg("--variants", "expected 1..8 comma-separated names");
+        snprintf(name, FB_NAME_MAX, "%.*s", (int)len, p);
+        if (!fb_name_valid(name))
+            return bad_arg("--variants", "a variant is not a valid name");
+        for (int i = 0; i < spec->n_variants; i++) {
+            if (strcmp(spec->variants[i], name) == 0)
+                return bad_arg("--variants", "a variant is named twice");
+        }
+        spec->n_variants++;
+        p += len + (p[len] == ',');
+    }
+    return spec->n_variants ? 0 : bad_arg("--variants", "empty");
+}
+
+static bool in_list(const char *const *names, const char *s)
+{
+    for (int i = 0; names[i]; i++) {
+        if (strcmp(names[i], s) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Bad-argument exit when the spec asks for a dtype or variant the workload does
+ * not offer, naming what it does offer. */
+static int check_offered(const fb_workload_info *w, const fb_spec *spec)
+{
+    const char *bad = NULL, *arg = "--variants";
+    const char *const *offered = w->variants;
+
+    for (int v = 0; v < spec->n_variants && !bad; v++)
+        bad = in_list(w->variants, spec->variants[v]) ? NULL : spec->variants[v];
+    if (!bad && !in_list(w->dtypes, spec->dtype)) {
+        bad = spec->dtype;
+        arg = "--dtype";
+        offered = w->dtypes;
+    }
+    if (!bad)
+        return 0;
+    fprintf(stderr, "fusionbench-run: %s: '%s' is not offered by %s; offered: ", arg, bad, w->name);
+    print_list(offered, stderr);
+    fprintf(stderr, "\n");
+    return CLI_EXIT_USAGE;
+}
+
+/* Fills spec from the options and the catalog's defaults. */
+static int build_spec(cli_opts *o, fb_spec *spec)
+{
+    const fb_engine *eng = fb_engine_find(o->engine);
+    const fb_workload_info *w;
+    int rc = 0;
+
+    if (!eng)
+        return bad_arg("--engine", "unknown engine");
+    if (!fb_name_valid(o->workload))
+        return bad_arg(o->workload, "not a valid workload name");
+    w = fb_engine_workload(eng, o->device, o->workload);
+    if (!w) {
+        fprintf(stderr, "fusionbench-run: unknown workload '%s' for engine %s on %s\n", o->workload,
+                eng->name, o->device);
+        print_known(o->device);
+        return CLI_EXIT_USAGE;
+    }
+    snprintf(spec->workload, sizeof spec->workload, "%s", o->workload);
+    snprintf(spec->engine, sizeof spec->engine, "%s", eng->name);
+    snprintf(spec->device, sizeof spec->device, "%s", o->device);
+    if (o->dtype)
+        snprintf(spec->dtype, sizeof spec->dtype, "%s", o->dtype);
+    if (o->variants)
+        rc = set_variants(spec, o->variants);
+    spec->batch_size = o->batch > 0 ? o->batch : 0;
+    spec->iterations = o->iterations > 0 ? o->iterations : 0;
+    spec->warmup = o->warmup;
+    spec->params = o->params;
+    o->params = NULL;
+    fb_spec_apply_defaults(spec, o->device, w->default_batch_size, w->variants);
+    return rc ? rc : check_offered(w, spec);
+}
+
+/* ---- output ---- */
+
+/* v with prec decimals and a suffix, or "-" when unknown (NaN). */
+static void fmt_num(char *buf, size_t cap, double v, int prec, const char *suffix)
+{
+    if (isnan(v))
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.*f%s", prec, v, suffix);
+}
+
+static void fmt_int(char *buf, size_t cap, int64_t v)
+{
+    if (v < 0)
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%lld", (long long)v);
+}
+
+static const fb_variant_result *find_baseline(const fb_result *r)
+{
+    for (int v = 0; v < r->n_variants; v++) {
+        if (strcmp(r->variants[v].name, r->baseline) == 0)
+            return &r->variants[v];
+    }
+    return NULL;
+}
+
+/* Speedup = baseline median / variant median, only for ok variants against an
+ * ok baseline (METHOD.md: no speedup for a variant over tolerance). */
+static double speedup(const fb_result *r, const fb_variant_result *vr)
+{
+    const fb_variant_result *b = find_baseline(r);
+
+    if (!b || b->status != FB_VS_OK || vr->status != FB_VS_OK || !(vr->latency.median > 0))
+        return NAN;
+    return b->latency.median / vr->latency.median;
+}
+
+static void print_row(const fb_result *r, const fb_variant_result *vr)
+{
+    char med[24], p90[24], ci[48], cv[16], kern[16], fk[16], fo[16], peak[24], err[16], sp[16];
+    bool timed = vr->n_samples > 0;
+
+    fmt_num(med, sizeof med, timed ? vr->latency.median : NAN, 4, "");
+    fmt_num(p90, sizeof p90, timed ? vr->latency.p90 : NAN, 4, "");
+    if (timed)
+        snprintf(ci, sizeof ci, "[%.4f, %.4f]", vr->latency.ci95_lo, vr->latency.ci95_hi);
+    else
+        snprintf(ci, sizeof ci, "-");
+    fmt_num(cv, sizeof cv, timed ? vr->latency.cv * 100.0 : NAN, 1, "%");
+    fmt_int(kern, sizeof kern, vr->kernels);
+    fmt_int(fk, sizeof fk, vr->fused_kernels);
+    fmt_int(fo, sizeof fo, vr->fused_ops);
+    fmt_num(peak, sizeof peak,
+            vr->peak_mem_bytes < 0 ? NAN : (double)vr->peak_mem_bytes / (1024.0 * 1024.0), 2, "");
+    if (isnan(vr->max_rel_error))
+        snprintf(err, sizeof err, "-");
+    else
+        snprintf(err, sizeof err, "%.2e", vr->max_rel_error);
+    fmt_num(sp, sizeof sp, speedup(r, vr), 3, "x");
+    printf("%-12s %-16s %10s %10s %-22s %6s %7s %5s/%-5s %9s %9s %8s\n", vr->name,
+           fb_vstatus_name(vr->status), med, p90, ci, cv, kern, fk, fo, peak, err, sp);
+}
+
+static void print_table(const fb_spec *spec, const fb_result *r)
+{
+    printf("%s  engine %s  device %s  dtype %s  batch %d  warmup %d  iterations %d\n\n",
+           spec->workload, spec->engine, spec->device, spec->dtype, spec->batch_size, spec->warmup,
+           spec->iterations);
+    printf("%-12s %-16s %10s %10s %-22s %6s %7s %11s %9s %9s %8s\n", "variant", "status",
+           "median ms", "p90 ms", "95% CI of median", "cv", "kernels", "fused k/ops", "peak MiB",
+           "max rel", "speedup");
+    for (int v = 0; v < r->n_variants; v++)
+        print_row(r, &r->variants[v]);
+    for (int v = 0; v < r->n_variants; v++) {
+        if (r->variants[v].status != FB_VS_OK)
+            printf("  %s: %s\n", r->variants[v].name, r->variants[v].message);
+    }
+    printf("\nbaseline %s; plan %.3f ms (not in latency); speedup = baseline median / median\n",
+           r->baseline, r->plan_ms);
+    printf("env: %s | %d threads | %s | host %s | fusionbench %s\n", r->env.cpu, r->env.threads,
+           r->env.blas, r->env.hostname, r->env.fusionbench);
+}
+
+/* {"spec":..., "result":..., "kernels": {variant: rows}} on stdout. */
+static int print_json(const fb_spec *spec, const fb_result *r)
+{
+    cJSON *root = cJSON_CreateObject(), *kernels = cJSON_CreateObject();
+    char *text = NULL;
+    int rc = 1;
+
+    if (!root || !kernels)
+        goto out;
+    cJSON_AddItemToObject(root, "spec", fb_spec_to_json(spec));
+    cJSON_AddItemToObject(root, "result", fb_result_to_json(r));
+    for (int v = 0; v < r->n_variants; v++)
+        cJSON_AddItemToObject(kernels, r->variants[v].name,
+                              fb_kernel_rows_to_json(&r->variants[v]));
+    cJSON_AddItemToObject(root, "kernels", kernels);
+    kernels = NULL;
+    text = cJSON_Print(root);
+    if (text) {
+        printf("%s\n", text);
+        rc = 0;
+    }
+out:
+    cJSON_Delete(kernels);
+    cJSON_Delete(root);
+    free(text);
+    return rc;
+}
+
+static void progress_cb(void *ud, const char *phase, const char *variant, int done, int total)
+{
+    fb_debug("%s %s %d/%d", phase, variant ? variant : "", done, total);
+}
+
+static int all_ok(const fb_result *r)
+{
+    for (int v = 0; v < r->n_variants; v++) {
+        if (r->variants[v].status != FB_VS_OK)
+            return 0;
+    }
+    return 1;
+}
+
+static int run(const fb_spec *spec, bool json)
+{
+    fb_result res;
+    fb_err err;
+    int rc;
+
+    fb_err_clear(&err);
+    if (fb_run_benchmark(spec, progress_cb, NULL, &res, &err) != FB_OK) {
+        bool named = err.field[0] && strncmp(err.msg, err.field, strlen(err.field)) == 0;
+        fprintf(stderr, "fusionbench-run: %s: %s%s%s\n", fb_code_name(err.code),
+                named ? "" : err.field, err.field[0] && !named ? ": " : "", err.msg);
+        fb_result_free(&res);
+        return err.code == FB_EINVAL ? CLI_EXIT_USAGE : 1;
+    }
+    if (json)
+        rc = print_json(spec, &res);
+    else
+        print_table(spec, &res);
+    if (!json || rc == 0)
+        rc = all_ok(&res) ? 0 : 1;
+    fb_result_free(&res);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    cli_opts o;
+    fb_spec spec;
+    int rc;
+
+    fb_log_init("fusionbench-run");
+    fb_spec_init(&spec);
+    rc = parse_args(&o, argc, argv);
+    if (rc)
+        goto out;
+    if (!o.engine)
+        o.engine = "native";
+    if (!o.device)
+        o.device = "cpu";
+    if (o.list) {
+        print_catalog(o.device, stdout);
+        goto out;
+    }
+    rc = build_spec(&o, &spec);
+    if (rc == 0)
+        rc = run(&spec, o.json);
+out:
+    cJSON_Delete(o.params);
+    fb_spec_free(&spec);
+    return rc;
+}

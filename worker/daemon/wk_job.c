@@ -1,0 +1,234 @@
+/* wk_job: one claimed job, supervised (DESIGN.md "Queue and reliability").
+ *
+ * The parent only watches: it polls the child's progress pipe, heartbeats the
+ * job (fenced by attempt) every heartbeat-ms with the latest progress, and acts
+ * on a cancel request, a lost fence, the job's timeout, a stop request, or the
+ * child's exit.  The database going away does not stop the child: heartbeats
+ * retry with backoff, and a job fenced out meanwhile is dropped. */
+#include "wk_job.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fb_log.h"
+#include "wk_child.h"
+#include "wk_time.h"
+
+#define JOB_POLL_MS           100
+#define JOB_BACKOFF_CAP_MS    5000
+#define JOB_DEFAULT_TIMEOUT_S 600
+#define JOB_STOP_TRIES        3 /* final writes tried while stopping, then left to the rescuer */
+
+typedef struct job_run {
+    wk_ctx *ctx;
+    const db_claim *cl;
+    wk_child ch;
+    int64_t start_ms, deadline_ms, next_hb_ms, backoff_ms;
+} job_run;
+
+typedef enum { SETTLE_COMPLETE, SETTLE_FAIL, SETTLE_CANCELED, SETTLE_RELEASE } settle_kind;
+
+typedef struct settle {
+    settle_kind kind;
+    const char *code, *message;             /* SETTLE_FAIL */
+    bool retry;                             /* SETTLE_FAIL */
+    const char *result_json, *kernels_json; /* SETTLE_COMPLETE */
+} settle;
+
+static const char *const settle_names[] = {"succeeded", "failed", "canceled", "released"};
+
+static fb_code settle_once(job_run *jr, const settle *s, fb_err *err)
+{
+    db_conn *db = jr->ctx->db;
+    int64_t id = jr->cl->id;
+    int att = jr->cl->attempt;
+
+    switch (s->kind) {
+    case SETTLE_COMPLETE:
+        return db_queue_complete(db, id, att, s->result_json, s->kernels_json, err);
+    case SETTLE_FAIL:
+        return db_queue_fail(db, id, att, s->code, s->message, s->retry, err);
+    case SETTLE_CANCELED:
+        return db_queue_mark_canceled(db, id, att, err);
+    case SETTLE_RELEASE:
+        return db_queue_release(db, id, att, err);
+    }
+    return fb_err_set(err, FB_EINTERNAL, NULL, "bad settle kind");
+}
+
+/* A result the database refused (not a lost connection) still ends the job. */
+static void settle_store_failed(job_run *jr, const fb_err *why);
+
+/* The job's last, fenced write.  An unreachable database is retried with
+ * backoff (a few times only once stopping: the rescuer requeues the job after
+ * stale-s anyway); a lost fence means another worker owns the job: drop it. */
+static void settle_job(job_run *jr, const settle *s)
+{
+    int64_t backoff = 250;
+    fb_err err;
+
+    for (int tries = 1;; tries++) {
+        fb_code rc;
+        fb_err_clear(&err);
+        rc = settle_once(jr, s, &err);
+        if (rc == FB_OK) {
+            fb_info("job %" PRId64 " attempt %d: %s%s%s after %.1f s", jr->cl->id, jr->cl->attempt,
+                    settle_names[s->kind], s->code ? " " : "", s->code ? s->code : "",
+                    (wk_time_now_ms() - jr->start_ms) / 1000.0);
+            return;
+        }
+        if (rc == FB_ESTALE) {
+            fb_warn("job %" PRId64 " attempt %d: fenced out (%s); dropping it", jr->cl->id,
+                    jr->cl->attempt, err.msg);
+            return;
+        }
+        if (rc != FB_EUNAVAIL) {
+            fb_error("job %" PRId64 ": could not record %s: %s", jr->cl->id, settle_names[s->kind],
+                     err.msg);
+            if (s->kind == SETTLE_COMPLETE)
+                settle_store_failed(jr, &err);
+            return;
+        }
+        if (wk_loop_stopping() && tries >= JOB_STOP_TRIES) {
+            fb_warn("job %" PRId64 ": database unreachable while stopping; the rescuer will "
+                    "requeue it",
+                    jr->cl->id);
+            return;
+        }
+        fb_warn("job %" PRId64 ": database unreachable (%s); retrying in %" PRId64 " ms",
+                jr->cl->id, err.msg, backoff);
+        wk_time_sleep_ms(backoff);
+        backoff = wk_loop_backoff(backoff, JOB_BACKOFF_CAP_MS);
+    }
+}
+
+static void settle_store_failed(job_run *jr, const fb_err *why)
+{
+    char msg[WK_MESSAGE_MAX];
+    settle s = {.kind = SETTLE_FAIL, .code = "internal", .message = msg};
+
+    snprintf(msg, sizeof msg, "the worker could not store the result: %s", why->msg);
+    settle_job(jr, &s);
+}
+
+static void settle_fail(job_run *jr, const char *code, const char *message, bool retry)
+{
+    settle s = {.kind = SETTLE_FAIL, .code = code, .message = message, .retry = retry};
+    settle_job(jr, &s);
+}
+
+static void settle_kind_only(job_run *jr, settle_kind kind)
+{
+    settle s = {.kind = kind};
+    settle_job(jr, &s);
+}
+
+/* Job and worker heartbeat.  False when the job has ended here (canceled, or
+ * fenced out and dropped). */
+static bool heartbeat(job_run *jr)
+{
+    const char *prog = jr->ch.progress[0] ? jr->ch.progress : NULL;
+    int64_t hb = jr->ctx->cfg->heartbeat_ms, now = wk_time_now_ms();
+    bool cancel = false;
+    fb_err err;
+    fb_code rc;
+
+    fb_err_clear(&err);
+    rc = db_queue_heartbeat(jr->ctx->db, jr->cl->id, jr->cl->attempt, prog, &cancel, &err);
+    if (rc == FB_OK) {
+        if (db_worker_heartbeat(jr->ctx->db, jr->ctx->cfg->id, "busy", jr->cl->id, &err) != FB_OK)
+            fb_debug("worker heartbeat: %s", err.msg);
+        jr->next_hb_ms = now + hb;
+        jr->backoff_ms = hb;
+        if (!cancel)
+            return true;
+        fb_info("job %" PRId64 ": cancel requested; stopping it", jr->cl->id);
+        wk_child_kill(&jr->ch);
+        settle_kind_only(jr, SETTLE_CANCELED);
+        return false;
+    }
+    if (rc == FB_ESTALE) {
+        wk_child_kill(&jr->ch);
+        fb_warn("job %" PRId64 " attempt %d: fenced out (%s); dropping it", jr->cl->id,
+                jr->cl->attempt, err.msg);
+        return false;
+    }
+    fb_warn("job %" PRId64 ": heartbeat failed (%s); the job goes on, retrying in %" PRId64 " ms",
+            jr->cl->id, err.msg, jr->backoff_ms);
+    jr->next_hb_ms = now + jr->backoff_ms;
+    jr->backoff_ms =
+        wk_loop_backoff(jr->backoff_ms, hb > JOB_BACKOFF_CAP_MS ? hb : JOB_BACKOFF_CAP_MS);
+    return true;
+}
+
+/* The child exited by itself: store its result or its failure (never retried:
+ * a workload that crashes or errs would do it again). */
+static void finish(job_run *jr)
+{
+    wk_outcome oc;
+
+    wk_child_outcome(&jr->ch, &oc);
+    if (oc.ok) {
+        settle s = {.kind = SETTLE_COMPLETE,
+                    .result_json = oc.result_json,
+                    .kernels_json = oc.kernels_json};
+        settle_job(jr, &s);
+    } else {
+        fb_warn("job %" PRId64 ": %s: %s", jr->cl->id, oc.code, oc.message);
+        settle_fail(jr, oc.code, oc.message, false);
+    }
+    wk_outcome_free(&oc);
+}
+
+static void supervise(job_run *jr)
+{
+    char msg[128];
+
+    for (;;) {
+        int64_t now = wk_time_now_ms(), wait = jr->next_hb_ms - now;
+        wk_child_poll(&jr->ch, (int)(wait < 0 ? 0 : wait > JOB_POLL_MS ? JOB_POLL_MS : wait));
+        now = wk_time_now_ms();
+        if (wk_loop_stopping()) { /* before the exit check: ^C may have hit the child */
+            wk_child_kill(&jr->ch);
+            settle_kind_only(jr, SETTLE_RELEASE);
+            return;
+        }
+        if (jr->ch.exited) {
+            finish(jr);
+            return;
+        }
+        if (now >= jr->deadline_ms) {
+            wk_child_kill(&jr->ch);
+            snprintf(msg, sizeof msg, "the job ran over its timeout of %" PRId64 " s",
+                     (jr->deadline_ms - jr->start_ms) / 1000);
+            settle_fail(jr, "timeout", msg, false);
+            return;
+        }
+        if (now >= jr->next_hb_ms && !heartbeat(jr))
+            return;
+        wk_loop_rescue_maybe(jr->ctx);
+    }
+}
+
+void wk_job_run(wk_ctx *ctx, const db_claim *cl)
+{
+    job_run jr = {.ctx = ctx, .cl = cl};
+    int timeout_s = cl->timeout_s > 0 ? cl->timeout_s : JOB_DEFAULT_TIMEOUT_S;
+    fb_err err;
+
+    jr.start_ms = wk_time_now_ms();
+    jr.deadline_ms = jr.start_ms + (int64_t)timeout_s * 1000;
+    jr.next_hb_ms = jr.start_ms + ctx->cfg->heartbeat_ms;
+    jr.backoff_ms = ctx->cfg->heartbeat_ms;
+    fb_info("job %" PRId64 " attempt %d: running (timeout %d s)", cl->id, cl->attempt, timeout_s);
+    fb_err_clear(&err);
+    if (wk_child_start(&jr.ch, ctx->cfg, cl->spec_json, &err) != FB_OK) {
+        /* The worker's fault, not the job's: let another attempt have it. */
+        fb_error("job %" PRId64 ": cannot start the job process: %s", cl->id, err.msg);
+        settle_fail(&jr, fb_code_name(err.code), err.msg, true);
+        return;
+    }
+    supervise(&jr);
+    wk_child_close(&jr.ch);
+}

@@ -1,0 +1,14 @@
+/* wk_job: supervises one claimed job from fork to its final, fenced write. */
+#ifndef WK_JOB_H
+#define WK_JOB_H
+
+#include "db.h"
+#include "wk_loop.h"
+
+/* Runs cl in a child and settles it: complete, fail (timeout, crashed, the
+ * child's error; never retried), mark canceled, release (on stop), or drop (when
+ * fenced out: another worker owns the job now).  Errors are logged, not
+ * returned: whatever happens the worker goes on. */
+void wk_job_run(wk_ctx *ctx, const db_claim *cl);
+
+#endif

@@ -1,0 +1,232 @@
+/* wk_loop: the worker's main loop (see wk_loop.h).
+ *
+ * Idle, the worker waits on LISTEN fb_jobs in short slices (so a stop request
+ * and the heartbeat are never late) up to poll-ms, then tries to claim again:
+ * NOTIFY wakes it early, polling is the safety net.  The rescuer runs every few
+ * seconds from every worker; db_queue_rescue is safe to run concurrently. */
+#include "wk_loop.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fb_log.h"
+#include "wk_device.h"
+#include "wk_job.h"
+#include "wk_time.h"
+
+#define LOOP_WAIT_SLICE_MS    500
+#define LOOP_RESCUE_EVERY_MS  5000
+#define LOOP_BACKOFF_START_MS 250
+#define LOOP_BACKOFF_CAP_MS   30000
+
+static volatile sig_atomic_t loop_stop;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    loop_stop = 1;
+}
+
+bool wk_loop_stopping(void)
+{
+    return loop_stop != 0;
+}
+
+/* No SA_RESTART: a signal must cut poll/select/nanosleep short. */
+static void install_signals(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int64_t wk_loop_backoff(int64_t cur_ms, int64_t cap_ms)
+{
+    int64_t next = cur_ms * 2;
+    return next > cap_ms ? cap_ms : next;
+}
+
+void wk_loop_rescue_maybe(wk_ctx *ctx)
+{
+    int64_t now = wk_time_now_ms(), every = (int64_t)ctx->cfg->stale_s * 1000 / 2;
+    int requeued = 0, failed = 0;
+    fb_err err;
+
+    if (now < ctx->next_rescue_ms)
+        return;
+    if (every > LOOP_RESCUE_EVERY_MS)
+        every = LOOP_RESCUE_EVERY_MS;
+    ctx->next_rescue_ms = now + (every < 200 ? 200 : every);
+    fb_err_clear(&err);
+    if (db_queue_rescue(ctx->db, ctx->cfg->stale_s, &requeued, &failed, &err) != FB_OK)
+        fb_debug("rescuer: %s", err.msg);
+    else if (requeued || failed)
+        fb_info("rescuer: requeued %d and failed %d stale job(s)", requeued, failed);
+}
+
+/* Connects, retrying with backoff while the database does not answer.
+ * FB_OK, or the error that ended it (a stop request: FB_EUNAVAIL). */
+static fb_code connect_retry(wk_ctx *ctx)
+{
+    int64_t backoff = LOOP_BACKOFF_START_MS;
+    fb_err err;
+
+    for (;;) {
+        fb_err_clear(&err);
+        if (db_connect(ctx->cfg->database_url, &ctx->db, &err) == FB_OK)
+            return FB_OK;
+        ctx->db = NULL;
+        if (wk_loop_stopping())
+            return FB_EUNAVAIL;
+        fb_warn("database: %s; retrying in %" PRId64 " ms", err.msg, backoff);
+        wk_time_sleep_ms(backoff);
+        backoff = wk_loop_backoff(backoff, LOOP_BACKOFF_CAP_MS);
+    }
+}
+
+/* Migrate and register, retrying while the database is unreachable. */
+static fb_code setup(wk_ctx *ctx, const wk_registration *reg)
+{
+    db_worker_reg r = wk_device_reg(ctx->cfg, reg);
+    int64_t backoff = LOOP_BACKOFF_START_MS;
+    fb_err err;
+    fb_code rc;
+
+    for (;;) {
+        fb_err_clear(&err);
+        rc = db_migrate(ctx->db, &err);
+        if (rc == FB_OK)
+            rc = db_worker_register(ctx->db, &r, &err);
+        if (rc == FB_OK || rc != FB_EUNAVAIL || wk_loop_stopping())
+            break;
+        fb_warn("database: %s; retrying in %" PRId64 " ms", err.msg, backoff);
+        wk_time_sleep_ms(backoff);
+        backoff = wk_loop_backoff(backoff, LOOP_BACKOFF_CAP_MS);
+    }
+    if (rc != FB_OK)
+        fb_error("database setup failed: %s: %s", fb_code_name(rc), err.msg);
+    return rc;
+}
+
+static void worker_heartbeat(wk_ctx *ctx, const char *state)
+{
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (db_worker_heartbeat(ctx->db, ctx->cfg->id, state, 0, &err) != FB_OK)
+        fb_debug("worker heartbeat: %s", err.msg);
+}
+
+/* Waits up to poll-ms for a NOTIFY, in slices, keeping the worker heartbeat
+ * and the rescuer going.  Returns early on a notification or a stop. */
+static void idle_wait(wk_ctx *ctx, int64_t *next_hb)
+{
+    int64_t end = wk_time_now_ms() + ctx->cfg->poll_ms;
+
+    while (!wk_loop_stopping()) {
+        int64_t now = wk_time_now_ms(), left = end - now;
+        bool woken = false;
+        fb_err err;
+        if (left <= 0)
+            return;
+        if (now >= *next_hb) {
+            worker_heartbeat(ctx, "idle");
+            *next_hb = now + ctx->cfg->heartbeat_ms;
+        }
+        wk_loop_rescue_maybe(ctx);
+        fb_err_clear(&err);
+        if (db_queue_wait(ctx->db, (int)(left < LOOP_WAIT_SLICE_MS ? left : LOOP_WAIT_SLICE_MS),
+                          &woken, &err) != FB_OK) {
+            fb_warn("waiting for jobs: %s", err.msg);
+            wk_time_sleep_ms(left < 1000 ? left : 1000); /* the next claim reconnects */
+            return;
+        }
+        if (woken)
+            return;
+    }
+}
+
+/* One claim attempt: runs a job when there is one.  Returns false when the
+ * queue was empty or the database failed (the caller waits). */
+static bool claim_and_run(wk_ctx *ctx, int64_t *backoff)
+{
+    int n_eng = 0;
+    const char *const *eng = wk_device_engines(&n_eng);
+    db_claim cl;
+    fb_err err;
+    fb_code rc;
+
+    memset(&cl, 0, sizeof cl);
+    fb_err_clear(&err);
+    rc = db_queue_claim(ctx->db, ctx->cfg->id, eng, n_eng, ctx->cfg->device, &cl, &err);
+    if (rc == FB_ENOTFOUND)
+        return false;
+    if (rc != FB_OK) {
+        fb_warn("claim: %s; retrying in %" PRId64 " ms", err.msg, *backoff);
+        wk_time_sleep_ms(*backoff);
+        *backoff = wk_loop_backoff(*backoff, LOOP_BACKOFF_CAP_MS);
+        return true; /* retry the claim itself, not the idle wait */
+    }
+    *backoff = LOOP_BACKOFF_START_MS;
+    if (db_worker_heartbeat(ctx->db, ctx->cfg->id, "busy", cl.id, &err) != FB_OK)
+        fb_debug("worker heartbeat: %s", err.msg);
+    wk_job_run(ctx, &cl);
+    db_claim_free(&cl);
+    ctx->jobs_done++;
+    worker_heartbeat(ctx, "idle");
+    return true;
+}
+
+static void serve(wk_ctx *ctx)
+{
+    int64_t backoff = LOOP_BACKOFF_START_MS, next_hb = 0;
+
+    while (!wk_loop_stopping()) {
+        if (ctx->cfg->max_jobs > 0 && ctx->jobs_done >= ctx->cfg->max_jobs) {
+            fb_info("done %d job(s) (--max-jobs); exiting", ctx->jobs_done);
+            return;
+        }
+        wk_loop_rescue_maybe(ctx);
+        if (!claim_and_run(ctx, &backoff))
+            idle_wait(ctx, &next_hb);
+    }
+    fb_info("stop requested; exiting");
+}
+
+int wk_loop_run(const wk_config *cfg)
+{
+    wk_ctx ctx = {.cfg = cfg};
+    wk_registration reg;
+    fb_err err;
+    int status = 1;
+
+    install_signals();
+    fb_err_clear(&err);
+    if (wk_device_registration(cfg, &reg, &err) != FB_OK) {
+        fb_error("registration: %s", err.msg);
+        goto out;
+    }
+    if (connect_retry(&ctx) != FB_OK) {
+        status = 0; /* stopped before the database answered */
+        goto out;
+    }
+    if (setup(&ctx, &reg) != FB_OK)
+        goto out;
+    fb_info("worker %s ready on %s (heartbeat %d ms, stale %d s, poll %d ms)", cfg->id, cfg->device,
+            cfg->heartbeat_ms, cfg->stale_s, cfg->poll_ms);
+    serve(&ctx);
+    worker_heartbeat(&ctx, "stopped");
+    status = 0;
+out:
+    if (ctx.db)
+        db_close(ctx.db);
+    wk_registration_free(&reg);
+    return status;
+}

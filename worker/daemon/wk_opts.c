@@ -1,0 +1,132 @@
+/* wk_opts: argument and environment parsing for fusionbench-worker. */
+#include "wk_opts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fusionbench-worker [--database-url URL] [--device cpu|cuda] [--gpu N]\n"
+               "         [--id ID] [--heartbeat-ms 2000] [--stale-s 30] [--poll-ms 5000]\n"
+               "         [--max-jobs N] [--threads N]\n"
+               "Pulls benchmark jobs from the PostgreSQL queue and runs each in a child\n"
+               "process.  DATABASE_URL and FUSIONBENCH_STALE_S are read from the environment;\n"
+               "arguments override them.  SIGTERM/SIGINT: releases a running job and exits.\n");
+}
+
+static int bad_arg(const char *arg, const char *why)
+{
+    fprintf(stderr, "fusionbench-worker: %s: %s\n", arg, why);
+    return WK_EXIT_USAGE;
+}
+
+static int parse_int(const char *arg, const char *s, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+        char why[128];
+        snprintf(why, sizeof why, "expected an integer in %d..%d, got '%s'", lo, hi, s);
+        return bad_arg(arg, why);
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int copy_str(const char *arg, const char *v, char *dst, size_t cap)
+{
+    if (strlen(v) >= cap || v[0] == '\0')
+        return bad_arg(arg, "empty or too long");
+    snprintf(dst, cap, "%s", v);
+    return 0;
+}
+
+static int set_device(const char *v, wk_config *cfg)
+{
+    if (strcmp(v, "cuda") == 0)
+        return bad_arg("--device", "cuda is not supported yet (the CUDA backend is a later "
+                                   "issue); use --device cpu");
+    if (strcmp(v, "cpu") != 0)
+        return bad_arg("--device", "expected cpu or cuda");
+    return copy_str("--device", v, cfg->device, sizeof cfg->device);
+}
+
+static int apply(const char *name, const char *v, wk_config *cfg)
+{
+    if (strcmp(name, "--database-url") == 0)
+        return copy_str(name, v, cfg->database_url, sizeof cfg->database_url);
+    if (strcmp(name, "--device") == 0)
+        return set_device(v, cfg);
+    if (strcmp(name, "--id") == 0)
+        return copy_str(name, v, cfg->id, sizeof cfg->id);
+    if (strcmp(name, "--gpu") == 0)
+        return parse_int(name, v, 0, 255, &cfg->gpu);
+    if (strcmp(name, "--heartbeat-ms") == 0)
+        return parse_int(name, v, 50, 600000, &cfg->heartbeat_ms);
+    if (strcmp(name, "--stale-s") == 0)
+        return parse_int(name, v, 1, 86400, &cfg->stale_s);
+    if (strcmp(name, "--poll-ms") == 0)
+        return parse_int(name, v, 10, 600000, &cfg->poll_ms);
+    if (strcmp(name, "--max-jobs") == 0)
+        return parse_int(name, v, 1, 1000000000, &cfg->max_jobs);
+    if (strcmp(name, "--threads") == 0)
+        return parse_int(name, v, 1, 1024, &cfg->threads);
+    return bad_arg(name, "unknown option (see --help)");
+}
+
+static int from_env(wk_config *cfg)
+{
+    const char *url = getenv("DATABASE_URL"), *stale = getenv("FUSIONBENCH_STALE_S");
+
+    if (url && url[0] && copy_str("DATABASE_URL", url, cfg->database_url, sizeof cfg->database_url))
+        return WK_EXIT_USAGE;
+    if (stale && stale[0])
+        return parse_int("FUSIONBENCH_STALE_S", stale, 1, 86400, &cfg->stale_s);
+    return 0;
+}
+
+static void defaults(wk_config *cfg)
+{
+    char host[64] = "localhost";
+
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->device, sizeof cfg->device, "cpu");
+    cfg->heartbeat_ms = 2000;
+    cfg->stale_s = 30;
+    cfg->poll_ms = 5000;
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    snprintf(cfg->id, sizeof cfg->id, "%s/cpu0", host);
+}
+
+int wk_opts_parse(int argc, char **argv, wk_config *cfg)
+{
+    int rc;
+
+    defaults(cfg);
+    rc = from_env(cfg);
+    for (int i = 1; i < argc && rc == 0; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        char name[64];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return -1;
+        }
+        if (strncmp(a, "--", 2) != 0 || (eq && (size_t)(eq - a) >= sizeof name))
+            return bad_arg(a, "unexpected argument (see --help)");
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
+        if (!eq && i + 1 >= argc)
+            return bad_arg(a, "needs a value");
+        rc = apply(name, eq ? eq + 1 : argv[++i], cfg);
+    }
+    if (rc == 0 && cfg->heartbeat_ms >= cfg->stale_s * 1000)
+        rc = bad_arg("--heartbeat-ms", "must be shorter than --stale-s, or jobs look lost");
+    return rc;
+}

@@ -1,0 +1,28 @@
+/* wk_opts: fusionbench-worker's configuration, from arguments and environment. */
+#ifndef WK_OPTS_H
+#define WK_OPTS_H
+
+#include <stdbool.h>
+
+#define WK_URL_MAX    1024
+#define WK_ID_MAX     128
+#define WK_EXIT_USAGE 2
+
+typedef struct wk_config {
+    char database_url[WK_URL_MAX]; /* "" = libpq's own defaults (PGHOST, ...) */
+    char device[16];               /* "cpu" ("cuda" is refused for now) */
+    int gpu;                       /* GPU index for --device cuda */
+    char id[WK_ID_MAX];            /* "<hostname>/cpu0" unless --id */
+    int heartbeat_ms;              /* job and worker heartbeat period */
+    int stale_s;                   /* rescuer: a running job this quiet is requeued */
+    int poll_ms;                   /* idle wait for NOTIFY before claiming again */
+    int max_jobs;                  /* 0 = no limit */
+    int threads;                   /* 0 = OpenMP's default */
+} wk_config;
+
+/* Fills cfg from the defaults, then DATABASE_URL and FUSIONBENCH_STALE_S, then
+ * the arguments (arguments win).  Returns 0, or WK_EXIT_USAGE after printing a
+ * message naming the bad argument; -1 when --help was printed (exit 0). */
+int wk_opts_parse(int argc, char **argv, wk_config *cfg);
+
+#endif

@@ -1,0 +1,14 @@
+/* wk_time: monotonic milliseconds and sleeps for the worker's timers. */
+#ifndef WK_TIME_H
+#define WK_TIME_H
+
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t wk_time_now_ms(void);
+
+/* Sleeps ms milliseconds; returns early when a signal arrives (so a stop request
+ * is seen at once). */
+void wk_time_sleep_ms(int64_t ms);
+
+#endif

@@ -1,0 +1,17 @@
+/* fusionbench-worker: the queue daemon (DESIGN.md "Queue and reliability").
+ * One worker per device; each job runs in a child process. */
+#include "fb_log.h"
+#include "wk_loop.h"
+#include "wk_opts.h"
+
+int main(int argc, char **argv)
+{
+    wk_config cfg;
+    int rc;
+
+    fb_log_init("fusionbench-worker");
+    rc = wk_opts_parse(argc, argv, &cfg);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    return wk_loop_run(&cfg);
+}

@@ -1,0 +1,84 @@
+/* fb_env: what a result records about where it ran (METHOD.md: device and
+ * software versions are part of a result's identity). */
+#include "fb_run.h"
+
+#include <ctype.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#ifndef FB_GIT_SHA
+#define FB_GIT_SHA "unknown"
+#endif
+
+/* Copies s into dst with leading and trailing blanks removed. */
+static void copy_trimmed(char *dst, size_t cap, const char *s)
+{
+    size_t len;
+
+    while (*s && isspace((unsigned char)*s))
+        s++;
+    len = strlen(s);
+    while (len > 0 && isspace((unsigned char)s[len - 1]))
+        len--;
+    snprintf(dst, cap, "%.*s", (int)len, s);
+}
+
+/* The first "model name" line of /proc/cpuinfo (x86), else "unknown". */
+static void cpu_model(char *dst, size_t cap)
+{
+    char line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+
+    snprintf(dst, cap, "unknown");
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            copy_trimmed(dst, cap, colon + 1);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* "OpenBLAS 0.3.21 SkylakeX": the library's own version (the first two words of
+ * openblas_get_config(), which is the loaded library's, not the headers') and
+ * the core it picked at run time (DYNAMIC_ARCH builds differ per machine).  The
+ * whole config string adds build flags and overflows the field. */
+static void blas_info(char *dst, size_t cap)
+{
+    const char *cfg = openblas_get_config(), *core = openblas_get_corename();
+    char version[32];
+    int words = 0;
+    size_t len = 0;
+
+    if (!cfg)
+        cfg = OPENBLAS_VERSION;
+    while (*cfg == ' ')
+        cfg++;
+    for (; cfg[len] && len < sizeof version - 1; len++) {
+        if (cfg[len] == ' ' && ++words == 2)
+            break;
+    }
+    snprintf(version, sizeof version, "%.*s", (int)len, cfg);
+    snprintf(dst, cap, "%s%s%s", version, core ? " " : "", core ? core : "");
+}
+
+void fb_env_capture(fb_env *env, const char *device)
+{
+    memset(env, 0, sizeof *env);
+    cpu_model(env->cpu, sizeof env->cpu);
+    blas_info(env->blas, sizeof env->blas);
+    env->threads = omp_get_max_threads();
+    snprintf(env->fusionbench, sizeof env->fusionbench, "%s", FB_GIT_SHA);
+    if (gethostname(env->hostname, sizeof env->hostname) != 0)
+        snprintf(env->hostname, sizeof env->hostname, "unknown");
+    env->hostname[sizeof env->hostname - 1] = '\0';
+    if (!device || strcmp(device, "cpu") == 0)
+        snprintf(env->device_name, sizeof env->device_name, "%s", env->cpu);
+}

@@ -1,0 +1,341 @@
+/* fb_run: one benchmark, as METHOD.md says (see fb_run.h for the flow).
+ *
+ * A variant that fails at any step keeps its status and message and drops out of
+ * the later steps; the others go on.  The timed loop does nothing but run and
+ * read the clock: statistics, checks and profiling all come after it. */
+#include "fb_run.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fb_log.h"
+
+/* Timing progress: every this many rounds, and no more often than this. */
+#define RUN_PROGRESS_EVERY  10
+#define RUN_PROGRESS_MIN_MS 250.0
+
+typedef struct run_state {
+    const fb_spec *spec;
+    fb_instance *inst;
+    fb_result *res;
+    fb_progress_fn progress;
+    void *ud;
+    double last_report_ms;
+    int baseline; /* index of the baseline variant */
+    bool tf32;
+    fb_code codes[FB_MAX_VARIANTS]; /* why a variant failed, for the call's error */
+} run_state;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void report(run_state *st, const char *phase, const char *variant, int done, int total)
+{
+    if (st->progress)
+        st->progress(st->ud, phase, variant, done, total);
+    st->last_report_ms = now_ms();
+}
+
+static bool variant_alive(const run_state *st, int v)
+{
+    return st->res->variants[v].status == FB_VS_OK;
+}
+
+/* Marks variant v failed from an engine error: unsupported and out-of-memory keep
+ * their own statuses, anything else is an error. */
+static void variant_fail(run_state *st, int v, const char *step, const fb_err *e)
+{
+    fb_variant_result *vr = &st->res->variants[v];
+
+    if (e->code == FB_EUNSUPPORTED)
+        vr->status = FB_VS_UNSUPPORTED;
+    else if (e->code == FB_EOOM || e->code == FB_ENOMEM)
+        vr->status = FB_VS_OOM;
+    else
+        vr->status = FB_VS_ERROR;
+    st->codes[v] = e->code;
+    snprintf(vr->message, sizeof vr->message, "%s: %s", step, e->msg[0] ? e->msg : "failed");
+    free(vr->samples_ms);
+    vr->samples_ms = NULL;
+    vr->n_samples = 0;
+}
+
+static void run_one(run_state *st, int v, const char *step)
+{
+    fb_err e;
+
+    fb_err_clear(&e);
+    if (st->inst->ops->run(st->inst, v, &e) != FB_OK)
+        variant_fail(st, v, step, &e);
+}
+
+static void warmup(run_state *st)
+{
+    int total = st->spec->warmup;
+
+    report(st, "warmup", NULL, 0, total);
+    for (int w = 0; w < total; w++) {
+        for (int v = 0; v < st->spec->n_variants; v++) {
+            if (variant_alive(st, v))
+                run_one(st, v, "warmup");
+        }
+    }
+}
+
+/* One timed iteration of v, CLOCK_MONOTONIC around the run (CPU backend). */
+static void time_one(run_state *st, int v, int it)
+{
+    fb_variant_result *vr = &st->res->variants[v];
+    double t0 = now_ms();
+    fb_err e;
+
+    fb_err_clear(&e);
+    if (st->inst->ops->run(st->inst, v, &e) != FB_OK) {
+        variant_fail(st, v, "timing", &e);
+        return;
+    }
+    vr->samples_ms[it] = now_ms() - t0;
+    vr->n_samples = it + 1;
+}
+
+static void timing(run_state *st)
+{
+    int total = st->spec->iterations;
+
+    report(st, "timing", NULL, 0, total);
+    for (int it = 0; it < total; it++) {
+        for (int v = 0; v < st->spec->n_variants; v++) {
+            if (variant_alive(st, v))
+                time_one(st, v, it);
+        }
+        if ((it + 1) % RUN_PROGRESS_EVERY == 0 && it + 1 < total &&
+            now_ms() - st->last_report_ms >= RUN_PROGRESS_MIN_MS)
+            report(st, "timing", NULL, it + 1, total);
+    }
+    for (int v = 0; v < st->spec->n_variants; v++) {
+        fb_variant_result *vr = &st->res->variants[v];
+        if (variant_alive(st, v) && vr->n_samples > 0)
+            fb_stats_compute(vr->samples_ms, vr->n_samples, &vr->latency);
+    }
+}
+
+/* Error unless the output is finite and not all zeros: an all-zero output means
+ * nothing was computed, and nothing is timed that was not computed. */
+static void check_output(run_state *st, int v, const float *data, size_t n)
+{
+    fb_variant_result *vr = &st->res->variants[v];
+    bool nonzero = false;
+
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(data[i])) {
+            vr->status = FB_VS_ERROR;
+            snprintf(vr->message, sizeof vr->message,
+                     "output contains NaN or Inf (element %zu of %zu)", i, n);
+            return;
+        }
+        nonzero = nonzero || data[i] != 0.0f;
+    }
+    if (!nonzero || n == 0) {
+        vr->status = FB_VS_ERROR;
+        snprintf(vr->message, sizeof vr->message, "output is all zeros (%zu elements)", n);
+    }
+}
+
+static bool get_output(run_state *st, int v, const float **data, size_t *n)
+{
+    fb_err e;
+
+    fb_err_clear(&e);
+    if (st->inst->ops->output(st->inst, v, data, n, &e) != FB_OK) {
+        variant_fail(st, v, "output", &e);
+        return false;
+    }
+    check_output(st, v, *data, *n);
+    return variant_alive(st, v);
+}
+
+/* Compares variant v with the baseline output ref (n values). */
+static void gate_one(run_state *st, int v, const float *ref, size_t n)
+{
+    fb_variant_result *vr = &st->res->variants[v];
+    double tol = fb_run_tolerance(st->spec->dtype, st->tf32);
+    const float *out;
+    size_t on;
+
+    if (!get_output(st, v, &out, &on) || !ref)
+        return;
+    if (on != n) {
+        vr->status = FB_VS_ERROR;
+        snprintf(vr->message, sizeof vr->message, "output has %zu elements, baseline %s has %zu",
+                 on, st->res->baseline, n);
+        return;
+    }
+    vr->max_rel_error = fb_max_rel_error(out, ref, n);
+    if (!(vr->max_rel_error <= tol)) {
+        vr->status = FB_VS_ACCURACY_FAILED;
+        snprintf(vr->message, sizeof vr->message,
+                 "max_rel_error %.3g vs %s exceeds tolerance %.0e for %s", vr->max_rel_error,
+                 st->res->baseline, tol, st->spec->dtype);
+    }
+}
+
+/* Accuracy gate: every variant against the baseline.  When the baseline itself
+ * has no usable output the others are still checked for finite non-zero output,
+ * and their max_rel_error stays NaN (not checked). */
+static void accuracy_gate(run_state *st)
+{
+    const float *ref = NULL;
+    size_t n = 0;
+    int b = st->baseline;
+
+    if (variant_alive(st, b) && get_output(st, b, &ref, &n))
+        st->res->variants[b].max_rel_error = 0.0;
+    else
+        ref = NULL;
+    for (int v = 0; v < st->spec->n_variants; v++) {
+        if (v != b && variant_alive(st, v))
+            gate_one(st, v, ref, n);
+    }
+}
+
+/* One profiled iteration per variant that ran, after all timing.  A profiling
+ * failure loses the kernel figures (they stay unknown), not the latency. */
+static void profile_all(run_state *st)
+{
+    for (int v = 0; v < st->spec->n_variants; v++) {
+        fb_variant_result *vr = &st->res->variants[v];
+        fb_err e;
+
+        if (vr->status != FB_VS_OK && vr->status != FB_VS_ACCURACY_FAILED)
+            continue;
+        report(st, "profile", vr->name, v, st->spec->n_variants);
+        fb_err_clear(&e);
+        if (st->inst->ops->profile(st->inst, v, vr, &e) != FB_OK)
+            fb_warn("profile of %s/%s failed: %s", st->spec->workload, vr->name, e.msg);
+    }
+}
+
+static fb_code check_spec(const fb_spec *spec, fb_err *err)
+{
+    if (spec->n_variants < 1 || spec->n_variants > FB_MAX_VARIANTS)
+        return fb_err_set(err, FB_EINVAL, "variants", "need 1..%d variants, got %d",
+                          FB_MAX_VARIANTS, spec->n_variants);
+    if (spec->iterations < 1 || spec->iterations > FB_MAX_ITERATIONS)
+        return fb_err_set(err, FB_EINVAL, "iterations", "must be 1..%d, got %d", FB_MAX_ITERATIONS,
+                          spec->iterations);
+    if (spec->warmup < 0 || spec->warmup > FB_MAX_WARMUP)
+        return fb_err_set(err, FB_EINVAL, "warmup", "must be 0..%d, got %d", FB_MAX_WARMUP,
+                          spec->warmup);
+    return FB_OK;
+}
+
+/* Result slots for every variant, samples allocated, baseline chosen. */
+static fb_code setup_result(run_state *st, fb_err *err)
+{
+    const fb_spec *spec = st->spec;
+    fb_result *res = st->res;
+
+    st->baseline = 0;
+    res->n_variants = spec->n_variants;
+    for (int v = 0; v < spec->n_variants; v++) {
+        fb_variant_result_init(&res->variants[v], spec->variants[v]);
+        res->variants[v].samples_ms = calloc((size_t)spec->iterations, sizeof(double));
+        if (!res->variants[v].samples_ms)
+            return fb_err_set(err, FB_ENOMEM, NULL, "no memory for %d samples", spec->iterations);
+        if (strcmp(spec->variants[v], "eager") == 0)
+            st->baseline = v;
+    }
+    snprintf(res->baseline, sizeof res->baseline, "%s", spec->variants[st->baseline]);
+    return FB_OK;
+}
+
+/* FB_OK when at least one variant produced a measurement; else the first
+ * variant's failure becomes the call's error. */
+static fb_code any_ran(const run_state *st, fb_err *err)
+{
+    const fb_variant_result *first = &st->res->variants[0];
+    fb_code code = st->codes[0] != FB_OK ? st->codes[0] : FB_EINTERNAL;
+
+    for (int v = 0; v < st->spec->n_variants; v++) {
+        fb_vstatus s = st->res->variants[v].status;
+        if (s == FB_VS_OK || s == FB_VS_ACCURACY_FAILED)
+            return FB_OK;
+    }
+    return fb_err_set(err, code, "variants", "no variant ran: %s: %s", first->name, first->message);
+}
+
+static fb_code prepare(run_state *st, const fb_engine **eng, fb_err *err)
+{
+    fb_code rc = check_spec(st->spec, err);
+
+    if (rc != FB_OK)
+        return rc;
+    *eng = fb_engine_find(st->spec->engine);
+    if (!*eng)
+        return fb_err_set(err, FB_EUNSUPPORTED, "engine", "unknown engine '%s'", st->spec->engine);
+    rc = fb_spec_param_bool(st->spec, "tf32", false, &st->tf32, err);
+    if (rc == FB_OK)
+        rc = setup_result(st, err);
+    if (rc != FB_OK)
+        return rc;
+    report(st, "prepare", NULL, 0, 1);
+    rc = (*eng)->prepare(st->spec, &st->inst, err);
+    if (rc == FB_OK)
+        st->res->plan_ms = st->inst->plan_ms;
+    return rc;
+}
+
+fb_code fb_run_benchmark(const fb_spec *spec, fb_progress_fn progress, void *ud, fb_result *out,
+                         fb_err *err)
+{
+    run_state st = {.spec = spec, .res = out, .progress = progress, .ud = ud};
+    const fb_engine *eng = NULL;
+    fb_code rc;
+
+    fb_result_init(out);
+    rc = prepare(&st, &eng, err);
+    if (rc != FB_OK)
+        goto out;
+    warmup(&st);
+    timing(&st);
+    accuracy_gate(&st);
+    profile_all(&st);
+    rc = any_ran(&st, err);
+    report(&st, "done", NULL, 1, 1);
+out:
+    /* After prepare: the engine sets the thread count the environment records. */
+    fb_env_capture(&out->env, spec->device);
+    if (st.inst)
+        st.inst->ops->destroy(st.inst);
+    return rc;
+}
+
+double fb_run_tolerance(const char *dtype, bool tf32)
+{
+    if (dtype && (strcmp(dtype, "float16") == 0 || strcmp(dtype, "bfloat16") == 0))
+        return 1e-2;
+    return tf32 ? 1e-3 : 1e-4;
+}
+
+double fb_max_rel_error(const float *out, const float *ref, size_t n)
+{
+    double max_diff = 0.0, max_ref = 0.0;
+
+    for (size_t i = 0; i < n; i++) {
+        double o = out[i], r = ref[i];
+        if (isnan(o) || isnan(r))
+            return NAN;
+        max_diff = fmax(max_diff, fabs(o - r));
+        max_ref = fmax(max_ref, fabs(r));
+    }
+    if (max_ref == 0.0)
+        return max_diff == 0.0 ? 0.0 : INFINITY;
+    return max_diff / max_ref;
+}

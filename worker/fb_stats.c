@@ -1,0 +1,168 @@
+/* fb_stats: latency statistics and the Mann-Whitney U test (fb_run.h).
+ *
+ * Confidence interval of the median, from order statistics (distribution-free):
+ * for sorted samples x(1) <= ... <= x(n), the number B of samples below the true
+ * median is binomial(n, 1/2), so the interval [x(j), x(k)] with k = n - j + 1
+ * covers the median with probability
+ *     P(j <= B <= n - j) = 1 - 2 * P(B <= j - 1).
+ * We take the largest j (the narrowest symmetric pair) whose coverage is still
+ * >= 0.95, i.e. the largest c = j - 1 with P(B <= c) <= 0.025.  For n up to
+ * FB_CI_EXACT_MAX the binomial CDF is summed exactly (terms from lgamma, in
+ * double); above it the normal approximation j = floor((n - 1.96 sqrt(n)) / 2)
+ * is used, which differs from the exact rank by at most one there.  For n < 6 no
+ * pair reaches 95% (n = 5 gives 93.75% for [min, max]), so the CI is [min, max]
+ * as fb_run.h states. */
+#include "fb_run.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FB_CI_EXACT_MAX 5000
+#define FB_CI_TAIL      0.025 /* each side of a 95% interval */
+#define FB_Z975         1.959963984540054
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Linear interpolation between order statistics at quantile q in [0, 1], as
+ * numpy.percentile's default ("linear"): h = (n - 1) q. */
+static double quantile_sorted(const double *s, int n, double q)
+{
+    double h = (n - 1) * q;
+    int lo = (int)floor(h);
+
+    if (lo >= n - 1)
+        return s[n - 1];
+    return s[lo] + (h - lo) * (s[lo + 1] - s[lo]);
+}
+
+/* 1-based lower rank j of the 95% CI of the median for n >= 6 (see top). */
+static int ci_lower_rank(int n)
+{
+    double log_half_n = n * log(0.5), cdf = 0.0;
+    int c = -1;
+
+    if (n > FB_CI_EXACT_MAX) {
+        int j = (int)floor((n - FB_Z975 * sqrt((double)n)) / 2.0);
+        return j < 1 ? 1 : j;
+    }
+    for (int i = 0; i <= n / 2; i++) {
+        double lchoose = lgamma(n + 1.0) - lgamma(i + 1.0) - lgamma(n - i + 1.0);
+        cdf += exp(lchoose + log_half_n);
+        if (cdf > FB_CI_TAIL)
+            break;
+        c = i;
+    }
+    return c + 1 < 1 ? 1 : c + 1;
+}
+
+static void moments(const double *s, int n, fb_stats *out)
+{
+    double sum = 0.0, ss = 0.0;
+
+    for (int i = 0; i < n; i++)
+        sum += s[i];
+    out->mean = sum / n;
+    for (int i = 0; i < n; i++)
+        ss += (s[i] - out->mean) * (s[i] - out->mean);
+    out->stdev = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
+    out->cv = out->mean != 0.0 ? out->stdev / out->mean : 0.0;
+}
+
+void fb_stats_compute(const double *samples, int n, fb_stats *out)
+{
+    double *s;
+
+    assert(samples && n >= 1 && out);
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    s = malloc((size_t)n * sizeof *s);
+    if (!s) {
+        out->median = out->mean = out->stdev = out->min = out->max = NAN;
+        out->p90 = out->cv = out->ci95_lo = out->ci95_hi = NAN;
+        return;
+    }
+    memcpy(s, samples, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    out->min = s[0];
+    out->max = s[n - 1];
+    out->median = quantile_sorted(s, n, 0.5);
+    out->p90 = quantile_sorted(s, n, 0.9);
+    moments(s, n, out);
+    if (n < 6) {
+        out->ci95_lo = s[0];
+        out->ci95_hi = s[n - 1];
+    } else {
+        int j = ci_lower_rank(n);
+        out->ci95_lo = s[j - 1];
+        out->ci95_hi = s[n - j]; /* rank k = n - j + 1, 0-based n - j */
+    }
+    free(s);
+}
+
+typedef struct mw_item {
+    double v;
+    int from_a;
+} mw_item;
+
+static int cmp_item(const void *a, const void *b)
+{
+    return cmp_double(&((const mw_item *)a)->v, &((const mw_item *)b)->v);
+}
+
+/* Sum of a's midranks in the pooled sorted sample; *tie_sum gets sum(t^3 - t)
+ * over tie groups, for the variance correction. */
+static double rank_sum_a(mw_item *it, int n, double *tie_sum)
+{
+    double r1 = 0.0;
+    int i = 0;
+
+    *tie_sum = 0.0;
+    while (i < n) {
+        int j = i;
+        while (j + 1 < n && it[j + 1].v == it[i].v)
+            j++;
+        double t = j - i + 1, midrank = (i + j) / 2.0 + 1.0;
+        for (int m = i; m <= j; m++)
+            r1 += it[m].from_a ? midrank : 0.0;
+        *tie_sum += t * t * t - t;
+        i = j + 1;
+    }
+    return r1;
+}
+
+/* Two-sided, normal approximation with tie correction and continuity correction
+ * (as scipy.stats.mannwhitneyu's "asymptotic" method): z = (|U - mu| - 0.5) / sigma,
+ * p = 2 (1 - Phi(z)), clipped to [0, 1].  1.0 when a side is empty, when every
+ * value is tied, or on ENOMEM (no evidence of a difference). */
+double fb_mann_whitney_p(const double *a, int na, const double *b, int nb)
+{
+    int n = na + nb;
+    double tie_sum, u, mu, var, z, p;
+    mw_item *it;
+
+    if (na < 1 || nb < 1)
+        return 1.0;
+    it = malloc((size_t)n * sizeof *it);
+    if (!it)
+        return 1.0;
+    for (int i = 0; i < na; i++)
+        it[i] = (mw_item){a[i], 1};
+    for (int i = 0; i < nb; i++)
+        it[na + i] = (mw_item){b[i], 0};
+    qsort(it, (size_t)n, sizeof *it, cmp_item);
+    u = rank_sum_a(it, n, &tie_sum) - na * (na + 1.0) / 2.0;
+    free(it);
+    mu = na * (double)nb / 2.0;
+    var = na * (double)nb / 12.0 * ((n + 1.0) - tie_sum / ((double)n * (n - 1.0)));
+    if (!(var > 0.0))
+        return 1.0;
+    z = (fabs(u - mu) - 0.5) / sqrt(var);
+    p = erfc(z / sqrt(2.0));
+    return p > 1.0 ? 1.0 : (p < 0.0 ? 0.0 : p);
+}
