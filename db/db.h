@@ -158,6 +158,15 @@ FB_MUSTCHECK fb_code db_worker_register(db_conn *c, const db_worker_reg *w, fb_e
 FB_MUSTCHECK fb_code db_worker_heartbeat(db_conn *c, const char *id, const char *state,
                                          int64_t current_job, fb_err *err);
 
+/* Takes the session-level advisory lock of a GPU without waiting (key: a hash
+ * of "fusionbench-gpu:" || uuid): one worker per GPU across every host that
+ * shares the database.  *got is false when another session holds it.  Held
+ * until the connection closes; taking it again on the same session is harmless
+ * (re-entrant), and after a reconnect it is taken anew, so the worker calls
+ * this with every heartbeat and a reset connection never leaves the GPU
+ * unguarded for long. */
+FB_MUSTCHECK fb_code db_worker_lock_gpu(db_conn *c, const char *uuid, bool *got, fb_err *err);
+
 /* GET /workers body "items" array as JSON text (caller frees).  A worker whose
  * heartbeat is older than stale_s is reported with state "lost". */
 FB_MUSTCHECK fb_code db_worker_list(db_conn *c, int stale_s, char **items_json, fb_err *err);

@@ -94,6 +94,24 @@ fb_code db_worker_heartbeat(db_conn *c, const char *id, const char *state, int64
     return rc;
 }
 
+static const db_stmt st_lock_gpu = {
+    "worker lock gpu", "SELECT pg_try_advisory_lock(hashtextextended('fusionbench-gpu:' || $1, 0))",
+    true};
+
+fb_code db_worker_lock_gpu(db_conn *c, const char *uuid, bool *got, fb_err *err)
+{
+    const char *params[] = {uuid};
+    PGresult *res = NULL;
+    *got = false;
+    if (!uuid || !*uuid)
+        return fb_err_set(err, FB_EINVAL, "uuid", "a GPU UUID is required");
+    fb_code rc = db_exec(c, &st_lock_gpu, 1, params, &res, err);
+    if (!rc)
+        *got = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return rc;
+}
+
 /* Runs st (one text row, one column, $1 = stale_s) into *json. */
 static fb_code json_query(db_conn *c, const db_stmt *st, int stale_s, char **json, fb_err *err)
 {

@@ -62,6 +62,8 @@ void fb_variant_result_init(fb_variant_result *v, const char *name)
     st->ci95_lo = st->ci95_hi = NAN;
     v->kernels = v->fused_kernels = v->fused_ops = v->peak_mem_bytes = -1;
     v->kernel_time_ms = v->busy_ms = v->idle_ms = v->max_rel_error = NAN;
+    v->memcpy_ms = NAN;
+    v->memcpy_bytes = v->dropped_records = v->dram_read_bytes = v->dram_write_bytes = -1;
     for (int i = 0; i < FB_KC_COUNT; i++)
         v->categories_ms[i] = NAN;
 }
@@ -82,8 +84,13 @@ void fb_result_free(fb_result *r)
     for (int i = 0; i < FB_MAX_VARIANTS; i++) {
         free(r->variants[i].samples_ms);
         free(r->variants[i].kernel_rows);
+        free(r->variants[i].fusion_groups);
         r->variants[i].samples_ms = NULL;
         r->variants[i].kernel_rows = NULL;
+        r->variants[i].fusion_groups = NULL;
+        cJSON_Delete(r->variants[i].extra);
+        r->variants[i].extra = NULL;
+        r->variants[i].n_fusion_groups = 0;
         r->variants[i].n_samples = 0;
         r->variants[i].n_kernel_rows = 0;
     }
@@ -203,6 +210,42 @@ static cJSON *res_categories(const fb_variant_result *v)
     return o;
 }
 
+/* The CUPTI figures; dram_reason only when DRAM bytes are unknown for a reason. */
+static bool res_variant_gpu(cJSON *o, const fb_variant_result *v)
+{
+    return res_put(o, "memcpy_ms", fb_json_num_or_null(v->memcpy_ms)) &&
+           res_put(o, "memcpy_bytes", fb_json_int_or_null(v->memcpy_bytes)) &&
+           res_put(o, "dropped_records", fb_json_int_or_null(v->dropped_records)) &&
+           res_put(o, "dram_read_bytes", fb_json_int_or_null(v->dram_read_bytes)) &&
+           res_put(o, "dram_write_bytes", fb_json_int_or_null(v->dram_write_bytes)) &&
+           (!v->dram_reason[0] || res_put(o, "dram_reason", cJSON_CreateString(v->dram_reason)));
+}
+
+/* "fusion_groups": [{rule, kind, count, ops}], only when the engine gave some. */
+static bool res_fusion_groups(cJSON *o, const fb_variant_result *v)
+{
+    if (v->n_fusion_groups <= 0 || !v->fusion_groups)
+        return true;
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && i < v->n_fusion_groups; i++) {
+        const fb_fusion_group *g = &v->fusion_groups[i];
+        cJSON *e = cJSON_CreateObject(), *ops = cJSON_CreateArray();
+        for (int k = 0; ops && k < g->n_ops && k < FB_MAX_KERNEL_OPS; k++)
+            cJSON_AddItemToArray(ops, cJSON_CreateString(g->ops[k]));
+        if (!e || !ops || !cJSON_AddStringToObject(e, "rule", g->rule) ||
+            !cJSON_AddStringToObject(e, "kind", g->kind) ||
+            !cJSON_AddNumberToObject(e, "count", g->count)) {
+            cJSON_Delete(e);
+            cJSON_Delete(ops);
+            cJSON_Delete(arr);
+            return false;
+        }
+        cJSON_AddItemToObject(e, "ops", ops);
+        cJSON_AddItemToArray(arr, e);
+    }
+    return res_put(o, "fusion_groups", arr);
+}
+
 static bool res_variant_metrics(cJSON *o, const fb_variant_result *v)
 {
     return res_put(o, "kernels", fb_json_int_or_null(v->kernels)) &&
@@ -213,7 +256,8 @@ static bool res_variant_metrics(cJSON *o, const fb_variant_result *v)
            res_put(o, "fused_ops", fb_json_int_or_null(v->fused_ops)) &&
            res_put(o, "peak_mem_bytes", fb_json_int_or_null(v->peak_mem_bytes)) &&
            res_put(o, "max_rel_error", fb_json_num_or_null(v->max_rel_error)) &&
-           res_put(o, "categories_ms", res_categories(v));
+           res_put(o, "categories_ms", res_categories(v)) && res_variant_gpu(o, v) &&
+           res_fusion_groups(o, v);
 }
 
 static cJSON *res_variant(const fb_variant_result *v)
@@ -223,7 +267,9 @@ static cJSON *res_variant(const fb_variant_result *v)
               res_put(o, "status", cJSON_CreateString(fb_vstatus_name(v->status))) &&
               (v->status == FB_VS_OK || res_put(o, "message", cJSON_CreateString(v->message))) &&
               res_put(o, "latency_ms", res_latency(&v->latency)) &&
-              res_put(o, "samples_ms", res_samples(v)) && res_variant_metrics(o, v);
+              res_put(o, "samples_ms", res_samples(v)) && res_variant_metrics(o, v) &&
+              (!v->extra || !v->extra_key[0] ||
+               res_put(o, v->extra_key, cJSON_Duplicate(v->extra, 1)));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -327,6 +373,21 @@ static cJSON *res_dim3(const int d[3])
     return cJSON_CreateIntArray(d, 3);
 }
 
+/* [[start_ms, dur_ms], ...] of the launches the row recorded. */
+static cJSON *res_launches(const fb_kernel_row *k)
+{
+    cJSON *arr = cJSON_CreateArray();
+    int n = k->n_launches < FB_KERNEL_LAUNCHES_MAX ? k->n_launches : FB_KERNEL_LAUNCHES_MAX;
+    for (int i = 0; arr && i < n; i++) {
+        double pair[2] = {k->launches_ms[i][0], k->launches_ms[i][1]};
+        if (!res_push(arr, cJSON_CreateDoubleArray(pair, 2))) {
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
 static cJSON *res_kernel_row(const fb_kernel_row *k)
 {
     cJSON *o = cJSON_CreateObject();
@@ -341,6 +402,8 @@ static cJSON *res_kernel_row(const fb_kernel_row *k)
     ok = ops != NULL;
     for (int i = 0; ok && i < n_ops; i++)
         ok = res_push(ops, cJSON_CreateString(k->ops[i]));
+    if (ok && k->n_launches > 0)
+        ok = res_put(o, "launches", res_launches(k));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

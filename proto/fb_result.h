@@ -14,8 +14,10 @@
 
 #define FB_KERNEL_NAME_MAX 128
 #define FB_MAX_KERNEL_OPS 16
+#define FB_KERNEL_LAUNCHES_MAX 16 /* per-launch offsets kept per kernel row */
 #define FB_MAX_CATEGORIES 8
 #define FB_STATUS_MSG_MAX 512
+#define FB_DRAM_REASON_MAX 160
 
 /* Statuses of METHOD.md's accuracy gate and failure kinds. */
 typedef enum fb_vstatus {
@@ -59,7 +61,24 @@ typedef struct fb_kernel_row {
     int grid[3], block[3];     /* 0s on the CPU backend */
     int n_ops;                 /* graph ops this kernel implements */
     char ops[FB_MAX_KERNEL_OPS][FB_NAME_MAX];
+    /* When each launch was, for timelines (GET /jobs/{id}/trace): the first
+     * FB_KERNEL_LAUNCHES_MAX launches as [start from the iteration's start,
+     * duration] in ms; n_launches 0 when the engine does not say. */
+    int n_launches;
+    float launches_ms[FB_KERNEL_LAUNCHES_MAX][2];
 } fb_kernel_row;
+
+/* A fusion group of a variant's plan (native engine): kernels formed by the
+ * same rule over the same ops, counted.  rule: the planner's rule names joined
+ * by '+' ("bn_fold+epilogue"); kind: DESIGN.md's taxonomy ("tensor+element",
+ * "tensor+element+tensor", "element_chain", "element+reduction"). */
+typedef struct fb_fusion_group {
+    char rule[64];
+    char kind[32];
+    int count; /* launches of this group per iteration */
+    int n_ops;
+    char ops[FB_MAX_KERNEL_OPS][FB_NAME_MAX];
+} fb_fusion_group;
 
 /* Optional metrics are NaN (double) or -1 (integer) when the device cannot give
  * them; the encoder writes those as JSON null, never 0. */
@@ -76,8 +95,21 @@ typedef struct fb_variant_result {
     int64_t peak_mem_bytes;                  /* -1 unknown */
     double max_rel_error;                    /* NaN when not checked */
     double categories_ms[FB_KC_COUNT];       /* NaN for "none seen" */
+    /* From CUPTI (GPU); unknown elsewhere.  DRAM bytes come from the range
+     * profiler, which the driver may refuse: then -1 and dram_reason says why. */
+    double memcpy_ms;                        /* NaN unknown */
+    int64_t memcpy_bytes;                    /* -1 unknown */
+    int64_t dropped_records;                 /* activity records lost, -1 unknown */
+    int64_t dram_read_bytes, dram_write_bytes; /* per iteration, -1 unknown */
+    char dram_reason[FB_DRAM_REASON_MAX];    /* why DRAM bytes are null, or "" */
     int n_kernel_rows;
     fb_kernel_row *kernel_rows;              /* owned */
+    int n_fusion_groups;                     /* 0: none reported */
+    fb_fusion_group *fusion_groups;          /* owned; "fusion_groups" in JSON */
+    /* Engine-specific figures (owned, NULL when none; freed by fb_result_free),
+     * encoded under extra_key, e.g. the inductor engine's "inductor" object. */
+    char extra_key[32];
+    cJSON *extra;
 } fb_variant_result;
 
 typedef struct fb_env {

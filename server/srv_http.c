@@ -15,6 +15,12 @@
 #include "srv_static.h"
 #include "srv_workers.h"
 #include "srv_workloads.h"
+/* issue 6: suites, results, compare, exports, vendor files */
+#include "srv_compare.h"
+#include "srv_export.h"
+#include "srv_results.h"
+#include "srv_suites.h"
+#include "srv_vendor.h"
 
 #define SRV_CONN_TIMEOUT_S 30
 #define SRV_CONN_LIMIT     1000
@@ -29,10 +35,17 @@ static const srv_route routes[] = {
     {"GET", "/api/v1/jobs/{id}/kernels", srv_jobs_kernels, true},
     {"GET", "/api/v1/workloads", srv_workloads_list, true},
     {"GET", "/api/v1/workers", srv_workers_list, true},
+    {"GET", "/api/v1/jobs/{id}/trace", srv_export_trace, true},
+    {"POST", "/api/v1/suites", srv_suites_create, true},
+    {"GET", "/api/v1/suites", srv_suites_list, true},
+    {"GET", "/api/v1/suites/{id}", srv_suites_get, true},
+    {"GET", "/api/v1/results", srv_results_list, true},
+    {"GET", "/api/v1/compare", srv_compare_get, true},
     {"GET", "/healthz", srv_ops_healthz, false},
     {"GET", "/readyz", srv_ops_readyz, false},
     {"GET", "/metrics", srv_metrics_handle, false},
     {"GET", "/", srv_static_index, false},
+    {"GET", "/static/vendor/{*}", srv_vendor_file, false},
     {"GET", "/static/{*}", srv_static_file, false},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])

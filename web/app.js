@@ -75,7 +75,10 @@ function progressCell(job) {
   const p = job.progress;
   if (!p || job.state !== "running") return "–";
   const frac = p.total ? Math.min(1, p.done / p.total) : 0;
-  const bar = el("span", { class: "bar" }, el("span", { style: "width:" + (frac * 100).toFixed(0) + "%" }));
+  // Through the CSSOM: the page's Content-Security-Policy blocks style attributes.
+  const fill = el("span", {});
+  fill.style.width = (frac * 100).toFixed(0) + "%";
+  const bar = el("span", { class: "bar" }, fill);
   return el("span", {}, bar, [p.phase, p.variant, p.total ? p.done + "/" + p.total : ""].filter(Boolean).join(" "));
 }
 
@@ -207,6 +210,7 @@ async function showJob(id) {
     loadKernels(job.id, sel.value).catch((e) => setStatus(e.message, true));
   };
   await loadKernels(job.id, kernelChoice.variant);
+  if (window.fbJobExtras) await window.fbJobExtras(job); // charts (dash.js)
 }
 
 // ---- workers and catalog ----
@@ -247,14 +251,16 @@ async function loadCatalog() {
 
 function showView(name) {
   for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== "view-" + name;
-  const nav = name === "job" ? "jobs" : name;
+  const nav = name === "job" ? "jobs" : name === "suite" ? "suites" : name;
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === nav);
 }
 
 async function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/");
   let load;
-  if (parts[0] === "jobs" && parts[1]) { showView("job"); load = () => showJob(parts[1]); }
+  const extra = window.fbViews || {}; // views added by dash.js (overview, history, suites)
+  if (extra[parts[0] || ""]) { showView(extra[parts[0] || ""].view); load = () => extra[parts[0] || ""].load(parts); }
+  else if (parts[0] === "jobs" && parts[1]) { showView("job"); load = () => showJob(parts[1]); }
   else if (parts[0] === "workers") { showView("workers"); load = loadWorkers; }
   else if (parts[0] === "catalog") { showView("catalog"); load = loadCatalog; }
   else { showView("jobs"); load = () => loadJobs(false); }

@@ -29,12 +29,20 @@ typedef struct fb_instance_ops {
      * and kernel rows.  Never called while timing. */
     FB_MUSTCHECK fb_code (*profile)(fb_instance *inst, int v, fb_variant_result *vr, fb_err *err);
     void (*destroy)(fb_instance *inst);
+    /* Optional (NULL: the run library times run() with CLOCK_MONOTONIC): one
+     * timed iteration of v, *ms measured by the engine (a GPU backend: CUDA
+     * events on its stream, synchronized before reading). */
+    FB_MUSTCHECK fb_code (*timed_run)(fb_instance *inst, int v, double *ms, fb_err *err);
 } fb_instance_ops;
 
 struct fb_instance {
     const fb_instance_ops *ops;
     double plan_ms; /* build + plan time, reported apart from latency */
 };
+
+/* Progress of a whole run: the same signature as fb_run.h's fb_progress_fn. */
+typedef void (*fb_engine_progress_fn)(void *ud, const char *phase, const char *variant, int done,
+                                      int total);
 
 typedef struct fb_engine {
     const char *name; /* "native" */
@@ -44,6 +52,14 @@ typedef struct fb_engine {
      * for an unknown workload/device/dtype/variant, FB_EINVAL (field named) for
      * bad params. */
     FB_MUSTCHECK fb_code (*prepare)(const fb_spec *spec, fb_instance **out, fb_err *err);
+    /* Optional (NULL: the run library drives prepare/run/profile itself).  An
+     * engine that measures in a process of its own (inductor: the Python runner
+     * does warmup, interleaved timing, the gate and profiling) runs the whole
+     * benchmark here and fills out's variants, baseline, plan_ms and the env
+     * fields it knows (torch, triton); out->env arrives captured.  Fails only
+     * when no variant could run. */
+    FB_MUSTCHECK fb_code (*run_whole)(const fb_spec *spec, fb_engine_progress_fn progress,
+                                      void *ud, fb_result *out, fb_err *err);
 } fb_engine;
 
 /* The engines compiled into this binary; NULL-terminated. */

@@ -5,6 +5,7 @@
  * archive member is then never pulled in, and code that walks the table does
  * not see this definition's length. */
 #include "fb_engine.h"
+#include "ind_engine.h"
 #include "nat.h"
 
-__attribute__((weak)) const fb_engine *const fb_engines[] = {&nat_engine, NULL};
+__attribute__((weak)) const fb_engine *const fb_engines[] = {&nat_engine, &ind_engine, NULL};

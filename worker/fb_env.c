@@ -10,6 +10,9 @@
 
 #include <cblas.h>
 
+#include "fb_gpu.h"
+#include "fb_log.h"
+
 #ifndef FB_GIT_SHA
 #define FB_GIT_SHA "unknown"
 #endif
@@ -69,6 +72,27 @@ static void blas_info(char *dst, size_t cap)
     snprintf(dst, cap, "%s%s%s", version, core ? " " : "", core ? core : "");
 }
 
+/* The current GPU's name, UUID and stack versions; on failure the fields stay
+ * empty (encoded as null) and the reason is logged: a result is still worth
+ * keeping, and the device name "" keeps it out of other devices' histories. */
+static void gpu_fields(fb_env *env)
+{
+    fb_gpu g;
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (fb_gpu_query(-1, &g, &err) != FB_OK) {
+        fb_warn("environment: %s", err.msg);
+        return;
+    }
+    snprintf(env->device_name, sizeof env->device_name, "%s", g.name);
+    snprintf(env->device_uuid, sizeof env->device_uuid, "%s", g.uuid);
+    snprintf(env->driver, sizeof env->driver, "%s", g.driver);
+    snprintf(env->cuda, sizeof env->cuda, "%s", g.cuda);
+    snprintf(env->cudnn, sizeof env->cudnn, "%s", g.cudnn);
+    snprintf(env->cublas, sizeof env->cublas, "%s", g.cublas);
+}
+
 void fb_env_capture(fb_env *env, const char *device)
 {
     memset(env, 0, sizeof *env);
@@ -81,4 +105,6 @@ void fb_env_capture(fb_env *env, const char *device)
     env->hostname[sizeof env->hostname - 1] = '\0';
     if (!device || strcmp(device, "cpu") == 0)
         snprintf(env->device_name, sizeof env->device_name, "%s", env->cpu);
+    else if (strcmp(device, "cuda") == 0)
+        gpu_fields(env);
 }

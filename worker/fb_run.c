@@ -89,19 +89,25 @@ static void warmup(run_state *st)
     }
 }
 
-/* One timed iteration of v, CLOCK_MONOTONIC around the run (CPU backend). */
+/* One timed iteration of v: the engine's own timer when it has one (CUDA
+ * events), else CLOCK_MONOTONIC around the run (CPU backend). */
 static void time_one(run_state *st, int v, int it)
 {
     fb_variant_result *vr = &st->res->variants[v];
-    double t0 = now_ms();
+    double t0 = now_ms(), ms = 0.0;
     fb_err e;
+    fb_code rc;
 
     fb_err_clear(&e);
-    if (st->inst->ops->run(st->inst, v, &e) != FB_OK) {
+    if (st->inst->ops->timed_run)
+        rc = st->inst->ops->timed_run(st->inst, v, &ms, &e);
+    else
+        rc = st->inst->ops->run(st->inst, v, &e);
+    if (rc != FB_OK) {
         variant_fail(st, v, "timing", &e);
         return;
     }
-    vr->samples_ms[it] = now_ms() - t0;
+    vr->samples_ms[it] = st->inst->ops->timed_run ? ms : now_ms() - t0;
     vr->n_samples = it + 1;
 }
 
@@ -292,14 +298,39 @@ static fb_code prepare(run_state *st, const fb_engine **eng, fb_err *err)
     return rc;
 }
 
+/* An engine with run_whole measures in its own process; here only the spec
+ * checks, the environment (captured first, the engine adds what it knows) and
+ * "did anything run". */
+static fb_code run_whole(const fb_spec *spec, const fb_engine *eng, fb_progress_fn progress,
+                         void *ud, fb_result *out, fb_err *err)
+{
+    fb_code rc = check_spec(spec, err);
+
+    if (rc != FB_OK)
+        return rc;
+    fb_env_capture(&out->env, spec->device);
+    rc = eng->run_whole(spec, progress, ud, out, err);
+    for (int v = 0; rc == FB_OK && v < out->n_variants; v++) {
+        fb_vstatus s = out->variants[v].status;
+        if (s == FB_VS_OK || s == FB_VS_ACCURACY_FAILED)
+            return FB_OK;
+    }
+    if (rc == FB_OK)
+        rc = fb_err_set(err, FB_EUNSUPPORTED, "variants", "no variant ran: %s: %s",
+                        out->variants[0].name, out->variants[0].message);
+    return rc;
+}
+
 fb_code fb_run_benchmark(const fb_spec *spec, fb_progress_fn progress, void *ud, fb_result *out,
                          fb_err *err)
 {
     run_state st = {.spec = spec, .res = out, .progress = progress, .ud = ud};
-    const fb_engine *eng = NULL;
+    const fb_engine *eng = fb_engine_find(spec->engine);
     fb_code rc;
 
     fb_result_init(out);
+    if (eng && eng->run_whole)
+        return run_whole(spec, eng, progress, ud, out, err);
     rc = prepare(&st, &eng, err);
     if (rc != FB_OK)
         goto out;

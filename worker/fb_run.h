@@ -11,6 +11,7 @@
 #include "fb_engine.h"
 #include "fb_result.h"
 #include "fb_spec.h"
+#include "fb_stats.h" /* statistics moved to proto/ (shared with the server) */
 
 /* Progress: phase is "prepare", "warmup", "timing", "profile", "done";
  * variant may be NULL.  Called at most a few times per second. */
@@ -34,16 +35,5 @@ double fb_max_rel_error(const float *out, const float *ref, size_t n);
 /* Fills env with what this process can see (CPU model, threads, BLAS, hostname,
  * git revision; GPU fields when the device is CUDA). */
 void fb_env_capture(fb_env *env, const char *device);
-
-/* ---- statistics (fb_stats.c) ---- */
-
-/* Median, mean, stdev (sample, n-1), min, max, p90 (linear interpolation between
- * order statistics, as numpy's default), cv = stdev/mean, and the 95% CI of the
- * median from order statistics (binomial ranks; for n < 6 the CI is [min, max]).
- * samples is not modified.  n >= 1. */
-void fb_stats_compute(const double *samples, int n, fb_stats *out);
-
-/* Mann-Whitney U two-sided p-value (normal approximation with tie correction). */
-double fb_mann_whitney_p(const double *a, int na, const double *b, int nb);
 
 #endif

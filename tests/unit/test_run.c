@@ -80,7 +80,8 @@ static void fake_destroy(fb_instance *inst)
     free(inst);
 }
 
-static const fb_instance_ops fake_ops = {fake_run, fake_output, fake_profile, fake_destroy};
+static const fb_instance_ops fake_ops = {
+    .run = fake_run, .output = fake_output, .profile = fake_profile, .destroy = fake_destroy};
 
 static const fb_workload_info fake_catalog[] = {{
     .name = "fake",
@@ -115,7 +116,7 @@ static fb_code fake_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
     return FB_OK;
 }
 
-static const fb_engine fake_engine = {"fake", fake_cat, fake_prepare};
+static const fb_engine fake_engine = {.name = "fake", .catalog = fake_cat, .prepare = fake_prepare};
 
 /* Replaces the weak table of fb_engine.c. */
 const fb_engine *const fb_engines[] = {&nat_engine, &fake_engine, NULL};

@@ -12,6 +12,7 @@
 #include "fb_catalog.h"
 #include "fb_engine.h"
 #include "fb_run.h"
+#include "wk_gpu.h"
 
 #define WK_MAX_ENGINES 8
 
@@ -37,10 +38,19 @@ const char *const *wk_device_engines(int *n)
     static const char *names[WK_MAX_ENGINES + 1];
     int i = 0;
 
-    for (; fb_engines[i] && i < WK_MAX_ENGINES; i++)
-        names[i] = fb_engines[i]->name;
-    names[i] = NULL;
-    *n = i;
+    int k = 0;
+
+    /* An engine offering nothing is not announced (inductor without a usable
+     * Python + torch: its catalog, from one runner probe, is empty). */
+    for (; fb_engines[i] && k < WK_MAX_ENGINES; i++) {
+        int nc = 0, ng = 0;
+        (void)fb_engines[i]->catalog("cpu", &nc);
+        (void)fb_engines[i]->catalog("cuda", &ng);
+        if (nc > 0 || ng > 0)
+            names[k++] = fb_engines[i]->name;
+    }
+    names[k] = NULL;
+    *n = k;
     return names;
 }
 
@@ -52,6 +62,31 @@ static fb_code print_owned(cJSON *j, char **out, fb_err *err)
     if (!*out)
         return fb_err_set(err, FB_ENOMEM, NULL, "no memory for registration JSON");
     return FB_OK;
+}
+
+/* The GPU's registration: fb_device_info plus the stack versions (the
+ * /workers "device" object may carry more than API.md lists). */
+static cJSON *gpu_device_json(const fb_gpu *g)
+{
+    fb_device_info d;
+    cJSON *o;
+
+    memset(&d, 0, sizeof d);
+    snprintf(d.kind, sizeof d.kind, "cuda");
+    snprintf(d.name, sizeof d.name, "%s", g->name);
+    snprintf(d.uuid, sizeof d.uuid, "%s", g->uuid);
+    snprintf(d.driver, sizeof d.driver, "%s", g->driver);
+    snprintf(d.compute_capability, sizeof d.compute_capability, "%s", g->compute_capability);
+    d.memory_bytes = g->memory_bytes;
+    d.threads = omp_get_num_procs();
+    o = fb_device_info_to_json(&d);
+    if (o && (!cJSON_AddStringToObject(o, "cuda", g->cuda) ||
+              !cJSON_AddStringToObject(o, "cudnn", g->cudnn) ||
+              !cJSON_AddStringToObject(o, "cublas", g->cublas))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
 }
 
 static cJSON *device_json(const wk_config *cfg)
@@ -97,7 +132,13 @@ fb_code wk_device_registration(const wk_config *cfg, wk_registration *out, fb_er
     if (gethostname(out->host, sizeof out->host) != 0)
         snprintf(out->host, sizeof out->host, "localhost");
     out->host[sizeof out->host - 1] = '\0';
-    rc = print_owned(device_json(cfg), &out->device_json, err);
+    if (strcmp(cfg->device, "cuda") == 0) {
+        rc = wk_gpu_probe(cfg->gpu, &out->gpu, err);
+        if (rc == FB_OK)
+            rc = print_owned(gpu_device_json(&out->gpu), &out->device_json, err);
+    } else {
+        rc = print_owned(device_json(cfg), &out->device_json, err);
+    }
     if (rc == FB_OK)
         rc = print_owned(cJSON_CreateStringArray(eng, n_eng), &out->engines_json, err);
     if (rc == FB_OK)

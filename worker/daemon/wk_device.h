@@ -5,16 +5,20 @@
 
 #include "db.h"
 #include "fb_err.h"
+#include "fb_gpu.h"
 #include "wk_opts.h"
 
 typedef struct wk_registration {
     char host[64];
+    fb_gpu gpu;           /* --device cuda: from the query child; else zeros */
     char *device_json;    /* owned */
     char *engines_json;   /* owned */
     char *workloads_json; /* owned */
 } wk_registration;
 
-/* Builds the registration for cfg's device.  *out is freed with
+/* Builds the registration for cfg's device (for cuda: the GPU's name, UUID,
+ * memory, compute capability, driver, CUDA, cuDNN and cuBLAS versions, asked
+ * of a query child, never of this process).  *out is freed with
  * wk_registration_free even on error. */
 FB_MUSTCHECK fb_code wk_device_registration(const wk_config *cfg, wk_registration *out,
                                             fb_err *err);

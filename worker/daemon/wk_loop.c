@@ -13,6 +13,7 @@
 
 #include "fb_log.h"
 #include "wk_device.h"
+#include "wk_gpu.h"
 #include "wk_job.h"
 #include "wk_time.h"
 
@@ -115,10 +116,32 @@ static fb_code setup(wk_ctx *ctx, const wk_registration *reg)
     return rc;
 }
 
+/* Takes (or, on a connection that was reset, takes again) the GPU's advisory
+ * lock.  False only when another worker holds it: two benchmarks must never
+ * share a device (DESIGN.md), so this worker then stops. */
+static bool hold_gpu(wk_ctx *ctx)
+{
+    bool got = false;
+    fb_err err;
+
+    if (!ctx->gpu_uuid)
+        return true;
+    fb_err_clear(&err);
+    if (db_worker_lock_gpu(ctx->db, ctx->gpu_uuid, &got, &err) != FB_OK) {
+        fb_debug("GPU lock: %s", err.msg); /* database away: retried next heartbeat */
+        return true;
+    }
+    if (!got)
+        fb_error("GPU %s is held by another worker; stopping", ctx->gpu_uuid);
+    return got;
+}
+
 static void worker_heartbeat(wk_ctx *ctx, const char *state)
 {
     fb_err err;
 
+    if (!hold_gpu(ctx))
+        loop_stop = 1;
     fb_err_clear(&err);
     if (db_worker_heartbeat(ctx->db, ctx->cfg->id, state, 0, &err) != FB_OK)
         fb_debug("worker heartbeat: %s", err.msg);
@@ -163,6 +186,10 @@ static bool claim_and_run(wk_ctx *ctx, int64_t *backoff)
     fb_err err;
     fb_code rc;
 
+    if (!hold_gpu(ctx)) { /* never claim for a GPU another worker holds */
+        loop_stop = 1;
+        return false;
+    }
     memset(&cl, 0, sizeof cl);
     fb_err_clear(&err);
     rc = db_queue_claim(ctx->db, ctx->cfg->id, eng, n_eng, ctx->cfg->device, &cl, &err);
@@ -217,9 +244,19 @@ int wk_loop_run(const wk_config *cfg)
         status = 0; /* stopped before the database answered */
         goto out;
     }
+    if (reg.gpu.uuid[0]) {
+        ctx.gpu_uuid = reg.gpu.uuid;
+        if (wk_gpu_pin(reg.gpu.uuid, &err) != FB_OK) {
+            fb_error("%s", err.msg);
+            goto out;
+        }
+    }
+    if (!hold_gpu(&ctx))
+        goto out;
     if (setup(&ctx, &reg) != FB_OK)
         goto out;
-    fb_info("worker %s ready on %s (heartbeat %d ms, stale %d s, poll %d ms)", cfg->id, cfg->device,
+    fb_info("worker %s ready on %s%s%s (heartbeat %d ms, stale %d s, poll %d ms)", cfg->id,
+            cfg->device, ctx.gpu_uuid ? " " : "", ctx.gpu_uuid ? reg.gpu.name : "",
             cfg->heartbeat_ms, cfg->stale_s, cfg->poll_ms);
     serve(&ctx);
     worker_heartbeat(&ctx, "stopped");

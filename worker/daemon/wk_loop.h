@@ -14,6 +14,7 @@ typedef struct wk_ctx {
     db_conn *db;
     int64_t next_rescue_ms;
     int jobs_done;
+    const char *gpu_uuid; /* --device cuda: the GPU this worker holds, else NULL */
 } wk_ctx;
 
 /* Runs the worker; returns the process exit status (0 after a clean stop or

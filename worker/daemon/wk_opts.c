@@ -14,7 +14,9 @@ static void usage(FILE *f)
                "         [--max-jobs N] [--threads N]\n"
                "Pulls benchmark jobs from the PostgreSQL queue and runs each in a child\n"
                "process.  DATABASE_URL and FUSIONBENCH_STALE_S are read from the environment;\n"
-               "arguments override them.  SIGTERM/SIGINT: releases a running job and exits.\n");
+               "arguments override them.  SIGTERM/SIGINT: releases a running job and exits.\n"
+               "--device cuda --gpu N: one worker per GPU; it holds GPU N exclusively (an\n"
+               "advisory lock on its UUID) and its jobs see only that GPU.\n");
 }
 
 static int bad_arg(const char *arg, const char *why)
@@ -49,10 +51,11 @@ static int copy_str(const char *arg, const char *v, char *dst, size_t cap)
 
 static int set_device(const char *v, wk_config *cfg)
 {
+#ifndef FB_WORKER_CUDA
     if (strcmp(v, "cuda") == 0)
-        return bad_arg("--device", "cuda is not supported yet (the CUDA backend is a later "
-                                   "issue); use --device cpu");
-    if (strcmp(v, "cpu") != 0)
+        return bad_arg("--device", "this worker was built without CUDA; use --device cpu");
+#endif
+    if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
         return bad_arg("--device", "expected cpu or cuda");
     return copy_str("--device", v, cfg->device, sizeof cfg->device);
 }
@@ -63,8 +66,10 @@ static int apply(const char *name, const char *v, wk_config *cfg)
         return copy_str(name, v, cfg->database_url, sizeof cfg->database_url);
     if (strcmp(name, "--device") == 0)
         return set_device(v, cfg);
-    if (strcmp(name, "--id") == 0)
+    if (strcmp(name, "--id") == 0) {
+        cfg->id_given = true;
         return copy_str(name, v, cfg->id, sizeof cfg->id);
+    }
     if (strcmp(name, "--gpu") == 0)
         return parse_int(name, v, 0, 255, &cfg->gpu);
     if (strcmp(name, "--heartbeat-ms") == 0)
@@ -106,6 +111,17 @@ static void defaults(wk_config *cfg)
     snprintf(cfg->id, sizeof cfg->id, "%s/cpu0", host);
 }
 
+/* "<hostname>/gpu<N>": one worker per GPU, so the index names it. */
+static void default_gpu_id(wk_config *cfg)
+{
+    char host[64] = "localhost";
+
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    snprintf(cfg->id, sizeof cfg->id, "%s/gpu%d", host, cfg->gpu);
+}
+
 int wk_opts_parse(int argc, char **argv, wk_config *cfg)
 {
     int rc;
@@ -126,6 +142,8 @@ int wk_opts_parse(int argc, char **argv, wk_config *cfg)
             return bad_arg(a, "needs a value");
         rc = apply(name, eq ? eq + 1 : argv[++i], cfg);
     }
+    if (rc == 0 && !cfg->id_given && strcmp(cfg->device, "cuda") == 0)
+        default_gpu_id(cfg);
     if (rc == 0 && cfg->heartbeat_ms >= cfg->stale_s * 1000)
         rc = bad_arg("--heartbeat-ms", "must be shorter than --stale-s, or jobs look lost");
     return rc;

@@ -10,9 +10,10 @@
 
 typedef struct wk_config {
     char database_url[WK_URL_MAX]; /* "" = libpq's own defaults (PGHOST, ...) */
-    char device[16];               /* "cpu" ("cuda" is refused for now) */
+    char device[16];               /* "cpu", or "cuda" in a build with CUDA */
     int gpu;                       /* GPU index for --device cuda */
-    char id[WK_ID_MAX];            /* "<hostname>/cpu0" unless --id */
+    char id[WK_ID_MAX];            /* "<hostname>/cpu0" or "<hostname>/gpuN" unless --id */
+    bool id_given;                 /* --id was passed */
     int heartbeat_ms;              /* job and worker heartbeat period */
     int stale_s;                   /* rescuer: a running job this quiet is requeued */
     int poll_ms;                   /* idle wait for NOTIFY before claiming again */

@@ -25,9 +25,11 @@
 #include "fb_spec.h"
 
 #define NAT_MAX_VARIANTS 4
-#define NAT_MAX_BUFS 64
-#define NAT_MAX_LAUNCHES 64
-#define NAT_MAX_ARGS 8
+/* Plans and buffer tables grow on demand up to these hard maxima (a model has
+ * thousands of launches; a request cannot make a plan grow without bound). */
+#define NAT_MAX_BUFS 100000
+#define NAT_MAX_LAUNCHES 100000
+#define NAT_MAX_ARGS 16
 #define NAT_MAX_OPS 16 /* = FB_MAX_KERNEL_OPS: add+layernorm fuses 10 primitive ops */
 
 enum { NAT_EAGER = 0, NAT_FUSED = 1 };
@@ -52,18 +54,23 @@ typedef struct nat_launch {
     float *p[NAT_MAX_ARGS];    /* buffer arguments */
     int64_t i[NAT_MAX_ARGS];   /* integer arguments (sizes, flags) */
     float f[NAT_MAX_ARGS];     /* scalar arguments (eps, scale) */
+    const char *rule;          /* fusion rule that formed it (static string), NULL: none */
+    const char *kind;          /* its DESIGN.md taxonomy kind, NULL when not fused */
+    void *aux; /* backend state: NULL on the CPU; on CUDA the launch's stream, handles
+                * and descriptors (ncu_int.h), and then p[] are device pointers */
 } nat_launch;
 
 typedef struct nat_plan {
-    int n;
-    nat_launch launches[NAT_MAX_LAUNCHES];
+    int n, cap;
+    nat_launch *launches; /* owned by the ctx; grows to NAT_MAX_LAUNCHES */
     const float *out; /* the variant's output buffer */
     size_t out_n;
 } nat_plan;
 
 typedef struct nat_ctx {
-    int n_bufs;
-    nat_buf bufs[NAT_MAX_BUFS];
+    int n_bufs, cap_bufs;
+    nat_buf *bufs;       /* owned; grows to NAT_MAX_BUFS */
+    int64_t total_bytes; /* of all bufs, against NAT_CTX_MAX_BYTES */
     nat_plan plans[NAT_MAX_VARIANTS]; /* NAT_EAGER, NAT_FUSED */
     uint64_t seed;                    /* from params.seed, default 42 */
     int batch;                        /* spec batch size */
@@ -102,10 +109,22 @@ typedef struct nat_pattern {
 extern const nat_pattern *const nat_patterns[];
 const nat_pattern *nat_pattern_find(const char *name);
 
+/* The model zoo (graph/gr_zoo.c), NULL-terminated: whole models built as graphs
+ * and lowered by the fusion planner; same interface as a pattern (reference is
+ * NULL: models are checked against PyTorch, tests/models). */
+extern const nat_pattern *const nat_models[];
+/* A pattern or a model by workload name, or NULL. */
+const nat_pattern *nat_workload_find(const char *name);
+
 /* Builds a ctx for spec (its workload must be a pattern); the caller frees with
  * nat_ctx_free.  Used by the engine and by tests. */
 FB_MUSTCHECK fb_code nat_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err);
 void nat_ctx_free(nat_ctx *ctx);
+
+/* Sets vr->fusion_groups from the plan's launches that a fusion rule formed
+ * (rule set), counted by (rule, kind, ops); frees what vr held before.  Returns
+ * false on ENOMEM (vr then reports none).  graph/gr_report.c. */
+bool nat_plan_fusion_groups(const nat_plan *plan, fb_variant_result *vr);
 
 /* Bytes of the buffers variant v uses. */
 int64_t nat_ctx_variant_bytes(const nat_ctx *ctx, int v);

@@ -12,23 +12,34 @@
  * worker allocate more than the machine could plausibly give one benchmark. */
 #define NAT_CTX_MAX_BYTES ((int64_t)16 << 30)
 
-static int64_t ctx_total_bytes(const nat_ctx *ctx)
+/* Grows an array of *cap elements of size sz to hold need (at most max):
+ * doubling, so appends stay amortized O(1). */
+static bool grow(void **arr, int *cap, int need, int max, size_t sz)
 {
-    int64_t sum = 0;
-    for (int i = 0; i < ctx->n_bufs; i++)
-        sum += (int64_t)ctx->bufs[i].n * (int64_t)sizeof(float);
-    return sum;
+    if (need <= *cap)
+        return true;
+    if (need > max)
+        return false;
+    int nc = *cap ? *cap * 2 : 64;
+    nc = nc < need ? need : (nc > max ? max : nc);
+    void *p = realloc(*arr, (size_t)nc * sz);
+    if (!p)
+        return false;
+    *arr = p;
+    *cap = nc;
+    return true;
 }
 
 float *nat_buf_new(nat_ctx *ctx, size_t n, unsigned mask, const char *name, fb_err *err)
 {
     assert(ctx && name);
-    if (ctx->n_bufs >= NAT_MAX_BUFS) {
+    if (!grow((void **)&ctx->bufs, &ctx->cap_bufs, ctx->n_bufs + 1, NAT_MAX_BUFS,
+              sizeof *ctx->bufs)) {
         fb_err_set(err, FB_EINTERNAL, NULL, "too many buffers (max %d)", NAT_MAX_BUFS);
         return NULL;
     }
     if (n == 0 || n > (size_t)NAT_CTX_MAX_BYTES / sizeof(float) ||
-        ctx_total_bytes(ctx) + (int64_t)(n * sizeof(float)) > NAT_CTX_MAX_BYTES) {
+        ctx->total_bytes + (int64_t)(n * sizeof(float)) > NAT_CTX_MAX_BYTES) {
         fb_err_set(err, FB_ETOOBIG, NULL, "buffer %s of %zu floats is over the limit", name, n);
         return NULL;
     }
@@ -44,6 +55,7 @@ float *nat_buf_new(nat_ctx *ctx, size_t n, unsigned mask, const char *name, fb_e
     b->data = data;
     b->n = n;
     b->variants = mask;
+    ctx->total_bytes += (int64_t)(n * sizeof(float));
     snprintf(b->name, sizeof b->name, "%s", name);
     return data;
 }
@@ -76,7 +88,8 @@ nat_launch *nat_plan_add(nat_ctx *ctx, int v, const char *name, fb_kcat cat, con
 {
     assert(ctx && name && ops && fn && v >= 0 && v < NAT_MAX_VARIANTS);
     nat_plan *plan = &ctx->plans[v];
-    if (plan->n >= NAT_MAX_LAUNCHES) {
+    if (!grow((void **)&plan->launches, &plan->cap, plan->n + 1, NAT_MAX_LAUNCHES,
+              sizeof *plan->launches)) {
         fb_err_set(err, FB_EINTERNAL, NULL, "too many launches (max %d)", NAT_MAX_LAUNCHES);
         return NULL;
     }
@@ -119,7 +132,7 @@ fb_code nat_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err)
     *out = NULL;
     nat_ctx *ctx = NULL;
     fb_code rc = FB_OK;
-    const nat_pattern *pat = nat_pattern_find(spec->workload);
+    const nat_pattern *pat = nat_workload_find(spec->workload);
     if (!pat) {
         rc = fb_err_set(err, FB_EUNSUPPORTED, "workload", "native engine has no workload %s",
                         spec->workload);
@@ -153,6 +166,9 @@ void nat_ctx_free(nat_ctx *ctx)
         return;
     for (int i = 0; i < ctx->n_bufs; i++)
         free(ctx->bufs[i].data);
+    free(ctx->bufs);
+    for (int v = 0; v < NAT_MAX_VARIANTS; v++)
+        free(ctx->plans[v].launches);
     free(ctx);
 }
 

@@ -13,6 +13,9 @@
 #include <cblas.h>
 
 #include "nat.h"
+#ifdef NAT_HAVE_CUDA
+#include "cuda/ncu.h" /* the CUDA backend: device "cuda" goes there */
+#endif
 
 #define NAT_MAX_THREADS 256
 
@@ -32,20 +35,28 @@ static double now_ms(void)
 
 /* ---- catalog ---- */
 
-static fb_workload_info cpu_catalog[16];
+static fb_workload_info cpu_catalog[64];
 static int cpu_catalog_n;
 static pthread_once_t catalog_once = PTHREAD_ONCE_INIT;
 
+/* The patterns, then the model zoo. */
 static void catalog_init(void)
 {
-    for (int i = 0; nat_patterns[i] && i < (int)(sizeof cpu_catalog / sizeof cpu_catalog[0]); i++)
+    const int max = (int)(sizeof cpu_catalog / sizeof cpu_catalog[0]);
+    for (int i = 0; nat_patterns[i] && cpu_catalog_n < max; i++)
         cpu_catalog[cpu_catalog_n++] = nat_patterns[i]->info;
+    for (int i = 0; nat_models[i] && cpu_catalog_n < max; i++)
+        cpu_catalog[cpu_catalog_n++] = nat_models[i]->info;
 }
 
-/* Every pattern on "cpu"; nothing yet on "cuda" (the CUDA backend joins later). */
+/* Every workload on "cpu"; the patterns on "cuda" when built with CUDA. */
 static const fb_workload_info *nat_catalog(const char *device, int *n)
 {
     *n = 0;
+#ifdef NAT_HAVE_CUDA
+    if (device && strcmp(device, "cuda") == 0)
+        return ncu_catalog(n);
+#endif
     if (!device || strcmp(device, "cpu") != 0)
         return NULL;
     pthread_once(&catalog_once, catalog_init);
@@ -61,7 +72,7 @@ static fb_code check_spec(const fb_spec *spec, nat_instance *ni, fb_err *err)
     if (spec->device[0] && strcmp(spec->device, "cpu") != 0)
         return fb_err_set(err, FB_EUNSUPPORTED, "device", "native engine runs on cpu, not %s",
                           spec->device);
-    if (!nat_pattern_find(spec->workload))
+    if (!nat_workload_find(spec->workload))
         return fb_err_set(err, FB_EUNSUPPORTED, "workload", "native engine has no workload %s",
                           spec->workload);
     if (spec->dtype[0] && strcmp(spec->dtype, "float32") != 0)
@@ -109,6 +120,10 @@ static const fb_instance_ops nat_instance_ops;
 static fb_code nat_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
 {
     *out = NULL;
+#ifdef NAT_HAVE_CUDA
+    if (strcmp(spec->device, "cuda") == 0)
+        return ncu_prepare(spec, out, err);
+#endif
     nat_instance *ni = calloc(1, sizeof *ni);
     fb_code rc = FB_OK;
     if (!ni) {
@@ -184,8 +199,8 @@ static bool same_kernel(const fb_kernel_row *row, const nat_launch *l)
     return true;
 }
 
-/* Adds one timed launch to rows (at most NAT_MAX_LAUNCHES, one per launch). */
-static void add_row(fb_kernel_row *rows, int *n, const nat_launch *l, double ms)
+/* Adds one timed launch to rows (at most plan->n, one per launch). */
+static void add_row(fb_kernel_row *rows, int *n, const nat_launch *l, double start, double ms)
 {
     int i = 0;
     while (i < *n && !same_kernel(&rows[i], l))
@@ -198,6 +213,11 @@ static void add_row(fb_kernel_row *rows, int *n, const nat_launch *l, double ms)
         row->n_ops = l->n_ops < FB_MAX_KERNEL_OPS ? l->n_ops : FB_MAX_KERNEL_OPS;
         for (int k = 0; k < row->n_ops; k++)
             snprintf(row->ops[k], sizeof row->ops[k], "%s", l->ops[k]);
+    }
+    if (row->n_launches < FB_KERNEL_LAUNCHES_MAX) { /* for the trace timeline */
+        row->launches_ms[row->n_launches][0] = (float)start;
+        row->launches_ms[row->n_launches][1] = (float)ms;
+        row->n_launches++;
     }
     row->count++;
     row->total_ms += ms;
@@ -225,7 +245,7 @@ static fb_code nat_profile(fb_instance *inst, int v, fb_variant_result *vr, fb_e
     fb_code rc = variant_plan(ni, v, &plan, err);
     if (rc)
         return rc;
-    fb_kernel_row *rows = calloc(NAT_MAX_LAUNCHES, sizeof *rows);
+    fb_kernel_row *rows = calloc(plan->n > 0 ? (size_t)plan->n : 1, sizeof *rows);
     if (!rows)
         return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate kernel rows");
     int n_rows = 0;
@@ -240,13 +260,15 @@ static fb_code nat_profile(fb_instance *inst, int v, fb_variant_result *vr, fb_e
         double ms = now_ms() - ts;
         kernel_ms += ms;
         cat[l->category] = isnan(cat[l->category]) ? ms : cat[l->category] + ms;
-        add_row(rows, &n_rows, l, ms);
+        add_row(rows, &n_rows, l, ts - t0, ms);
     }
     double busy = now_ms() - t0;
     free(vr->kernel_rows);
     vr->kernel_rows = rows;
     vr->n_kernel_rows = n_rows;
     plan_counts(plan, vr);
+    if (!nat_plan_fusion_groups(plan, vr))
+        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate fusion groups");
     vr->kernel_time_ms = kernel_ms;
     vr->busy_ms = busy;
     vr->idle_ms = busy > kernel_ms ? busy - kernel_ms : 0.0;

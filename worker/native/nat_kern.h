@@ -12,6 +12,14 @@ typedef enum nat_act {
     NAT_ACT_NONE,
     NAT_ACT_RELU,
     NAT_ACT_GELU, /* exact, erf-based, as torch.nn.GELU() */
+    /* The model zoo's activations (nat_act_apply computes them all). */
+    NAT_ACT_RELU6,
+    NAT_ACT_SILU,
+    NAT_ACT_SIGMOID,
+    NAT_ACT_HARDSWISH,
+    NAT_ACT_HARDSIGMOID,
+    NAT_ACT_TANH,
+    NAT_ACT_GELU_TANH, /* tanh approximation, GPT-2's gelu_new */
 } nat_act;
 
 /* ---- convolution (nat_kern_conv.c) ---- */

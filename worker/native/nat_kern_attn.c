@@ -21,9 +21,19 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ATTN_BR   64  /* query rows per block */
-#define ATTN_BC   128 /* keys per block */
-#define ATTN_DMAX 256 /* accumulator columns held at once; wider heads loop */
+/* Tile sizes, measured on the 2-core dev machine (bh=8, d=64): taller query
+ * blocks and wider key blocks amortize each small sgemm's packing and call
+ * cost; 128 x 256 was within noise of 256 x 256 at a third of the stack
+ * (the tile below is ~192 KiB per thread). */
+#ifndef ATTN_BR
+#define ATTN_BR 128 /* query rows per block */
+#endif
+#ifndef ATTN_BC
+#define ATTN_BC 256 /* keys per block */
+#endif
+#ifndef ATTN_DMAX
+#define ATTN_DMAX 128 /* accumulator columns held at once; wider heads loop */
+#endif
 
 /* A thread's tile state: scores/probabilities, accumulator, running stats. */
 typedef struct attn_tile {
@@ -76,13 +86,20 @@ static int visible(const attn_prob *p, int i, int j0, int nc)
 }
 
 /* Online-softmax update of rows [i0, i0+nr) with the score tile of keys
- * [j0, j0+nc) (already in t->sc); rescales acc columns [0, dc). */
+ * [j0, j0+nc) (already in t->sc); rescales acc columns [0, dc).  The first
+ * block (j0 == 0, where every row sees key 0) starts the running stats, so
+ * there is nothing to rescale yet. */
 static void attn_update(attn_tile *t, const attn_prob *p, int i0, int nr, int j0, int nc, int dc)
 {
     for (int r = 0; r < nr; r++) {
         float *x = t->sc + (size_t)r * ATTN_BC;
         int n = visible(p, i0 + r, j0, nc);
         float mx = n > 0 ? row_max(x, n) : -FLT_MAX;
+        if (j0 == 0) {
+            t->m[r] = mx;
+            t->l[r] = row_exp(x, n, nc, mx);
+            continue;
+        }
         float m_new = mx > t->m[r] ? mx : t->m[r];
         float corr = nat_expf(t->m[r] - m_new);
         t->l[r] = t->l[r] * corr + row_exp(x, n, nc, m_new);
@@ -99,12 +116,6 @@ static void attn_update(attn_tile *t, const attn_prob *p, int i0, int nr, int j0
 /* Output columns [d0, d0+dc) of query rows [i0, i0+nr) of one problem. */
 static void attn_block_cols(attn_tile *t, const attn_prob *p, int i0, int nr, int d0, int dc)
 {
-    for (int r = 0; r < nr; r++) {
-        t->m[r] = -FLT_MAX;
-        t->l[r] = 0.0f;
-    }
-    for (int r = 0; r < nr; r++)
-        memset(t->acc + (size_t)r * ATTN_DMAX, 0, (size_t)dc * sizeof(float));
     int j_end = p->causal ? i0 + nr : p->s; /* later key blocks are fully masked */
     for (int j0 = 0; j0 < j_end; j0 += ATTN_BC) {
         int nc = j_end - j0 < ATTN_BC ? j_end - j0 : ATTN_BC;
@@ -112,8 +123,9 @@ static void attn_block_cols(attn_tile *t, const attn_prob *p, int i0, int nr, in
                     p->q + (size_t)i0 * p->d, p->d, p->k + (size_t)j0 * p->d, p->d, 0.0f, t->sc,
                     ATTN_BC);
         attn_update(t, p, i0, nr, j0, nc, dc);
+        /* beta 0 on the first block: the accumulator starts there */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dc, nc, 1.0f, t->sc, ATTN_BC,
-                    p->v + (size_t)j0 * p->d + d0, p->d, 1.0f, t->acc, ATTN_DMAX);
+                    p->v + (size_t)j0 * p->d + d0, p->d, j0 == 0 ? 0.0f : 1.0f, t->acc, ATTN_DMAX);
     }
     for (int r = 0; r < nr; r++) {
         float inv = 1.0f / t->l[r];

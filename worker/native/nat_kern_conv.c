@@ -181,6 +181,10 @@ static void epi_row(float *x, int cols, float b, const float *r, nat_act act)
 #pragma omp simd
         for (int i = 0; i < cols; i++)
             x[i] = nat_gelu(x[i]);
+    } else if (act != NAT_ACT_NONE) { /* the model zoo's other activations */
+#pragma omp simd
+        for (int i = 0; i < cols; i++)
+            x[i] = nat_act_apply(x[i], act);
     }
 }
 

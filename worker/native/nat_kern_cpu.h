@@ -68,13 +68,45 @@ static inline float nat_sigmoid(float x)
     return 1.0f / (1.0f + nat_expf(-x));
 }
 
+/* tanh(x) = 1 - 2 / (exp(2x) + 1): exact at the ends (+-1), nat_expf inside. */
+static inline float nat_tanhf(float x)
+{
+    return 1.0f - 2.0f / (nat_expf(2.0f * x) + 1.0f);
+}
+
+static inline float nat_act_more(float x, int act)
+{
+    switch (act) {
+    case NAT_ACT_RELU6:
+        return x < 0.0f ? 0.0f : (x > 6.0f ? 6.0f : x);
+    case NAT_ACT_SILU:
+        return x * nat_sigmoid(x);
+    case NAT_ACT_SIGMOID:
+        return nat_sigmoid(x);
+    case NAT_ACT_HARDSWISH: {
+        float t = x + 3.0f;
+        return x * (t < 0.0f ? 0.0f : (t > 6.0f ? 6.0f : t)) * (1.0f / 6.0f);
+    }
+    case NAT_ACT_HARDSIGMOID: {
+        float t = x * (1.0f / 6.0f) + 0.5f;
+        return t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t);
+    }
+    case NAT_ACT_TANH:
+        return nat_tanhf(x);
+    case NAT_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + nat_tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+    default:
+        return x;
+    }
+}
+
 static inline float nat_act_apply(float x, int act)
 {
     if (act == NAT_ACT_RELU)
         return x > 0.0f ? x : 0.0f;
     if (act == NAT_ACT_GELU)
         return nat_gelu(x);
-    return x;
+    return nat_act_more(x, act);
 }
 
 /* ---- GEMM (nat_kern_gemm.c) ---- */

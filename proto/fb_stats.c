@@ -1,4 +1,5 @@
-/* fb_stats: latency statistics and the Mann-Whitney U test (fb_run.h).
+/* fb_stats: latency statistics and the Mann-Whitney U test (fb_stats.h).  In
+ * proto/ so the worker and the server (regression flags) share one implementation.
  *
  * Confidence interval of the median, from order statistics (distribution-free):
  * for sorted samples x(1) <= ... <= x(n), the number B of samples below the true
@@ -11,8 +12,9 @@
  * double); above it the normal approximation j = floor((n - 1.96 sqrt(n)) / 2)
  * is used, which differs from the exact rank by at most one there.  For n < 6 no
  * pair reaches 95% (n = 5 gives 93.75% for [min, max]), so the CI is [min, max]
- * as fb_run.h states. */
-#include "fb_run.h"
+ * as fb_stats.h states.  fb_stats_median_ci does the same for any level (99% for
+ * regression checks). */
+#include "fb_stats.h"
 
 #include <assert.h>
 #include <math.h>
@@ -21,7 +23,6 @@
 
 #define FB_CI_EXACT_MAX 5000
 #define FB_CI_TAIL      0.025 /* each side of a 95% interval */
-#define FB_Z975         1.959963984540054
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -41,24 +42,39 @@ static double quantile_sorted(const double *s, int n, double q)
     return s[lo] + (h - lo) * (s[lo + 1] - s[lo]);
 }
 
-/* 1-based lower rank j of the 95% CI of the median for n >= 6 (see top). */
-static int ci_lower_rank(int n)
+/* Standard normal quantile of 1 - tail for the tails we use (two-sided 95% and
+ * 99%); a rational approximation (Abramowitz-Stegun 26.2.23, |error| < 4.5e-4)
+ * for any other. */
+static double z_upper(double tail)
+{
+    if (tail == 0.025)
+        return 1.959963984540054;
+    if (tail == 0.005)
+        return 2.5758293035489004;
+    double t = sqrt(-2.0 * log(tail));
+    return t - (2.515517 + 0.802853 * t + 0.010328 * t * t) /
+                   (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
+}
+
+/* 1-based lower rank j of the CI of the median whose tails are each <= tail
+ * (see top); 0 when no pair of order statistics reaches the coverage. */
+static int ci_lower_rank(int n, double tail)
 {
     double log_half_n = n * log(0.5), cdf = 0.0;
     int c = -1;
 
     if (n > FB_CI_EXACT_MAX) {
-        int j = (int)floor((n - FB_Z975 * sqrt((double)n)) / 2.0);
+        int j = (int)floor((n - z_upper(tail) * sqrt((double)n)) / 2.0);
         return j < 1 ? 1 : j;
     }
     for (int i = 0; i <= n / 2; i++) {
         double lchoose = lgamma(n + 1.0) - lgamma(i + 1.0) - lgamma(n - i + 1.0);
         cdf += exp(lchoose + log_half_n);
-        if (cdf > FB_CI_TAIL)
+        if (cdf > tail)
             break;
         c = i;
     }
-    return c + 1 < 1 ? 1 : c + 1;
+    return c + 1;
 }
 
 static void moments(const double *s, int n, fb_stats *out)
@@ -73,6 +89,8 @@ static void moments(const double *s, int n, fb_stats *out)
     out->stdev = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
     out->cv = out->mean != 0.0 ? out->stdev / out->mean : 0.0;
 }
+
+static void ci_sorted(const double *s, int n, double tail, double *lo, double *hi);
 
 void fb_stats_compute(const double *samples, int n, fb_stats *out)
 {
@@ -94,15 +112,37 @@ void fb_stats_compute(const double *samples, int n, fb_stats *out)
     out->median = quantile_sorted(s, n, 0.5);
     out->p90 = quantile_sorted(s, n, 0.9);
     moments(s, n, out);
-    if (n < 6) {
-        out->ci95_lo = s[0];
-        out->ci95_hi = s[n - 1];
-    } else {
-        int j = ci_lower_rank(n);
-        out->ci95_lo = s[j - 1];
-        out->ci95_hi = s[n - j]; /* rank k = n - j + 1, 0-based n - j */
-    }
+    ci_sorted(s, n, FB_CI_TAIL, &out->ci95_lo, &out->ci95_hi);
     free(s);
+}
+
+/* CI of the median of sorted s; [min, max] when no narrower pair covers. */
+static void ci_sorted(const double *s, int n, double tail, double *lo, double *hi)
+{
+    int j = ci_lower_rank(n, tail);
+    if (j < 1) {
+        *lo = s[0];
+        *hi = s[n - 1];
+        return;
+    }
+    *lo = s[j - 1];
+    *hi = s[n - j]; /* rank k = n - j + 1, 0-based n - j */
+}
+
+bool fb_stats_median_ci(const double *samples, int n, double level, double *lo, double *hi)
+{
+    double *s;
+
+    if (n < 1 || !(level > 0.0 && level < 1.0))
+        return false;
+    s = malloc((size_t)n * sizeof *s);
+    if (!s)
+        return false;
+    memcpy(s, samples, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    ci_sorted(s, n, (1.0 - level) / 2.0, lo, hi);
+    free(s);
+    return true;
 }
 
 typedef struct mw_item {

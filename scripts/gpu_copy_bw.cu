@@ -1,0 +1,46 @@
+// gpu_copy_bw: the device-to-device copy bandwidth reference of issue 3's 80%
+// target.  Copies BYTES (default 2 GiB, many times any L2) with cudaMemcpyAsync
+// on one stream, timed with CUDA events over REPS copies after a warmup, and
+// prints one line: bytes, ms per copy, and GB/s counted as bytes read + written
+// (a copy moves each byte twice through DRAM, as a fused kernel's read of its
+// input and write of its output do).
+#include <cstdio>
+#include <cstdlib>
+
+#include <cuda_runtime.h>
+
+static int check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 0;
+    std::fprintf(stderr, "gpu_copy_bw: %s: %s\n", what, cudaGetErrorString(e));
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    size_t bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (size_t)2 << 30;
+    const int reps = 20;
+    void *src = nullptr, *dst = nullptr;
+    cudaEvent_t t0, t1;
+    float ms = 0;
+
+    if (check(cudaMalloc(&src, bytes), "cudaMalloc") ||
+        check(cudaMalloc(&dst, bytes), "cudaMalloc") ||
+        check(cudaMemset(src, 1, bytes), "cudaMemset") || check(cudaEventCreate(&t0), "event") ||
+        check(cudaEventCreate(&t1), "event"))
+        return 1;
+    for (int i = 0; i < 3; i++)
+        if (check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice), "warmup copy"))
+            return 1;
+    cudaEventRecord(t0);
+    for (int i = 0; i < reps; i++)
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(t1);
+    if (check(cudaEventSynchronize(t1), "copies") ||
+        check(cudaEventElapsedTime(&ms, t0, t1), "time"))
+        return 1;
+    ms /= reps;
+    std::printf("bytes %zu ms %.4f read+write_GBps %.1f\n", bytes, ms, 2.0 * bytes / (ms * 1e6));
+    return 0;
+}

@@ -1,0 +1,309 @@
+#!/usr/bin/env bash
+# up.sh: the embedded default.  Installs what is missing, builds, starts a private
+# PostgreSQL (unless DATABASE_URL is set), the server and one worker, submits a
+# demo set of jobs and shows their results as they finish; then keeps everything
+# running until Ctrl-C / SIGTERM and stops it all cleanly.
+#
+# Environment:
+#   DATABASE_URL                use this PostgreSQL instead of the private cluster
+#   FUSIONBENCH_PORT            HTTP port of the server (default 8080)
+#   FUSIONBENCH_HOME            data folder (default <repo>/.fusionbench): pg/, log/
+#   FUSIONBENCH_PG_PORT         port of the private cluster (default: the one it
+#                               used last time, else 55432, else a free one)
+#   FUSIONBENCH_BUILD_DIR       build folder (default <repo>/build)
+#   FUSIONBENCH_EXIT_AFTER_DEMO=1  exit once the demo's jobs are finished:
+#                               0 when all succeeded, 1 otherwise (for tests)
+#   FUSIONBENCH_DEMO_ITERATIONS timed iterations per variant of the demo (default 10)
+#   FUSIONBENCH_SKIP_DEPS=1     do not run scripts/deps.sh
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FB_HOME=${FUSIONBENCH_HOME:-$ROOT/.fusionbench}
+BUILD=${FUSIONBENCH_BUILD_DIR:-$ROOT/build}
+PORT=${FUSIONBENCH_PORT:-8080}
+DEMO_ITERS=${FUSIONBENCH_DEMO_ITERATIONS:-10}
+LOG_DIR=$FB_HOME/log
+PG_DIR=$FB_HOME/pg
+BASE=http://127.0.0.1:$PORT
+WORKLOADS=(gemm_bias_relu gemm_bias_gelu mlp conv_bn_relu conv_relu_conv
+           elementwise_chain softmax layernorm add_layernorm attention)
+
+server_pid=""
+worker_pid=""
+watch_pid=""
+own_cluster=0
+
+say() { echo "up.sh: $*" >&2; }
+die() {
+    say "error: $*"
+    exit 1
+}
+
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+
+# True when something accepts TCP connections on 127.0.0.1:$1.
+port_busy() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Stops a child: SIGTERM, then SIGKILL after $2 seconds.
+stop_pid() {
+    local pid=$1 grace=$2 i
+    [[ -n "$pid" ]] || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < grace * 10; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    [[ -z "$watch_pid" ]] || stop_pid "$watch_pid" 1
+    # Worker first: it releases a running job while the database is still up.
+    if [[ -n "$worker_pid" ]]; then
+        say "stopping worker"
+        stop_pid "$worker_pid" 15
+    fi
+    if [[ -n "$server_pid" ]]; then
+        say "stopping server"
+        stop_pid "$server_pid" 10
+    fi
+    if ((own_cluster)); then
+        say "stopping the private PostgreSQL in $PG_DIR (data kept)"
+        "$ROOT/scripts/pg.sh" stop "$PG_DIR" >/dev/null 2>&1 || say "pg.sh stop failed"
+    fi
+    exit "$rc"
+}
+
+build() {
+    if [[ "${FUSIONBENCH_SKIP_DEPS:-0}" != "1" ]]; then
+        "$ROOT/scripts/deps.sh" || die "installing packages failed (scripts/deps.sh)"
+    fi
+    say "building in $BUILD"
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$LOG_DIR/cmake.log" 2>&1 ||
+        { tail -n 30 "$LOG_DIR/cmake.log" >&2; die "cmake configure failed (log: $LOG_DIR/cmake.log)"; }
+    cmake --build "$BUILD" -j"$(nproc)" --target fusionbench-server fusionbench-worker \
+        fusionbench-run >>"$LOG_DIR/cmake.log" 2>&1 ||
+        { tail -n 30 "$LOG_DIR/cmake.log" >&2; die "build failed (log: $LOG_DIR/cmake.log)"; }
+}
+
+# The port of the private cluster: explicit, else last time's, else 55432 if free.
+pg_port() {
+    if [[ -n "${FUSIONBENCH_PG_PORT:-}" ]]; then
+        echo "$FUSIONBENCH_PG_PORT"
+    elif [[ -f "$PG_DIR/port" ]]; then
+        cat "$PG_DIR/port"
+    elif ! port_busy 55432; then
+        echo 55432
+    else
+        free_port
+    fi
+}
+
+start_database() {
+    if [[ -n "${DATABASE_URL:-}" ]]; then
+        DB_URL=$DATABASE_URL
+        say "using DATABASE_URL"
+        return
+    fi
+    local out
+    own_cluster=1
+    out=$("$ROOT/scripts/pg.sh" start "$PG_DIR" "$(pg_port)") ||
+        die "could not start the private PostgreSQL in $PG_DIR"
+    DB_URL=$(tail -n 1 <<<"$out")
+    say "private PostgreSQL in $PG_DIR: $DB_URL"
+}
+
+start_server() {
+    "$BUILD/server/fusionbench-server" --database-url "$DB_URL" --port "$PORT" \
+        --web-dir "$ROOT/web" >>"$LOG_DIR/server.log" 2>&1 &
+    server_pid=$!
+    local i
+    for ((i = 0; i < 600; i++)); do
+        if curl -fsS -o /dev/null "$BASE/readyz" 2>/dev/null; then
+            say "server ready on $BASE (log: $LOG_DIR/server.log)"
+            return
+        fi
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            server_pid=""
+            tail -n 20 "$LOG_DIR/server.log" >&2
+            die "the server exited during start (log: $LOG_DIR/server.log)"
+        fi
+        sleep 0.1
+    done
+    die "the server did not become ready in 60 s (log: $LOG_DIR/server.log)"
+}
+
+# cuda when a GPU answers and this worker was built with CUDA; cpu otherwise.
+worker_device() {
+    local bin=$1
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
+        ldd "$bin" 2>/dev/null | grep -q 'libcuda'; then
+        echo cuda
+    else
+        echo cpu
+    fi
+}
+
+start_worker() {
+    local bin=$BUILD/worker/fusionbench-worker dev
+    dev=$(worker_device "$bin")
+    "$bin" --database-url "$DB_URL" --device "$dev" >>"$LOG_DIR/worker.log" 2>&1 &
+    worker_pid=$!
+    # The catalog is what registered workers offer: wait for ours to appear.
+    local i
+    for ((i = 0; i < 300; i++)); do
+        if curl -fsS "$BASE/api/v1/workloads" 2>/dev/null | grep -q '"gemm_bias_relu"'; then
+            say "worker started on $dev (log: $LOG_DIR/worker.log)"
+            return
+        fi
+        if ! kill -0 "$worker_pid" 2>/dev/null; then
+            worker_pid=""
+            tail -n 20 "$LOG_DIR/worker.log" >&2
+            die "the worker exited during start (log: $LOG_DIR/worker.log)"
+        fi
+        sleep 0.1
+    done
+    die "the worker did not register in 30 s (log: $LOG_DIR/worker.log)"
+}
+
+# Submits one job per workload; prints the new job ids, one a line.
+submit_demo() {
+    local w body out
+    for w in "${WORKLOADS[@]}"; do
+        body=$(printf '{"workload":"%s","variants":["eager","fused"],"warmup":3,"iterations":%s,"labels":{"demo":"up"}}' \
+            "$w" "$DEMO_ITERS")
+        out=$(curl -sS -X POST -H 'Content-Type: application/json' --data "$body" \
+            -w '\n%{http_code}' "$BASE/api/v1/jobs") || die "POST /api/v1/jobs failed"
+        if [[ "$(tail -n 1 <<<"$out")" != "201" ]]; then
+            die "submitting $w failed: $(head -n -1 <<<"$out")"
+        fi
+        head -n -1 <<<"$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'
+    done
+}
+
+# Polls the demo's jobs and prints a line as each finishes, then a summary.
+# Exit status 0 when every job succeeded.
+watch_demo() {
+    python3 - "$BASE" "$@" <<'PY'
+import json, math, sys, time, urllib.request
+
+base, ids = sys.argv[1], [int(x) for x in sys.argv[2:]]
+seen = {}
+
+def jobs():
+    url = base + "/api/v1/jobs?label=demo:up&limit=200"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        items = json.load(r)["items"]
+    return {j["id"]: j for j in items if j["id"] in ids}
+
+def ms(v):
+    return "%9.3f" % v if isinstance(v, (int, float)) else "%9s" % "-"
+
+def line(j):
+    spec, res = j.get("spec") or {}, j.get("result") or {}
+    med = {v["name"]: (v.get("latency_ms") or {}).get("median") for v in res.get("variants", [])}
+    sp = ((res.get("comparison") or {}).get("speedup") or {}).get("fused")
+    err = (j.get("error") or {}).get("message", "")
+    sp_s = "%6.2fx" % sp if isinstance(sp, (int, float)) else "%7s" % "-"
+    return "  %-18s %-9s eager %s ms  fused %s ms  speedup %s %s" % (
+        spec.get("workload", "?"), j["state"], ms(med.get("eager")), ms(med.get("fused")),
+        sp_s, err)
+
+print("  %-18s %-9s %s" % ("workload", "state", "results as they finish (medians)"), flush=True)
+done = {}
+while len(done) < len(ids):
+    try:
+        cur = jobs()
+    except Exception as e:  # the server may be busy; try again
+        print("  (poll failed: %s)" % e, flush=True)
+        time.sleep(2)
+        continue
+    for i in ids:
+        j = cur.get(i)
+        if j and j["state"] in ("succeeded", "failed", "canceled") and i not in done:
+            done[i] = j
+            print(line(j), flush=True)
+        elif j and j["state"] == "running" and seen.get(i) != "running":
+            print("  %-18s running" % j["spec"]["workload"], flush=True)
+        if j:
+            seen[i] = j["state"]
+    time.sleep(1)
+
+ok = sum(1 for j in done.values() if j["state"] == "succeeded")
+sps = [((j.get("result") or {}).get("comparison") or {}).get("speedup", {}).get("fused")
+       for j in done.values()]
+sps = [s for s in sps if isinstance(s, (int, float)) and s > 0]
+geo = math.exp(sum(math.log(s) for s in sps) / len(sps)) if sps else 0.0
+print("demo: %d of %d jobs succeeded; fused speedup geometric mean %s" %
+      (ok, len(ids), ("%.2fx" % geo) if sps else "-"), flush=True)
+sys.exit(0 if ok == len(ids) else 1)
+PY
+}
+
+print_help() {
+    cat <<EOF
+
+FusionBench is up.
+  dashboard   $BASE/
+  jobs        curl -s '$BASE/api/v1/jobs?label=demo:up' | python3 -m json.tool
+  submit      curl -s -X POST -H 'Content-Type: application/json' \\
+                -d '{"workload":"softmax","iterations":20}' $BASE/api/v1/jobs
+  workers     curl -s $BASE/api/v1/workers
+  metrics     curl -s $BASE/metrics
+  logs        $LOG_DIR/
+  local run   $BUILD/worker/fusionbench-run softmax
+Ctrl-C stops the worker, the server and the private PostgreSQL (data is kept).
+
+EOF
+}
+
+# Waits for a signal; a child that dies on its own ends the script with an error.
+idle() {
+    while true; do
+        sleep 1 &
+        wait $! || true
+        kill -0 "$server_pid" 2>/dev/null || { server_pid=""; die "the server stopped (log: $LOG_DIR/server.log)"; }
+        kill -0 "$worker_pid" 2>/dev/null || { worker_pid=""; die "the worker stopped (log: $LOG_DIR/worker.log)"; }
+    done
+}
+
+main() {
+    is_uint "$PORT" && ((PORT >= 1 && PORT <= 65535)) || die "FUSIONBENCH_PORT '$PORT' is not a port number"
+    is_uint "$DEMO_ITERS" && ((DEMO_ITERS >= 1)) || die "FUSIONBENCH_DEMO_ITERATIONS '$DEMO_ITERS' is not a positive integer"
+    port_busy "$PORT" && die "port $PORT is already in use (another FusionBench?); set FUSIONBENCH_PORT to a free port"
+    mkdir -p "$LOG_DIR"
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    build
+    start_database
+    start_server
+    start_worker
+    local ids
+    mapfile -t ids < <(submit_demo)
+    ((${#ids[@]} == ${#WORKLOADS[@]})) || die "submitting the demo failed"
+    say "submitted ${#ids[@]} demo jobs (label demo:up): ids ${ids[*]}"
+    print_help
+    # In the background so that a signal interrupts the wait at once.
+    local demo_rc=0
+    watch_demo "${ids[@]}" &
+    watch_pid=$!
+    wait "$watch_pid" || demo_rc=$?
+    watch_pid=""
+    if [[ "${FUSIONBENCH_EXIT_AFTER_DEMO:-0}" == "1" ]]; then
+        exit "$demo_rc"
+    fi
+    say "running; Ctrl-C to stop"
+    idle
+}
+
+main "$@"

@@ -1,0 +1,566 @@
+#include "srv_suites.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_results.h"
+#include "fb_log.h"
+#include "fb_spec.h"
+#include "srv_catalog.h"
+#include "srv_compare.h"
+#include "srv_export.h"
+
+#define SUITE_NAME_MAX 128
+#define LIST_DEFAULT   20
+
+/* Members of the suite body that are copied into every job spec. */
+static const char *const job_fields[] = {"engine", "device",       "dtype",      "variants",
+                                         "params", "warmup",       "iterations", "priority",
+                                         "labels", "max_attempts", "timeout_s"};
+
+/* ---- POST ---- */
+
+/* The workload names the body asks for: a list, a domain, or "all", resolved
+ * against the catalog (and its engine when given).  New array, caller deletes;
+ * NULL after answering 4xx. */
+static cJSON *suite_workloads(srv_req *r, const cJSON *body, const cJSON *catalog)
+{
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(body, "workloads"), *e;
+    const cJSON *eng = cJSON_GetObjectItemCaseSensitive(body, "engine");
+    cJSON *out = cJSON_CreateArray();
+
+    if (cJSON_IsArray(w)) {
+        cJSON_ArrayForEach(e, w)
+        {
+            if (!cJSON_IsString(e) || !fb_name_valid(e->valuestring)) {
+                srv_reply_error(r, 400, "invalid_argument", "workloads", "not a workload name");
+                cJSON_Delete(out);
+                return NULL;
+            }
+            cJSON_AddItemToArray(out, cJSON_CreateString(e->valuestring));
+        }
+    } else if (cJSON_IsString(w)) {
+        cJSON_ArrayForEach(e, catalog)
+        {
+            const cJSON *dom = cJSON_GetObjectItemCaseSensitive(e, "domain");
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
+            const cJSON *en = cJSON_GetObjectItemCaseSensitive(e, "engine");
+            bool dom_ok = strcmp(w->valuestring, "all") == 0 ||
+                          (cJSON_IsString(dom) && strcmp(dom->valuestring, w->valuestring) == 0);
+            bool eng_ok = !cJSON_IsString(eng) ||
+                          (cJSON_IsString(en) && strcmp(en->valuestring, eng->valuestring) == 0);
+            if (dom_ok && eng_ok && cJSON_IsString(nm))
+                cJSON_AddItemToArray(out, cJSON_CreateString(nm->valuestring));
+        }
+    }
+    int n = cJSON_GetArraySize(out);
+    if (n == 0 || n > DB_SUITE_JOBS_MAX) {
+        srv_reply_error(
+            r, cJSON_IsString(w) ? 422 : 400,
+            cJSON_IsString(w) ? "unknown_workload" : "invalid_argument", "workloads",
+            n ? "too many workloads"
+              : "workloads must be a non-empty list, a domain the catalog offers, or \"all\"");
+        cJSON_Delete(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Batch sizes from the body: a list of 1..SRV_SUITE_BATCHES_MAX integers, or
+ * none (then 0: each workload's default).  false after answering 400. */
+static bool suite_batches(srv_req *r, const cJSON *body, int *bs, int *n)
+{
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(body, "batch_sizes"), *e;
+    *n = 0;
+    if (!b) {
+        bs[(*n)++] = 0;
+        return true;
+    }
+    if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) < 1 ||
+        cJSON_GetArraySize(b) > SRV_SUITE_BATCHES_MAX) {
+        srv_reply_error(r, 400, "invalid_argument", "batch_sizes",
+                        "batch_sizes must be a list of 1..%d integers", SRV_SUITE_BATCHES_MAX);
+        return false;
+    }
+    cJSON_ArrayForEach(e, b)
+    {
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
+            e->valuedouble > 65536) {
+            srv_reply_error(r, 400, "invalid_argument", "batch_sizes",
+                            "batch sizes must be integers 1..65536");
+            return false;
+        }
+        bs[(*n)++] = (int)e->valuedouble;
+    }
+    return true;
+}
+
+/* The spec text of one job of the suite: the shared fields, the workload, the
+ * batch size (0: the default) and a "suite" label. */
+static char *job_spec_text(const cJSON *body, const char *workload, int batch, const char *name)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (size_t i = 0; o && i < sizeof job_fields / sizeof job_fields[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, job_fields[i]);
+        if (v)
+            cJSON_AddItemToObject(o, job_fields[i], cJSON_Duplicate(v, 1));
+    }
+    cJSON_AddStringToObject(o, "workload", workload);
+    if (batch > 0)
+        cJSON_AddNumberToObject(o, "batch_size", batch);
+    if (name[0]) {
+        cJSON *labels = cJSON_GetObjectItemCaseSensitive(o, "labels");
+        if (!labels)
+            labels = cJSON_AddObjectToObject(o, "labels");
+        if (cJSON_IsObject(labels) && !cJSON_GetObjectItemCaseSensitive(labels, "suite"))
+            cJSON_AddStringToObject(labels, "suite", name);
+    }
+    char *t = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return t;
+}
+
+/* One job: parse as POST /jobs does, resolve against the catalog, encode.
+ * nj's strings point into *spec and *text (caller frees both). */
+static fb_code build_job(const char *in, const cJSON *catalog, fb_spec *spec, char **text,
+                         db_new_job *nj, fb_err *err)
+{
+    fb_code rc = fb_spec_parse(in, strlen(in), spec, err);
+    if (!rc)
+        rc = srv_catalog_resolve(catalog, spec, err);
+    if (rc)
+        return rc;
+    cJSON *json = fb_spec_to_json(spec);
+    *text = json ? cJSON_PrintUnformatted(json) : NULL;
+    cJSON_Delete(json);
+    if (!*text)
+        return fb_err_set(err, FB_ENOMEM, NULL, "out of memory encoding the spec");
+    *nj = (db_new_job){.spec_json = *text,
+                       .workload = spec->workload,
+                       .engine = spec->engine,
+                       .device = spec->device,
+                       .dtype = spec->dtype,
+                       .batch_size = spec->batch_size,
+                       .priority = spec->priority,
+                       .max_attempts = spec->max_attempts,
+                       .timeout_s = spec->timeout_s};
+    return FB_OK;
+}
+
+typedef struct suite_build {
+    int n;
+    fb_spec *specs;
+    char **texts;
+    db_new_job *jobs;
+} suite_build;
+
+static void build_free(suite_build *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        fb_spec_free(&b->specs[i]);
+        free(b->texts[i]);
+    }
+    free(b->specs);
+    free(b->texts);
+    free(b->jobs);
+}
+
+/* Every job of the suite; a bad one answers with its index in the field. */
+static bool build_all(srv_req *r, const cJSON *body, const cJSON *names, const int *bs, int n_bs,
+                      const cJSON *catalog, const char *name, suite_build *b)
+{
+    int total = cJSON_GetArraySize(names) * n_bs, i = 0;
+    const cJSON *w;
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (total > DB_SUITE_JOBS_MAX) {
+        srv_reply_error(r, 400, "invalid_argument", "batch_sizes",
+                        "the suite would hold %d jobs, at most %d", total, DB_SUITE_JOBS_MAX);
+        return false;
+    }
+    b->specs = calloc((size_t)total, sizeof *b->specs);
+    b->texts = calloc((size_t)total, sizeof *b->texts);
+    b->jobs = calloc((size_t)total, sizeof *b->jobs);
+    if (!b->specs || !b->texts || !b->jobs) {
+        srv_reply_error(r, 500, "internal", NULL, "out of memory");
+        return false;
+    }
+    cJSON_ArrayForEach(w, names)
+    {
+        for (int k = 0; k < n_bs; k++, i++) {
+            char *in = job_spec_text(body, w->valuestring, bs[k], name);
+            fb_spec_init(&b->specs[i]);
+            b->n = i + 1;
+            fb_code rc = in ? build_job(in, catalog, &b->specs[i], &b->texts[i], &b->jobs[i], &err)
+                            : fb_err_set(&err, FB_ENOMEM, NULL, "out of memory");
+            free(in);
+            if (rc) {
+                int status = rc == FB_ENOTFOUND || rc == FB_EUNSUPPORTED ? 422 : 400;
+                srv_reply_error(r, rc == FB_ENOMEM ? 500 : status,
+                                rc == FB_ENOTFOUND      ? "unknown_workload"
+                                : rc == FB_EUNSUPPORTED ? "unsupported"
+                                                        : "invalid_argument",
+                                err.field, "%s (workload %s): %s", err.field[0] ? err.field : "job",
+                                w->valuestring, err.msg);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+static cJSON *load_catalog(srv_req *r)
+{
+    char *text = NULL;
+    fb_err err;
+    fb_err_clear(&err);
+    if (db_workload_catalog(r->db, SRV_WORKER_STALE_S, &text, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        return NULL;
+    }
+    cJSON *c = cJSON_Parse(text);
+    free(text);
+    if (!c)
+        srv_reply_error(r, 500, "internal", NULL, "workload catalog is not JSON");
+    return c;
+}
+
+static bool suite_name(srv_req *r, const cJSON *body, char *name)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(body, "name");
+    name[0] = '\0';
+    if (!n)
+        return true;
+    if (!cJSON_IsString(n) || strlen(n->valuestring) >= SUITE_NAME_MAX) {
+        srv_reply_error(r, 400, "invalid_argument", "name", "name must be a string under %d bytes",
+                        SUITE_NAME_MAX);
+        return false;
+    }
+    snprintf(name, SUITE_NAME_MAX, "%s", n->valuestring);
+    return true;
+}
+
+static void reply_suite(srv_req *r, int status, int64_t id);
+
+void srv_suites_create(srv_req *r)
+{
+    const char *ct =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    cJSON *body = NULL, *catalog = NULL, *names = NULL;
+    suite_build b = {0};
+    char name[SUITE_NAME_MAX], *spec_text = NULL, loc[64];
+    int bs[SRV_SUITE_BATCHES_MAX], n_bs = 0;
+    int64_t id = 0;
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (!srv_content_type_is_json(ct)) {
+        srv_reply_error(r, 415, "unsupported_media_type", NULL,
+                        "Content-Type must be application/json");
+        goto out;
+    }
+    body = r->body ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
+    if (!cJSON_IsObject(body)) {
+        srv_reply_error(r, 400, "invalid_json", NULL, "the body must be a JSON object");
+        goto out;
+    }
+    if (!suite_name(r, body, name) || !suite_batches(r, body, bs, &n_bs))
+        goto out;
+    catalog = load_catalog(r);
+    names = catalog ? suite_workloads(r, body, catalog) : NULL;
+    if (!names || !build_all(r, body, names, bs, n_bs, catalog, name, &b))
+        goto out;
+    spec_text = cJSON_PrintUnformatted(body);
+    if (db_suite_insert(r->db, name, spec_text, b.jobs, b.n, &id, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        goto out;
+    }
+    fb_info("suite %" PRId64 " queued: %d jobs", id, b.n);
+    reply_suite(r, 201, id);
+    snprintf(loc, sizeof loc, "/api/v1/suites/%" PRId64, id);
+    srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+out:
+    build_free(&b);
+    free(spec_text);
+    cJSON_Delete(names);
+    cJSON_Delete(catalog);
+    cJSON_Delete(body);
+}
+
+/* ---- summary ---- */
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static bool variant_ok(const cJSON *result, const char *name)
+{
+    const cJSON *v = srv_result_variant(result, name);
+    const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "status"));
+    return st && strcmp(st, "ok") == 0;
+}
+
+/* Accumulates one variant over the jobs. */
+static cJSON *variant_summary(const cJSON *jobs, const char *variant)
+{
+    const cJSON *j;
+    double log_sum = 0;
+    int passed = 0, total = 0;
+    cJSON_ArrayForEach(j, jobs)
+    {
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
+        const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(res, "comparison");
+        const char *base = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cmp, "baseline"));
+        double sp = num(cJSON_GetObjectItemCaseSensitive(cmp, "speedup"), variant);
+        const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "state"));
+        if (st && (strcmp(st, "queued") == 0 || strcmp(st, "running") == 0))
+            continue; /* not finished: neither passed nor failed yet */
+        total++;
+        if (!base || !variant_ok(res, base) || !variant_ok(res, variant) || !(sp > 0))
+            continue;
+        passed++;
+        log_sum += log(sp);
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "geomean_speedup",
+                          passed ? cJSON_CreateNumber(exp(log_sum / passed)) : cJSON_CreateNull());
+    cJSON_AddNumberToObject(o, "passed", passed);
+    cJSON_AddNumberToObject(o, "total", total);
+    cJSON_AddItemToObject(o, "pass_rate",
+                          total ? cJSON_CreateNumber((double)passed / total) : cJSON_CreateNull());
+    return o;
+}
+
+cJSON *srv_suites_summary(const cJSON *jobs)
+{
+    cJSON *o = cJSON_CreateObject(), *vars = cJSON_AddObjectToObject(o, "variants");
+    const cJSON *j, *v;
+    const char *baseline = NULL;
+    if (!vars) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    /* Every variant any job ran, except each job's baseline. */
+    cJSON_ArrayForEach(j, jobs)
+    {
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
+        const char *base = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(res, "comparison"), "baseline"));
+        if (base && !baseline)
+            baseline = base;
+        cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(res, "variants"))
+        {
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name"));
+            if (name && (!base || strcmp(name, base) != 0) &&
+                !cJSON_GetObjectItemCaseSensitive(vars, name))
+                cJSON_AddItemToObject(vars, name, variant_summary(jobs, name));
+        }
+    }
+    cJSON_AddItemToObject(o, "baseline",
+                          baseline ? cJSON_CreateString(baseline) : cJSON_CreateNull());
+    return o;
+}
+
+/* ---- GET ---- */
+
+/* {"total", "done", "fraction", "states": {...}} from the jobs. */
+static cJSON *progress_json(const cJSON *jobs)
+{
+    cJSON *o = cJSON_CreateObject(), *st = cJSON_AddObjectToObject(o, "states");
+    const cJSON *j;
+    int total = 0, done = 0;
+    static const char *const states[] = {"queued", "running", "succeeded", "failed", "canceled"};
+    int counts[5] = {0};
+    cJSON_ArrayForEach(j, jobs)
+    {
+        const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "state"));
+        total++;
+        for (int i = 0; s && i < 5; i++)
+            counts[i] += strcmp(s, states[i]) == 0;
+    }
+    for (int i = 0; i < 5; i++)
+        cJSON_AddNumberToObject(st, states[i], counts[i]);
+    done = counts[2] + counts[3] + counts[4];
+    cJSON_AddNumberToObject(o, "total", total);
+    cJSON_AddNumberToObject(o, "done", done);
+    cJSON_AddNumberToObject(o, "fraction", total ? (double)done / total : 0.0);
+    return o;
+}
+
+/* A per-workload row: the job's figures without raw samples. */
+static cJSON *job_row(const cJSON *j)
+{
+    cJSON *row = cJSON_CreateObject(), *vars = cJSON_AddObjectToObject(row, "variants");
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
+    const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(res, "comparison"), *v;
+    static const char *const keep[] = {"job_id", "id",     "state",    "workload", "batch_size",
+                                       "device", "engine", "progress", "error",    "finished_at"};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, keep[i]);
+        if (x)
+            cJSON_AddItemToObject(row, strcmp(keep[i], "id") ? keep[i] : "job_id",
+                                  cJSON_Duplicate(x, 1));
+    }
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(res, "variants"))
+    {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name"));
+        if (!name)
+            continue;
+        cJSON *o = cJSON_AddObjectToObject(vars, name);
+        static const char *const figs[] = {"status",       "kernels",        "fused_kernels",
+                                           "fused_ops",    "peak_mem_bytes", "max_rel_error",
+                                           "fusion_groups"};
+        for (size_t i = 0; o && i < sizeof figs / sizeof figs[0]; i++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, figs[i]);
+            if (x)
+                cJSON_AddItemToObject(o, figs[i], cJSON_Duplicate(x, 1));
+        }
+        cJSON_AddItemToObject(
+            o, "median_ms",
+            cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetObjectItemCaseSensitive(v, "latency_ms"), "median"),
+                            1));
+        static const char *const ratios[] = {"speedup", "kernel_ratio", "memory_ratio"};
+        for (size_t i = 0; o && i < 3; i++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(cmp, ratios[i]), name);
+            cJSON_AddItemToObject(o, ratios[i], x ? cJSON_Duplicate(x, 1) : cJSON_CreateNull());
+        }
+    }
+    return row;
+}
+
+static cJSON *suite_json(cJSON *suite)
+{
+    cJSON *jobs = cJSON_DetachItemFromObjectCaseSensitive(suite, "jobs"), *rows, *env = NULL;
+    const cJSON *j;
+    cJSON_AddItemToObject(suite, "progress", progress_json(jobs));
+    cJSON_AddItemToObject(suite, "summary", srv_suites_summary(jobs));
+    rows = cJSON_AddArrayToObject(suite, "rows");
+    cJSON_ArrayForEach(j, jobs)
+    {
+        cJSON_AddItemToArray(rows, job_row(j));
+        const cJSON *e =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "result"), "env");
+        if (e && !env)
+            env = cJSON_Duplicate(e, 1);
+    }
+    cJSON_AddItemToObject(suite, "env", env ? env : cJSON_CreateNull());
+    cJSON_Delete(jobs);
+    return suite;
+}
+
+/* Flattened per (workload, variant) for CSV. */
+static cJSON *csv_rows(const cJSON *rows)
+{
+    cJSON *out = cJSON_CreateArray();
+    const cJSON *row, *v;
+    cJSON_ArrayForEach(row, rows)
+    {
+        cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(row, "variants"))
+        {
+            cJSON *o = cJSON_Duplicate(v, 1);
+            static const char *const keys[] = {"job_id", "workload", "batch_size", "state"};
+            for (int i = 0; o && i < 4; i++) {
+                const cJSON *x = cJSON_GetObjectItemCaseSensitive(row, keys[i]);
+                if (x)
+                    cJSON_AddItemToObject(o, keys[i], cJSON_Duplicate(x, 1));
+            }
+            cJSON_AddStringToObject(o, "variant", v->string);
+            cJSON_AddItemToArray(out, o);
+        }
+    }
+    return out;
+}
+
+static const char *const suite_cols[] = {
+    "job_id",       "workload",       "batch_size",  "state",   "variant",
+    "status",       "median_ms",      "speedup",     "kernels", "fused_kernels",
+    "kernel_ratio", "peak_mem_bytes", "memory_ratio"};
+
+static void reply_suite_fmt(srv_req *r, int status, int64_t id, bool csv)
+{
+    char *text = NULL, fname[64];
+    fb_err err;
+    fb_err_clear(&err);
+    if (db_suite_get(r->db, id, &text, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        return;
+    }
+    cJSON *suite = cJSON_Parse(text);
+    free(text);
+    if (!suite) {
+        srv_reply_error(r, 500, "internal", NULL, "stored suite is not JSON");
+        return;
+    }
+    suite = suite_json(suite);
+    if (!csv) {
+        srv_reply_json(r, status, suite);
+        return;
+    }
+    cJSON *flat = csv_rows(cJSON_GetObjectItemCaseSensitive(suite, "rows"));
+    snprintf(fname, sizeof fname, "suite-%" PRId64 ".csv", id);
+    srv_export_csv(r, flat, suite_cols, sizeof suite_cols / sizeof suite_cols[0], fname);
+    cJSON_Delete(flat);
+    cJSON_Delete(suite);
+}
+
+static void reply_suite(srv_req *r, int status, int64_t id)
+{
+    reply_suite_fmt(r, status, id, false);
+}
+
+void srv_suites_get(srv_req *r)
+{
+    char buf[32];
+    int64_t id;
+    bool csv;
+    if (!srv_export_format(r, &csv))
+        return;
+    if (!srv_req_cap(r, 0, buf, sizeof buf) || !srv_parse_id(buf, strlen(buf), &id)) {
+        srv_reply_error(r, 404, "not_found", NULL, "no such suite");
+        return;
+    }
+    reply_suite_fmt(r, 200, id, csv);
+}
+
+void srv_suites_list(srv_req *r)
+{
+    const char *limit = srv_req_query(r, "limit"), *cursor = srv_req_query(r, "cursor");
+    long lim = LIST_DEFAULT;
+    int64_t before = 0, next = 0;
+    char *items = NULL, *body, cur[24];
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (limit && !srv_parse_int_range(limit, 1, 200, &lim)) {
+        srv_reply_error(r, 400, "invalid_argument", "limit", "limit must be 1..200");
+        return;
+    }
+    if (cursor && !srv_parse_id(cursor, strlen(cursor), &before)) {
+        srv_reply_error(r, 400, "invalid_argument", "cursor", "not a cursor from next_cursor");
+        return;
+    }
+    if (db_suite_list(r->db, (int)lim, before, &items, &next, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        return;
+    }
+    snprintf(cur, sizeof cur, "%" PRId64, next);
+    size_t n = strlen(items) + 64;
+    body = malloc(n);
+    if (!body) {
+        free(items);
+        srv_reply_error(r, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    snprintf(body, n, "{\"items\":%s,\"next_cursor\":%s%s%s}", items, next ? "\"" : "",
+             next ? cur : "null", next ? "\"" : "");
+    free(items);
+    srv_reply_owned(r, 200, "application/json", body, strlen(body));
+}

@@ -1,0 +1,162 @@
+"""Browser tests of the dashboard (issue 6): Playwright for Python driving
+Debian's Chromium (headless) against a real server, worker and PostgreSQL.
+
+  1. the overview renders its charts from a seeded database (a suite run by a
+     real worker);
+  2. a job submitted from the dashboard moves to done with its progress shown;
+  3. a job page shows its kernel breakdown (stacked category bars, top kernels,
+     a timeline per variant).
+
+Screenshots go to $FB_BIN_DIR/test-output/browser/.  Exits 77 with the reason
+when Playwright, Chromium or the test database is missing."""
+
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import fbtest  # noqa: E402
+from fbtest import check, check_eq, log  # noqa: E402
+
+CHROMIUM = os.environ.get("FB_CHROMIUM", "/usr/bin/chromium")
+
+
+def skip(reason):
+    print("skipped: " + reason, flush=True)
+    sys.exit(fbtest.SKIP)
+
+
+def project_venv_python():
+    """The project venv's python (scripts/requirements.txt hash), or None."""
+    import hashlib
+    req = os.path.join(fbtest.source_dir(), "scripts", "requirements.txt")
+    try:
+        with open(req, "rb") as f:
+            h = hashlib.sha256(f.read()).hexdigest()[:16]
+    except OSError:
+        return None
+    p = os.path.expanduser("~/.cache/fusionbench/venv-%s/bin/python" % h)
+    return p if os.access(p, os.X_OK) else None
+
+
+def ensure_playwright():
+    try:
+        import playwright.sync_api  # noqa: F401
+        return
+    except ImportError:
+        pass
+    py = project_venv_python()
+    # A venv's python is a symlink to the system one: tell them apart by the flag.
+    if py and not os.environ.get("FB_BROWSER_REEXEC"):
+        os.environ["FB_BROWSER_REEXEC"] = "1"
+        os.execv(py, [py] + sys.argv)
+    skip("playwright is not installed (pip install playwright, or scripts/requirements.txt's venv)")
+
+
+def shots_dir():
+    root = os.environ.get("FB_BIN_DIR") or os.path.join(fbtest.source_dir(), "build")
+    d = os.path.join(root, "test-output", "browser")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def chart_points(page, canvas_id):
+    """Number of data points Chart.js drew on a canvas (0 when no chart)."""
+    return page.evaluate(
+        """(id) => { const c = document.getElementById(id); const ch = c && window.Chart && Chart.getChart(c);
+             return ch ? ch.data.datasets.reduce((a, d) => a + d.data.filter((x) => x !== null).length, 0) : 0; }""",
+        canvas_id)
+
+
+def seed_suite(env):
+    st, _, s = env.post("/api/v1/suites", {
+        "name": "browser", "workloads": ["gemm_bias_relu", "softmax", "layernorm"],
+        "warmup": 1, "iterations": 10})
+    check_eq(st, 201, "seed suite: %s" % s)
+    for r in s["rows"]:
+        check_eq(env.wait_job(r["job_id"], timeout=120)["state"], "succeeded", "seed job")
+    return s
+
+
+def overview(env, page, shots):
+    page.goto(env.base + "/#/")
+    page.wait_for_function("() => document.querySelectorAll('#ov-table tbody tr').length >= 3", timeout=20000)
+    for cid in ("chart-speedup", "chart-kernels", "chart-groups", "chart-memory"):
+        n = chart_points(page, cid)
+        check(n >= 3 if cid != "chart-groups" else n >= 2, "%s drew %d points" % (cid, n))
+    kpi = page.inner_text("#ov-cards")
+    check("geometric mean speedup" in kpi and "×" in kpi, "speedup card: %r" % kpi)
+    # Every model links to its job.
+    links = page.eval_on_selector_all("#ov-table tbody tr td:first-child a", "as => as.map(a => a.getAttribute('href'))")
+    check(all(h.startswith("#/jobs/") for h in links) and len(links) == 3, "model links: %r" % links)
+    page.screenshot(path=os.path.join(shots, "overview.png"), full_page=True)
+
+
+def submit_and_watch(env, page, shots):
+    """Submits a job from the suite form and watches the queue show progress."""
+    page.goto(env.base + "/#/suites")
+    page.wait_for_selector("#sf-set option", state="attached")
+    page.select_option("#sf-set", "w:gemm_bias_gelu")
+    page.fill("#sf-name", "from-browser")
+    page.fill("#sf-iters", os.environ.get("FB_BROWSER_ITERATIONS", "120"))
+    page.click("#suite-form button[type=submit]")
+    page.wait_for_url("**/#/suites/*", timeout=10000)
+    suite_id = int(page.url.rsplit("/", 1)[1])
+    job_id = env.get("/api/v1/suites/%d" % suite_id)[2]["rows"][0]["job_id"]
+    page.goto(env.base + "/#/jobs")
+    # The running job shows a progress bar with its phase; the queue refreshes itself.
+    page.wait_for_function(
+        """(id) => [...document.querySelectorAll('#jobs-table tbody tr')].some((tr) =>
+             tr.cells[0].innerText.trim() == String(id) && tr.querySelector('.bar') &&
+             /timing|warmup|profile/.test(tr.cells[4].innerText))""", arg=job_id, timeout=60000)
+    page.screenshot(path=os.path.join(shots, "queue-running.png"), full_page=True)
+    page.wait_for_function(
+        """(id) => [...document.querySelectorAll('#jobs-table tbody tr')].some((tr) =>
+             tr.cells[0].innerText.trim() == String(id) && /succeeded/.test(tr.cells[3].innerText))""",
+        arg=job_id, timeout=120000)
+    check_eq(env.job(job_id)["state"], "succeeded", "submitted job")
+    page.screenshot(path=os.path.join(shots, "queue-done.png"), full_page=True)
+    return job_id
+
+
+def job_page(env, page, shots, job_id):
+    page.goto(env.base + "/#/jobs/%d" % job_id)
+    page.wait_for_function("() => document.querySelectorAll('#timeline .lane').length == 2", timeout=20000)
+    n = chart_points(page, "chart-categories")
+    check(n >= 2, "category bars drawn: %d" % n)
+    check(chart_points(page, "chart-latency") > 0, "latency histogram drawn")
+    rows = page.eval_on_selector_all("#top-kernels tbody tr", "rs => rs.map(r => r.innerText)")
+    check(any("fused" in r and "+" in r for r in rows), "a fused kernel lists its ops: %r" % rows)
+    check(page.eval_on_selector_all("#timeline .k", "ks => ks.length") >= 2, "timeline has kernels")
+    page.screenshot(path=os.path.join(shots, "job.png"), full_page=True)
+
+
+def test(env):
+    from playwright.sync_api import sync_playwright
+    shots = shots_dir()
+    env.start_server()
+    env.start_worker()
+    seed_suite(env)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            overview(env, page, shots)
+            job_id = submit_and_watch(env, page, shots)
+            job_page(env, page, shots, job_id)
+            check_eq(errors, [], "page errors")
+        finally:
+            browser.close()
+    log("screenshots in %s" % shots)
+
+
+if __name__ == "__main__":
+    if not os.environ.get("FB_TEST_DATABASE_URL"):
+        skip("FB_TEST_DATABASE_URL not set")
+    ensure_playwright()
+    if not os.access(CHROMIUM, os.X_OK):
+        skip("%s not found (apt-get install chromium)" % CHROMIUM)
+    fbtest.main(test, "browser")

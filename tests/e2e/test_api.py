@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""End to end: the REST API of API.md against a real server, worker and database.
+
+A small job runs to the end and every field of the job and its result is checked;
+then kernels, listing with filters and cursor pagination, catalog, workers,
+operations endpoints, and every error the API promises."""
+
+import re
+import socket
+import sys
+import os
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fbtest  # noqa: E402
+from fbtest import check, check_eq, log  # noqa: E402
+
+SMALL = {"workload": "gemm_bias_relu", "params": {"m": 64, "k": 64, "n": 64},
+         "warmup": 2, "iterations": 20, "labels": {"suite": "api"}}
+WORKLOADS = ["gemm_bias_relu", "gemm_bias_gelu", "mlp", "conv_bn_relu", "conv_relu_conv",
+             "elementwise_chain", "softmax", "layernorm", "add_layernorm", "attention"]
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]00:?00)$")
+STAT_KEYS = ("median", "mean", "stdev", "min", "max", "p90", "cv", "ci95")
+
+
+def is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_error(resp, status, code, field=None, what=""):
+    st, _, body = resp
+    check(st == status, "%s: status %s, want %s (body %r)" % (what, st, status, body))
+    check(isinstance(body, dict) and isinstance(body.get("error"), dict),
+          "%s: error body is not {\"error\": {...}}: %r" % (what, body))
+    err = body["error"]
+    check_eq(err.get("code"), code, what + ": error code")
+    check(isinstance(err.get("message"), str) and err["message"],
+          what + ": error message missing")
+    if field is not None:
+        check_eq(err.get("field"), field, what + ": error field")
+
+
+def check_variant(v, iterations):
+    name = v["name"]
+    check_eq(v.get("status"), "ok", "variant %s status" % name)
+    lat = v.get("latency_ms")
+    check(isinstance(lat, dict), "variant %s: latency_ms missing" % name)
+    for k in STAT_KEYS:
+        check(k in lat, "variant %s: latency_ms.%s missing" % (name, k))
+    for k in ("median", "mean", "min", "max", "p90"):
+        check(is_num(lat[k]) and lat[k] > 0, "variant %s: latency_ms.%s = %r" % (name, k, lat[k]))
+    check(lat["min"] <= lat["median"] <= lat["max"], "variant %s: min <= median <= max" % name)
+    check(lat["median"] <= lat["p90"] <= lat["max"], "variant %s: median <= p90 <= max" % name)
+    check(is_num(lat["stdev"]) and lat["stdev"] >= 0, "variant %s: stdev" % name)
+    ci = lat["ci95"]
+    check(isinstance(ci, list) and len(ci) == 2 and ci[0] <= lat["median"] <= ci[1],
+          "variant %s: ci95 %r does not hold the median %r" % (name, ci, lat["median"]))
+    samples = v.get("samples_ms")
+    check(isinstance(samples, list), "variant %s: samples_ms missing" % name)
+    check_eq(len(samples), iterations, "variant %s: len(samples_ms)" % name)
+    check(all(is_num(s) and s > 0 for s in samples), "variant %s: samples > 0" % name)
+    check(abs(min(samples) - lat["min"]) < 1e-9 and abs(max(samples) - lat["max"]) < 1e-9,
+          "variant %s: min/max disagree with samples" % name)
+    srt = sorted(samples)
+    med = (srt[(iterations - 1) // 2] + srt[iterations // 2]) / 2
+    check(abs(med - lat["median"]) <= 1e-9 * max(1.0, med),
+          "variant %s: median %r, samples give %r" % (name, lat["median"], med))
+    for k in ("kernels", "fused_kernels", "fused_ops", "peak_mem_bytes"):
+        check(isinstance(v.get(k), int), "variant %s: %s = %r" % (name, k, v.get(k)))
+    check(v["kernels"] >= 1, "variant %s: kernels >= 1" % name)
+    check(v["peak_mem_bytes"] > 0, "variant %s: peak_mem_bytes > 0" % name)
+    check(is_num(v.get("max_rel_error")) and 0 <= v["max_rel_error"] <= 1e-4,
+          "variant %s: max_rel_error %r" % (name, v.get("max_rel_error")))
+    for k in ("kernel_time_ms", "busy_ms"):
+        check(is_num(v.get(k)) and v[k] > 0, "variant %s: %s = %r" % (name, k, v.get(k)))
+    check(isinstance(v.get("categories_ms"), dict) and v["categories_ms"],
+          "variant %s: categories_ms" % name)
+
+
+def check_finished_job(env, job, wid):
+    check_eq(job["state"], "succeeded", "state")
+    check_eq(job["attempt"], 1, "attempt")
+    check_eq(job["max_attempts"], 3, "max_attempts")
+    check(job.get("error") is None, "error should be null: %r" % job.get("error"))
+    check_eq(job.get("worker"), wid, "worker")
+    for k in ("created_at", "started_at", "finished_at"):
+        check(isinstance(job.get(k), str) and RFC3339.match(job[k]), "%s = %r" % (k, job.get(k)))
+    check(job["created_at"] <= job["started_at"] <= job["finished_at"], "timestamps in order")
+    spec = job["spec"]
+    for k, want in (("workload", "gemm_bias_relu"), ("engine", "native"), ("device", "cpu"),
+                    ("dtype", "float32"), ("variants", ["eager", "fused"]), ("iterations", 20),
+                    ("warmup", 2), ("labels", {"suite": "api"})):
+        check_eq(spec.get(k), want, "spec." + k)
+    res = job.get("result")
+    check(isinstance(res, dict), "result missing")
+    names = [v["name"] for v in res["variants"]]
+    check_eq(names, ["eager", "fused"], "result variant names")
+    for v in res["variants"]:
+        check_variant(v, 20)
+    eager, fused = res["variants"]
+    check(eager["kernels"] > fused["kernels"], "eager kernels > fused kernels")
+    check_eq(eager["fused_kernels"], 0, "eager fused_kernels")
+    check(fused["fused_kernels"] >= 1 and fused["fused_ops"] >= 2, "fused fusion counts")
+    check(fused["peak_mem_bytes"] <= eager["peak_mem_bytes"], "fused peak <= eager peak")
+    cmp_ = res["comparison"]
+    check_eq(cmp_.get("baseline"), "eager", "comparison.baseline")
+    sp = cmp_["speedup"].get("fused")
+    check(is_num(sp) and sp > 0, "speedup.fused = %r" % sp)
+    want = eager["latency_ms"]["median"] / fused["latency_ms"]["median"]
+    check(abs(sp - want) <= 1e-6 * want, "speedup %r != eager/fused medians %r" % (sp, want))
+    check(is_num(cmp_["kernel_ratio"].get("fused")), "kernel_ratio.fused")
+    check(is_num(cmp_["memory_ratio"].get("fused")), "memory_ratio.fused")
+    e = res["env"]
+    check(isinstance(e.get("cpu"), str) and e["cpu"], "env.cpu")
+    check(isinstance(e.get("device_name"), str) and e["device_name"], "env.device_name")
+    check(isinstance(e.get("threads"), int) and e["threads"] >= 1, "env.threads")
+    check(isinstance(e.get("fusionbench"), str) and e["fusionbench"], "env.fusionbench")
+    check("cuda" in e, "env.cuda present (null on the CPU)")
+
+
+def t_small_job(env, wid):
+    st, hdrs, job = env.post("/api/v1/jobs", SMALL)
+    check_eq(st, 201, "POST status")
+    jid = job["id"]
+    check(isinstance(jid, int) and jid > 0, "job id %r" % jid)
+    check((hdrs.get("Location") or "").endswith("/api/v1/jobs/%d" % jid),
+          "Location header %r" % hdrs.get("Location"))
+    check(job["state"] in ("queued", "running"), "new job state %r" % job["state"])
+    job = env.wait_job(jid, timeout=30)
+    check_finished_job(env, job, wid)
+    log("small job %d: %s, speedup %.2f" % (jid, job["state"],
+                                            job["result"]["comparison"]["speedup"]["fused"]))
+    return job
+
+
+def t_kernels(env, jid):
+    st, _, body = env.get("/api/v1/jobs/%d/kernels" % jid)
+    check_eq(st, 200, "kernels status")
+    rows = body["items"]
+    check(len(rows) >= 2, "kernel rows: %r" % rows)
+    for r in rows:
+        for k in ("name", "count", "total_ms", "mean_ms", "category", "ops", "grid", "block"):
+            check(k in r, "kernel row lacks %s: %r" % (k, r))
+        check(r["count"] >= 1 and r["total_ms"] >= 0, "kernel row values %r" % r)
+    st, _, fused = env.get("/api/v1/jobs/%d/kernels?variant=fused" % jid)
+    st2, _, eager = env.get("/api/v1/jobs/%d/kernels?variant=eager" % jid)
+    check(st == 200 and st2 == 200, "kernels?variant= status")
+    check(any(len(r["ops"]) >= 2 for r in fused["items"]), "a fused kernel with >= 2 ops")
+    check(all(len(r["ops"]) == 1 for r in eager["items"]), "eager kernels implement one op each")
+    check_eq(sum(r["count"] for r in eager["items"]) + sum(r["count"] for r in fused["items"]),
+             sum(r["count"] for r in rows), "rows of both variants = all rows")
+    check_eq(env.get("/api/v1/jobs/999999/kernels")[0], 404, "kernels of a missing job")
+
+
+def t_listing(env, first_id):
+    ids = []
+    for i in range(5):
+        spec = dict(SMALL, iterations=3, labels={"suite": "list", "i": str(i)})
+        if i % 2:
+            spec = {"workload": "softmax", "params": {"rows": 64, "cols": 64}, "iterations": 3,
+                    "warmup": 1, "labels": {"suite": "list", "i": str(i)}}
+        ids.append(env.submit(spec)["id"])
+    for jid in ids:
+        env.wait_job(jid, timeout=60)
+    seen, cursor, pages = [], None, 0
+    while True:
+        q = "/api/v1/jobs?label=suite:list&limit=2" + ("&cursor=" + cursor if cursor else "")
+        st, _, page = env.get(q)
+        check_eq(st, 200, "list status")
+        check(len(page["items"]) <= 2, "limit=2 honoured")
+        seen += [j["id"] for j in page["items"]]
+        pages += 1
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+        check(pages < 10, "pagination does not end")
+    check_eq(seen, sorted(ids, reverse=True), "paged ids (newest first, no repeats)")
+    check(pages >= 3, "5 jobs at limit 2 take 3 pages, got %d" % pages)
+    st, _, page = env.get("/api/v1/jobs?workload=softmax")
+    check(st == 200 and page["items"], "workload filter")
+    check(all(j["spec"]["workload"] == "softmax" for j in page["items"]), "workload filter rows")
+    check_eq(sorted(j["id"] for j in page["items"]), sorted(ids[1::2]), "softmax ids")
+    st, _, page = env.get("/api/v1/jobs?state=succeeded&engine=native&device=cpu&limit=200")
+    check(st == 200 and {first_id, *ids} <= {j["id"] for j in page["items"]}, "state filter")
+    check_eq(env.get("/api/v1/jobs?state=queued")[2]["items"], [], "no queued jobs")
+    check_error(env.get("/api/v1/jobs?state=bogus"), 400, "invalid_argument", "state", "bad state")
+    check_error(env.get("/api/v1/jobs?limit=0"), 400, "invalid_argument", "limit", "limit=0")
+    check_error(env.get("/api/v1/jobs?limit=201"), 400, "invalid_argument", "limit", "limit=201")
+    check_error(env.get("/api/v1/jobs?label=nocolon"), 400, "invalid_argument", "label",
+                "malformed label")
+
+
+def t_catalog(env, wid):
+    st, _, body = env.get("/api/v1/workloads")
+    check_eq(st, 200, "workloads status")
+    names = {w["name"] for w in body["items"]}
+    check(set(WORKLOADS) <= names, "catalog lacks %s" % (set(WORKLOADS) - names))
+    for w in body["items"]:
+        for k in ("name", "engine", "domain", "devices", "dtypes", "variants", "description",
+                  "default_batch_size"):
+            check(k in w, "workload %s lacks %s" % (w.get("name"), k))
+        check("cpu" in w["devices"] and "float32" in w["dtypes"], "workload %s cpu/float32" % w)
+        check(w["variants"][:2] == ["eager", "fused"], "workload %s variants" % w["name"])
+    st, _, body = env.get("/api/v1/workers")
+    check_eq(st, 200, "workers status")
+    mine = [w for w in body["items"] if w["id"] == wid]
+    check_eq(len(mine), 1, "our worker listed once")
+    w = mine[0]
+    check_eq(w["device"]["kind"], "cpu", "worker device.kind")
+    check(w["device"].get("name"), "worker device.name")
+    check("native" in w["engines"], "worker engines")
+    check(w["state"] in ("idle", "busy"), "worker state %r" % w["state"])
+    check(RFC3339.match(w.get("last_heartbeat") or ""), "worker last_heartbeat")
+
+
+def t_ops(env):
+    check_eq(env.get("/healthz")[0], 200, "/healthz")
+    check_eq(env.get("/readyz")[0], 200, "/readyz")
+    st, hdrs, text = env.get("/metrics")
+    check_eq(st, 200, "/metrics")
+    check("text/plain" in hdrs.get("Content-Type", ""), "metrics content type")
+    for name in ("fusionbench_http_requests_total", "fusionbench_http_request_duration_seconds",
+                 "fusionbench_jobs", "fusionbench_queue_oldest_age_seconds",
+                 "fusionbench_workers_alive"):
+        check(name in text, "/metrics lacks %s" % name)
+    m = re.search(r'^fusionbench_jobs\{state="succeeded"\} (\d+)', text, re.M)
+    check(m and int(m.group(1)) >= 6, "fusionbench_jobs{state=\"succeeded\"} >= 6")
+    check(re.search(r"^fusionbench_workers_alive 1(\.0)?$", text, re.M), "workers_alive 1")
+
+
+def over_limit(env, size):
+    """POSTs a body of size bytes over a raw socket (the server may answer before
+    reading it all); returns the status code."""
+    s = socket.create_connection(("127.0.0.1", env.port), timeout=30)
+    try:
+        s.sendall(("POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %d\r\nConnection: close\r\n\r\n" % size).encode())
+        chunk = b"[" + b" " * 65535
+        sent = 0
+        try:
+            while sent < size:
+                n = min(len(chunk), size - sent)
+                s.sendall(chunk[:n])
+                sent += n
+        except OSError:
+            pass  # the server stopped reading: fine
+        data = b""
+        try:
+            while not data.endswith(b"}") and len(data) < 100000:
+                part = s.recv(65536)
+                if not part:
+                    break
+                data += part
+        except OSError:
+            pass
+    finally:
+        s.close()
+    m = re.match(rb"HTTP/1\.[01] (\d+)", data)
+    check(m, "no HTTP answer to an oversized body: %r" % data[:200])
+    return int(m.group(1)), data
+
+
+def t_errors(env, done_id):
+    check_error(env.post("/api/v1/jobs", raw=b"{not json"), 400, "invalid_json", None,
+                "invalid JSON")
+    check_error(env.post("/api/v1/jobs", {}), 400, "invalid_argument", "workload",
+                "missing workload")
+    check_error(env.post("/api/v1/jobs", {"workload": "softmax", "variants": ["eager", 5]}),
+                400, "invalid_argument", "variants[1]", "variants[1] not a string")
+    check_error(env.post("/api/v1/jobs", {"workload": "softmax", "iterations": 0}),
+                400, "invalid_argument", "iterations", "iterations 0")
+    check_error(env.post("/api/v1/jobs", {"workload": "softmax", "bogus": 1}),
+                400, "invalid_argument", "bogus", "unknown field")
+    check_error(env.post("/api/v1/jobs", {"workload": "no_such_workload"}), 422,
+                "unknown_workload", "workload", "unknown workload")
+    check_error(env.post("/api/v1/jobs", {"workload": "softmax", "dtype": "float16"}), 422,
+                "unsupported", "dtype", "float16 on the CPU")
+    check_error(env.post("/api/v1/jobs", {"workload": "softmax", "variants": ["eager", "nope"]}),
+                422, "unsupported", "variants[1]", "unknown variant")
+    check_error(env.post("/api/v1/jobs", raw=b'{"workload":"softmax"}',
+                         headers={"Content-Type": "text/plain"}), 415, "unsupported_media_type",
+                None, "text/plain body")
+    st, _, body = env.post("/api/v1/jobs", raw=b'{"workload":"softmax","iterations":1,'
+                           b'"warmup":0,"params":{"rows":8,"cols":8}}',
+                           headers={"Content-Type": "application/json; charset=utf-8"})
+    check_eq(st, 201, "charset parameter accepted")
+    env.wait_job(body["id"], timeout=30)
+    st, data = over_limit(env, 2 * 1024 * 1024)
+    check_eq(st, 413, "2 MiB body status")
+    check(b"payload_too_large" in data, "413 body code: %r" % data[-300:])
+    check_error(env.get("/api/v1/nope"), 404, "not_found", None, "unknown route")
+    check_error(env.get("/api/v1/jobs/999999"), 404, "not_found", None, "missing job")
+    check_error(env.get("/api/v1/jobs/abc"), 404, "not_found", None, "non-numeric id")
+    resp = fbtest.http(env.base, "DELETE", "/api/v1/jobs")
+    check_error(resp, 405, "method_not_allowed", None, "DELETE /api/v1/jobs")
+    check("POST" in (resp[1].get("Allow") or ""), "Allow header %r" % resp[1].get("Allow"))
+    check_error(env.get("/api/v1/jobs/%d/cancel" % done_id), 405, "method_not_allowed", None,
+                "GET on cancel")
+    check_error(env.post("/api/v1/jobs/%d/cancel" % done_id), 409, "conflict", None,
+                "cancel a finished job")
+    check_error(env.post("/api/v1/jobs/999999/cancel"), 404, "not_found", None,
+                "cancel a missing job")
+
+
+def t_cancel_queued(env, worker):
+    # SIGKILL: the worker stays in the catalog until its heartbeat is stale, so the
+    # job is accepted and stays queued, with no worker running to take it.
+    worker.kill()
+    worker.wait(timeout=20)
+    job = env.submit({"workload": "softmax", "iterations": 3})
+    check_eq(job["state"], "queued", "state with no worker running")
+    st, _, body = env.post("/api/v1/jobs/%d/cancel" % job["id"])
+    check_eq(st, 200, "cancel a queued job")
+    job = env.job(job["id"])
+    check_eq(job["state"], "canceled", "state after cancel")
+    check(job["finished_at"], "finished_at set on cancel")
+    check(job.get("result") is None, "no result for a canceled job")
+
+
+def run(env):
+    env.start_server()
+    worker = env.start_worker()
+    job = t_small_job(env, worker.wid)
+    t_kernels(env, job["id"])
+    t_listing(env, job["id"])
+    t_catalog(env, worker.wid)
+    t_ops(env)
+    t_errors(env, job["id"])
+    t_cancel_queued(env, worker)
+
+
+if __name__ == "__main__":
+    fbtest.main(run, "api")

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""End to end: the worker's job lifecycle.  SIGTERM mid-job releases the job
+(back to queued, attempt not consumed) and another worker completes it; a job over
+its timeout_s fails with code "timeout" and the worker goes on; a running job that
+is canceled ends canceled."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fbtest  # noqa: E402
+from fbtest import check, check_eq, log  # noqa: E402
+
+
+def t_sigterm_releases(env):
+    a = env.start_worker(["--heartbeat-ms", "200"])
+    jid = env.submit(fbtest.LONG)["id"]
+    fbtest.wait_timing(env, jid)
+    kids = fbtest.children_of(a.pid)
+    a.terminate()
+    check_eq(a.wait(timeout=30), 0, "worker exit status after SIGTERM")
+    fbtest.wait_gone(kids, 5)
+    job = env.job(jid)
+    check_eq(job["state"], "queued", "state after the worker's SIGTERM")
+    check_eq(job["attempt"], 0, "attempt after release (not consumed)")
+    log("job %d released by SIGTERM" % jid)
+    b = env.start_worker(["--heartbeat-ms", "200"])
+    job = env.wait_job(jid, timeout=180)
+    check_eq(job["state"], "succeeded", "state (error %r)" % job.get("error"))
+    check_eq(job["attempt"], 1, "attempt of the completed job")
+    check_eq(job["worker"], b.wid, "completing worker")
+    return b
+
+
+def t_timeout(env, w):
+    spec = dict(fbtest.LONG, timeout_s=1)
+    jid = env.submit(spec)["id"]
+    job = env.wait_job(jid, timeout=60)
+    check_eq(job["state"], "failed", "state of a job over its timeout")
+    check_eq((job.get("error") or {}).get("code"), "timeout", "error code")
+    check_eq(job["attempt"], 1, "a timeout is not retried")
+    check(job.get("result") is None, "no result for a timed-out job")
+    jid = env.submit(fbtest.SMALL)["id"]
+    job = env.wait_job(jid, timeout=30)
+    check_eq(job["state"], "succeeded", "next job after a timeout")
+    check(w.poll() is None, "worker still running after a timeout")
+    log("timeout ok; the worker went on")
+
+
+def t_cancel_running(env, w):
+    jid = env.submit(fbtest.LONG)["id"]
+    fbtest.wait_timing(env, jid)
+    kids = fbtest.children_of(w.pid)
+    st, _, body = env.post("/api/v1/jobs/%d/cancel" % jid)
+    check_eq(st, 200, "cancel a running job")
+    job = env.wait_job(jid, timeout=20)
+    check_eq(job["state"], "canceled", "state after cancel")
+    check(job.get("result") is None, "no result for a canceled job")
+    check(job["finished_at"], "finished_at set")
+    fbtest.wait_gone(kids, 5)
+    jid = env.submit(fbtest.SMALL)["id"]
+    check_eq(env.wait_job(jid, timeout=30)["state"], "succeeded", "next job after a cancel")
+    check(w.poll() is None, "worker still running after a cancel")
+    log("cancel of a running job ok")
+
+
+def run(env):
+    env.start_server()
+    w = t_sigterm_releases(env)
+    t_timeout(env, w)
+    t_cancel_running(env, w)
+
+
+if __name__ == "__main__":
+    fbtest.main(run, "worker")

@@ -1,0 +1,110 @@
+"""Output-code parsing and fusion counts: a synthetic output module with Triton
+and C++ kernels (exact numbers), then a real Inductor compile of conv → batch
+norm → ReLU on the CPU whose output code must show a fused kernel with those
+ATen ops."""
+
+import os
+import sys
+
+import indtest
+
+sys.path.insert(0, os.path.join(indtest.SRC, "worker", "inductor"))
+import outcode  # noqa: E402  (stdlib-only at import)
+
+SYNTHETIC = '''
+# kernel path: /tmp/x/ab.py
+# Topologically Sorted Source Nodes: [x_1, x_2], Original ATen: [aten.add, aten.relu]
+# Source node to ATen node mapping:
+#   x_1 => add
+#   x_2 => relu
+# Graph fragment:
+#   %add : Tensor = call_function[target=torch.ops.aten.add.Tensor](args = (%a, %b))
+#   %relu : Tensor = call_function[target=torch.ops.aten.relu.default](args = (%add,))
+triton_poi_fused_add_relu_0 = async_compile.triton('triton_poi_fused_add_relu_0', \'\'\'
+    pass
+\'\'\')
+
+
+# Topologically Sorted Source Nodes: [y], Original ATen: [aten.view, aten.mul]
+# Source node to ATen node mapping:
+#   y => mul, view
+# Graph fragment:
+#   %view : Tensor = call_function[target=torch.ops.aten.view.default](args = (%c,))
+#   %mul : Tensor = call_function[target=torch.ops.aten.mul.Tensor](args = (%view, 2))
+# fusionbench: scheduler_nodes=1
+cpp_fused_mul_view_1 = async_compile.cpp_pybinding(['float*'], r\'\'\'
+extern "C" void kernel(float* p) {}
+\'\'\')
+
+
+cpp_fused_unannotated_2 = async_compile.cpp_pybinding(['float*'], r\'\'\'
+\'\'\')
+
+
+class Runner:
+    def call(self, args):
+        triton_poi_fused_add_relu_0.run(buf0, buf1, 16, stream=stream0)
+        # Topologically Sorted Source Nodes: [conv], Original ATen: [aten.convolution]
+        buf2 = extern_kernels.convolution(buf1, w, None, stride=(1, 1))
+        cpp_fused_mul_view_1(buf2)
+        cpp_fused_mul_view_1(buf3)
+        return (buf2, )
+'''
+
+
+def synthetic(c):
+    p = outcode.parse(SYNTHETIC)
+    k = {x["name"]: x for x in p["kernels"]}
+    c.check(sorted(k) == ["cpp_fused_mul_view_1", "cpp_fused_unannotated_2",
+                          "triton_poi_fused_add_relu_0"], "three kernel definitions found")
+    t = k.get("triton_poi_fused_add_relu_0", {})
+    c.check(t.get("aten_ops") == ["aten.add", "aten.relu"] and t.get("n_nodes") == 2 and
+            t.get("fused") and t.get("kind") == "triton" and t.get("launches") == 1,
+            "triton kernel: add+relu, 2 nodes, fused, 1 launch")
+    m = k.get("cpp_fused_mul_view_1", {})
+    c.check(m.get("n_nodes") == 1 and not m.get("fused") and m.get("launches") == 2 and
+            m.get("scheduler_nodes") == 1, "cpp kernel: the view does not count, 2 launches")
+    c.check(k.get("cpp_fused_unannotated_2", {}).get("aten_ops") == [],
+            "a kernel without metadata has no ops (never guessed from its name)")
+    c.check(p["extern_calls"] == [{"call": "extern_kernels.convolution",
+                                   "aten_ops": ["aten.convolution"], "source_nodes": ["conv"]}],
+            "extern convolution with its comment")
+    s = outcode.summarize([p])
+    c.check((s["generated_kernels"], s["fused_kernels"], s["fused_ops"], s["extern_calls"],
+             s["kernels_without_metadata"]) == (3, 1, 2, 1, 1), "summary counts")
+
+
+def real_compile(c, py):
+    req = {"model": "tiny_cnn", "variants": ["inductor"], "warmup": 1, "iterations": 2,
+           "threads": 2, "params": {"image_size": 16}}
+    rc, lines, err = indtest.run_runner(py, req)
+    res = indtest.result_of(lines)
+    ind = indtest.variant(res, "inductor").get("inductor", {})
+    ks = ind.get("kernels", [])
+    bn = "aten._native_batch_norm_legit_no_training"
+    fused_bn = [k for k in ks if k["fused"] and bn in k["aten_ops"] and "aten.relu" in k["aten_ops"]]
+    c.check(rc == 0 and ind.get("cpp_metadata") is True, "real compile ran, cpp metadata on")
+    c.check(len(ks) >= 2 and all(k["kind"] == "cpp" for k in ks), "cpp_fused_* kernels generated")
+    c.check(ind.get("kernels_without_metadata") == 0, "every cpp kernel has its ATen ops")
+    c.check(len(fused_bn) >= 1, ">= 1 fused kernel implementing batch norm + relu")
+    c.check(all(k["n_nodes"] >= 2 for k in fused_bn), "those fuse >= 2 graph nodes")
+    c.check(ind.get("fused_kernels", 0) >= 1 and ind.get("fused_ops", 0) >= 2 * ind.get(
+        "fused_kernels", 0), "fused_kernels >= 1, fused_ops >= 2 per fused kernel")
+    c.check(ind.get("fused_kernels") == sum(1 for k in ks if k["fused"]),
+            "fused_kernels counts the fused kernels of the output code")
+    c.check(ind.get("extern_calls", 0) >= 2 and all(
+        e["aten_ops"] for e in ind.get("extern", [])), "extern conv calls with ATen ops")
+    c.check(ind.get("graph_breaks") == 0 and ind.get("graphs") == 1, "one graph, no breaks")
+    c.check(ind.get("nodes_before_fusion", 0) > ind.get("nodes_after_fusion", 0) > 0,
+            "the scheduler fused nodes (before > after)")
+
+
+def main():
+    c = indtest.Checks()
+    synthetic(c)
+    real_compile(c, indtest.python_or_skip())
+    c.done()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+/* GPU test of the in-process CUPTI profiler (issue 3: "CUPTI's kernel count
+ * equals the engine's launch count"): every pattern of the native engine's
+ * cuda catalog, eager and fused in float32, one profiled iteration each under
+ * fbc_session, compared with the launch count the engine itself reports
+ * (profile()'s `kernels`, which fb_engine.h defines as launches per iteration).
+ * Also checks the figures hang together (busy within span, kernel time > 0,
+ * one row per distinct kernel).  Exits 77 (skipped) without a CUDA device or a
+ * cuda catalog; never passes silently. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fb_engine.h"
+#include "fbc_session.h"
+
+#define SKIP 77
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+typedef struct run_ctx {
+    fb_instance *inst;
+    int v;
+} run_ctx;
+
+static fb_code run_once(void *ud, fb_err *err)
+{
+    run_ctx *rc = ud;
+    return rc->inst->ops->run(rc->inst, rc->v, err);
+}
+
+/* The engine's own count, then CUPTI's, for variant v of inst. */
+static void check_variant(const char *workload, fb_instance *inst, int v, const char *vname)
+{
+    run_ctx rc = {inst, v};
+    fb_variant_result eng, prof;
+    fbc_session *s = NULL;
+    fb_err err;
+
+    fb_err_clear(&err);
+    fb_variant_result_init(&eng, vname);
+    fb_variant_result_init(&prof, vname);
+    for (int i = 0; i < 3; i++) /* warm: library heuristics, workspaces, graph capture */
+        CHECK(run_once(&rc, &err) == FB_OK, "%s/%s run: %s", workload, vname, err.msg);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s/%s: sync", workload, vname);
+    CHECK(inst->ops->profile(inst, v, &eng, &err) == FB_OK, "%s/%s engine profile: %s", workload,
+          vname, err.msg);
+    if (fbc_session_open(&s, &err) != FB_OK) {
+        CHECK(0, "%s/%s: CUPTI session: %s", workload, vname, err.msg);
+        goto out;
+    }
+    CHECK(fbc_profile_iteration(s, vname, run_once, &rc, NULL, 0, -1, &prof, &err) == FB_OK,
+          "%s/%s profiled iteration: %s", workload, vname, err.msg);
+    fbc_session_close(s);
+    printf("%-20s %-12s engine %3lld  cupti %3lld  kernel %.4f ms  busy %.4f ms  idle %.4f ms  "
+           "dropped %lld\n",
+           workload, vname, (long long)eng.kernels, (long long)prof.kernels, prof.kernel_time_ms,
+           prof.busy_ms, prof.idle_ms, (long long)prof.dropped_records);
+    CHECK(eng.kernels > 0 && prof.kernels == eng.kernels,
+          "%s/%s: CUPTI saw %lld kernels, the engine launched %lld", workload, vname,
+          (long long)prof.kernels, (long long)eng.kernels);
+    CHECK(prof.kernel_time_ms > 0 && prof.busy_ms > 0, "%s/%s: no kernel time", workload, vname);
+    /* The union of intervals can never exceed their sum (kernels + copies). */
+    double copies = isnan(prof.categories_ms[FB_KC_COPY]) ? 0 : prof.categories_ms[FB_KC_COPY];
+    CHECK(prof.busy_ms <= prof.kernel_time_ms + copies + 1e-9 && prof.idle_ms >= 0,
+          "%s/%s: busy %.6f over the summed time", workload, vname, prof.busy_ms);
+    CHECK(prof.n_kernel_rows >= 1, "%s/%s: no kernel rows", workload, vname);
+    CHECK(prof.dropped_records == 0, "%s/%s: %lld records dropped", workload, vname,
+          (long long)prof.dropped_records);
+out:
+    free(eng.kernel_rows);
+    free(prof.kernel_rows);
+    free(eng.samples_ms);
+    free(prof.samples_ms);
+}
+
+static void check_workload(const fb_engine *e, const fb_workload_info *w)
+{
+    static const char *const variants[] = {"eager", "fused", NULL};
+    fb_instance *inst = NULL;
+    fb_spec spec;
+    fb_err err;
+
+    fb_spec_init(&spec);
+    fb_err_clear(&err);
+    snprintf(spec.workload, sizeof spec.workload, "%s", w->name);
+    snprintf(spec.dtype, sizeof spec.dtype, "float32");
+    fb_spec_apply_defaults(&spec, "cuda", w->default_batch_size, variants);
+    snprintf(spec.device, sizeof spec.device, "cuda");
+    if (e->prepare(&spec, &inst, &err) != FB_OK) {
+        CHECK(0, "%s: prepare: %s", w->name, err.msg);
+    } else {
+        for (int v = 0; v < spec.n_variants; v++)
+            check_variant(w->name, inst, v, spec.variants[v]);
+        inst->ops->destroy(inst);
+    }
+    fb_spec_free(&spec);
+}
+
+int main(void)
+{
+    const fb_engine *e = fb_engine_find("native");
+    const fb_workload_info *w;
+    int count = 0, n = 0;
+
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("skipped: no CUDA device\n");
+        return SKIP;
+    }
+    w = e ? e->catalog("cuda", &n) : NULL;
+    if (!w || n == 0) {
+        printf("skipped: the native engine offers no cuda workloads in this build\n");
+        return SKIP;
+    }
+    for (int i = 0; i < n; i++)
+        check_workload(e, &w[i]);
+    printf("%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,127 @@
+"""The ladder: how each variant is built from the eager model.
+
+    eager                  the model as PyTorch runs it
+    eager+cudagraphs       eager captured once into a CUDA graph and replayed (CUDA only)
+    inductor-nofusion      torch.compile with Inductor's fusion limited (NOFUSION_KNOBS)
+    inductor               torch.compile, default mode
+    inductor+cudagraphs    torch.compile mode="reduce-overhead" (Inductor + CUDA graphs)
+    inductor-max-autotune  torch.compile mode="max-autotune-no-cudagraphs" (GEMM/conv
+                           template autotuning, on the CPU Inductor's C++ GEMM
+                           templates; CUDA graphs kept out so the rung shows autotuning)
+
+The step from each rung to the next is one mechanism, so the difference between
+eager and the compiled program splits into fusion, launch overhead and the rest.
+"""
+
+import torch
+
+VARIANTS = ("eager", "eager+cudagraphs", "inductor-nofusion", "inductor",
+            "inductor+cudagraphs", "inductor-max-autotune")
+
+COMPILED = ("inductor-nofusion", "inductor", "inductor+cudagraphs", "inductor-max-autotune")
+
+# Inductor with its fusion limited to single nodes.  What each knob stops:
+#   max_fusion_size=1        the scheduler fuses no two nodes (vertical or horizontal:
+#                            choices.can_fuse refuses when the sizes add past 1)
+#   epilogue_fusion=False    no pointwise epilogue into a GEMM/conv template
+#   prologue_fusion=False    no pointwise prologue into a template
+#   pattern_matcher=False    no post-grad pattern rewrites (e.g. attention → SDPA,
+#                            mm+bias → addmm, the oneDNN conv/linear+unary fusions)
+#   cpp.max_horizontal_fusion_size=1  the C++ backend's horizontal fusion off
+# What still gets merged (no knob turns these off):
+#   - pointwise ops inlined at lowering: Inductor's lowering composes a chain of
+#     pointwise ops (and the pointwise prologue of a reduction) into one loop body
+#     before the scheduler sees it (batch_norm+relu stays one loop);
+#   - decompositions: one ATen op becomes several graph nodes (batch_norm → sub,
+#     mul, rsqrt, add) computed in one loop;
+#   - on the CPU, the C++ backend's kernel group: consecutive scheduler nodes are
+#     emitted into one C++ function as separate loop nests (one call, no loop
+#     fusion; the runner reports scheduler_nodes per kernel).
+NOFUSION_KNOBS = {
+    "max_fusion_size": 1,
+    "epilogue_fusion": False,
+    "prologue_fusion": False,
+    "pattern_matcher": False,
+    "cpp.max_horizontal_fusion_size": 1,
+}
+
+
+class Unsupported(Exception):
+    """This rung cannot run here; the message says why."""
+
+
+def compile_available():
+    """(True, "") when torch.compile with Inductor can be tried, else (False, why)."""
+    if not hasattr(torch, "compile"):
+        return False, "torch %s has no torch.compile (needs PyTorch 2.0 or later)" % (
+            torch.__version__)
+    try:
+        import importlib
+        importlib.import_module("torch._inductor.config")
+    except Exception as e:  # an incomplete install fails in many ways
+        return False, "torch._inductor cannot be imported: %s" % e
+    return True, ""
+
+
+def _known_knobs(knobs):
+    """The knobs this PyTorch has (an older one may lack e.g. prologue_fusion)."""
+    import torch._inductor.config as cfg
+
+    out = {}
+    for key, val in knobs.items():
+        obj = cfg
+        parts = key.split(".")
+        for p in parts[:-1]:
+            obj = getattr(obj, p, None)
+        if obj is not None and hasattr(obj, parts[-1]):
+            out[key] = val
+    return out
+
+
+def compile_kwargs(variant, device):
+    """torch.compile keyword arguments of a compiled rung; Unsupported when the
+    rung cannot run on device."""
+    if variant in ("eager+cudagraphs", "inductor+cudagraphs") and device != "cuda":
+        raise Unsupported("CUDA graphs need a CUDA device; this run is on %s" % device)
+    ok, why = compile_available()
+    if not ok:
+        raise Unsupported(why)
+    if variant == "inductor-nofusion":
+        return {"backend": "inductor", "options": _known_knobs(NOFUSION_KNOBS)}
+    if variant == "inductor":
+        return {"backend": "inductor"}
+    if variant == "inductor+cudagraphs":
+        return {"backend": "inductor", "mode": "reduce-overhead"}
+    if variant == "inductor-max-autotune":
+        return {"backend": "inductor", "mode": "max-autotune-no-cudagraphs"}
+    raise Unsupported("unknown compiled variant %s" % variant)
+
+
+class EagerCudaGraph:
+    """Eager model captured into one CUDA graph on static inputs and replayed:
+    the launch-overhead rung without any compiler."""
+
+    def __init__(self, model, inputs):
+        self.static_in = [x.clone() for x in inputs]
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):  # warm up allocator and lazy init off the graph
+                model(*self.static_in)
+        torch.cuda.current_stream().wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.static_out = model(*self.static_in)
+
+    def __call__(self, *inputs):
+        for dst, src in zip(self.static_in, inputs):
+            if dst.data_ptr() != src.data_ptr():
+                dst.copy_(src)
+        self.graph.replay()
+        return self.static_out
+
+
+def eager_cudagraphs(model, inputs, device):
+    if device != "cuda":
+        raise Unsupported("CUDA graphs need a CUDA device; this run is on %s" % device)
+    return EagerCudaGraph(model, inputs)

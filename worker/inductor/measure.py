@@ -1,0 +1,240 @@
+"""Measurements of one variant: clocks, peak memory, a profiled iteration, and
+the output for the accuracy gate (METHOD.md)."""
+
+import math
+import re
+import time
+
+import torch
+
+# ---- outputs ----
+
+
+def flat_output(out):
+    """Every floating tensor of a model output (tensor, tuple, list, dict or a
+    transformers ModelOutput), flattened in a stable order into one float64
+    CPU vector."""
+    parts = []
+
+    def walk(o):
+        if isinstance(o, torch.Tensor):
+            if o.is_floating_point() or o.is_complex():
+                parts.append(o.detach().reshape(-1).to("cpu", torch.float64))
+        elif isinstance(o, dict) or hasattr(o, "to_tuple"):
+            for k in (o.keys() if isinstance(o, dict) else range(len(o.to_tuple()))):
+                walk(o[k] if isinstance(o, dict) else o.to_tuple()[k])
+        elif isinstance(o, (list, tuple)):
+            for x in o:
+                walk(x)
+
+    walk(out)
+    if not parts:
+        raise ValueError("the model output has no floating-point tensor")
+    return torch.cat(parts)
+
+
+def max_rel_error(out, ref):
+    """max|out - ref| / max|ref| (METHOD.md); inf when ref is all zero and out is
+    not, nan on any NaN."""
+    if out.numel() != ref.numel():
+        raise ValueError("output has %d values, eager has %d" % (out.numel(), ref.numel()))
+    if torch.isnan(out).any() or torch.isnan(ref).any():
+        return float("nan")
+    diff = (out - ref).abs().max().item() if out.numel() else 0.0
+    top = ref.abs().max().item() if ref.numel() else 0.0
+    if top == 0.0:
+        return 0.0 if diff == 0.0 else float("inf")
+    return diff / top
+
+
+def check_output(flat):
+    """An error message when the output is not finite or all zeros, else None:
+    nothing is timed that was not computed."""
+    if not torch.isfinite(flat).all():
+        return "output contains NaN or Inf"
+    if flat.numel() == 0 or not flat.abs().max().item() > 0:
+        return "output is all zeros (%d values)" % flat.numel()
+    return None
+
+
+def tolerance(dtype, tf32):
+    """METHOD.md's tolerances, the ones PyTorch's dynamo benchmark harness uses
+    for inference (1e-4 float32; looser for half precision and TF32)."""
+    if dtype in ("float16", "bfloat16"):
+        return 1e-2
+    return 1e-3 if tf32 else 1e-4
+
+
+# ---- clocks ----
+
+
+class Clock:
+    """Times one call: CUDA events on the current stream (synchronized before
+    reading) on a GPU, CLOCK_MONOTONIC (time.perf_counter_ns) on the CPU."""
+
+    def __init__(self, device):
+        self.cuda = device == "cuda"
+        if self.cuda:
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
+
+    def time_ms(self, fn, inputs):
+        if self.cuda:
+            self.start.record()
+            fn(*inputs)
+            self.end.record()
+            self.end.synchronize()
+            return self.start.elapsed_time(self.end)
+        t0 = time.perf_counter_ns()
+        fn(*inputs)
+        return (time.perf_counter_ns() - t0) / 1e6
+
+
+# ---- memory ----
+
+
+def _status_kb(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return -1
+
+
+def peak_memory(fn, inputs, device):
+    """(peak bytes of one iteration, method).
+
+    CUDA: torch.cuda.max_memory_allocated over the iteration, from a reset peak
+    ("cuda_max_memory_allocated", the allocator's bytes in use at the peak).
+    CPU: PyTorch has no CPU allocator statistics and tracemalloc does not see
+    tensor memory, so the process's resident-set high-water mark is reset
+    (writing 5 to /proc/self/clear_refs) and the growth of VmHWM over VmRSS
+    before the call is the peak ("rss_hwm_delta"; memory the allocator already
+    holds and reuses does not show, so this is a lower bound of the working set).
+    None when neither is readable."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        fn(*inputs)
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated(), "cuda_max_memory_allocated"
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = _status_kb("VmRSS")
+        fn(*inputs)
+        hwm = _status_kb("VmHWM")
+    except OSError:
+        return None, "unavailable"
+    if before < 0 or hwm < 0:
+        return None, "unavailable"
+    return max(0, hwm - before) * 1024, "rss_hwm_delta"
+
+
+# ---- profiling ----
+
+_GRAPH_CALL = "## Call CompiledFxGraph"
+_KERNEL_PREFIX = re.compile(r"^graph_\d+_")
+
+
+def _category(name, ops, generated):
+    """API.md's kernel categories.  A generated (cpp/Triton) kernel is never the
+    GEMM itself, even when its ATen ops name one (it computes a layout copy or
+    the pointwise part around an extern GEMM), unless it is a template kernel."""
+    text = " ".join([name] + list(ops)).lower()
+    if "scaled_dot_product" in text or "attention" in text:
+        return "attention"
+    if generated and "template" not in text:
+        text = text.replace("convolution", "").replace("addmm", "").replace("mm", "")
+    if any(k in text for k in ("conv", "addmm", "bmm", "linear", "matmul", "aten::mm",
+                               "aten.mm", "extern_kernels.mm", "gemm")):
+        return "gemm"
+    if any(k in text for k in ("softmax", "norm", "sum", "mean", "amax", "var", "max_pool",
+                               "avg_pool", "reduce", "cumsum")):
+        return "reduction"
+    if any(k in text for k in ("copy", "cat", "clone", "contiguous", "pad", "index")):
+        return "copy"
+    return "elementwise"
+
+
+def _kernel_events(prof):
+    """Events that are kernels of the iteration: ATen ops called at the top level
+    (eager, and eager ops between compiled graphs), and the direct children of a
+    compiled graph's call (its generated kernels, named graph_N_<kernel>, and its
+    extern ATen calls)."""
+    out = []
+    for e in prof.events():
+        parent = e.cpu_parent
+        if parent is None and e.name.startswith("aten::"):
+            out.append(e)
+        elif parent is not None and parent.name.startswith(_GRAPH_CALL):
+            out.append(e)
+    return out
+
+
+# Profiled iterations per variant; the fastest one is reported (the profiler's
+# own overhead and other tenants only ever add time).
+PROFILE_TRIES = 3
+
+
+def profile_once(fn, inputs, device, kernel_ops):
+    """One profiled iteration: the fastest of PROFILE_TRIES, after a profiled
+    warm-up call whose start-up cost is dropped.  kernel_ops: {generated kernel name: [aten ops]} from the output
+    code.  Returns {"kernels", "kernel_time_ms", "busy_ms", "idle_ms",
+    "categories_ms", "rows"}; rows are per kernel name: count, total_ms, ops,
+    category, generated (bool)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU]
+    if device == "cuda":
+        acts.append(ProfilerActivity.CUDA)
+    with profile(activities=acts):
+        fn(*inputs)
+    prof, wall_ms = None, float("inf")
+    for _ in range(PROFILE_TRIES):
+        t0 = time.perf_counter_ns()
+        with profile(activities=acts, profile_memory=True) as p:
+            fn(*inputs)
+            if device == "cuda":
+                torch.cuda.synchronize()
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        if ms < wall_ms:
+            prof, wall_ms = p, ms
+    rows = {}
+    for e in _kernel_events(prof):
+        name = _KERNEL_PREFIX.sub("", e.name)
+        generated = name in kernel_ops
+        ops = kernel_ops.get(name, [] if generated else [e.name.replace("::", ".")])
+        r = rows.setdefault(name, {"name": name, "count": 0, "total_ms": 0.0, "ops": ops,
+                                   "generated": generated})
+        r["count"] += 1
+        r["total_ms"] += e.cpu_time_total / 1e3
+    cats = {}
+    for r in rows.values():
+        r["category"] = _category(r["name"], r["ops"], r["generated"])
+        r["mean_ms"] = r["total_ms"] / r["count"]
+        cats[r["category"]] = cats.get(r["category"], 0.0) + r["total_ms"]
+    busy = sum(r["total_ms"] for r in rows.values())
+    return {"kernels": sum(r["count"] for r in rows.values()), "kernel_time_ms": busy,
+            "busy_ms": busy, "idle_ms": max(0.0, wall_ms - busy), "wall_ms": wall_ms,
+            "categories_ms": cats, "rows": sorted(rows.values(), key=lambda r: -r["total_ms"]),
+            "peak_alloc_bytes": _peak_alloc(prof, device),
+            "time_source": "torch.profiler cpu_time_total (inclusive), CPU"}
+
+
+def _peak_alloc(prof, device):
+    """Peak of the running sum of the allocator's allocations and frees (PyTorch's
+    own CPU or CUDA allocator reports, which torch.profiler attributes to ops as
+    self memory usage), ops taken in the order they end: bytes allocated during
+    the iteration at its worst moment over what was live when it began.  An op's
+    own transient workspace, freed before it ends, is not seen, so this is a lower
+    bound.  None when the profiler recorded no memory."""
+    attr = "self_device_memory_usage" if device == "cuda" else "self_cpu_memory_usage"
+    evs = [e for e in prof.events() if getattr(e, attr, 0)]
+    if not evs:
+        return None
+    cur = peak = 0
+    for e in sorted(evs, key=lambda e: e.time_range.end):
+        cur += getattr(e, attr, 0)
+        peak = max(peak, cur)
+    return peak

@@ -1,0 +1,537 @@
+#!/usr/bin/env python3
+"""FusionBench's inductor runner: one job per process (docs/INDUCTOR_PROTOCOL.md).
+
+    runner.py --probe                       what this Python/PyTorch can do
+    runner.py [--request FILE] [--out FILE] one job: request JSON from FILE or
+                                            stdin, protocol lines to FILE or stdout
+
+Protocol lines are JSON objects, one per line, on the protocol stream only: the
+runner moves the process's stdout (fd 1) to stderr at start, so whatever
+PyTorch, Inductor or a model library prints lands on stderr and never in the
+protocol.  Exit status: 0 a result line was written (variants may still have
+failed), 1 an error line was written, 2 bad arguments.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+PROTOCOL = 1
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+# The CUPTI injection hook (docs/INDUCTOR_PROTOCOL.md): the worker sets
+# CUDA_INJECTION64_PATH in this process's environment only.  It is read here,
+# CUDA is initialized with it (the driver reads it once, at cuInit), and it is
+# then removed from os.environ before anything can start a compile or autotune
+# subprocess, so those never load the injection library.
+INJECTION_VAR = "CUDA_INJECTION64_PATH"
+INJECTION = {"state": "absent"}
+
+
+class Proto:
+    """The protocol stream: JSON lines, flushed one by one."""
+
+    def __init__(self, path):
+        if path:
+            self.f = open(path, "w", buffering=1)
+        else:
+            fd = os.dup(1)
+            os.dup2(2, 1)  # library prints go to stderr from now on
+            self.f = os.fdopen(fd, "w", buffering=1)
+        self.last = 0.0
+        self.phase = None
+
+    def send(self, obj):
+        self.f.write(json.dumps(obj, allow_nan=False, default=str) + "\n")
+        self.f.flush()
+
+    def progress(self, phase, variant=None, done=0, total=0, force=False):
+        now = time.monotonic()
+        # The first line of each phase always goes out; then at most 4 a second.
+        if force or phase != self.phase or now - self.last >= 0.25:
+            self.last, self.phase = now, phase
+            self.send({"type": "progress", "phase": phase, "variant": variant, "done": done,
+                       "total": total})
+
+
+def _version(mod):
+    try:
+        from importlib import metadata
+        return metadata.version(mod)
+    except Exception:
+        return None
+
+
+def probe():
+    """What the worker registers: versions, devices, models, variants."""
+    import torch
+    import ladder
+    import models
+
+    ok, why = ladder.compile_available()
+    try:
+        import triton
+        triton_v = triton.__version__
+    except Exception:
+        triton_v = None
+    cuda = bool(torch.cuda.is_available()) if os.environ.get("FB_PROBE_CUDA", "1") == "1" else False
+    libs = {m: _version(m) for m in ("torchvision", "torchaudio", "transformers", "timm")}
+    return {"type": "probe", "protocol": PROTOCOL, "python": sys.version.split()[0],
+            "torch": torch.__version__, "triton": triton_v, "compile": ok,
+            "compile_reason": why, "cuda": cuda, "libraries": libs,
+            "models": [{"name": n, "domain": m[0], "description": m[1]}
+                       for n, m in sorted(models.MODELS.items())],
+            "variants": list(ladder.VARIANTS)}
+
+
+# ---- request ----
+
+DEFAULTS = {"device": "cpu", "dtype": "float32", "batch_size": 1, "warmup": 10,
+            "iterations": 50, "params": {}, "threads": None, "profile": True,
+            "variants": ["eager", "inductor-nofusion", "inductor", "inductor-max-autotune"]}
+
+
+class BadRequest(Exception):
+    pass
+
+
+def _check_int(req, key, lo, hi):
+    v = req[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise BadRequest("%s must be an integer in %d..%d" % (key, lo, hi))
+
+
+def parse_request(text):
+    import ladder
+    import models
+
+    try:
+        req = json.loads(text)
+    except ValueError as e:
+        raise BadRequest("request is not JSON: %s" % e)
+    if not isinstance(req, dict):
+        raise BadRequest("request must be a JSON object")
+    if req.get("protocol", PROTOCOL) != PROTOCOL:
+        raise BadRequest("protocol %r is not %d" % (req.get("protocol"), PROTOCOL))
+    unknown = set(req) - set(DEFAULTS) - {"protocol", "model", "timeout_s"}
+    if unknown:
+        raise BadRequest("unknown request field(s): %s" % ", ".join(sorted(unknown)))
+    if req.get("model") not in models.MODELS:
+        raise BadRequest("unknown model %r; known: %s" % (req.get("model"),
+                                                          ", ".join(sorted(models.MODELS))))
+    for k, v in DEFAULTS.items():
+        req.setdefault(k, v)
+    if req["device"] not in ("cpu", "cuda"):
+        raise BadRequest("device must be cpu or cuda")
+    if req["dtype"] not in ("float32", "float16", "bfloat16"):
+        raise BadRequest("dtype must be float32, float16 or bfloat16")
+    _check_int(req, "batch_size", 1, 65536)
+    _check_int(req, "warmup", 0, 10000)
+    _check_int(req, "iterations", 1, 100000)
+    if req["threads"] is not None:
+        _check_int(req, "threads", 1, 1024)
+    vs = req["variants"]
+    if not isinstance(vs, list) or not vs or len(set(vs)) != len(vs) or \
+            any(v not in ladder.VARIANTS for v in vs):
+        raise BadRequest("variants must be distinct names from %s" % ", ".join(ladder.VARIANTS))
+    if not isinstance(req["params"], dict):
+        raise BadRequest("params must be an object")
+    return req
+
+
+# ---- one job ----
+
+
+def env_info(req):
+    import torch
+
+    info = {"torch": torch.__version__, "triton": None, "python": sys.version.split()[0],
+            "threads": torch.get_num_threads(), "device": req["device"], "cuda": None,
+            "cudnn": None, "device_name": None, "cuda_injection": INJECTION["state"]}
+    try:
+        import triton
+        info["triton"] = triton.__version__
+    except Exception:
+        pass
+    if req["device"] == "cuda":
+        info["cuda"] = torch.version.cuda
+        info["cudnn"] = str(torch.backends.cudnn.version())
+        info["device_name"] = torch.cuda.get_device_name()
+    return info
+
+
+def _counters_snapshot():
+    from torch._dynamo.utils import counters
+    return {k: dict(v) for k, v in counters.items()}
+
+
+def _delta(before, after):
+    out = {}
+    for group, vals in after.items():
+        for k, v in vals.items():
+            d = v - before.get(group, {}).get(k, 0) if isinstance(v, (int, float)) else v
+            if d:
+                out.setdefault(group, {})[k] = d
+    return out
+
+
+class Figures:
+    """Inductor's own figures during one compile: output code, scheduler node
+    counts before/after fusion, metrics and counters."""
+
+    def __init__(self):
+        self.codes = []
+        self.sched = []
+
+    def install(self):
+        import outcode
+        from torch._inductor.scheduler import Scheduler
+
+        outcode.install_capture(self.codes.append)
+        self.cpp_metadata = outcode.install_cpp_metadata()
+        if not getattr(Scheduler, "_fb_wrapped", False):
+            init = Scheduler.__init__
+            figs = self
+
+            def wrapped(s, *a, **kw):
+                init(s, *a, **kw)
+                Figures.current.sched.append(
+                    {"before": getattr(s, "num_orig_nodes", None), "after": len(s.nodes)})
+
+            Scheduler.__init__ = wrapped
+            Scheduler._fb_wrapped = True
+            del figs
+        Figures.current = self
+
+
+Figures.current = None
+
+
+def _fresh_cache(root, name):
+    """A new, empty Inductor/Triton cache directory (a cold compile), with the
+    in-memory caches cleared too."""
+    import torch
+
+    d = tempfile.mkdtemp(prefix=name.replace("+", "_") + "-", dir=root)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(d, "triton")
+    clear = getattr(torch._inductor.utils, "clear_caches", None) or \
+        getattr(torch._inductor.utils, "clear_inductor_caches", None)
+    if clear:
+        clear()
+    return d
+
+
+def _sync(device):
+    import torch
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def compile_variant(name, model, inputs, req, root):
+    """Compiles a rung twice: cold (a fresh cache directory) and warm (dynamo reset,
+    same directory: Inductor's FX graph cache hits).  Each time is the first call
+    (compile plus one execution).  Returns (callable, figures dict)."""
+    import torch
+    import torch._inductor.metrics as metrics
+    import ladder
+    import outcode
+
+    kw = ladder.compile_kwargs(name, req["device"])
+    _fresh_cache(root, name)
+    figs = Figures()
+    figs.install()
+    metrics.reset()
+    before = _counters_snapshot()
+    torch._dynamo.reset()
+    t0 = time.perf_counter()
+    fn = torch.compile(model, **kw)
+    fn(*inputs)
+    _sync(req["device"])
+    cold = (time.perf_counter() - t0) * 1e3
+    cnt = _delta(before, _counters_snapshot())
+    gen_count = metrics.generated_kernel_count
+    pre_fusion = metrics.ir_nodes_pre_fusion
+    cold_codes = list(figs.codes)
+    figs.codes.clear()
+    torch._dynamo.reset()
+    warm_before = _counters_snapshot()
+    t0 = time.perf_counter()
+    fn = torch.compile(model, **kw)
+    fn(*inputs)
+    _sync(req["device"])
+    warm = (time.perf_counter() - t0) * 1e3
+    warm_cnt = _delta(warm_before, _counters_snapshot())
+    parsed = [outcode.parse(c) for c in cold_codes]
+    summary = outcode.summarize(parsed)
+    gb = cnt.get("graph_break", {})
+    ind = cnt.get("inductor", {})
+    figures = {
+        "compile_kwargs": {k: v for k, v in kw.items()},
+        "compile_cold_ms": cold, "compile_warm_ms": warm,
+        "warm_cache_hits": warm_cnt.get("inductor", {}).get("fxgraph_cache_hit", 0),
+        "graphs": cnt.get("stats", {}).get("unique_graphs", len(cold_codes)),
+        "graph_breaks": sum(v for v in gb.values() if isinstance(v, int)),
+        "graph_break_reasons": gb,
+        "generated_kernels": summary["generated_kernels"],
+        "generated_kernel_count_metric": gen_count,
+        "extern_calls": summary["extern_calls"],
+        "ir_nodes_pre_fusion": pre_fusion,
+        "nodes_before_fusion": sum(s["before"] or 0 for s in figs.sched),
+        "nodes_after_fusion": sum(s["after"] for s in figs.sched),
+        "pattern_matcher_count": ind.get("pattern_matcher_count", 0),
+        "pattern_matcher_nodes": ind.get("pattern_matcher_nodes", 0),
+        "inductor_counters": ind,
+        "fused_kernels": summary["fused_kernels"],
+        "fused_ops": summary["fused_ops"],
+        "kernels_without_metadata": summary["kernels_without_metadata"],
+        "cpp_metadata": figs.cpp_metadata,
+        "kernels": summary["kernels"],
+        "extern": summary["externs"],
+        "output_code_bytes": sum(len(c) for c in cold_codes),
+    }
+    if req["params"].get("keep_output_code"):
+        figures["output_code"] = cold_codes
+    return fn, figures
+
+
+class Variant:
+    def __init__(self, name):
+        self.name = name
+        self.fn = None
+        self.status = "ok"
+        self.message = ""
+        self.samples = []
+        self.out = {"name": name}
+
+    def fail(self, status, message):
+        self.status, self.message = status, message[:500]
+        self.fn = None
+
+
+def _oom(e):
+    return "out of memory" in str(e).lower() or type(e).__name__ == "OutOfMemoryError"
+
+
+def _describe(e):
+    first = (str(e).strip().splitlines() or [""])[0]
+    return "%s: %s" % (type(e).__name__, first[:400])
+
+
+def prepare(req, model, inputs, proto, root):
+    import ladder
+    import torch
+
+    variants = [Variant(n) for n in req["variants"]]
+    for i, v in enumerate(variants):
+        proto.progress("prepare", v.name, i, len(variants), force=True)
+        try:
+            if v.name == "eager":
+                v.fn = model
+            elif v.name == "eager+cudagraphs":
+                t0 = time.perf_counter()
+                v.fn = ladder.eager_cudagraphs(model, inputs, req["device"])
+                v.out["compile_cold_ms"] = (time.perf_counter() - t0) * 1e3
+            else:
+                v.fn, v.out["inductor"] = compile_variant(v.name, model, inputs, req, root)
+        except ladder.Unsupported as e:
+            v.fail("unsupported", str(e))
+        except Exception as e:  # a rung that fails leaves the others going
+            traceback.print_exc()
+            v.fail("oom" if _oom(e) else "error", "compile: " + _describe(e))
+            if req["device"] == "cuda":
+                torch.cuda.empty_cache()
+    return variants
+
+
+def run_variants(req, variants, inputs, proto):
+    """Warm-up, then interleaved timed rounds (v0, v1, ..., v0, v1, ...)."""
+    import measure
+
+    clock = measure.Clock(req["device"])
+    alive = [v for v in variants if v.fn is not None]
+    for w in range(req["warmup"]):
+        proto.progress("warmup", None, w, req["warmup"])
+        for v in alive:
+            _guard(v, lambda: v.fn(*inputs), "warmup")
+        _sync(req["device"])
+    total = req["iterations"]
+    for it in range(total):
+        proto.progress("timing", None, it, total)
+        for v in alive:
+            if v.fn is not None:
+                ms = _guard(v, lambda: clock.time_ms(v.fn, inputs), "timing")
+                if ms is not None:
+                    v.samples.append(ms)
+
+
+def _guard(v, f, step):
+    if v.fn is None:
+        return None
+    try:
+        return f()
+    except Exception as e:
+        traceback.print_exc()
+        v.fail("oom" if _oom(e) else "error", "%s: %s" % (step, _describe(e)))
+        return None
+
+
+def gate(req, variants, model, inputs):
+    """Accuracy gate against eager (computed here even when eager is not a rung)."""
+    import measure
+
+    tol = measure.tolerance(req["dtype"], bool(req["params"].get("tf32", False)))
+    ref = measure.flat_output(model(*inputs))
+    bad_ref = measure.check_output(ref)
+    for v in variants:
+        v.out["tolerance"] = tol
+        if v.fn is None:
+            continue
+        flat = _guard(v, lambda: measure.flat_output(v.fn(*inputs)), "output")
+        if flat is None:
+            continue
+        msg = measure.check_output(flat)
+        if msg:
+            v.fail("error", msg)
+            continue
+        if bad_ref:
+            v.out["max_rel_error"] = None
+            continue
+        err = measure.max_rel_error(flat, ref)
+        v.out["max_rel_error"] = err if err == err and err != float("inf") else None
+        if not err <= tol:
+            v.status = "accuracy_failed"
+            v.message = "max_rel_error %.3g vs eager exceeds tolerance %.0e for %s" % (
+                err, tol, req["dtype"])
+
+
+def profile_all(req, variants, inputs, proto):
+    import measure
+
+    for i, v in enumerate(variants):
+        if v.fn is None:
+            continue
+        proto.progress("profile", v.name, i, len(variants), force=True)
+        peak, how = _guard(v, lambda: measure.peak_memory(v.fn, inputs, req["device"]),
+                           "memory") or (None, "unavailable")
+        v.out["peak_mem_bytes"], v.out["peak_mem_method"] = peak, how
+        if not req["profile"] or v.fn is None:
+            continue
+        kops = {k["name"]: k["aten_ops"] for k in v.out.get("inductor", {}).get("kernels", [])}
+        try:
+            v.out["profile"] = measure.profile_once(v.fn, inputs, req["device"], kops)
+            alloc = v.out["profile"]["peak_alloc_bytes"]
+            if alloc is not None and req["device"] == "cpu":
+                v.out["rss_hwm_delta_bytes"] = v.out["peak_mem_bytes"]
+                v.out["peak_mem_bytes"], v.out["peak_mem_method"] = alloc, "profiler_alloc_peak"
+        except Exception as e:  # losing the profile loses kernel figures, not latency
+            traceback.print_exc()
+            v.out["profile_error"] = _describe(e)
+
+
+def result_line(req, variants, env, model_s):
+    vs = []
+    for v in variants:
+        o = dict(v.out)
+        o.update({"status": v.status, "samples_ms": v.samples})
+        if v.status != "ok":
+            o["message"] = v.message
+        vs.append(o)
+    return {"type": "result", "protocol": PROTOCOL, "model": req["model"],
+            "device": req["device"], "dtype": req["dtype"], "batch_size": req["batch_size"],
+            "env": env, "model_build_ms": model_s * 1e3, "variants": vs}
+
+
+def setup_torch(req):
+    """Imports torch with the injection hook handled (see INJECTION_VAR) and the
+    thread count set before anything compiles (Inductor's C++ kernels take their
+    OpenMP thread count from torch at compile time)."""
+    import torch
+
+    if req["device"] == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("device cuda requested but torch.cuda.is_available() is False")
+        torch.cuda.init()
+    INJECTION["state"] = "scrubbed" if os.environ.pop(INJECTION_VAR, None) else "absent"
+    if req["threads"]:
+        torch.set_num_threads(req["threads"])
+    if req["device"] == "cpu":
+        import torch._inductor.config as cfg
+        # RECORD_FUNCTION around each cpp kernel, so torch.profiler sees kernels by
+        # name; a disabled RecordFunction costs a few nanoseconds per call.
+        if hasattr(cfg.cpp, "enable_kernel_profile"):
+            cfg.cpp.enable_kernel_profile = True
+    tf32 = bool(req["params"].get("tf32", False))
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    return torch
+
+
+def build(req, torch):
+    import models
+
+    dtype = getattr(torch, req["dtype"])
+    model, inputs = models.build(req["model"], req["batch_size"], req["params"])
+    model = model.to(device=req["device"], dtype=dtype)
+    inputs = tuple(x.to(req["device"], dtype) if x.is_floating_point() else x.to(req["device"])
+                   for x in inputs)
+    return model, inputs
+
+
+def run_job(req, proto):
+    import models
+
+    torch = setup_torch(req)
+    proto.progress("prepare", None, 0, 1, force=True)
+    t0 = time.perf_counter()
+    try:
+        model, inputs = build(req, torch)
+    except models.Unsupported as e:
+        return {"type": "error", "code": "unsupported", "message": str(e)}
+    except ValueError as e:
+        return {"type": "error", "code": "invalid_argument", "message": str(e)}
+    model_s = time.perf_counter() - t0
+    root = tempfile.mkdtemp(prefix="fb-inductor-")
+    try:
+        with torch.no_grad():
+            variants = prepare(req, model, inputs, proto, root)
+            run_variants(req, variants, inputs, proto)
+            gate(req, variants, model, inputs)
+            profile_all(req, variants, inputs, proto)
+        proto.progress("done", None, 1, 1, force=True)
+        return result_line(req, variants, env_info(req), model_s)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--probe", action="store_true")
+    ap.add_argument("--request", help="request JSON file (default: stdin)")
+    ap.add_argument("--out", help="protocol output file (default: stdout)")
+    args = ap.parse_args(argv)
+    proto = Proto(args.out)
+    try:
+        if args.probe:
+            proto.send(probe())
+            return 0
+        text = open(args.request).read() if args.request else sys.stdin.read()
+        req = parse_request(text)
+        line = run_job(req, proto)
+    except BadRequest as e:
+        line = {"type": "error", "code": "invalid_argument", "message": str(e)}
+    except Exception as e:
+        traceback.print_exc()
+        line = {"type": "error", "code": "oom" if _oom(e) else "error", "message": _describe(e)}
+    proto.send(line)
+    return 0 if line["type"] in ("result", "probe") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,232 @@
+/* ncu_dnn: convolutions through cuDNN's legacy (v7-style) API, which cuDNN 9
+ * still ships: cudnnConvolutionForward for eager, and
+ * cudnnConvolutionBiasActivationForward (y = act(conv(x) + bias [+ z])) for
+ * fused.  We chose it over the graph (backend) API for now because it is a
+ * single call, captures into CUDA graphs, and needs no engine-config search;
+ * where it refuses a dtype (NOT_SUPPORTED at prepare), the caller falls back
+ * to a bare convolution plus our bias+activation kernel and names the launch
+ * so.  float32 without params.tf32 uses CUDNN_FMA_MATH, so no TF32. */
+#include <string.h>
+
+#include "ncu_int.h"
+
+#ifdef NCU_HAVE_CUDNN
+
+static cudnnDataType_t dnn_type(ncu_dtype t)
+{
+    return t == NCU_F16 ? CUDNN_DATA_HALF
+                        : (t == NCU_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT);
+}
+
+static cudnnMathType_t dnn_math(const ncu_ctx *ctx)
+{
+    if (ctx->dtype == NCU_F32)
+        return ctx->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    return CUDNN_TENSOR_OP_MATH;
+}
+
+/* x, w, conv and y descriptors for the CPU conv launch's i[]: n, ci, h, w, co,
+ * k, pad (stride 1, dilation 1, groups 1, cross-correlation as PyTorch). */
+static fb_code dnn_descs(ncu_ctx *ctx, ncu_lstate *st, const nat_launch *l, fb_err *err)
+{
+    int n = (int)l->i[0], ci = (int)l->i[1], h = (int)l->i[2], w = (int)l->i[3];
+    int co = (int)l->i[4], k = (int)l->i[5], pad = (int)l->i[6];
+    int yn = 0, yc = 0, yh = 0, yw = 0;
+    cudnnDataType_t t = dnn_type(ctx->dtype);
+    fb_code rc = ncu_cudnn_check(cudnnCreateTensorDescriptor(&st->xd), "x descriptor", err);
+    if (!rc)
+        rc = ncu_cudnn_check(cudnnCreateTensorDescriptor(&st->yd), "y descriptor", err);
+    if (!rc)
+        rc = ncu_cudnn_check(cudnnCreateFilterDescriptor(&st->wd), "w descriptor", err);
+    if (!rc)
+        rc = ncu_cudnn_check(cudnnCreateConvolutionDescriptor(&st->cd), "conv descriptor", err);
+    if (!rc)
+        rc = ncu_cudnn_check(cudnnSetTensor4dDescriptor(st->xd, CUDNN_TENSOR_NCHW, t, n, ci, h, w),
+                             "x shape", err);
+    if (!rc)
+        rc = ncu_cudnn_check(cudnnSetFilter4dDescriptor(st->wd, t, CUDNN_TENSOR_NCHW, co, ci, k, k),
+                             "w shape", err);
+    if (!rc)
+        rc = ncu_cudnn_check(cudnnSetConvolution2dDescriptor(st->cd, pad, pad, 1, 1, 1, 1,
+                                                             CUDNN_CROSS_CORRELATION,
+                                                             CUDNN_DATA_FLOAT),
+                             "conv shape", err);
+    if (!rc)
+        rc = ncu_cudnn_check(cudnnSetConvolutionMathType(st->cd, dnn_math(ctx)), "math type", err);
+    if (!rc)
+        rc = ncu_cudnn_check(
+            cudnnGetConvolution2dForwardOutputDim(st->cd, st->xd, st->wd, &yn, &yc, &yh, &yw),
+            "output shape", err);
+    if (!rc)
+        rc = ncu_cudnn_check(
+            cudnnSetTensor4dDescriptor(st->yd, CUDNN_TENSOR_NCHW, t, yn, yc, yh, yw), "y shape",
+            err);
+    return rc;
+}
+
+/* The heuristics' first successful, deterministic algorithm whose math type
+ * we allow (no TF32 for float32 unless asked) and whose workspace fits. */
+static fb_code dnn_algo(ncu_ctx *ctx, ncu_lstate *st, fb_err *err)
+{
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int found = 0;
+    fb_code rc = ncu_cudnn_check(
+        cudnnGetConvolutionForwardAlgorithm_v7(ctx->dnn, st->xd, st->wd, st->cd, st->yd,
+                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
+        "cudnnGetConvolutionForwardAlgorithm_v7", err);
+    if (rc)
+        return rc;
+    bool fma_only = ctx->dtype == NCU_F32 && !ctx->tf32;
+    for (int i = 0; i < found; i++) {
+        const cudnnConvolutionFwdAlgoPerf_t *p = &perf[i];
+        if (p->status != CUDNN_STATUS_SUCCESS || p->memory > NCU_DNN_WS_MAX ||
+            p->determinism != CUDNN_DETERMINISTIC || (fma_only && p->mathType != CUDNN_FMA_MATH))
+            continue;
+        st->calgo = p->algo;
+        st->ws_bytes = p->memory;
+        return ncu_cudnn_check(cudnnSetConvolutionMathType(st->cd, p->mathType), "math type", err);
+    }
+    return fb_err_set(err, FB_EUNSUPPORTED, NULL, "cuDNN offers no convolution algorithm here");
+}
+
+/* The bias [1, co, 1, 1] and activation descriptors of the fused call.  With
+ * no activation, cuDNN wants IMPLICIT_PRECOMP_GEMM. */
+static fb_code dnn_fused_descs(ncu_ctx *ctx, ncu_lstate *st, const nat_launch *l, int act,
+                               fb_err *err)
+{
+    cudnnActivationMode_t mode =
+        act == NCU_ACT_RELU ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY;
+    fb_code rc = ncu_cudnn_check(cudnnCreateTensorDescriptor(&st->bd), "bias descriptor", err);
+    if (!rc)
+        rc =
+            ncu_cudnn_check(cudnnSetTensor4dDescriptor(st->bd, CUDNN_TENSOR_NCHW,
+                                                       dnn_type(ctx->dtype), 1, (int)l->i[4], 1, 1),
+                            "bias shape", err);
+    if (!rc)
+        rc = ncu_cudnn_check(cudnnCreateActivationDescriptor(&st->ad), "activation", err);
+    if (!rc)
+        rc = ncu_cudnn_check(
+            cudnnSetActivationDescriptor(st->ad, mode, CUDNN_NOT_PROPAGATE_NAN, 0.0), "activation",
+            err);
+    if (!rc && mode == CUDNN_ACTIVATION_IDENTITY) {
+        st->calgo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+        rc =
+            ncu_cudnn_check(cudnnGetConvolutionForwardWorkspaceSize(
+                                ctx->dnn, st->xd, st->wd, st->cd, st->yd, st->calgo, &st->ws_bytes),
+                            "workspace size", err);
+    }
+    return rc;
+}
+
+static void k_conv(const nat_launch *l)
+{
+    const ncu_lstate *st = (const ncu_lstate *)l->aux;
+    ncu_ctx *ctx = st->ctx;
+    const float alpha = 1.0f, beta = 0.0f;
+    cudnnStatus_t s =
+        cudnnConvolutionForward(ctx->dnn, &alpha, st->xd, l->p[0], st->wd, l->p[1], st->cd,
+                                st->calgo, ctx->ws, ctx->ws_bytes, &beta, st->yd, l->p[3]);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        fb_err e;
+        fb_code code = ncu_cudnn_check((int)s, "cudnnConvolutionForward", &e);
+        ncu_launch_fail(ctx, code, &e);
+    }
+}
+
+/* y = act(conv(x) + bias); z is y with alpha2 = 0 (no residual in the suite). */
+static cudnnStatus_t conv_fused_call(const nat_launch *l)
+{
+    const ncu_lstate *st = (const ncu_lstate *)l->aux;
+    ncu_ctx *ctx = st->ctx;
+    const float alpha1 = 1.0f, alpha2 = 0.0f;
+    return cudnnConvolutionBiasActivationForward(
+        ctx->dnn, &alpha1, st->xd, l->p[0], st->wd, l->p[1], st->cd, st->calgo, ctx->ws,
+        ctx->ws_bytes, &alpha2, st->yd, l->p[3], st->bd, l->p[2], st->ad, st->yd, l->p[3]);
+}
+
+static void k_conv_fused(const nat_launch *l)
+{
+    cudnnStatus_t s = conv_fused_call(l);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        const ncu_lstate *st = (const ncu_lstate *)l->aux;
+        fb_err e;
+        fb_code code = ncu_cudnn_check((int)s, "cudnnConvolutionBiasActivationForward", &e);
+        ncu_launch_fail(st->ctx, code, &e);
+    }
+}
+
+fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused, int act,
+                       fb_err *err)
+{
+    fb_code rc = dnn_descs(ctx, st, l, err);
+    if (!rc)
+        rc = fused && act == NCU_ACT_NONE ? FB_OK : dnn_algo(ctx, st, err);
+    if (!rc && fused)
+        rc = dnn_fused_descs(ctx, st, l, act, err);
+    if (!rc)
+        rc = ncu_ws_reserve(ctx, st->ws_bytes, 0, err);
+    if (rc || !fused) {
+        l->fn = k_conv;
+        return rc;
+    }
+    /* One trial call now: cuDNN says NOT_SUPPORTED for a dtype/algo pair only
+     * when called, and we want to fall back at prepare, not fail at run.  The
+     * fused call supports fewer algorithms than the bare one: retry with
+     * IMPLICIT_PRECOMP_GEMM, the one it always takes, before giving up. */
+    l->fn = k_conv_fused;
+    rc = ncu_cudnn_check((int)conv_fused_call(l), "cudnnConvolutionBiasActivationForward", err);
+    if (rc && rc != FB_EOOM && st->calgo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) {
+        st->calgo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+        rc =
+            ncu_cudnn_check(cudnnGetConvolutionForwardWorkspaceSize(
+                                ctx->dnn, st->xd, st->wd, st->cd, st->yd, st->calgo, &st->ws_bytes),
+                            "workspace size", err);
+        if (!rc)
+            rc = ncu_ws_reserve(ctx, st->ws_bytes, 0, err);
+        if (!rc)
+            rc = ncu_cudnn_check((int)conv_fused_call(l), "cudnnConvolutionBiasActivationForward",
+                                 err);
+    }
+    /* Zero the output again: a graph variant's first replay must be what
+     * writes it (the tests rely on that to see that the graph ran). */
+    int64_t ho = l->i[2] + 2 * l->i[6] - l->i[5] + 1, wo = l->i[3] + 2 * l->i[6] - l->i[5] + 1;
+    size_t bytes = (size_t)(l->i[0] * l->i[4] * ho * wo) * ncu_dtype_size(ctx->dtype);
+    if (!rc)
+        rc = ncu_cuda_check(cudaMemsetAsync(l->p[3], 0, bytes, ctx->stream), "fused conv trial",
+                            err);
+    if (!rc)
+        rc = ncu_cuda_check(cudaStreamSynchronize(ctx->stream), "fused conv trial", err);
+    return rc;
+}
+
+void ncu_conv_destroy(ncu_lstate *st)
+{
+    if (st->xd)
+        (void)cudnnDestroyTensorDescriptor(st->xd);
+    if (st->yd)
+        (void)cudnnDestroyTensorDescriptor(st->yd);
+    if (st->bd)
+        (void)cudnnDestroyTensorDescriptor(st->bd);
+    if (st->wd)
+        (void)cudnnDestroyFilterDescriptor(st->wd);
+    if (st->cd)
+        (void)cudnnDestroyConvolutionDescriptor(st->cd);
+    if (st->ad)
+        (void)cudnnDestroyActivationDescriptor(st->ad);
+    st->xd = st->yd = st->bd = NULL;
+    st->wd = NULL;
+    st->cd = NULL;
+    st->ad = NULL;
+}
+
+#else /* built without cuDNN: convolutions are unsupported on CUDA */
+
+fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused, int act,
+                       fb_err *err)
+{
+    return fb_err_set(err, FB_EUNSUPPORTED, NULL, "this build has no cuDNN: no convolutions");
+}
+
+void ncu_conv_destroy(ncu_lstate *st) {}
+
+#endif

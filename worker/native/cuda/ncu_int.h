@@ -1,0 +1,190 @@
+/* ncu_int: what the CUDA backend's files share: the device context, per-launch
+ * state (stream, library descriptors), the allocator, the launch functions.
+ * Internal to worker/native/cuda/. */
+#ifndef NCU_INT_H
+#define NCU_INT_H
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#ifdef NCU_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+#include "ncu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- allocator (ncu_mem.c) ---- */
+
+/* Device allocations a ctx may hold: its buffers, library workspaces, extras
+ * (a hard maximum: the table grows up to it). */
+#define NCU_MEM_MAX 200000
+
+typedef struct ncu_alloc {
+    void *ptr;
+    size_t bytes;
+    unsigned mask; /* bit v: variant v uses it */
+    char name[32];
+} ncu_alloc;
+
+typedef struct ncu_mem {
+    int n, cap;
+    ncu_alloc *a;
+    int64_t cur_bytes, peak_bytes; /* all of this ctx's live device memory */
+} ncu_mem;
+
+/* cudaMalloc of bytes (rounded up to 256), zeroed, tracked with its variant
+ * mask; the ctx owns it until ncu_mem_release.  FB_EOOM when the device is out
+ * of memory, FB_ETOOBIG when NCU_MEM_MAX allocations exist. */
+FB_MUSTCHECK fb_code ncu_mem_alloc(ncu_mem *m, size_t bytes, unsigned mask, const char *name,
+                                   void **out, fb_err *err);
+/* Adds variants to the mask of the allocation at ptr (no-op when unknown). */
+void ncu_mem_use(ncu_mem *m, const void *ptr, unsigned mask);
+/* Bytes of the allocations variant v uses (its peak: all live during a run). */
+int64_t ncu_mem_variant_bytes(const ncu_mem *m, int v);
+/* Frees the allocation at ptr (no-op when unknown). */
+void ncu_mem_free(ncu_mem *m, void *ptr);
+/* Frees everything; m can be reused. */
+void ncu_mem_release(ncu_mem *m);
+
+/* ---- device context ---- */
+
+typedef struct ncu_ctx ncu_ctx;
+
+/* Per-launch state a lowered launch's aux points to. */
+typedef struct ncu_lstate {
+    ncu_ctx *ctx;
+    /* cuBLASLt: D = epilogue(op(A) B) in column-major terms (ncu_blas.c). */
+    cublasLtMatmulDesc_t mm;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+#ifdef NCU_HAVE_CUDNN
+    cudnnTensorDescriptor_t xd, yd, bd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    cudnnActivationDescriptor_t ad;
+    cudnnConvolutionFwdAlgo_t calgo;
+#endif
+    size_t ws_bytes; /* library workspace this launch needs (from ctx->ws) */
+} ncu_lstate;
+
+struct ncu_ctx {
+    nat_ctx *host; /* the pattern's host ctx and CPU plans */
+    ncu_dtype dtype;
+    bool tf32;          /* float32 GEMM/conv may use TF32 tensor cores */
+    bool gelu_epilogue; /* float32 GELU through cuBLASLt's (tanh-form) epilogue */
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+#ifdef NCU_HAVE_CUDNN
+    cudnnHandle_t dnn;
+#endif
+    ncu_mem mem;
+    void **dev; /* [host->n_bufs]: device mirror of host buffer i, or NULL */
+    /* Lowered plans (NAT_EAGER / NAT_FUSED): launches and their states are
+     * allocated once at ncu_lower_plan's capacity (never moved: aux points in). */
+    nat_plan plans[NAT_MAX_VARIANTS];
+    ncu_lstate *ls[NAT_MAX_VARIANTS];
+    void *ws; /* shared library workspace (variants run in turn) */
+    size_t ws_bytes;
+    fb_err launch_err; /* first library failure inside a launch fn (sticky) */
+};
+
+/* Records a failed library status from inside a launch fn (they return void);
+ * the run checks ctx->launch_err after the plan.  Keeps the first failure. */
+void ncu_launch_fail(ncu_ctx *ctx, fb_code code, const fb_err *e);
+
+/* ---- lowering (ncu_lower.c) ---- */
+
+/* Lowers host plan v of ctx->host into ctx->plans[v]: device buffers, library
+ * descriptors, launch fns. */
+FB_MUSTCHECK fb_code ncu_lower_plan(ncu_ctx *ctx, int v, fb_err *err);
+
+/* The device pointer for host pointer p inside one of the host buffers (p may
+ * point into a buffer); allocates and uploads the buffer on first use with
+ * mask bit v.  *out NULL for p NULL. */
+FB_MUSTCHECK fb_code ncu_dev_ptr(ncu_ctx *ctx, int v, const float *p, float **out, fb_err *err);
+
+/* Makes the shared library workspace (ctx->ws) at least bytes, used by the
+ * variants in mask.  Launches read ctx->ws when they run, so growing it
+ * before the graphs are captured is safe. */
+FB_MUSTCHECK fb_code ncu_ws_reserve(ncu_ctx *ctx, size_t bytes, unsigned mask, fb_err *err);
+
+/* ---- profile (ncu_profile.c) ---- */
+
+/* One profiled iteration of lowered plan (plan index pv, for its memory):
+ * fills vr's kernel rows, counts, times and peak_mem_bytes. */
+FB_MUSTCHECK fb_code ncu_profile_plan(ncu_ctx *ctx, const nat_plan *plan, int pv,
+                                      fb_variant_result *vr, fb_err *err);
+
+/* ---- cuBLASLt (ncu_blas.c) ---- */
+
+/* The most workspace one cuBLASLt call may ask for. */
+#define NCU_LT_WS_MAX ((size_t)32 << 20)
+/* The most workspace one cuDNN convolution may ask for. */
+#define NCU_DNN_WS_MAX ((size_t)256 << 20)
+
+enum { NCU_EPI_NONE, NCU_EPI_BIAS, NCU_EPI_RELU_BIAS, NCU_EPI_GELU_BIAS };
+
+/* Row-major c[b] = a[b] (m x k) * op(bm[b]) (k x n, or n x k when trans_b) for
+ * nb batches, with an epilogue on bias[n]; fills st and l (fn, p[0..3] = a, bm,
+ * bias, c as device pointers).  Picks the algorithm now (heuristic) so every
+ * run uses the same one. */
+typedef struct ncu_gemm_args {
+    int64_t m, n, k, nb;
+    bool trans_b;
+    int epi;
+    float *a, *bm, *bias, *c; /* device */
+} ncu_gemm_args;
+FB_MUSTCHECK fb_code ncu_gemm_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l,
+                                    const ncu_gemm_args *g, fb_err *err);
+void ncu_gemm_destroy(ncu_lstate *st);
+void ncu_k_gemm(const nat_launch *l);
+
+/* ---- cuDNN (ncu_dnn.c) ---- */
+
+/* NCHW 3x3-style convolution from a CPU conv launch's i[] (n, ci, h, w, co, k,
+ * pad); p: in, w, bias (may be NULL), out (device).  fused: one
+ * cudnnConvolutionBiasActivationForward with act (NAT_ACT_NONE or RELU) and
+ * the bias; else a bare cudnnConvolutionForward.  FB_EUNSUPPORTED when the
+ * library (or this build) cannot; the caller falls back. */
+FB_MUSTCHECK fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused,
+                                    int act, fb_err *err);
+void ncu_conv_destroy(ncu_lstate *st);
+
+/* Op codes of the CPU launches' i[] (nat_kern_cpu.h), repeated here because
+ * the .cu files cannot include that C header; ncu_lower.c static-asserts that
+ * they agree. */
+enum { NCU_ADD, NCU_SUB, NCU_MUL, NCU_DIV };
+enum { NCU_BC_FULL, NCU_BC_COL, NCU_BC_ROW, NCU_BC_SCALAR, NCU_BC_TILE };
+enum { NCU_RELU, NCU_GELU, NCU_SIGMOID, NCU_EXP, NCU_RSQRT, NCU_UNOP_COUNT };
+enum { NCU_RMAX, NCU_RSUM, NCU_RMEAN };
+enum { NCU_ACT_NONE, NCU_ACT_RELU, NCU_ACT_GELU };
+
+/* ---- our kernels (ncu_kern.cu, ncu_attn.cu): nat_kernel_fn launch fns with
+ * the argument layout of their CPU twins in nat_kern_cpu.h ---- */
+void ncu_k_binary(const nat_launch *l);
+void ncu_k_unary(const nat_launch *l);
+void ncu_k_row_reduce(const nat_launch *l);
+void ncu_k_softmax(const nat_launch *l);
+void ncu_k_layernorm(const nat_launch *l);
+void ncu_k_elem_chain(const nat_launch *l);
+void ncu_k_batchnorm(const nat_launch *l);
+/* out = act(x + bias[(idx / inner) % c]).  p: x, bias, out; i: n, c, inner, act
+ * (a GEMM's column bias: inner 1, c = cols; a conv's channel bias: inner h*w). */
+void ncu_k_bias_act(const nat_launch *l);
+/* Fused attention, head_dim <= NCU_ATTN_MAX_D.  p: q, k, v, o; i: bh, s, d,
+ * causal; f: scale. */
+#define NCU_ATTN_MAX_D 128
+void ncu_k_attention(const nat_launch *l);
+
+/* dst[i] = (dtype) src[i] and back, on stream; return cudaError_t as int. */
+int ncu_convert_to(const float *src, void *dst, ncu_dtype t, size_t n, cudaStream_t s);
+int ncu_convert_from(const void *src, float *dst, ncu_dtype t, size_t n, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

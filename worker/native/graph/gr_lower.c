@@ -1,0 +1,838 @@
+/* gr_lower: groups to launches (gr_plan.h), with the activation memory planner.
+ *
+ * Memory: only tensors that leave a group reach memory.  Each gets a lifetime
+ * [position of its producing group, position of its last reading group] in the
+ * emission order, and an offset in one arena: tensors are placed largest first
+ * at the lowest offset that overlaps no placed tensor alive at the same time
+ * (greedy by size, as TFLite's and PyTorch's static planners do).  Views
+ * (reshape, flatten) share their root's memory and extend its lifetime.  So a
+ * variant's activation memory is the arena's size, and eager against fused
+ * compares the real peak of each. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gr_kern.h"
+#include "gr_plan.h"
+#include "nat_kern.h"
+#include "nat_kern_cpu.h"
+
+#define ALIGN_FLOATS 16 /* 64 bytes */
+
+typedef struct lower {
+    nat_ctx *ctx;
+    gr_graph *g;
+    const gr_groups *gs;
+    int v;
+    int *order;     /* emission order: group indexes sorted by last node */
+    int *first, *last; /* per tensor: lifetime in positions, -1 not in the arena */
+    int64_t *off;   /* per tensor: arena offset in floats */
+    float *arena;
+    float *conv_ws; /* shared by every conv of this variant */
+    float *mlp_ws;
+    fb_err *err;
+} lower;
+
+static const gr_node *nd(const lower *L, int i)
+{
+    return &L->g->nodes[i];
+}
+
+static gr_tensor *ten(const lower *L, int t)
+{
+    return &L->g->tensors[t];
+}
+
+static int root_of(const lower *L, int t)
+{
+    return ten(L, t)->view_of >= 0 ? ten(L, t)->view_of : t;
+}
+
+/* The memory of tensor t in this variant. */
+static float *tp(const lower *L, int t)
+{
+    int r = root_of(L, t);
+    if (ten(L, r)->kind != GR_T_ACT)
+        return ten(L, r)->data;
+    return L->arena + L->off[r];
+}
+
+/* ---- emission order and lifetimes ---- */
+
+static int group_last(const lower *L, int gi)
+{
+    const gr_group *g = &L->gs->g[gi];
+    return g->nodes[g->n - 1];
+}
+
+static const lower *sort_ctx;
+static int cmp_last(const void *a, const void *b)
+{
+    int x = group_last(sort_ctx, *(const int *)a), y = group_last(sort_ctx, *(const int *)b);
+    return (x > y) - (x < y);
+}
+
+static bool in_group(const gr_group *grp, const gr_graph *g, int t)
+{
+    for (int k = 0; k < grp->n; k++)
+        if (g->nodes[grp->nodes[k]].out == t)
+            return true;
+    return false;
+}
+
+/* Lifetimes of the arena tensors (roots of group outputs). */
+static void lifetimes(lower *L)
+{
+    for (int t = 0; t < L->g->n_tensors; t++)
+        L->first[t] = L->last[t] = -1;
+    for (int pos = 0; pos < L->gs->n; pos++) {
+        const gr_group *grp = &L->gs->g[L->order[pos]];
+        int out = root_of(L, nd(L, grp->nodes[grp->n - 1])->out);
+        L->first[out] = L->last[out] = pos;
+        for (int k = 0; k < grp->n; k++) {
+            const gr_node *n = nd(L, grp->nodes[k]);
+            for (int j = 0; j < n->n_in; j++) {
+                int r = root_of(L, n->in[j]);
+                if (!in_group(grp, L->g, n->in[j]) && L->first[r] >= 0)
+                    L->last[r] = pos;
+            }
+        }
+    }
+    int out = root_of(L, L->g->output);
+    if (L->first[out] >= 0)
+        L->last[out] = L->gs->n; /* the output outlives the plan */
+}
+
+static const lower *size_ctx;
+static int cmp_size(const void *a, const void *b)
+{
+    int64_t x = gr_numel(&size_ctx->g->tensors[*(const int *)a]);
+    int64_t y = gr_numel(&size_ctx->g->tensors[*(const int *)b]);
+    return (x < y) - (x > y);
+}
+
+static int64_t round_up(int64_t n)
+{
+    return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+}
+
+/* Greedy placement: returns the arena size in floats. */
+static int64_t place(lower *L, int *ids, int n)
+{
+    size_ctx = L;
+    qsort(ids, (size_t)n, sizeof *ids, cmp_size);
+    int64_t total = 0;
+    for (int a = 0; a < n; a++) {
+        int t = ids[a];
+        int64_t sz = round_up(gr_numel(ten(L, t))), at = 0;
+        bool moved = true;
+        while (moved) { /* first fit: bump past every live overlap until none is left */
+            moved = false;
+            for (int b = 0; b < a; b++) {
+                int u = ids[b];
+                int64_t us = round_up(gr_numel(ten(L, u)));
+                bool live = L->first[t] <= L->last[u] && L->first[u] <= L->last[t];
+                if (live && at < L->off[u] + us && L->off[u] < at + sz) {
+                    at = L->off[u] + us;
+                    moved = true;
+                }
+            }
+        }
+        L->off[t] = at;
+        total = at + sz > total ? at + sz : total;
+    }
+    return total;
+}
+
+static fb_code plan_memory(lower *L)
+{
+    int n = 0;
+    int *ids = malloc((size_t)L->g->n_tensors * sizeof *ids);
+    if (!ids)
+        return fb_err_set(L->err, FB_ENOMEM, NULL, "cannot allocate the memory planner");
+    lifetimes(L);
+    for (int t = 0; t < L->g->n_tensors; t++)
+        if (L->first[t] >= 0 && ten(L, t)->kind == GR_T_ACT)
+            ids[n++] = t;
+    int64_t total = place(L, ids, n);
+    free(ids);
+    static const char *const names[] = {"arena.eager", "arena.fused", "arena.2", "arena.3"};
+    L->arena = nat_buf_new(L->ctx, (size_t)(total > 0 ? total : 1), 1u << L->v, names[L->v],
+                           L->err);
+    return L->arena ? FB_OK : L->err->code;
+}
+
+/* ---- helpers for launches ---- */
+
+static int act_of(gr_opk op)
+{
+    static const int map[][2] = {
+        {GR_RELU, NAT_ACT_RELU},       {GR_RELU6, NAT_ACT_RELU6},
+        {GR_GELU, NAT_ACT_GELU},       {GR_GELU_TANH, NAT_ACT_GELU_TANH},
+        {GR_SILU, NAT_ACT_SILU},       {GR_SIGMOID, NAT_ACT_SIGMOID},
+        {GR_HARDSWISH, NAT_ACT_HARDSWISH}, {GR_HARDSIGMOID, NAT_ACT_HARDSIGMOID},
+        {GR_TANH, NAT_ACT_TANH},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i][0] == (int)op)
+            return map[i][1];
+    return NAT_ACT_NONE;
+}
+
+/* Adds a launch for group grp named name, its ops the group's op names. */
+static nat_launch *add(lower *L, const gr_group *grp, const char *name, fb_kcat cat,
+                       nat_kernel_fn fn)
+{
+    const char *ops[GR_GROUP_MAX + 1] = {0};
+    for (int k = 0; k < grp->n && k < NAT_MAX_OPS; k++)
+        ops[k] = gr_opk_name(nd(L, grp->nodes[k])->op);
+    nat_launch *l = nat_plan_add(L->ctx, L->v, name, cat, ops, fn, L->err);
+    if (l) {
+        l->rule = gr_group_rule(grp);
+        l->kind = gr_group_kind(grp);
+    }
+    return l;
+}
+
+#define ADD_OR_FAIL(l, ...)                                                                        \
+    do {                                                                                           \
+        l = add(__VA_ARGS__);                                                                      \
+        if (!l)                                                                                    \
+            return L->err->code;                                                                   \
+    } while (0)
+
+/* Broadcast of b onto a (gr_bcast_ok held): FULL, ROW (b is [n, c, 1, 1]) with
+ * size h*w, or COL with size numel(b). */
+static int bcast_of(const gr_tensor *a, const gr_tensor *b, int64_t *size)
+{
+    int64_t na = gr_numel(a), nb = gr_numel(b);
+    *size = nb;
+    if (na == nb)
+        return GR_BC_FULL;
+    if (a->rank == 4 && b->rank == 4 && b->dims[2] == 1 && b->dims[3] == 1 &&
+        b->dims[0] == a->dims[0] && b->dims[1] == a->dims[1] && a->dims[2] * a->dims[3] > 1) {
+        *size = a->dims[2] * a->dims[3];
+        return GR_BC_ROW;
+    }
+    return GR_BC_COL;
+}
+
+/* The [k, n] weight of linear node n: GPT-2's Conv1D weights (trans_b) are
+ * stored so; a PyTorch [n, k] weight is copied transposed, once per graph. */
+static float *lin_w(lower *L, const gr_node *n)
+{
+    int t = n->in[1];
+    gr_tensor *w = ten(L, t);
+    if (n->a.trans_b)
+        return w->data;
+    if (w->data_t)
+        return w->data_t;
+    int64_t rows = w->dims[0], k = w->dims[1];
+    float *d = nat_buf_new(L->ctx, (size_t)(rows * k), NAT_ALL_VARIANTS, "linear.wt", L->err);
+    if (!d)
+        return NULL;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < k; c++)
+            d[c * rows + r] = w->data[r * k + c];
+    w->data_t = d;
+    return d;
+}
+
+
+/* ---- single ops ---- */
+
+static void conv_args(const lower *L, const gr_node *n, nat_launch *l)
+{
+    const gr_tensor *x = ten(L, n->in[0]), *w = ten(L, n->in[1]);
+    bool one_d = n->op == GR_CONV1D;
+    int64_t v[15] = {x->dims[0],
+                     x->dims[1],
+                     one_d ? 1 : x->dims[2],
+                     one_d ? x->dims[2] : x->dims[3],
+                     w->dims[0],
+                     one_d ? 1 : w->dims[2],
+                     one_d ? w->dims[2] : w->dims[3],
+                     one_d ? 1 : n->a.stride[0],
+                     one_d ? n->a.stride[0] : n->a.stride[1],
+                     one_d ? 0 : n->a.pad[0],
+                     one_d ? n->a.pad[0] : n->a.pad[1],
+                     one_d ? 1 : n->a.dil[0],
+                     one_d ? n->a.dil[0] : n->a.dil[1],
+                     n->a.groups,
+                     NAT_ACT_NONE};
+    memcpy(l->i, v, sizeof v);
+}
+
+static bool conv_shape(const lower *L, const gr_node *n, nat_conv_shape *s)
+{
+    nat_launch tmp = {0};
+    conv_args(L, n, &tmp);
+    *s = (nat_conv_shape){
+        .n = (int)tmp.i[0], .ci = (int)tmp.i[1], .h = (int)tmp.i[2], .w = (int)tmp.i[3],
+        .co = (int)tmp.i[4], .kh = (int)tmp.i[5], .kw = (int)tmp.i[6], .stride_h = (int)tmp.i[7],
+        .stride_w = (int)tmp.i[8], .pad_h = (int)tmp.i[9], .pad_w = (int)tmp.i[10],
+        .dil_h = (int)tmp.i[11], .dil_w = (int)tmp.i[12], .groups = (int)tmp.i[13],
+    };
+    return nat_conv_shape_finish(s);
+}
+
+static fb_code emit_pool(lower *L, const gr_group *grp, const gr_node *n)
+{
+    const gr_tensor *x = ten(L, n->in[0]), *o = ten(L, n->out);
+    nat_launch *l;
+    nat_kernel_fn fn = n->op == GR_MAXPOOL2D ? gr_k_maxpool
+                                             : (n->op == GR_AVGPOOL2D ? gr_k_avgpool
+                                                                      : gr_k_adaptive_avgpool);
+    ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_REDUCTION, fn);
+    l->p[0] = tp(L, n->in[0]);
+    l->p[1] = tp(L, n->out);
+    if (n->op == GR_ADAPTIVE_AVGPOOL2D) {
+        int64_t v[5] = {x->dims[0] * x->dims[1], x->dims[2], x->dims[3], o->dims[2], o->dims[3]};
+        memcpy(l->i, v, sizeof v);
+        return FB_OK;
+    }
+    int64_t v[12] = {x->dims[0] * x->dims[1], x->dims[2],   x->dims[3],   n->a.kernel[0],
+                     n->a.kernel[1],          n->a.stride[0], n->a.stride[1], n->a.pad[0],
+                     n->a.pad[1],             o->dims[2],   o->dims[3],   n->a.count_pad};
+    memcpy(l->i, v, sizeof v);
+    return FB_OK;
+}
+
+static fb_code emit_binary(lower *L, const gr_group *grp, const gr_node *n)
+{
+    nat_launch *l;
+    ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_ELEMENTWISE, nat_k_binary);
+    const gr_tensor *a = ten(L, n->in[0]);
+    l->p[0] = tp(L, n->in[0]);
+    l->p[2] = tp(L, n->out);
+    l->i[0] = n->op == GR_ADD ? NAT_ADD : NAT_MUL;
+    if (n->op == GR_SCALE) {
+        l->i[0] = NAT_MUL;
+        l->i[1] = 1;
+        l->i[2] = gr_numel(a);
+        l->i[3] = NAT_BC_SCALAR;
+        l->f[0] = n->a.alpha;
+        return FB_OK;
+    }
+    int64_t size;
+    int bc = bcast_of(a, ten(L, n->in[1]), &size);
+    l->p[1] = tp(L, n->in[1]);
+    l->i[3] = bc == GR_BC_FULL ? NAT_BC_FULL : (bc == GR_BC_ROW ? NAT_BC_ROW : NAT_BC_COL);
+    l->i[1] = bc == GR_BC_FULL ? 1 : (bc == GR_BC_ROW ? gr_numel(a) / size : gr_numel(a) / size);
+    l->i[2] = bc == GR_BC_FULL ? gr_numel(a) : size;
+    return FB_OK;
+}
+
+static fb_code emit_act(lower *L, const gr_group *grp, const gr_node *n)
+{
+    nat_launch *l;
+    ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_ELEMENTWISE, gr_k_chain);
+    l->p[0] = tp(L, n->in[0]);
+    l->p[1] = tp(L, n->out);
+    l->i[0] = gr_numel(ten(L, n->out));
+    l->i[1] = 1;
+    l->i[2] = gr_chain_step(GR_CH_ACT, act_of(n->op), GR_BC_FULL, 0, 0);
+    return FB_OK;
+}
+
+static int64_t last_dim(const gr_tensor *t)
+{
+    return t->dims[t->rank - 1];
+}
+
+/* Rows and last-dim columns of tensor t. */
+static void rows_cols(const gr_tensor *t, int64_t *rows, int64_t *cols)
+{
+    *cols = t->dims[t->rank - 1];
+    *rows = gr_numel(t) / *cols;
+}
+
+static fb_code emit_norm(lower *L, const gr_group *grp, const gr_node *n)
+{
+    nat_launch *l;
+    const gr_tensor *x = ten(L, n->in[0]);
+    if (n->op == GR_BATCHNORM) {
+        ADD_OR_FAIL(l, L, grp, "batch_norm", FB_KC_REDUCTION, nat_k_batchnorm);
+        int args[6] = {n->in[0], n->in[3], n->in[4], n->in[1], n->in[2], n->out};
+        for (int k = 0; k < 6; k++)
+            l->p[k] = tp(L, args[k]);
+        l->i[0] = x->dims[0];
+        l->i[1] = x->dims[1];
+        l->i[2] = gr_numel(x) / (x->dims[0] * x->dims[1]);
+        l->f[0] = n->a.eps;
+        return FB_OK;
+    }
+    ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_REDUCTION,
+                n->op == GR_LAYERNORM ? nat_k_layernorm : nat_k_softmax);
+    int64_t rows, cols;
+    rows_cols(x, &rows, &cols);
+    l->i[0] = rows;
+    l->i[1] = cols;
+    l->p[0] = tp(L, n->in[0]);
+    if (n->op == GR_SOFTMAX) {
+        l->p[1] = tp(L, n->out);
+        return FB_OK;
+    }
+    l->p[2] = tp(L, n->in[1]);
+    l->p[3] = tp(L, n->in[2]);
+    l->p[4] = tp(L, n->out);
+    l->f[0] = n->a.eps;
+    return FB_OK;
+}
+
+static fb_code emit_gemm(lower *L, const gr_group *grp, const gr_node *n)
+{
+    nat_launch *l;
+    if (n->op == GR_CONV2D || n->op == GR_CONV1D) {
+        ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_GEMM, gr_k_conv);
+        conv_args(L, n, l);
+        l->p[0] = tp(L, n->in[0]);
+        l->p[1] = tp(L, n->in[1]);
+        l->p[2] = n->n_in > 2 ? tp(L, n->in[2]) : NULL;
+        l->p[4] = tp(L, n->out);
+        l->p[5] = L->conv_ws;
+        return FB_OK;
+    }
+    if (n->op == GR_LINEAR) {
+        float *wt = lin_w(L, n);
+        if (!wt)
+            return L->err->code;
+        ADD_OR_FAIL(l, L, grp, "linear", FB_KC_GEMM, gr_k_linear);
+        int64_t m, k;
+        rows_cols(ten(L, n->in[0]), &m, &k);
+        l->p[0] = tp(L, n->in[0]);
+        l->p[1] = wt;
+        l->p[2] = n->n_in > 2 ? tp(L, n->in[2]) : NULL;
+        l->p[4] = tp(L, n->out);
+        l->i[0] = m;
+        l->i[1] = last_dim(ten(L, n->out));
+        l->i[2] = k;
+        l->i[3] = NAT_ACT_NONE;
+        return FB_OK;
+    }
+    ADD_OR_FAIL(l, L, grp, "bmm", FB_KC_GEMM, nat_k_bmm);
+    const gr_tensor *a = ten(L, n->in[0]), *o = ten(L, n->out);
+    int r = a->rank;
+    l->p[0] = tp(L, n->in[0]);
+    l->p[1] = tp(L, n->in[1]);
+    l->p[2] = tp(L, n->out);
+    l->i[0] = gr_numel(a) / (a->dims[r - 1] * a->dims[r - 2]);
+    l->i[1] = a->dims[r - 2];
+    l->i[2] = o->dims[r - 1];
+    l->i[3] = a->dims[r - 1];
+    l->i[4] = n->a.trans_b;
+    return FB_OK;
+}
+
+static fb_code emit_permute(lower *L, const gr_group *grp, const gr_node *n)
+{
+    nat_launch *l;
+    ADD_OR_FAIL(l, L, grp, "permute", FB_KC_COPY, gr_k_permute);
+    const gr_tensor *x = ten(L, n->in[0]);
+    l->p[0] = tp(L, n->in[0]);
+    l->p[1] = tp(L, n->out);
+    l->i[0] = x->rank;
+    for (int d = 0; d < x->rank; d++) {
+        l->i[1 + d] = x->dims[d];
+        l->i[7 + d] = n->a.perm[d];
+    }
+    return FB_OK;
+}
+
+/* outer = product of dims before axis, inner = after it. */
+static void split_at(const gr_tensor *t, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int d = 0; d < axis; d++)
+        *outer *= t->dims[d];
+    for (int d = axis + 1; d < t->rank; d++)
+        *inner *= t->dims[d];
+}
+
+static fb_code emit_copy(lower *L, const gr_group *grp, const gr_node *n)
+{
+    nat_launch *l;
+    const gr_tensor *x = ten(L, n->in[0]), *o = ten(L, n->out);
+    int64_t outer, inner;
+    if (n->op == GR_SLICE) {
+        ADD_OR_FAIL(l, L, grp, "slice", FB_KC_COPY, gr_k_slice);
+        split_at(x, n->a.axis, &outer, &inner);
+        int64_t v[5] = {outer, x->dims[n->a.axis], n->a.start, n->a.end - n->a.start, inner};
+        memcpy(l->i, v, sizeof v);
+        l->p[0] = tp(L, n->in[0]);
+        l->p[1] = tp(L, n->out);
+        return FB_OK;
+    }
+    if (n->op == GR_EMBEDDING) {
+        ADD_OR_FAIL(l, L, grp, "embedding", FB_KC_COPY, gr_k_embedding);
+        const gr_tensor *tab = ten(L, n->in[1]);
+        l->p[0] = tp(L, n->in[0]);
+        l->p[1] = tp(L, n->in[1]);
+        l->p[2] = tp(L, n->out);
+        l->i[0] = gr_numel(x);
+        l->i[1] = tab->dims[1];
+        l->i[2] = tab->dims[0];
+        return FB_OK;
+    }
+    ADD_OR_FAIL(l, L, grp, "concat", FB_KC_COPY, gr_k_concat);
+    split_at(o, n->a.axis, &outer, &inner);
+    l->i[0] = n->n_in;
+    l->i[1] = outer;
+    l->i[2] = inner;
+    l->i[3] = o->dims[n->a.axis];
+    for (int k = 0; k < n->n_in; k++) {
+        l->p[k] = tp(L, n->in[k]);
+        l->i[4 + k] = ten(L, n->in[k])->dims[n->a.axis];
+        if (ten(L, n->in[k])->dims[0] != o->dims[0])
+            l->i[10] |= 1 << k;
+    }
+    l->p[6] = tp(L, n->out);
+    return FB_OK;
+}
+
+static fb_code emit_misc(lower *L, const gr_group *grp, const gr_node *n)
+{
+    nat_launch *l;
+    int64_t rows, cols;
+    if (n->op == GR_CAUSAL_MASK) {
+        ADD_OR_FAIL(l, L, grp, "causal_mask", FB_KC_ELEMENTWISE, gr_k_causal);
+        rows_cols(ten(L, n->in[0]), &rows, &cols);
+    } else { /* mean over the trailing dims */
+        ADD_OR_FAIL(l, L, grp, "mean", FB_KC_REDUCTION, nat_k_row_reduce);
+        rows = gr_numel(ten(L, n->out));
+        cols = gr_numel(ten(L, n->in[0])) / rows;
+        l->p[0] = tp(L, n->in[0]);
+        l->p[1] = tp(L, n->out);
+        l->i[0] = NAT_RMEAN;
+        l->i[1] = rows;
+        l->i[2] = cols;
+        return FB_OK;
+    }
+    l->p[0] = tp(L, n->in[0]);
+    l->p[1] = tp(L, n->out);
+    l->i[0] = rows;
+    l->i[1] = cols;
+    return FB_OK;
+}
+
+static fb_code emit_single(lower *L, const gr_group *grp)
+{
+    const gr_node *n = nd(L, grp->nodes[0]);
+    switch (n->op) {
+    case GR_CONV2D:
+    case GR_CONV1D:
+    case GR_LINEAR:
+    case GR_MATMUL:
+        return emit_gemm(L, grp, n);
+    case GR_BATCHNORM:
+    case GR_LAYERNORM:
+    case GR_SOFTMAX:
+        return emit_norm(L, grp, n);
+    case GR_ADD:
+    case GR_MUL:
+    case GR_SCALE:
+        return emit_binary(L, grp, n);
+    case GR_MAXPOOL2D:
+    case GR_AVGPOOL2D:
+    case GR_ADAPTIVE_AVGPOOL2D:
+        return emit_pool(L, grp, n);
+    case GR_PERMUTE:
+        return emit_permute(L, grp, n);
+    case GR_SLICE:
+    case GR_EMBEDDING:
+    case GR_CONCAT:
+        return emit_copy(L, grp, n);
+    case GR_CAUSAL_MASK:
+    case GR_MEAN:
+        return emit_misc(L, grp, n);
+    default:
+        if (gr_opk_is_act(n->op))
+            return emit_act(L, grp, n);
+        return fb_err_set(L->err, FB_EUNSUPPORTED, NULL, "op %s has no CPU kernel",
+                          gr_opk_name(n->op));
+    }
+}
+
+/* ---- fused groups ---- */
+
+/* BN folded into the conv: w' = w * s, b' = (b - mean) * s + beta with
+ * s = gamma / sqrt(var + eps), per output channel (plan-time work). */
+static fb_code fold_bn(lower *L, const gr_node *conv, const gr_node *bn, float **wf, float **bf)
+{
+    const gr_tensor *w = ten(L, conv->in[1]);
+    int64_t co = w->dims[0], per = gr_numel(w) / co;
+    *wf = nat_buf_new(L->ctx, (size_t)gr_numel(w), 1u << L->v, "bn_fold.w", L->err);
+    *bf = *wf ? nat_buf_new(L->ctx, (size_t)co, 1u << L->v, "bn_fold.b", L->err) : NULL;
+    if (!*bf)
+        return L->err->code;
+    const float *wd = tp(L, conv->in[1]), *b = conv->n_in > 2 ? tp(L, conv->in[2]) : NULL;
+    const float *g = tp(L, bn->in[1]), *beta = tp(L, bn->in[2]);
+    const float *mean = tp(L, bn->in[3]), *var = tp(L, bn->in[4]);
+    for (int64_t c = 0; c < co; c++) {
+        float s = g[c] / sqrtf(var[c] + bn->a.eps);
+        for (int64_t j = 0; j < per; j++)
+            (*wf)[c * per + j] = wd[c * per + j] * s;
+        (*bf)[c] = ((b ? b[c] : 0.0f) - mean[c]) * s + beta[c];
+    }
+    return FB_OK;
+}
+
+static fb_code emit_tensor(lower *L, const gr_group *grp)
+{
+    const gr_node *t = nd(L, grp->nodes[0]);
+    int k = 1, act = NAT_ACT_NONE, flow = t->out;
+    float *w = NULL, *bias = NULL, *res = NULL;
+    if (k < grp->n && nd(L, grp->nodes[k])->op == GR_BATCHNORM) {
+        fb_code rc = fold_bn(L, t, nd(L, grp->nodes[k]), &w, &bias);
+        if (rc)
+            return rc;
+        flow = nd(L, grp->nodes[k++])->out;
+    }
+    if (k < grp->n && nd(L, grp->nodes[k])->op == GR_ADD) {
+        const gr_node *a = nd(L, grp->nodes[k++]);
+        res = tp(L, a->in[0] == flow ? a->in[1] : a->in[0]);
+        flow = a->out;
+    }
+    if (k < grp->n)
+        act = act_of(nd(L, grp->nodes[k])->op);
+    nat_launch *l;
+    if (t->op == GR_LINEAR) {
+        float *wt = lin_w(L, t);
+        if (!wt)
+            return L->err->code;
+        ADD_OR_FAIL(l, L, grp, "linear_fused", FB_KC_GEMM, gr_k_linear);
+        int64_t m, kk;
+        rows_cols(ten(L, t->in[0]), &m, &kk);
+        int64_t v[4] = {m, last_dim(ten(L, t->out)), kk, act};
+        memcpy(l->i, v, sizeof v);
+        float *p[5] = {tp(L, t->in[0]), wt, t->n_in > 2 ? tp(L, t->in[2]) : NULL, res,
+                       tp(L, nd(L, grp->nodes[grp->n - 1])->out)};
+        memcpy(l->p, p, sizeof p);
+        return FB_OK;
+    }
+    ADD_OR_FAIL(l, L, grp, "conv_fused", FB_KC_GEMM, gr_k_conv);
+    conv_args(L, t, l);
+    l->i[14] = act;
+    l->p[0] = tp(L, t->in[0]);
+    l->p[1] = w ? w : tp(L, t->in[1]);
+    l->p[2] = w ? bias : (t->n_in > 2 ? tp(L, t->in[2]) : NULL);
+    l->p[3] = res;
+    l->p[4] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
+    l->p[5] = L->conv_ws;
+    return FB_OK;
+}
+
+static fb_code emit_chain(lower *L, const gr_group *grp)
+{
+    nat_launch *l;
+    ADD_OR_FAIL(l, L, grp, "element_chain", FB_KC_ELEMENTWISE, gr_k_chain);
+    const gr_node *n0 = nd(L, grp->nodes[0]);
+    int flow = n0->in[0], n_opd = 0;
+    l->p[0] = tp(L, flow);
+    l->p[1] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
+    l->i[0] = gr_numel(ten(L, nd(L, grp->nodes[grp->n - 1])->out));
+    l->i[1] = grp->n;
+    for (int s = 0; s < grp->n; s++) {
+        const gr_node *n = nd(L, grp->nodes[s]);
+        if (n->op == GR_ADD || n->op == GR_MUL) {
+            int other = s == 0 ? n->in[1] : (n->in[0] == flow ? n->in[1] : n->in[0]);
+            int64_t size;
+            int bc = bcast_of(ten(L, n->out), ten(L, other), &size);
+            l->p[2 + n_opd] = tp(L, other);
+            l->i[2 + s] = gr_chain_step(n->op == GR_ADD ? GR_CH_ADD : GR_CH_MUL, 0, bc, n_opd,
+                                        size);
+            n_opd++;
+        } else if (n->op == GR_SCALE) {
+            l->i[2 + s] = gr_chain_step(GR_CH_SCALE, 0, GR_BC_FULL, 0, 0);
+            l->f[s] = n->a.alpha;
+        } else {
+            l->i[2 + s] = gr_chain_step(GR_CH_ACT, act_of(n->op), GR_BC_FULL, 0, 0);
+        }
+        flow = n->out;
+    }
+    return FB_OK;
+}
+
+static fb_code emit_softmax(lower *L, const gr_group *grp)
+{
+    nat_launch *l;
+    ADD_OR_FAIL(l, L, grp, "softmax_fused", FB_KC_REDUCTION, gr_k_softmax);
+    const gr_node *n0 = nd(L, grp->nodes[0]);
+    int64_t rows, cols;
+    rows_cols(ten(L, n0->in[0]), &rows, &cols);
+    l->p[0] = tp(L, n0->in[0]);
+    l->p[1] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
+    l->i[0] = rows;
+    l->i[1] = cols;
+    l->f[0] = 1.0f;
+    for (int s = 0; s < grp->n; s++) {
+        const gr_node *n = nd(L, grp->nodes[s]);
+        if (n->op == GR_SCALE)
+            l->f[0] = n->a.alpha;
+        if (n->op == GR_CAUSAL_MASK)
+            l->i[2] = 1;
+    }
+    return FB_OK;
+}
+
+static fb_code emit_layernorm(lower *L, const gr_group *grp)
+{
+    nat_launch *l;
+    ADD_OR_FAIL(l, L, grp, "add_layernorm", FB_KC_REDUCTION, nat_k_layernorm);
+    const gr_node *a = nd(L, grp->nodes[0]), *ln = nd(L, grp->nodes[1]);
+    int64_t rows, cols;
+    rows_cols(ten(L, a->out), &rows, &cols);
+    float *p[5] = {tp(L, a->in[0]), tp(L, a->in[1]), tp(L, ln->in[1]), tp(L, ln->in[2]),
+                   tp(L, ln->out)};
+    memcpy(l->p, p, sizeof p);
+    l->i[0] = rows;
+    l->i[1] = cols;
+    l->f[0] = ln->a.eps;
+    return FB_OK;
+}
+
+static fb_code emit_attention(lower *L, const gr_group *grp)
+{
+    nat_launch *l;
+    ADD_OR_FAIL(l, L, grp, "attention_fused", FB_KC_ATTENTION, nat_k_attention);
+    const gr_node *qk = nd(L, grp->nodes[0]), *pv = nd(L, grp->nodes[grp->n - 1]);
+    const gr_tensor *q = ten(L, qk->in[0]);
+    int64_t s = q->dims[q->rank - 2], d = q->dims[q->rank - 1];
+    float *p[4] = {tp(L, qk->in[0]), tp(L, qk->in[1]), tp(L, pv->in[1]), tp(L, pv->out)};
+    memcpy(l->p, p, sizeof p);
+    l->i[0] = gr_numel(q) / (s * d);
+    l->i[1] = s;
+    l->i[2] = d;
+    l->f[0] = 1.0f;
+    for (int k = 1; k < grp->n - 1; k++) {
+        const gr_node *n = nd(L, grp->nodes[k]);
+        if (n->op == GR_SCALE)
+            l->f[0] = n->a.alpha;
+        if (n->op == GR_CAUSAL_MASK)
+            l->i[3] = 1;
+    }
+    return FB_OK;
+}
+
+static fb_code emit_mlp(lower *L, const gr_group *grp)
+{
+    const gr_node *l1 = nd(L, grp->nodes[0]), *l2 = nd(L, grp->nodes[2]);
+    float *w1 = lin_w(L, l1), *w2 = w1 ? lin_w(L, l2) : NULL;
+    if (!w2)
+        return L->err->code;
+    nat_launch *l;
+    ADD_OR_FAIL(l, L, grp, "mlp_fused", FB_KC_GEMM, nat_k_mlp_fused);
+    int64_t m, d, h = last_dim(ten(L, l1->out)), rb, slots;
+    rows_cols(ten(L, l1->in[0]), &m, &d);
+    nat_mlp_fused_ws(m, h, &rb, &slots);
+    float *p[7] = {tp(L, l1->in[0]), w1, tp(L, l1->in[2]), w2, tp(L, l2->in[2]),
+                   tp(L, l2->out), L->mlp_ws};
+    memcpy(l->p, p, sizeof p);
+    int64_t v[5] = {m, d, h, rb, slots};
+    memcpy(l->i, v, sizeof v);
+    return FB_OK;
+}
+
+static fb_code emit(lower *L, const gr_group *grp)
+{
+    switch (grp->kind) {
+    case GR_G_TENSOR:
+        return emit_tensor(L, grp);
+    case GR_G_CHAIN:
+        return emit_chain(L, grp);
+    case GR_G_SOFTMAX:
+        return emit_softmax(L, grp);
+    case GR_G_LAYERNORM:
+        return emit_layernorm(L, grp);
+    case GR_G_ATTENTION:
+        return emit_attention(L, grp);
+    case GR_G_MLP:
+        return emit_mlp(L, grp);
+    default:
+        return emit_single(L, grp);
+    }
+}
+
+/* ---- workspaces and driver ---- */
+
+static fb_code workspaces(lower *L)
+{
+    int64_t conv = 0, mlp = 0;
+    for (int gi = 0; gi < L->gs->n; gi++) {
+        const gr_group *grp = &L->gs->g[gi];
+        const gr_node *n = nd(L, grp->nodes[0]);
+        nat_conv_shape s;
+        if (n->op == GR_CONV2D || n->op == GR_CONV1D) {
+            if (!conv_shape(L, n, &s))
+                return fb_err_set(L->err, FB_EINVAL, NULL, "node %s: impossible conv shape",
+                                  n->name);
+            int64_t w = (int64_t)nat_conv2d_workspace(&s);
+            conv = w > conv ? w : conv;
+        }
+        if (grp->kind == GR_G_MLP) {
+            int64_t m, d, rb, slots;
+            rows_cols(ten(L, n->in[0]), &m, &d);
+            int64_t w = nat_mlp_fused_ws(m, last_dim(ten(L, n->out)), &rb, &slots);
+            mlp = w > mlp ? w : mlp;
+        }
+    }
+    if (conv > 0 && !(L->conv_ws = nat_buf_new(L->ctx, (size_t)conv, 1u << L->v, "conv.ws",
+                                               L->err)))
+        return L->err->code;
+    if (mlp > 0 &&
+        !(L->mlp_ws = nat_buf_new(L->ctx, (size_t)mlp, 1u << L->v, "mlp.ws", L->err)))
+        return L->err->code;
+    return FB_OK;
+}
+
+fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, fb_err *err)
+{
+    lower L = {.ctx = ctx, .g = g, .gs = gs, .v = v, .err = err};
+    fb_code rc = FB_OK;
+    L.order = malloc((size_t)(gs->n + 1) * sizeof *L.order);
+    L.first = malloc((size_t)g->n_tensors * sizeof *L.first);
+    L.last = malloc((size_t)g->n_tensors * sizeof *L.last);
+    L.off = calloc((size_t)g->n_tensors, sizeof *L.off);
+    if (!L.order || !L.first || !L.last || !L.off) {
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the lowering");
+        goto out;
+    }
+    for (int i = 0; i < gs->n; i++)
+        L.order[i] = i;
+    sort_ctx = &L;
+    qsort(L.order, (size_t)gs->n, sizeof *L.order, cmp_last);
+    rc = plan_memory(&L);
+    if (!rc)
+        rc = workspaces(&L);
+    for (int pos = 0; !rc && pos < gs->n; pos++)
+        rc = emit(&L, &gs->g[L.order[pos]]);
+    if (!rc) {
+        ctx->plans[v].out = tp(&L, g->output);
+        ctx->plans[v].out_n = (size_t)gr_numel(ten(&L, g->output));
+    }
+out:
+    free(L.order);
+    free(L.first);
+    free(L.last);
+    free(L.off);
+    return rc;
+}
+
+void gr_lower_masks(nat_ctx *ctx, const float *keep)
+{
+    for (int b = 0; b < ctx->n_bufs; b++) {
+        nat_buf *buf = &ctx->bufs[b];
+        if (buf->data == keep)
+            continue;
+        unsigned mask = 0;
+        for (int v = 0; v < NAT_MAX_VARIANTS; v++) {
+            const nat_plan *p = &ctx->plans[v];
+            for (int i = 0; i < p->n && !(mask & (1u << v)); i++)
+                for (int k = 0; k < NAT_MAX_ARGS; k++)
+                    if (p->launches[i].p[k] >= buf->data &&
+                        p->launches[i].p[k] < buf->data + buf->n)
+                        mask |= 1u << v;
+        }
+        buf->variants = mask;
+    }
+}

@@ -1,0 +1,84 @@
+/* gr_plan: the fusion planner.  It partitions a graph's nodes into groups, each
+ * one kernel launch: eager makes one group per op (views make none); fused
+ * applies the enabled rules, each of which grows a group along single-consumer
+ * edges (an intermediate read by anything else must reach memory, so it cannot
+ * be fused away).  gr_lower turns groups into launches and places the tensors
+ * that reach memory in an arena by lifetime. */
+#ifndef GR_PLAN_H
+#define GR_PLAN_H
+
+#include <stdbool.h>
+
+#include "fb_spec.h"
+#include "gr.h"
+#include "nat.h"
+
+enum gr_rule {
+    GR_R_BN_FOLD,
+    GR_R_EPILOGUE,
+    GR_R_RESIDUAL,
+    GR_R_ELEMENT_CHAIN,
+    GR_R_SOFTMAX,
+    GR_R_LAYERNORM,
+    GR_R_ATTENTION,
+    GR_R_MLP,
+    GR_R_COUNT
+};
+
+const char *gr_rule_name(int r); /* "bn_fold", ..., the params.disable_rules names */
+
+/* What a group is, so gr_lower knows which launch to make. */
+typedef enum gr_gkind {
+    GR_G_SINGLE,    /* one op */
+    GR_G_TENSOR,    /* conv/linear [+ bn] [+ residual add] [+ act] */
+    GR_G_CHAIN,     /* elementwise ops */
+    GR_G_SOFTMAX,   /* [scale] [mask] softmax */
+    GR_G_LAYERNORM, /* add + layer norm */
+    GR_G_ATTENTION, /* matmul [scale] [mask] softmax matmul */
+    GR_G_MLP,       /* linear gelu linear */
+} gr_gkind;
+
+#define GR_GROUP_MAX 16
+
+typedef struct gr_group {
+    gr_gkind kind;
+    unsigned rules; /* bit r: rule r formed it */
+    int n;
+    int nodes[GR_GROUP_MAX]; /* in graph order; the last one's output leaves the group */
+} gr_group;
+
+typedef struct gr_groups {
+    int n;
+    gr_group *g; /* owned */
+} gr_groups;
+
+/* Reads params.disable_rules (an array of rule names) into *disabled (bit r set:
+ * rule r off).  FB_EINVAL naming "params.disable_rules[i]" for an unknown name. */
+FB_MUSTCHECK fb_code gr_rules_from_spec(const fb_spec *spec, unsigned *disabled, fb_err *err);
+
+/* Groups of g: fused with the rules not in disabled, or eager (one op each). */
+FB_MUSTCHECK fb_code gr_plan_groups(const gr_graph *g, bool fused, unsigned disabled,
+                                    gr_groups *out, fb_err *err);
+void gr_groups_free(gr_groups *gs);
+
+/* The group's rule names joined by '+' ("bn_fold+epilogue") as a static
+ * string, and its DESIGN.md taxonomy kind; NULL for a group of one op. */
+const char *gr_group_rule(const gr_group *grp);
+const char *gr_group_kind(const gr_group *grp);
+
+/* ---- lowering (gr_lower.c) ---- */
+
+/* Lowers g into the ctx's plan for variant v (NAT_EAGER / NAT_FUSED) from its
+ * groups: activations in one arena buffer (mask 1 << v) placed by lifetime,
+ * weights and the input from the graph's tensor data (set by the caller).
+ * Folded and transposed weights are new ctx buffers.  The plan's out is the
+ * graph output. */
+FB_MUSTCHECK fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, fb_err *err);
+
+/* After every variant is lowered: each buffer's variant mask becomes the set of
+ * plans whose launches read or write it (so a variant's peak memory counts the
+ * weights it really uses: folded ones for fused, raw ones for eager), except
+ * keep (the input), which every variant keeps. */
+void gr_lower_masks(nat_ctx *ctx, const float *keep);
+
+#endif

@@ -1,0 +1,281 @@
+/* gr_zoo: the model zoo as workloads of the native engine (nat_models[]).
+ * Building a model: read its sizes from params (standard defaults), build the
+ * graph, allocate and fill the input (real data, or params.input) and the
+ * weights (seeded PyTorch-like random, or params.weights: a safetensors file
+ * with the PyTorch state_dict names), plan the eager and fused groups
+ * (params.disable_rules switches rules off) and lower both into the ctx.
+ * The graph itself is freed at the end: the plans keep only buffers of the
+ * ctx and static strings.
+ *
+ * Params: image, seq, frames, layers, hidden, heads, inter, vocab, classes
+ * (model sizes), weights, input (safetensors paths), disable_rules, graph
+ * (workload "graph": a user's graph in gr_to_json's form). */
+#include <stdio.h>
+#include <string.h>
+
+#include "gr_input.h"
+#include "gr_models.h"
+#include "gr_plan.h"
+#include "gr_st.h"
+#include "nat_pat.h"
+
+#define PATH_MAX_LEN 4096
+
+typedef struct zoo_model {
+    gr_input_kind in;
+    gr_cfg def;
+    int (*build)(gb *b, const gr_cfg *c);
+} zoo_model;
+
+/* ---- params ---- */
+
+static fb_code cfg_from_spec(const fb_spec *spec, const zoo_model *m, gr_cfg *c, fb_err *err)
+{
+    *c = m->def;
+    c->batch = spec->batch_size > 0 ? spec->batch_size : 1;
+    struct {
+        const char *key;
+        int64_t *v, hi;
+    } p[] = {
+        {"image", &c->image, 4096},   {"seq", &c->seq, 4096},       {"frames", &c->frames, 30000},
+        {"layers", &c->layers, 96},   {"hidden", &c->hidden, 8192}, {"heads", &c->heads, 128},
+        {"inter", &c->inter, 32768},  {"vocab", &c->vocab, 1 << 20}, {"classes", &c->classes, 100000},
+    };
+    fb_code rc = FB_OK;
+    for (size_t i = 0; i < sizeof p / sizeof p[0] && !rc; i++)
+        if (*p[i].v > 0)
+            rc = fb_spec_param_int(spec, p[i].key, *p[i].v, 1, p[i].hi, p[i].v, err);
+    if (!rc && c->heads > 0 && c->hidden % c->heads)
+        rc = fb_err_set(err, FB_EINVAL, "params.heads", "must divide hidden");
+    return rc;
+}
+
+/* params.<key> as a path string, or NULL when absent. */
+static fb_code param_path(const fb_spec *spec, const char *key, const char **out, fb_err *err)
+{
+    *out = NULL;
+    const cJSON *j = spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, key) : NULL;
+    if (!j)
+        return FB_OK;
+    char field[64];
+    snprintf(field, sizeof field, "params.%s", key);
+    if (!cJSON_IsString(j) || !j->valuestring[0] || strlen(j->valuestring) > PATH_MAX_LEN)
+        return fb_err_set(err, FB_EINVAL, field, "must be a file path");
+    *out = j->valuestring;
+    return FB_OK;
+}
+
+/* ---- weights and input ---- */
+
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static void fill_random(nat_ctx *ctx, const gr_tensor *t)
+{
+    int64_t n = gr_numel(t);
+    uint32_t s = name_hash(t->name);
+    switch (t->init) {
+    case GR_INIT_FANIN:
+        nat_pat_fill_weight(ctx, t->data, n, s, t->fan_in);
+        break;
+    case GR_INIT_ONE:
+        nat_fill_uniform(ctx, t->data, (size_t)n, s, 0.8f, 1.2f);
+        break;
+    case GR_INIT_VAR:
+        nat_fill_uniform(ctx, t->data, (size_t)n, s, 0.5f, 1.5f);
+        break;
+    case GR_INIT_EMBED:
+        nat_fill_uniform(ctx, t->data, (size_t)n, s, -0.035f, 0.035f);
+        break;
+    default:
+        nat_fill_uniform(ctx, t->data, (size_t)n, s, -0.1f, 0.1f);
+        break;
+    }
+}
+
+static fb_code load_weights(nat_ctx *ctx, gr_graph *g, const char *path, fb_err *err)
+{
+    gr_st st = {0};
+    fb_code rc = path ? gr_st_open(path, &st, "params.weights", err) : FB_OK;
+    for (int i = 0; i < g->n_tensors && !rc; i++) {
+        gr_tensor *t = &g->tensors[i];
+        if (t->kind != GR_T_WEIGHT)
+            continue;
+        rc = nat_pat_alloc(ctx, gr_numel(t), NAT_ALL_VARIANTS, t->name, &t->data, err);
+        if (!rc && path)
+            rc = gr_st_read(&st, t->name, t->rank, t->dims, t->data, "params.weights", err);
+        else if (!rc)
+            fill_random(ctx, t);
+    }
+    gr_st_close(&st);
+    return rc;
+}
+
+static fb_code load_input(nat_ctx *ctx, gr_graph *g, const zoo_model *m, const gr_cfg *c,
+                          const char *path, fb_err *err)
+{
+    gr_tensor *t = &g->tensors[g->input];
+    fb_code rc = nat_pat_alloc(ctx, gr_numel(t), NAT_ALL_VARIANTS, "input", &t->data, err);
+    if (rc)
+        return rc;
+    if (path) {
+        gr_st st = {0};
+        rc = gr_st_open(path, &st, "params.input", err);
+        if (!rc)
+            rc = gr_st_read(&st, "input", t->rank, t->dims, t->data, "params.input", err);
+        gr_st_close(&st);
+        return rc;
+    }
+    if (!m) { /* a user's graph: seeded uniform values in [-1, 1) */
+        nat_fill_uniform(ctx, t->data, (size_t)gr_numel(t), 1, -1.0f, 1.0f);
+        return FB_OK;
+    }
+    if (m->in == GR_IN_IMAGE)
+        return gr_input_images(t->data, t->dims[0], t->dims[2], err);
+    if (m->in == GR_IN_TOKENS)
+        return gr_input_tokens(t->data, c->batch, c->seq, c->vocab, err);
+    if (m->in == GR_IN_MEL)
+        return gr_input_mel(t->data, c->batch, c->frames, err);
+    return fb_err_set(err, FB_EUNSUPPORTED, NULL, "no input for this model");
+}
+
+/* Token ids must index the embedding table. */
+static fb_code check_ids(const gr_graph *g, fb_err *err)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const gr_node *n = &g->nodes[i];
+        if (n->op != GR_EMBEDDING)
+            continue;
+        const gr_tensor *ids = &g->tensors[n->in[0]], *tab = &g->tensors[n->in[1]];
+        if (!ids->data)
+            continue;
+        for (int64_t j = 0; j < gr_numel(ids); j++)
+            if (!(ids->data[j] >= 0 && ids->data[j] < (float)tab->dims[0] &&
+                  ids->data[j] == (float)(int64_t)ids->data[j]))
+                return fb_err_set(err, FB_EINVAL, "params.input", "token id %lld is no row",
+                                  (long long)j);
+    }
+    return FB_OK;
+}
+
+/* ---- planning ---- */
+
+static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, fb_err *err)
+{
+    unsigned off = 0;
+    gr_groups eager = {0}, fused = {0};
+    fb_code rc = gr_rules_from_spec(spec, &off, err);
+    if (!rc)
+        rc = gr_plan_groups(g, false, off, &eager, err);
+    if (!rc)
+        rc = gr_plan_groups(g, true, off, &fused, err);
+    if (!rc)
+        rc = gr_lower(ctx, g, &eager, NAT_EAGER, err);
+    if (!rc)
+        rc = gr_lower(ctx, g, &fused, NAT_FUSED, err);
+    if (!rc)
+        gr_lower_masks(ctx, g->tensors[g->input].data);
+    gr_groups_free(&eager);
+    gr_groups_free(&fused);
+    return rc;
+}
+
+/* Builds the graph of model m (or the user's, m NULL) and lowers it. */
+static fb_code zoo_build(const zoo_model *m, nat_ctx *ctx, const fb_spec *spec, fb_err *err)
+{
+    gr_graph g;
+    gr_init(&g);
+    gb b = {&g, err};
+    gr_cfg c = {0};
+    const char *wpath = NULL, *ipath = NULL;
+    fb_code rc = m ? cfg_from_spec(spec, m, &c, err) : FB_OK;
+    if (!rc)
+        rc = param_path(spec, "weights", &wpath, err);
+    if (!rc)
+        rc = param_path(spec, "input", &ipath, err);
+    if (!rc && m && m->build(&b, &c) < 0)
+        rc = err->code ? err->code : fb_err_set(err, FB_EINTERNAL, NULL, "model build failed");
+    if (!rc && !m) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(spec->params, "graph");
+        rc = j ? gr_from_json(&g, j, "params.graph", err)
+               : fb_err_set(err, FB_EINVAL, "params.graph", "workload graph needs a graph");
+    }
+    if (!rc)
+        rc = load_weights(ctx, &g, wpath, err);
+    if (!rc)
+        rc = load_input(ctx, &g, m, &c, ipath, err);
+    if (!rc)
+        rc = check_ids(&g, err);
+    if (!rc)
+        rc = plan_both(ctx, &g, spec, err);
+    gr_free(&g);
+    return rc;
+}
+
+/* ---- the zoo ---- */
+
+#define IMG(img, cls) {.image = img, .classes = cls}
+
+static const zoo_model m_resnet18 = {GR_IN_IMAGE, IMG(224, 1000), gr_resnet18};
+static const zoo_model m_resnet50 = {GR_IN_IMAGE, IMG(224, 1000), gr_resnet50};
+static const zoo_model m_mobilenet_v2 = {GR_IN_IMAGE, IMG(224, 1000), gr_mobilenet_v2};
+static const zoo_model m_vgg16 = {GR_IN_IMAGE, IMG(224, 1000), gr_vgg16};
+static const zoo_model m_vit = {GR_IN_IMAGE,
+                                {.image = 224, .classes = 1000, .layers = 12, .hidden = 768,
+                                 .heads = 12, .inter = 3072},
+                                gr_vit_b_16};
+static const zoo_model m_mnv3 = {GR_IN_IMAGE, IMG(224, 1000), gr_mobilenet_v3_large};
+static const zoo_model m_effnet = {GR_IN_IMAGE, IMG(224, 1000), gr_efficientnet_b0};
+static const zoo_model m_convnext = {GR_IN_IMAGE, IMG(224, 1000), gr_convnext_tiny};
+static const zoo_model m_whisper = {GR_IN_MEL,
+                                    {.frames = 3000, .layers = 4, .hidden = 384, .heads = 6,
+                                     .inter = 1536},
+                                    gr_whisper_tiny};
+static const zoo_model m_bert = {GR_IN_TOKENS,
+                                 {.seq = 128, .layers = 12, .hidden = 768, .heads = 12,
+                                  .inter = 3072, .vocab = 30522},
+                                 gr_bert_base};
+static const zoo_model m_gpt2 = {GR_IN_TOKENS,
+                                 {.seq = 128, .layers = 12, .hidden = 768, .heads = 12,
+                                  .inter = 3072, .vocab = 50257},
+                                 gr_gpt2};
+
+#define ZOO_ENTRY(VAR, MODEL, NAME, DOMAIN, DESC)                                                  \
+    static fb_code build_##VAR(nat_ctx *ctx, const fb_spec *spec, fb_err *err)                    \
+    {                                                                                              \
+        return zoo_build(MODEL, ctx, spec, err);                                                   \
+    }                                                                                              \
+    static const nat_pattern VAR = {                                                               \
+        .info = {.name = NAME, .engine = "native", .domain = DOMAIN, .description = DESC,         \
+                 .default_batch_size = 1, .devices = {"cpu", NULL}, .dtypes = {"float32", NULL},   \
+                 .variants = {"eager", "fused", NULL}},                                            \
+        .build = build_##VAR,                                                                      \
+    }
+
+ZOO_ENTRY(z_resnet18, &m_resnet18, "resnet18", "vision", "ResNet-18 (torchvision), 224x224");
+ZOO_ENTRY(z_resnet50, &m_resnet50, "resnet50", "vision", "ResNet-50 v1.5 (torchvision), 224x224");
+ZOO_ENTRY(z_mobilenet_v2, &m_mobilenet_v2, "mobilenet_v2", "vision",
+          "MobileNetV2 (torchvision), 224x224");
+ZOO_ENTRY(z_vgg16, &m_vgg16, "vgg16", "vision", "VGG-16 (torchvision), 224x224");
+ZOO_ENTRY(z_mnv3, &m_mnv3, "mobilenet_v3_large", "vision",
+          "MobileNetV3-Large (torchvision), 224x224");
+ZOO_ENTRY(z_effnet, &m_effnet, "efficientnet_b0", "vision",
+          "EfficientNet-B0 (torchvision), 224x224");
+ZOO_ENTRY(z_convnext, &m_convnext, "convnext_tiny", "vision",
+          "ConvNeXt-Tiny (torchvision), 224x224");
+ZOO_ENTRY(z_whisper, &m_whisper, "whisper_tiny", "speech",
+          "Whisper-tiny encoder (transformers), 80-bin log-mel of 3000 frames");
+ZOO_ENTRY(z_vit, &m_vit, "vit_b_16", "vision", "ViT-B/16 (torchvision), 224x224");
+ZOO_ENTRY(z_bert, &m_bert, "bert_base", "nlp", "BERT-base encoder (transformers), seq 128");
+ZOO_ENTRY(z_gpt2, &m_gpt2, "gpt2", "nlp", "GPT-2 124M (transformers), prefill of 128 tokens");
+ZOO_ENTRY(z_graph, NULL, "graph", "custom", "A user's graph from params.graph");
+
+const nat_pattern *const nat_models[] = {
+    &z_resnet18, &z_resnet50,  &z_mobilenet_v2, &z_mnv3, &z_vgg16, &z_effnet, &z_convnext,
+    &z_vit,      &z_bert,      &z_gpt2,         &z_whisper, &z_graph, NULL,
+};
