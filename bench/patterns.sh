@@ -7,7 +7,7 @@
 #     options     --threads N (default: all cores), --iterations N (30),
 #                 --warmup N (5), --patterns a,b, --md FILE, --json FILE,
 #                 --warm-cache (reuse Inductor's cache: compile times become hits)
-# The Python side runs in the venv of bench/venv.sh (created on first use).
+# The Python side runs in the venv of scripts/venv.sh (created on first use).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +19,6 @@ if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then
 fi
 run="$build/worker/fusionbench-run"
 [ -x "$run" ] || { echo "patterns.sh: $run not built (cmake --build $build --target fusionbench-run)" >&2; exit 1; }
-py=$("$root/bench/venv.sh")
+py=$("$root/scripts/venv.sh")
 export FB_BENCH_COMMAND="$cmdline"
 exec "$py" "$root/bench/patterns.py" --bin "$run" "$@"

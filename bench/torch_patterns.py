@@ -15,14 +15,16 @@ iterations, torch.set_num_threads(THREADS) for both.  The accuracy check is the
 project's gate, max|compiled - eager| / max|eager| <= 1e-4 (float32).
 
 Used by bench/patterns.py (side by side with fusionbench-run) and runnable alone:
-    PY=$(bench/venv.sh); $PY bench/torch_patterns.py --threads 2 [--patterns softmax,mlp]
+    PY=$(scripts/venv.sh); $PY bench/torch_patterns.py --threads 2 [--patterns softmax,mlp]
 """
 
 import argparse
+import atexit
 import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -52,13 +54,27 @@ torch = None  # imported by setup_torch(), after the Inductor cache dir is chose
 F = None
 
 
+def _drop_cache(cache):
+    """Removes the private Inductor cache once its compile workers, which may
+    still write into it, are gone."""
+    try:
+        from torch._inductor.async_compile import shutdown_compile_workers
+
+        shutdown_compile_workers()
+    except ImportError:
+        pass
+    shutil.rmtree(cache, ignore_errors=True)
+
+
 def setup_torch(threads, fresh_cache):
     """Imports torch with THREADS intra-op threads.  With fresh_cache the
     Inductor cache is a new temporary folder, so compile times are cold (the
     cost a user pays the first time), not a cache hit of an earlier run."""
     global torch, F
     if fresh_cache:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="fb-inductor-")
+        cache = tempfile.mkdtemp(prefix="fb-bench-inductor-")
+        atexit.register(_drop_cache, cache)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     import torch as _torch
     import torch.nn.functional as _F
 

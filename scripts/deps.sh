@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh: installs the Debian packages FusionBench needs, only those missing.
-#   scripts/deps.sh          build + run (server, worker, embedded PostgreSQL)
+#   scripts/deps.sh          build + run (server, worker, embedded PostgreSQL,
+#                            Chart.js for the dashboard)
 #   scripts/deps.sh --test   the same plus clang (fuzz build) for scripts/test.sh
 # Runs apt-get as root directly, or through sudo otherwise; apt-get update runs
 # once, and only when something is missing.
@@ -8,9 +9,9 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcjson-dev libpq-dev
       libopenblas-dev libcmocka-dev postgresql postgresql-contrib python3 curl
-      clang-format)
+      clang-format libjs-chart.js)
 if [[ "${1:-}" == "--test" ]]; then
-    pkgs+=(clang)
+    pkgs+=(clang chromium) # chromium: the dashboard's browser tests (Playwright)
 elif [[ -n "${1:-}" ]]; then
     echo "usage: $0 [--test]" >&2
     exit 2

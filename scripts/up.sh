@@ -114,10 +114,21 @@ start_database() {
         say "using DATABASE_URL"
         return
     fi
-    local out
+    local out port
     own_cluster=1
-    out=$("$ROOT/scripts/pg.sh" start "$PG_DIR" "$(pg_port)") ||
-        die "could not start the private PostgreSQL in $PG_DIR"
+    port=$(pg_port)
+    if ! out=$("$ROOT/scripts/pg.sh" start "$PG_DIR" "$port" 2>"$LOG_DIR/pg-start.log"); then
+        # Last time's port may belong to someone else now: take a free one.
+        if [[ -n "${FUSIONBENCH_PG_PORT:-}" ]]; then
+            tail -n 5 "$LOG_DIR/pg-start.log" >&2
+            die "could not start the private PostgreSQL in $PG_DIR on port $port"
+        fi
+        say "port $port did not work for the private PostgreSQL (log: $LOG_DIR/pg-start.log)"
+        port=$(free_port)
+        say "retrying the private PostgreSQL on port $port"
+        out=$("$ROOT/scripts/pg.sh" start "$PG_DIR" "$port") ||
+            die "could not start the private PostgreSQL in $PG_DIR"
+    fi
     DB_URL=$(tail -n 1 <<<"$out")
     say "private PostgreSQL in $PG_DIR: $DB_URL"
 }

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# bench/venv.sh: creates or reuses the Python environment of the CPU benchmarks
+# scripts/venv.sh: creates or reuses the one Python environment of FusionBench (runner, tests, benchmarks)
 # and prints its python's path on stdout (logs go to stderr).
 #
 # The venv lives in ~/.cache/fusionbench/venv-<first 16 hex of sha256 of
-# bench/requirements.txt>, so a change to the requirements gives a new venv and
+# scripts/requirements.txt>, so a change to the requirements gives a new venv and
 # an unchanged file reuses the one already built (torch is large: installing it
 # once per machine, not per run, is the point).  A venv counts as ready only when
 # its stamp file exists: the stamp is written after pip succeeded, so a broken or
 # half-finished install is rebuilt rather than trusted.  A venv built before this
 # script existed (no stamp) is accepted when it imports torch and numpy.
 #
-# Usage: bench/venv.sh            # prints e.g. /root/.cache/fusionbench/venv-3ed9.../bin/python
-#        PY=$(bench/venv.sh) && "$PY" bench/torch_patterns.py --help
+# Usage: scripts/venv.sh            # prints e.g. /root/.cache/fusionbench/venv-3ed9.../bin/python
+#        PY=$(scripts/venv.sh) && "$PY" bench/torch_patterns.py --help
 # Env:   FB_PYTHON   the interpreter that creates the venv (default python3)
 #        FB_CACHE    the cache folder (default ~/.cache/fusionbench)
 set -euo pipefail
@@ -27,7 +27,7 @@ stamp="$venv/.fusionbench-ready"
 py="$venv/bin/python"
 
 imports_ok() {
-    [ -x "$py" ] && "$py" -c 'import torch, numpy' >/dev/null 2>&1
+    [ -x "$py" ] && "$py" -c 'import torch, torchvision, transformers, numpy' >/dev/null 2>&1
 }
 
 if [ -f "$stamp" ] || imports_ok; then
@@ -50,6 +50,6 @@ rm -rf "$venv"
 "${FB_PYTHON:-python3}" -m venv "$venv" >&2
 "$py" -m pip install --quiet --upgrade pip >&2
 "$py" -m pip install --quiet -r "$req" >&2
-"$py" -c 'import torch, numpy' >&2
+"$py" -c 'import torch, torchvision, transformers, numpy' >&2
 cp "$req" "$stamp"
 echo "$py"

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The native model zoo on the CPU: eager against fused, rule ablation, and
+PyTorch eager / torch.compile (Inductor's C++ backend) side by side.
+
+    PY=$(bench/venv.sh)   # or the project venv's python
+    $PY bench/zoo.py --bin build/worker/fusionbench-run --threads 2 \
+        [--models resnet50,bert_base] [--ablation resnet50,bert_base] \
+        [--torch resnet50,mobilenet_v2,bert_base] [--iterations 10] > zoo.md
+
+Native figures come from fusionbench-run --json (its own warmup, interleaved
+rounds, accuracy gate, profiled iteration): median latency, speedup, kernels per
+iteration, fusion groups by taxonomy kind, peak memory (weights + the planned
+activation arena + workspaces of the variant).  PyTorch runs the same model
+(torchvision / transformers, random weights), shapes, batch 1 and thread count,
+eager and torch.compile interleaved, median of the same iteration count; its
+compile time is reported apart.  Prints a markdown section on stdout."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.modules.setdefault("torchaudio", None)  # the venv's may not import; unused
+
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "vgg16",
+          "efficientnet_b0", "convnext_tiny", "vit_b_16", "bert_base", "gpt2", "whisper_tiny"]
+RULES = ["bn_fold", "epilogue", "residual_epilogue", "element_chain", "softmax", "layernorm",
+         "attention", "mlp"]
+
+
+def native(binary, model, threads, iters, warmup, disable=None):
+    cmd = [binary, model, "--json", "--iterations", str(iters), "--warmup", str(warmup),
+           "--threads", str(threads)]
+    if disable:
+        cmd += ["--param", "disable_rules=" + json.dumps([disable])]
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if not p.stdout.strip():
+        raise RuntimeError(f"{model}: {p.stderr.strip()[-300:]}")
+    return {v["name"]: v for v in json.loads(p.stdout)["result"]["variants"]}
+
+
+def kinds(v):
+    out = {}
+    for g in v.get("fusion_groups") or []:
+        out[g["kind"]] = out.get(g["kind"], 0) + g["count"]
+    return ", ".join(f"{k} {n}" for k, n in sorted(out.items())) or "-"
+
+
+def med(v):
+    return v["latency_ms"]["median"]
+
+
+def mib(v):
+    return v["peak_mem_bytes"] / 2**20 if v.get("peak_mem_bytes") is not None else float("nan")
+
+
+def table_models(binary, models, threads, iters, warmup):
+    print("| model | eager ms | fused ms | speedup | kernels eager → fused | fusion groups by kind"
+          " | peak MiB eager → fused | max rel err |")
+    print("|---|---:|---:|---:|---|---|---|---:|")
+    for m in models:
+        try:
+            r = native(binary, m, threads, iters, warmup)
+        except RuntimeError as e:
+            print(f"| {m} | error: {e} | | | | | | |")
+            continue
+        e, f = r["eager"], r["fused"]
+        print(f"| {m} | {med(e):.1f} | {med(f):.1f} | {med(e) / med(f):.2f}x | "
+              f"{e['kernels']} → {f['kernels']} | {kinds(f)} | {mib(e):.0f} → {mib(f):.0f} | "
+              f"{f['max_rel_error']:.1e} |", flush=True)
+
+
+def table_ablation(binary, model, threads, iters, warmup):
+    base = native(binary, model, threads, iters, warmup)
+    print(f"\n**{model}**: all rules on: eager {med(base['eager']):.1f} ms, fused "
+          f"{med(base['fused']):.1f} ms, {base['fused']['kernels']} kernels.\n")
+    print("| rule off | fused ms | speedup vs eager | kernels | fused groups | peak MiB |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for rule in RULES:
+        r = native(binary, model, threads, iters, warmup, rule)
+        f = r["fused"]
+        print(f"| {rule} | {med(f):.1f} | {med(r['eager']) / med(f):.2f}x | {f['kernels']} | "
+              f"{f['fused_kernels']} | {mib(f):.0f} |", flush=True)
+
+
+def torch_model(name):
+    import torch
+    import torchvision
+    import transformers
+    if name in ("resnet18", "resnet50", "mobilenet_v2"):
+        m = getattr(torchvision.models, name)(weights=None).eval()
+        return m, (torch.randn(1, 3, 224, 224),)
+    if name == "bert_base":
+        cfg = transformers.BertConfig(attn_implementation="eager")
+        m = transformers.BertModel(cfg, add_pooling_layer=False).eval()
+        return m, (torch.randint(0, 30522, (1, 128)),)
+    raise SystemExit(f"no PyTorch peer for {name}")
+
+
+def torch_side(name, threads, iters, warmup):
+    import torch
+    torch.set_num_threads(threads)
+    model, args = torch_model(name)
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        comp = torch.compile(model)
+        comp(*args)
+        compile_s = time.perf_counter() - t0
+        for _ in range(warmup):
+            model(*args)
+            comp(*args)
+        te, tc = [], []
+        for _ in range(iters):  # interleaved rounds, as METHOD.md asks
+            t = time.perf_counter_ns()
+            model(*args)
+            te.append((time.perf_counter_ns() - t) / 1e6)
+            t = time.perf_counter_ns()
+            comp(*args)
+            tc.append((time.perf_counter_ns() - t) / 1e6)
+    return statistics.median(te), statistics.median(tc), compile_s
+
+
+def table_torch(binary, models, threads, iters, warmup):
+    print("| model | native eager ms | native fused ms | PyTorch eager ms | torch.compile ms |"
+          " compile s | native eager / PyTorch eager | native fused / compile |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for m in models:
+        r = native(binary, m, threads, iters, warmup)
+        pe, pc, cs = torch_side(m, threads, iters, warmup)
+        ne, nf = med(r["eager"]), med(r["fused"])
+        print(f"| {m} | {ne:.1f} | {nf:.1f} | {pe:.1f} | {pc:.1f} | {cs:.0f} | {ne / pe:.2f} |"
+              f" {nf / pc:.2f} |", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--ablation", default="resnet50,bert_base")
+    ap.add_argument("--torch", default="resnet50,mobilenet_v2,bert_base")
+    a = ap.parse_args()
+    pick = lambda s: [x for x in s.split(",") if x]  # noqa: E731
+    if pick(a.models):
+        table_models(a.bin, pick(a.models), a.threads, a.iterations, a.warmup)
+    for m in pick(a.ablation):
+        table_ablation(a.bin, m, a.threads, a.iterations, a.warmup)
+    if pick(a.torch):
+        print()
+        table_torch(a.bin, pick(a.torch), a.threads, a.iterations, a.warmup)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
