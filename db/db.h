@@ -41,14 +41,14 @@ FB_MUSTCHECK fb_code db_ping(db_conn *c, fb_err *err);
 
 typedef struct db_job {
     int64_t id;
-    char state[16]; /* queued running succeeded failed canceled */
-    char *spec_json;     /* owned, never NULL */
+    char state[16];  /* queued running succeeded failed canceled */
+    char *spec_json; /* owned, never NULL */
     int attempt, max_attempts;
     char *progress_json; /* owned JSON object text, or NULL */
     char worker[128];    /* "" when none */
     char created_at[DB_TS_MAX], started_at[DB_TS_MAX], finished_at[DB_TS_MAX]; /* "" = null */
-    char *error_json;    /* owned {"code":..,"message":..} text, or NULL */
-    char *result_json;   /* owned, or NULL until succeeded */
+    char *error_json;  /* owned {"code":..,"message":..} text, or NULL */
+    char *result_json; /* owned, or NULL until succeeded */
     bool cancel_requested;
 } db_job;
 
@@ -62,6 +62,10 @@ typedef struct db_new_job {
 
 /* Inserts a queued job and NOTIFYs fb_jobs.  *id is set. */
 FB_MUSTCHECK fb_code db_job_insert(db_conn *c, const db_new_job *nj, int64_t *id, fb_err *err);
+
+/* db_job_insert that also reads the new job back (as db_job_get would) in the
+ * same round trip.  *out is the caller's (db_job_free), zeroed on error. */
+FB_MUSTCHECK fb_code db_job_create(db_conn *c, const db_new_job *nj, db_job *out, fb_err *err);
 
 /* FB_ENOTFOUND when there is no such job. */
 FB_MUSTCHECK fb_code db_job_get(db_conn *c, int64_t id, db_job *out, fb_err *err);
@@ -85,8 +89,8 @@ FB_MUSTCHECK fb_code db_job_cancel(db_conn *c, int64_t id, fb_err *err);
 
 /* Kernel rows of a job as a JSON array text (owned by caller), filtered by
  * variant when variant is not NULL.  FB_ENOTFOUND when the job does not exist. */
-FB_MUSTCHECK fb_code db_job_kernels(db_conn *c, int64_t id, const char *variant,
-                                    char **rows_json, fb_err *err);
+FB_MUSTCHECK fb_code db_job_kernels(db_conn *c, int64_t id, const char *variant, char **rows_json,
+                                    fb_err *err);
 
 /* ---- queue (worker side) ---- */
 
@@ -102,9 +106,8 @@ void db_claim_free(db_claim *cl);
 /* Claims the highest-priority, oldest queued job whose engine is one of engines
  * (n_engines names) and whose device equals device, and whose backoff has passed.
  * FB_ENOTFOUND when none.  Sets worker, started_at, heartbeat_at, attempt+1. */
-FB_MUSTCHECK fb_code db_queue_claim(db_conn *c, const char *worker_id,
-                                    const char *const *engines, int n_engines,
-                                    const char *device, db_claim *out, fb_err *err);
+FB_MUSTCHECK fb_code db_queue_claim(db_conn *c, const char *worker_id, const char *const *engines,
+                                    int n_engines, const char *device, db_claim *out, fb_err *err);
 
 /* Heartbeat (and progress, when progress_json is not NULL) for (id, attempt).
  * *cancel is set when a cancel was requested.  FB_ESTALE when fenced out. */
@@ -114,9 +117,8 @@ FB_MUSTCHECK fb_code db_queue_heartbeat(db_conn *c, int64_t id, int attempt,
 /* In one transaction: fenced state → succeeded, insert result_json into results
  * and kernel rows from kernels_json ({"variant": [row, ...], ...}, may be NULL).
  * FB_ESTALE when fenced out (nothing written). */
-FB_MUSTCHECK fb_code db_queue_complete(db_conn *c, int64_t id, int attempt,
-                                       const char *result_json, const char *kernels_json,
-                                       fb_err *err);
+FB_MUSTCHECK fb_code db_queue_complete(db_conn *c, int64_t id, int attempt, const char *result_json,
+                                       const char *kernels_json, fb_err *err);
 
 /* Fenced: the attempt failed with code/message.  When retry is true and attempts
  * remain, the job goes back to queued with backoff (2^attempt seconds, capped at
@@ -144,10 +146,10 @@ FB_MUSTCHECK fb_code db_queue_wait(db_conn *c, int timeout_ms, bool *woken, fb_e
 /* ---- workers ---- */
 
 typedef struct db_worker_reg {
-    const char *id;           /* "host/cpu0" or "host/gpu3" */
+    const char *id; /* "host/cpu0" or "host/gpu3" */
     const char *host;
-    const char *device_json;  /* fb_device_info_to_json */
-    const char *engines_json; /* ["native"] */
+    const char *device_json;    /* fb_device_info_to_json */
+    const char *engines_json;   /* ["native"] */
     const char *workloads_json; /* [fb_workload_info_to_json, ...] */
 } db_worker_reg;
 
@@ -173,13 +175,12 @@ FB_MUSTCHECK fb_code db_worker_list(db_conn *c, int stale_s, char **items_json, 
 
 /* Union of the workloads that live workers (heartbeat within stale_s) offer, as a
  * JSON array text of workload infos, one per (name, engine), devices merged. */
-FB_MUSTCHECK fb_code db_workload_catalog(db_conn *c, int stale_s, char **items_json,
-                                         fb_err *err);
+FB_MUSTCHECK fb_code db_workload_catalog(db_conn *c, int stale_s, char **items_json, fb_err *err);
 
 /* ---- operations ---- */
 
 typedef struct db_stats {
-    int64_t jobs_by_state[5]; /* queued running succeeded failed canceled */
+    int64_t jobs_by_state[5];   /* queued running succeeded failed canceled */
     double oldest_queued_age_s; /* 0 when none */
     int64_t workers_alive;
 } db_stats;

@@ -76,6 +76,7 @@ void db_close(db_conn *c)
 static bool conn_reset(db_conn *c)
 {
     c->listening = false;
+    c->n_prepared = 0; /* prepared statements die with the old session */
     PQreset(c->pg);
     if (PQstatus(c->pg) != CONNECTION_OK) {
         char msg[FB_ERR_MSG_MAX];
@@ -142,8 +143,35 @@ static fb_code check_result(db_conn *c, const char *name, const char *sql, PGres
     return fb_err_set(err, rc, NULL, "database: %s: %s", name, msg);
 }
 
-fb_code db_exec(db_conn *c, const db_stmt *st, int n, const char *const *params, PGresult **res,
-                fb_err *err)
+/* Runs st once, prepared (prep) or not.  A statement is prepared on its first run
+ * on this session; when the prepare fails its result is returned, so the caller
+ * reports it like any failed statement.  When the cache is full st runs
+ * unprepared. */
+static PGresult *run_once(db_conn *c, const db_stmt *st, int n, const char *const *params,
+                          bool prep)
+{
+    char name[16];
+    int slot = -1;
+    if (!prep)
+        return PQexecParams(c->pg, st->sql, n, NULL, params, NULL, NULL, 0);
+    for (int i = 0; i < c->n_prepared && slot < 0; i++)
+        if (c->prepared[i] == st)
+            slot = i;
+    if (slot < 0 && c->n_prepared >= DB_PREPARED_MAX)
+        return PQexecParams(c->pg, st->sql, n, NULL, params, NULL, NULL, 0);
+    snprintf(name, sizeof name, "fb_p%d", slot < 0 ? c->n_prepared : slot);
+    if (slot < 0) {
+        PGresult *r = PQprepare(c->pg, name, st->sql, 0, NULL);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            return r;
+        PQclear(r);
+        c->prepared[c->n_prepared++] = st;
+    }
+    return PQexecPrepared(c->pg, name, n, params, NULL, NULL, 0);
+}
+
+static fb_code exec_stmt(db_conn *c, const db_stmt *st, int n, const char *const *params,
+                         PGresult **res, bool prep, fb_err *err)
 {
     fb_code rc;
     *res = NULL;
@@ -151,7 +179,7 @@ fb_code db_exec(db_conn *c, const db_stmt *st, int n, const char *const *params,
      * before is gone, so this is safe for any statement. */
     if (PQstatus(c->pg) == CONNECTION_BAD && !conn_reset(c))
         return fb_err_set(err, FB_EUNAVAIL, NULL, "database unreachable (%s)", st->name);
-    PGresult *r = PQexecParams(c->pg, st->sql, n, NULL, params, NULL, NULL, 0);
+    PGresult *r = run_once(c, st, n, params, prep);
     bool broken = PQstatus(c->pg) == CONNECTION_BAD;
     /* A statement about to be retried is worth a warning, not an error. */
     rc = check_result(c, st->name, st->sql, r, res,
@@ -165,8 +193,20 @@ fb_code db_exec(db_conn *c, const db_stmt *st, int n, const char *const *params,
         return rc;
     fb_info("db: retrying %s after reconnect", st->name);
     fb_err_clear(err);
-    r = PQexecParams(c->pg, st->sql, n, NULL, params, NULL, NULL, 0);
+    r = run_once(c, st, n, params, prep); /* prepares again on the new session */
     return check_result(c, st->name, st->sql, r, res, FB_LOG_ERROR, err);
+}
+
+fb_code db_exec(db_conn *c, const db_stmt *st, int n, const char *const *params, PGresult **res,
+                fb_err *err)
+{
+    return exec_stmt(c, st, n, params, res, false, err);
+}
+
+fb_code db_exec_prep(db_conn *c, const db_stmt *st, int n, const char *const *params,
+                     PGresult **res, fb_err *err)
+{
+    return exec_stmt(c, st, n, params, res, true, err);
 }
 
 fb_code db_exec_script(db_conn *c, const char *name, const char *sql, PGresult **res, fb_err *err)

@@ -10,9 +10,17 @@
 
 #include "db.h"
 
+/* Hot statements prepared on one session (db_exec_prep): at most this many; the
+ * rest run unprepared, which is only slower. */
+#define DB_PREPARED_MAX 32
+
 struct db_conn {
     PGconn *pg;
     bool listening; /* LISTEN fb_jobs done on this session (lost on reset) */
+    /* Statements prepared on this session, as server-side "fb_p<index>"; a new
+     * session (reset) has none, so the count goes back to 0 there. */
+    const struct db_stmt *prepared[DB_PREPARED_MAX];
+    int n_prepared;
 };
 
 /* A statement: a short name for logs, its SQL, and whether it may run twice
@@ -35,6 +43,16 @@ typedef struct db_stmt {
  * and st is run again when st->retry. */
 FB_MUSTCHECK fb_code db_exec(db_conn *c, const db_stmt *st, int n, const char *const *params,
                              PGresult **res, fb_err *err);
+
+/* db_exec for the hot statements (claim, heartbeat, complete, insert, get): st is
+ * prepared once per session (PQprepare on first use, again after a reconnect) and
+ * run with PQexecPrepared, which saves the server parsing and planning it on every
+ * call.  st must be a static statement (the cache is keyed by its address) whose
+ * parameter types are fixed by casts or context in its SQL.  Not for statements
+ * whose best plan depends on which parameters are NULL (the server may switch a
+ * prepared statement to one generic plan after five runs). */
+FB_MUSTCHECK fb_code db_exec_prep(db_conn *c, const db_stmt *st, int n, const char *const *params,
+                                  PGresult **res, fb_err *err);
 
 /* Like db_exec, for trusted multi-statement text with no parameters (migrations):
  * PQexec, never retried.  res may be NULL when the caller needs no rows. */

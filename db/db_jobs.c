@@ -24,6 +24,20 @@ static const db_stmt st_insert = {
     " SELECT id, pg_notify('fb_jobs', id::text) FROM ins",
     false}; /* a retry could insert the job twice */
 
+/* The insert that answers with the whole new job (JOB_COLUMNS), so a submit is
+ * one round trip.  A new job has no result yet: the join to results matches
+ * nothing, it only gives JOB_COLUMNS its r.result. */
+static const db_stmt st_create = {
+    "job create",
+    "WITH j AS ("
+    " INSERT INTO jobs (spec, workload, engine, device, dtype, batch_size, priority,"
+    "                   max_attempts, timeout_s)"
+    " VALUES ($1::jsonb, $2, $3, $4, $5, $6::integer, $7::integer, $8::integer, $9::integer)"
+    " RETURNING *)"
+    " SELECT " JOB_COLUMNS ", pg_notify('fb_jobs', j.id::text)"
+    " FROM j LEFT JOIN results r ON false",
+    false}; /* a retry could insert the job twice */
+
 static const db_stmt st_get = {"job get", "SELECT " JOB_COLUMNS JOB_FROM "WHERE j.id = $1::bigint",
                                true};
 
@@ -103,25 +117,56 @@ static fb_code row_to_job(const PGresult *res, int row, db_job *j, fb_err *err)
     return rc;
 }
 
-fb_code db_job_insert(db_conn *c, const db_new_job *nj, int64_t *id, fb_err *err)
-{
+/* The text parameters of st_insert and st_create; the numbers go into the
+ * caller's buffers. */
+typedef struct new_job_params {
     char batch[16], prio[16], maxa[16], tmo[16];
-    snprintf(batch, sizeof batch, "%d", nj->batch_size);
-    snprintf(prio, sizeof prio, "%d", nj->priority);
-    snprintf(maxa, sizeof maxa, "%d", nj->max_attempts);
-    snprintf(tmo, sizeof tmo, "%d", nj->timeout_s);
-    const char *params[] = {nj->spec_json, nj->workload, nj->engine, nj->device, nj->dtype,
-                            batch,         prio,         maxa,       tmo};
-    PGresult *res = NULL;
-    fb_code rc;
+    const char *v[9];
+} new_job_params;
 
+static fb_code new_job_params_fill(const db_new_job *nj, new_job_params *p, fb_err *err)
+{
     if (!nj->spec_json || !nj->workload || !nj->engine || !nj->device || !nj->dtype)
         return fb_err_set(err, FB_EINVAL, NULL,
                           "job insert: spec, workload, engine, device "
                           "and dtype are required");
-    rc = db_exec(c, &st_insert, 9, params, &res, err);
+    snprintf(p->batch, sizeof p->batch, "%d", nj->batch_size);
+    snprintf(p->prio, sizeof p->prio, "%d", nj->priority);
+    snprintf(p->maxa, sizeof p->maxa, "%d", nj->max_attempts);
+    snprintf(p->tmo, sizeof p->tmo, "%d", nj->timeout_s);
+    const char *v[] = {nj->spec_json, nj->workload, nj->engine, nj->device, nj->dtype,
+                       p->batch,      p->prio,      p->maxa,    p->tmo};
+    memcpy(p->v, v, sizeof v);
+    return FB_OK;
+}
+
+fb_code db_job_insert(db_conn *c, const db_new_job *nj, int64_t *id, fb_err *err)
+{
+    new_job_params p;
+    PGresult *res = NULL;
+    fb_code rc = new_job_params_fill(nj, &p, err);
+
+    if (!rc)
+        rc = db_exec_prep(c, &st_insert, 9, p.v, &res, err);
     if (!rc)
         rc = db_get_i64(res, 0, 0, id, err);
+    PQclear(res);
+    return rc;
+}
+
+fb_code db_job_create(db_conn *c, const db_new_job *nj, db_job *out, fb_err *err)
+{
+    new_job_params p;
+    PGresult *res = NULL;
+    fb_code rc = new_job_params_fill(nj, &p, err);
+
+    memset(out, 0, sizeof *out);
+    if (!rc)
+        rc = db_exec_prep(c, &st_create, 9, p.v, &res, err);
+    if (!rc && PQntuples(res) != 1)
+        rc = fb_err_set(err, FB_EINTERNAL, NULL, "job create returned %d rows", PQntuples(res));
+    if (!rc)
+        rc = row_to_job(res, 0, out, err);
     PQclear(res);
     return rc;
 }
@@ -132,7 +177,7 @@ fb_code db_job_get(db_conn *c, int64_t id, db_job *out, fb_err *err)
     const char *params[] = {db_i64_text(id, idt, sizeof idt)};
     PGresult *res = NULL;
     memset(out, 0, sizeof *out);
-    fb_code rc = db_exec(c, &st_get, 1, params, &res, err);
+    fb_code rc = db_exec_prep(c, &st_get, 1, params, &res, err);
     if (rc)
         goto out;
     if (PQntuples(res) == 0) {

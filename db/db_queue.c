@@ -24,10 +24,10 @@
 
 static const db_stmt st_claim = {
     "queue claim",
-    "WITH c AS (SELECT id FROM jobs"
-    "  WHERE state = 'queued' AND engine = ANY ($2::text[]) AND device = $3"
-    "    AND not_before <= now()"
-    "  ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+    /* fb_claim_pick (migration 0003) is the SELECT ... ORDER BY priority DESC, id
+     * LIMIT 1 FOR UPDATE SKIP LOCKED, planned as the ordered index scan whatever
+     * the statistics say; the CTE runs it once, NULL (no row) when none. */
+    "WITH c AS (SELECT fb_claim_pick($2::text[], $3::text) AS id)"
     " UPDATE jobs j SET state = 'running', attempt = j.attempt + 1, worker = $1,"
     "  started_at = now(), heartbeat_at = now(), finished_at = NULL, progress = NULL,"
     "  error = NULL"
@@ -173,7 +173,7 @@ fb_code db_queue_claim(db_conn *c, const char *worker_id, const char *const *eng
     if (rc)
         return rc;
     const char *params[] = {worker_id, list, device};
-    rc = db_exec(c, &st_claim, 3, params, &res, err);
+    rc = db_exec_prep(c, &st_claim, 3, params, &res, err);
     if (rc)
         goto out;
     if (PQntuples(res) == 0) {
@@ -204,7 +204,7 @@ static fb_code fenced(db_conn *c, const db_stmt *st, int64_t id, int attempt, in
     snprintf(att, sizeof att, "%d", attempt);
     for (int i = 0; i < n_more && i < 4; i++)
         params[2 + i] = more[i];
-    fb_code rc = db_exec(c, st, 2 + n_more, params, res, err);
+    fb_code rc = db_exec_prep(c, st, 2 + n_more, params, res, err);
     if (rc)
         return rc;
     if (PQntuples(*res) == 0) {

@@ -260,6 +260,12 @@ static bool res_variant_metrics(cJSON *o, const fb_variant_result *v)
            res_fusion_groups(o, v);
 }
 
+/* The engine's own object (e.g. "inductor"), when it has one. */
+static bool res_extra(cJSON *o, const fb_variant_result *v)
+{
+    return !v->extra || !v->extra_key[0] || res_put(o, v->extra_key, cJSON_Duplicate(v->extra, 1));
+}
+
 static cJSON *res_variant(const fb_variant_result *v)
 {
     cJSON *o = cJSON_CreateObject();
@@ -268,8 +274,7 @@ static cJSON *res_variant(const fb_variant_result *v)
               (v->status == FB_VS_OK || res_put(o, "message", cJSON_CreateString(v->message))) &&
               res_put(o, "latency_ms", res_latency(&v->latency)) &&
               res_put(o, "samples_ms", res_samples(v)) && res_variant_metrics(o, v) &&
-              (!v->extra || !v->extra_key[0] ||
-               res_put(o, v->extra_key, cJSON_Duplicate(v->extra, 1)));
+              res_extra(o, v);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

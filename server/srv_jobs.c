@@ -7,7 +7,7 @@
 
 #include "fb_log.h"
 #include "fb_spec.h"
-#include "srv_catalog.h"
+#include "srv_catcache.h"
 
 #define LIST_LIMIT_DEFAULT 50
 #define LIST_LIMIT_MAX     200
@@ -144,28 +144,22 @@ static void reply_resolve_err(srv_req *r, const fb_err *err)
         srv_reply_fb_err(r, err);
 }
 
-/* Checks spec against what live workers offer and fills the defaults. */
-static fb_code resolve(srv_req *r, fb_spec *spec, fb_err *err)
+/* srv_catcache's way to read the catalog: on the request's connection. */
+static fb_code fetch_catalog(void *ctx, char **json, fb_err *err)
 {
-    char *text = NULL;
-    cJSON *catalog = NULL;
-    fb_code rc = db_workload_catalog(r->db, SRV_WORKER_STALE_S, &text, err);
-
-    if (rc)
-        goto out;
-    catalog = cJSON_Parse(text);
-    if (!catalog) {
-        rc = fb_err_set(err, FB_EINTERNAL, NULL, "workload catalog is not JSON");
-        goto out;
-    }
-    rc = srv_catalog_resolve(catalog, spec, err);
-out:
-    cJSON_Delete(catalog);
-    free(text);
-    return rc;
+    return db_workload_catalog(ctx, SRV_WORKER_STALE_S, json, err);
 }
 
-static fb_code insert(srv_req *r, const fb_spec *spec, int64_t *id, fb_err *err)
+/* Checks spec against what live workers offer and fills the defaults: against
+ * the catalog cached in the process (read again when a second old, or when it
+ * rejects the spec), so most submits make no catalog query. */
+static fb_code resolve(srv_req *r, fb_spec *spec, fb_err *err)
+{
+    return srv_catcache_resolve(fetch_catalog, r->db, spec, err);
+}
+
+/* Inserts the job and reads it back in one round trip (*job: db_job_free). */
+static fb_code insert(srv_req *r, const fb_spec *spec, db_job *job, fb_err *err)
 {
     cJSON *json = fb_spec_to_json(spec);
     char *text = json ? cJSON_PrintUnformatted(json) : NULL;
@@ -180,7 +174,7 @@ static fb_code insert(srv_req *r, const fb_spec *spec, int64_t *id, fb_err *err)
         .max_attempts = spec->max_attempts,
         .timeout_s = spec->timeout_s,
     };
-    fb_code rc = text ? db_job_insert(r->db, &nj, id, err)
+    fb_code rc = text ? db_job_create(r->db, &nj, job, err)
                       : fb_err_set(err, FB_ENOMEM, NULL, "out of memory encoding the spec");
 
     free(text);
@@ -193,10 +187,11 @@ void srv_jobs_create(srv_req *r)
     const char *ct =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     char location[64];
-    int64_t id = 0;
+    db_job job;
     fb_spec spec;
     fb_err err;
 
+    memset(&job, 0, sizeof job);
     fb_spec_init(&spec);
     fb_err_clear(&err);
     if (!srv_content_type_is_json(ct)) {
@@ -212,15 +207,16 @@ void srv_jobs_create(srv_req *r)
         reply_resolve_err(r, &err);
         goto out;
     }
-    if (insert(r, &spec, &id, &err) != FB_OK) {
+    if (insert(r, &spec, &job, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);
         goto out;
     }
-    fb_info("job %" PRId64 " queued: %s/%s/%s", id, spec.workload, spec.engine, spec.device);
-    reply_job(r, 201, id);
-    snprintf(location, sizeof location, "/api/v1/jobs/%" PRId64, id);
+    fb_info("job %" PRId64 " queued: %s/%s/%s", job.id, spec.workload, spec.engine, spec.device);
+    srv_reply_json(r, 201, job_to_json(&job));
+    snprintf(location, sizeof location, "/api/v1/jobs/%" PRId64, job.id);
     srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, location);
 out:
+    db_job_free(&job);
     fb_spec_free(&spec);
 }
 

@@ -58,8 +58,8 @@ typedef struct fb_engine {
      * benchmark here and fills out's variants, baseline, plan_ms and the env
      * fields it knows (torch, triton); out->env arrives captured.  Fails only
      * when no variant could run. */
-    FB_MUSTCHECK fb_code (*run_whole)(const fb_spec *spec, fb_engine_progress_fn progress,
-                                      void *ud, fb_result *out, fb_err *err);
+    FB_MUSTCHECK fb_code (*run_whole)(const fb_spec *spec, fb_engine_progress_fn progress, void *ud,
+                                      fb_result *out, fb_err *err);
 } fb_engine;
 
 /* The engines compiled into this binary; NULL-terminated. */

@@ -198,6 +198,9 @@ def t_catalog(env, wid):
         for k in ("name", "engine", "domain", "devices", "dtypes", "variants", "description",
                   "default_batch_size"):
             check(k in w, "workload %s lacks %s" % (w.get("name"), k))
+    patterns = [w for w in body["items"] if w["name"] in WORKLOADS and w["engine"] == "native"]
+    check_eq(len(patterns), len(WORKLOADS), "native pattern entries in the catalog")
+    for w in patterns:
         check("cpu" in w["devices"] and "float32" in w["dtypes"], "workload %s cpu/float32" % w)
         check(w["variants"][:2] == ["eager", "fused"], "workload %s variants" % w["name"])
     st, _, body = env.get("/api/v1/workers")

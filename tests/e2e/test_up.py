@@ -65,9 +65,10 @@ def demo_jobs(home):
     """(id, state) of the demo jobs in the private cluster, which is started
     for the query and stopped again."""
     pg = os.path.join(fbtest.source_dir(), "scripts", "pg.sh")
-    out = subprocess.run([pg, "start", os.path.join(home, "pg")], capture_output=True,
-                         text=True, check=True).stdout
-    url = out.strip().splitlines()[-1]
+    r = subprocess.run([pg, "start", os.path.join(home, "pg"), str(fbtest.free_port())],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "pg.sh start of up.sh's cluster failed: %s" % r.stderr[-1000:])
+    url = r.stdout.strip().splitlines()[-1]
     try:
         rows = fbtest.psql(url, "SELECT id, state FROM jobs "
                                 "WHERE spec->'labels'->>'demo' = 'up' ORDER BY id")

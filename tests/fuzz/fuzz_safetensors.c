@@ -1,7 +1,8 @@
 /* libFuzzer target: the safetensors header parser (gr_st_parse_header) with a
  * data section whose length comes from the input's first byte, so offsets both
  * inside and outside it are exercised.
- *   build-fuzz/tests/fuzz/fuzz_safetensors -max_total_time=60 <scratch dir> tests/fuzz/corpus/safetensors */
+ *   build-fuzz/tests/fuzz/fuzz_safetensors -max_total_time=60 <scratch dir>
+ * tests/fuzz/corpus/safetensors */
 #include <stddef.h>
 #include <stdint.h>
 

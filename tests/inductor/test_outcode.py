@@ -47,6 +47,8 @@ class Runner:
         # Topologically Sorted Source Nodes: [conv], Original ATen: [aten.convolution]
         buf2 = extern_kernels.convolution(buf1, w, None, stride=(1, 1))
         cpp_fused_mul_view_1(buf2)
+        # Topologically Sorted Source Nodes: [fc], Original ATen: [aten.addmm]
+        extern_kernels.addmm(b, buf2, w2, alpha=1, beta=1, out=buf3)
         cpp_fused_mul_view_1(buf3)
         return (buf2, )
 '''
@@ -67,11 +69,13 @@ def synthetic(c):
     c.check(k.get("cpp_fused_unannotated_2", {}).get("aten_ops") == [],
             "a kernel without metadata has no ops (never guessed from its name)")
     c.check(p["extern_calls"] == [{"call": "extern_kernels.convolution",
-                                   "aten_ops": ["aten.convolution"], "source_nodes": ["conv"]}],
-            "extern convolution with its comment")
+                                   "aten_ops": ["aten.convolution"], "source_nodes": ["conv"]},
+                                  {"call": "extern_kernels.addmm",
+                                   "aten_ops": ["aten.addmm"], "source_nodes": ["fc"]}],
+            "extern convolution and out= addmm, each with its comment")
     s = outcode.summarize([p])
     c.check((s["generated_kernels"], s["fused_kernels"], s["fused_ops"], s["extern_calls"],
-             s["kernels_without_metadata"]) == (3, 1, 2, 1, 1), "summary counts")
+             s["kernels_without_metadata"]) == (3, 1, 2, 2, 1), "summary counts")
 
 
 def real_compile(c, py):

@@ -105,8 +105,8 @@ int main(int argc, char **argv)
             double e = ctx->plans[v].out_n == n ? rel_err(ctx->plans[v].out, ref, n) : INFINITY;
             bool ok = e <= tol;
             failed |= !ok;
-            printf("%-14s %-6s rules off: %-18s kernels %4d fused %3d  max_rel %.3e  %s\n",
-                   argv[1], v == NAT_EAGER ? "eager" : "fused", r < 0 ? "(none)" : gr_rule_name(r),
+            printf("%-14s %-6s rules off: %-18s kernels %4d fused %3d  max_rel %.3e  %s\n", argv[1],
+                   v == NAT_EAGER ? "eager" : "fused", r < 0 ? "(none)" : gr_rule_name(r),
                    ctx->plans[v].n, fused_groups(ctx, v), e, ok ? "ok" : "FAIL");
         }
         nat_ctx_free(ctx);

@@ -62,8 +62,8 @@ static nat_ctx *build_run(const char *workload, const char *params, int batch)
     nat_plan_run(&ctx->plans[NAT_EAGER]);
     nat_plan_run(&ctx->plans[NAT_FUSED]);
     assert_int_equal(ctx->plans[NAT_EAGER].out_n, ctx->plans[NAT_FUSED].out_n);
-    double e = rel_err(ctx->plans[NAT_FUSED].out, ctx->plans[NAT_EAGER].out,
-                       ctx->plans[NAT_EAGER].out_n);
+    double e =
+        rel_err(ctx->plans[NAT_FUSED].out, ctx->plans[NAT_EAGER].out, ctx->plans[NAT_EAGER].out_n);
     assert_true(e <= 1e-4);
     /* never all zeros: the output varies */
     const float *o = ctx->plans[NAT_EAGER].out;
@@ -97,6 +97,10 @@ static void test_models_fused_match_eager(void **state)
         {"vit_b_16", "{\"image\":32,\"layers\":1}", 2},
         {"bert_base", "{\"seq\":8,\"layers\":1}", 2},
         {"gpt2", "{\"seq\":8,\"layers\":1}", 1},
+        {"mobilenet_v3_large", "{\"image\":64}", 1},
+        {"efficientnet_b0", "{\"image\":64}", 1},
+        {"convnext_tiny", "{\"image\":64}", 1},
+        {"whisper_tiny", "{\"frames\":200,\"layers\":1}", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         nat_ctx *ctx = build_run(cases[i].w, cases[i].p, cases[i].batch);
@@ -190,8 +194,8 @@ static void test_user_graph_errors(void **state)
     snprintf(buf, sizeof buf,
              "{\"graph\":{%s,\"nodes\":[{\"op\":\"softmax\",\"inputs\":[0],\"axis\":9}]}}", t);
     expect_graph_error(buf, "params.graph.nodes[0].axis");
-    snprintf(buf, sizeof buf,
-             "{\"graph\":{%s,\"nodes\":[{\"op\":\"matmul\",\"inputs\":[0,0]}]}}", t);
+    snprintf(buf, sizeof buf, "{\"graph\":{%s,\"nodes\":[{\"op\":\"matmul\",\"inputs\":[0,0]}]}}",
+             t);
     expect_graph_error(buf, "params.graph.nodes[0]"); /* [1,4] x [1,4]: shapes do not fit */
     expect_graph_error("{\"graph\":{\"tensors\":[{\"name\":\"x\",\"kind\":\"input\","
                        "\"shape\":[65536,65536]}],\"nodes\":[{\"op\":\"relu\",\"inputs\":[0]}]}}",
@@ -241,7 +245,7 @@ static void test_safetensors_header(void **state)
     gr_st_close(&st);
     static const char *const bad[] = {
         "[]",
-        "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}}", /* size */
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}}",  /* size */
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,800]}}", /* past data */
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}",
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}",
@@ -250,8 +254,7 @@ static void test_safetensors_header(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memset(&st, 0, sizeof st);
-        assert_int_equal(gr_st_parse_header(bad[i], strlen(bad[i]), 20, &st, "w", &err),
-                         FB_EINVAL);
+        assert_int_equal(gr_st_parse_header(bad[i], strlen(bad[i]), 20, &st, "w", &err), FB_EINVAL);
         assert_string_equal(err.field, "w");
         gr_st_close(&st);
     }

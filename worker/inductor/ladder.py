@@ -34,9 +34,12 @@ COMPILED = ("inductor-nofusion", "inductor", "inductor+cudagraphs", "inductor-ma
 #     before the scheduler sees it (batch_norm+relu stays one loop);
 #   - decompositions: one ATen op becomes several graph nodes (batch_norm → sub,
 #     mul, rsqrt, add) computed in one loop;
-#   - on the CPU, the C++ backend's kernel group: consecutive scheduler nodes are
-#     emitted into one C++ function as separate loop nests (one call, no loop
-#     fusion; the runner reports scheduler_nodes per kernel).
+# And one that is not a config knob: on the CPU the C++ backend collects
+# consecutive scheduler nodes into one C++ function (its "kernel group": separate
+# loop nests, one call) until the group's arguments pass
+# CppScheduling.MAX_FUSED_KERNEL_ARGS_NUM (500).  cpp_one_node_per_kernel() sets
+# that to 0 for the no-fusion compile, so every scheduler node is its own
+# cpp kernel (the runner reports scheduler_nodes per kernel: 1 here).
 NOFUSION_KNOBS = {
     "max_fusion_size": 1,
     "epilogue_fusion": False,
@@ -44,6 +47,30 @@ NOFUSION_KNOBS = {
     "pattern_matcher": False,
     "cpp.max_horizontal_fusion_size": 1,
 }
+
+
+class cpp_one_node_per_kernel:
+    """Context: the C++ backend flushes its kernel group after every scheduler
+    node (see NOFUSION_KNOBS).  A class attribute, so set only around the
+    no-fusion rung's compiles (each in its own cache directory, so no other
+    rung's cached code is built this way).  No-op when the attribute is gone."""
+
+    def __enter__(self):
+        try:
+            from torch._inductor.codegen.cpp import CppScheduling
+        except ImportError:
+            self.cls = None
+            return self
+        self.cls = CppScheduling
+        self.old = getattr(CppScheduling, "MAX_FUSED_KERNEL_ARGS_NUM", None)
+        if self.old is not None:
+            CppScheduling.MAX_FUSED_KERNEL_ARGS_NUM = 0
+        return self
+
+    def __exit__(self, *exc):
+        if self.cls is not None and self.old is not None:
+            self.cls.MAX_FUSED_KERNEL_ARGS_NUM = self.old
+        return False
 
 
 class Unsupported(Exception):

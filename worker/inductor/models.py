@@ -13,6 +13,7 @@ mel_frames (whisper, default 3000), channels (tiny_cnn, default 8).
 """
 
 import math
+import sys
 import zlib
 
 import torch
@@ -32,6 +33,22 @@ def _need(module):
         return __import__(module, fromlist=["_"])
     except ImportError as e:
         raise Unsupported("%s is not installed: %s" % (module, e)) from e
+
+
+def _transformers():
+    """transformers, with a torchaudio that fails to import (e.g. built for
+    another PyTorch/CUDA than the installed torch: it raises RuntimeError, not
+    ImportError) hidden from it, so its text and vision models still load."""
+    if "torchaudio" not in sys.modules:
+        try:
+            import torchaudio  # noqa: F401
+        except Exception as e:  # noqa: BLE001 (any failure means "not usable")
+            TORCHAUDIO_ERROR.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
+            sys.modules["torchaudio"] = None  # find_spec() now answers "absent"
+    return _need("transformers")
+
+
+TORCHAUDIO_ERROR = []
 
 
 def _int(params, key, default, lo=1, hi=1 << 20):
@@ -133,7 +150,7 @@ def _tv(name):
 
 
 def _bert(batch, params):
-    tr = _need("transformers")
+    tr = _transformers()
     hidden = _int(params, "hidden", 768, 8, 8192)
     heads = _int(params, "heads", 12, 1, 128)
     cfg = tr.BertConfig(hidden_size=hidden, num_hidden_layers=_int(params, "layers", 12, 1, 96),
@@ -145,7 +162,7 @@ def _bert(batch, params):
 
 
 def _gpt2(batch, params):
-    tr = _need("transformers")
+    tr = _transformers()
     hidden = _int(params, "hidden", 768, 8, 8192)
     cfg = tr.GPT2Config(n_embd=hidden, n_layer=_int(params, "layers", 12, 1, 96),
                         n_head=_int(params, "heads", 12, 1, 128), use_cache=False,
@@ -155,7 +172,7 @@ def _gpt2(batch, params):
 
 
 def _t5(batch, params):
-    tr = _need("transformers")
+    tr = _transformers()
     hidden = _int(params, "hidden", 512, 8, 8192)
     heads = _int(params, "heads", 8, 1, 128)
     cfg = tr.T5Config(d_model=hidden, d_ff=4 * hidden, d_kv=hidden // heads, num_heads=heads,
@@ -165,7 +182,12 @@ def _t5(batch, params):
 
 
 def _wav2vec2(batch, params):
-    ta = _need("torchaudio.models")
+    if TORCHAUDIO_ERROR:
+        raise Unsupported("torchaudio cannot be imported: %s" % TORCHAUDIO_ERROR[0])
+    try:
+        ta = _need("torchaudio.models")
+    except Exception as e:  # a torchaudio built for another torch raises RuntimeError
+        raise Unsupported("torchaudio cannot be imported: %s" % str(e).splitlines()[0]) from e
     seconds = float(params.get("audio_s", 1.0))
     if not 0.05 <= seconds <= 60:
         raise ValueError("params.audio_s must be in 0.05..60")
@@ -185,7 +207,7 @@ class _WhisperEncoder(torch.nn.Module):
 
 
 def _whisper(batch, params):
-    tr = _need("transformers")
+    tr = _transformers()
     frames = _int(params, "mel_frames", 3000, 20, 3000)
     if frames % 2:
         raise ValueError("params.mel_frames must be even")

@@ -39,7 +39,8 @@ _MAP_HEAD_RE = re.compile(r"^\s*# Source node to ATen node mapping:\s*$")
 _MAP_RE = re.compile(r"^\s*#\s{3,}(\S+) => (.*)$")
 _FRAG_RE = re.compile(r"^#\s+%(\w+) : .*?= call_function\[target=torch\.ops\.(\w+)\.(\w+)")
 _NSCHED_RE = re.compile(r"^# fusionbench: scheduler_nodes=(\d+)\s*$")
-_EXTERN_RE = re.compile(r"=\s*(extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\(")
+# "buf = extern_kernels.convolution(...)" and "extern_kernels.addmm(..., out=buf)"
+_EXTERN_RE = re.compile(r"(?:=\s*|^\s+)(extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\(")
 
 # Backends of async_compile whose definitions are kernels we generated.
 _KERNEL_KINDS = {"cpp_pybinding": "cpp", "cpp": "cpp", "triton": "triton",

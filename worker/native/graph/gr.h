@@ -32,14 +32,14 @@ typedef enum gr_tkind {
 } gr_tkind;
 
 typedef enum gr_opk {
-    GR_CONV2D,     /* in, w[, b]; attrs stride, pad, dil (h, w), groups */
-    GR_CONV1D,     /* in [n, c, l], w [co, ci/g, k][, b]; stride[0], pad[0], dil[0], groups */
-    GR_BATCHNORM,  /* in [n, c, ...], gamma, beta, mean, var; eps */
-    GR_LINEAR,     /* in [..., k], w [n, k][, b] (PyTorch layout); trans_w=0: w is [k, n] */
-    GR_MATMUL,     /* a [..., m, k], b [..., k, n] (trans_b: [..., n, k]) */
-    GR_ADD,        /* a, b: b same shape, or broadcast (see gr_bcast) */
-    GR_MUL,        /* a, b likewise */
-    GR_SCALE,      /* a * alpha */
+    GR_CONV2D,    /* in, w[, b]; attrs stride, pad, dil (h, w), groups */
+    GR_CONV1D,    /* in [n, c, l], w [co, ci/g, k][, b]; stride[0], pad[0], dil[0], groups */
+    GR_BATCHNORM, /* in [n, c, ...], gamma, beta, mean, var; eps */
+    GR_LINEAR,    /* in [..., k], w [n, k][, b] (PyTorch layout); trans_w=0: w is [k, n] */
+    GR_MATMUL,    /* a [..., m, k], b [..., k, n] (trans_b: [..., n, k]) */
+    GR_ADD,       /* a, b: b same shape, or broadcast (see gr_bcast) */
+    GR_MUL,       /* a, b likewise */
+    GR_SCALE,     /* a * alpha */
     GR_RELU,
     GR_RELU6,
     GR_GELU,      /* exact (erf) */
@@ -49,19 +49,19 @@ typedef enum gr_opk {
     GR_HARDSWISH,
     GR_HARDSIGMOID,
     GR_TANH,
-    GR_MAXPOOL2D,   /* kernel, stride, pad (h, w) */
-    GR_AVGPOOL2D,   /* kernel, stride, pad; count_include_pad */
+    GR_MAXPOOL2D,          /* kernel, stride, pad (h, w) */
+    GR_AVGPOOL2D,          /* kernel, stride, pad; count_include_pad */
     GR_ADAPTIVE_AVGPOOL2D, /* out size (h, w) */
-    GR_LAYERNORM,   /* in [..., d], gamma [d], beta [d]; eps */
-    GR_SOFTMAX,     /* along the last dim */
-    GR_CAUSAL_MASK, /* scores [..., s, s]: -inf above the diagonal */
-    GR_EMBEDDING,   /* ids (floats holding integers) [...], table [v, d] -> [..., d] */
-    GR_RESHAPE,     /* a view: shape attr, one -1 allowed */
-    GR_FLATTEN,     /* a view: dims [axis..] merged */
-    GR_PERMUTE,     /* perm attr */
-    GR_CONCAT,      /* along axis; an input with leading dim 1 broadcasts over it */
-    GR_SLICE,       /* along axis: [start, end) */
-    GR_MEAN,        /* over the last dims: axis..rank-1 */
+    GR_LAYERNORM,          /* in [..., d], gamma [d], beta [d]; eps */
+    GR_SOFTMAX,            /* along the last dim */
+    GR_CAUSAL_MASK,        /* scores [..., s, s]: -inf above the diagonal */
+    GR_EMBEDDING,          /* ids (floats holding integers) [...], table [v, d] -> [..., d] */
+    GR_RESHAPE,            /* a view: shape attr, one -1 allowed */
+    GR_FLATTEN,            /* a view: dims [axis..] merged */
+    GR_PERMUTE,            /* perm attr */
+    GR_CONCAT,             /* along axis; an input with leading dim 1 broadcasts over it */
+    GR_SLICE,              /* along axis: [start, end) */
+    GR_MEAN,               /* over the last dims: axis..rank-1 */
     GR_OPK_COUNT
 } gr_opk;
 
@@ -86,8 +86,8 @@ typedef struct gr_attr {
     int perm[GR_MAX_DIMS];
     int64_t shape[GR_MAX_DIMS];
     int shape_rank;
-    int trans_b;       /* matmul */
-    int count_pad;     /* avgpool: count_include_pad */
+    int trans_b;   /* matmul */
+    int count_pad; /* avgpool: count_include_pad */
     float eps, alpha;
 } gr_attr;
 
@@ -118,8 +118,8 @@ enum gr_init_kind {
     GR_INIT_EMBED, /* embeddings, positions, tokens: +-0.04 (std ~0.02) */
 };
 
-const char *gr_opk_name(gr_opk op);   /* "conv2d", "batch_norm", ... */
-int gr_opk_from_name(const char *s);  /* -1 when unknown */
+const char *gr_opk_name(gr_opk op);  /* "conv2d", "batch_norm", ... */
+int gr_opk_from_name(const char *s); /* -1 when unknown */
 bool gr_opk_is_elementwise(gr_opk op);
 bool gr_opk_is_act(gr_opk op);
 
@@ -140,8 +140,8 @@ int gr_weight(gr_graph *g, const char *name, int rank, const int64_t *dims, uint
 /* Adds node op reading in[0..n_in) with attrs a (may be NULL), infers the
  * output shape, creates the output tensor and returns its index; -1 with err
  * naming the node when the inputs do not fit the op. */
-int gr_node_add(gr_graph *g, gr_opk op, const char *name, int n_in, const int *in,
-                const gr_attr *a, fb_err *err);
+int gr_node_add(gr_graph *g, gr_opk op, const char *name, int n_in, const int *in, const gr_attr *a,
+                fb_err *err);
 
 /* ---- JSON (gr_json.c) ---- */
 

@@ -31,8 +31,8 @@ int gb_op2(gb *b, gr_opk op, const char *name, int x, int y, const gr_attr *a)
     return gr_node_add(b->g, op, name, 2, (int[]){x, y}, a, b->err);
 }
 
-static int conv_any(gb *b, gr_opk op, const char *prefix, int x, int co, int k, int stride,
-                    int pad, int groups, bool bias)
+static int conv_any(gb *b, gr_opk op, const char *prefix, int x, int co, int k, int stride, int pad,
+                    int groups, bool bias)
 {
     if (x < 0)
         return -1;

@@ -426,8 +426,7 @@ static void arity(gr_opk op, int *lo, int *hi)
     }
 }
 
-static bool infer(const gr_graph *g, gr_opk op, const int *in, int n_in, const gr_attr *a,
-                  shape *o)
+static bool infer(const gr_graph *g, gr_opk op, const int *in, int n_in, const gr_attr *a, shape *o)
 {
     switch (op) {
     case GR_CONV2D:
@@ -484,8 +483,8 @@ static void attr_defaults(gr_attr *a)
     a->groups = a->groups ? a->groups : 1;
 }
 
-int gr_node_add(gr_graph *g, gr_opk op, const char *name, int n_in, const int *in,
-                const gr_attr *a, fb_err *err)
+int gr_node_add(gr_graph *g, gr_opk op, const char *name, int n_in, const int *in, const gr_attr *a,
+                fb_err *err)
 {
     gr_attr at = {0};
     if (a)
@@ -506,8 +505,8 @@ int gr_node_add(gr_graph *g, gr_opk op, const char *name, int n_in, const int *i
     }
     shape o = {0};
     if (!infer(g, op, in, n_in, &at, &o)) {
-        fb_err_set(err, FB_EINVAL, NULL, "node %s: inputs do not fit op %s (shape or attrs)",
-                   name, gr_opk_name(op));
+        fb_err_set(err, FB_EINVAL, NULL, "node %s: inputs do not fit op %s (shape or attrs)", name,
+                   gr_opk_name(op));
         return -1;
     }
     if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, GR_MAX_NODES, sizeof *g->nodes)) {

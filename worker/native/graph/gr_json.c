@@ -98,8 +98,8 @@ cJSON *gr_to_json(const gr_graph *g)
         for (int j = 0; j < n->n_in; j++)
             in[j] = map[n->in[j]];
         cJSON_AddItemToObject(o, "inputs", int_array(in, n->n_in));
-        cJSON_AddItemToObject(o, "shape_out", int_array(g->tensors[n->out].dims,
-                                                        g->tensors[n->out].rank));
+        cJSON_AddItemToObject(o, "shape_out",
+                              int_array(g->tensors[n->out].dims, g->tensors[n->out].rank));
         dump_attrs(o, n);
         cJSON_AddItemToArray(ns, o);
     }
@@ -132,8 +132,9 @@ static fb_code jbad(jctx *c, const char *what, int i, const char *sub, const cha
 /* An integer in [lo, hi]. */
 static bool jint(const cJSON *j, int64_t lo, int64_t hi, int64_t *out)
 {
-    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble) || floor(j->valuedouble) != j->valuedouble ||
-        j->valuedouble < (double)lo || j->valuedouble > (double)hi)
+    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble) ||
+        floor(j->valuedouble) != j->valuedouble || j->valuedouble < (double)lo ||
+        j->valuedouble > (double)hi)
         return false;
     *out = (int64_t)j->valuedouble;
     return true;

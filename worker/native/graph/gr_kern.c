@@ -13,10 +13,20 @@
 void gr_k_conv(const nat_launch *l)
 {
     nat_conv_shape s = {
-        .n = (int)l->i[0], .ci = (int)l->i[1], .h = (int)l->i[2], .w = (int)l->i[3],
-        .co = (int)l->i[4], .kh = (int)l->i[5], .kw = (int)l->i[6], .stride_h = (int)l->i[7],
-        .stride_w = (int)l->i[8], .pad_h = (int)l->i[9], .pad_w = (int)l->i[10],
-        .dil_h = (int)l->i[11], .dil_w = (int)l->i[12], .groups = (int)l->i[13],
+        .n = (int)l->i[0],
+        .ci = (int)l->i[1],
+        .h = (int)l->i[2],
+        .w = (int)l->i[3],
+        .co = (int)l->i[4],
+        .kh = (int)l->i[5],
+        .kw = (int)l->i[6],
+        .stride_h = (int)l->i[7],
+        .stride_w = (int)l->i[8],
+        .pad_h = (int)l->i[9],
+        .pad_w = (int)l->i[10],
+        .dil_h = (int)l->i[11],
+        .dil_w = (int)l->i[12],
+        .groups = (int)l->i[13],
     };
     if (!nat_conv_shape_finish(&s))
         return; /* validated when the plan was built */
@@ -35,8 +45,7 @@ static int64_t lin_rows(int64_t m)
     return rb < 32 ? 32 : (rb > 256 ? 256 : rb);
 }
 
-static void lin_epi(float *c, const float *bias, const float *res, int64_t rows, int64_t n,
-                    int act)
+static void lin_epi(float *c, const float *bias, const float *res, int64_t rows, int64_t n, int act)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = c + r * n;

@@ -9,6 +9,7 @@
  * variant's activation memory is the arena's size, and eager against fused
  * compares the real peak of each. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,9 +25,9 @@ typedef struct lower {
     gr_graph *g;
     const gr_groups *gs;
     int v;
-    int *order;     /* emission order: group indexes sorted by last node */
+    int *order;        /* emission order: group indexes sorted by last node */
     int *first, *last; /* per tensor: lifetime in positions, -1 not in the arena */
-    int64_t *off;   /* per tensor: arena offset in floats */
+    int64_t *off;      /* per tensor: arena offset in floats */
     float *arena;
     float *conv_ws; /* shared by every conv of this variant */
     float *mlp_ws;
@@ -65,11 +66,32 @@ static int group_last(const lower *L, int gi)
     return g->nodes[g->n - 1];
 }
 
-static const lower *sort_ctx;
-static int cmp_last(const void *a, const void *b)
+/* A sort key with its index: qsort has no context argument in C11, so keys are
+ * computed first (no file-level state: builds may run in parallel threads). */
+typedef struct keyed {
+    int64_t key;
+    int idx;
+} keyed;
+
+static int cmp_keyed(const void *a, const void *b)
 {
-    int x = group_last(sort_ctx, *(const int *)a), y = group_last(sort_ctx, *(const int *)b);
-    return (x > y) - (x < y);
+    const keyed *x = a, *y = b;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+/* Sorts ids[0..n) by key(ids[i]) ascending (ties keep index order). */
+static bool sort_by(int *ids, int n, const int64_t *key)
+{
+    keyed *k = malloc((size_t)(n + 1) * sizeof *k);
+    if (!k)
+        return false;
+    for (int i = 0; i < n; i++)
+        k[i] = (keyed){key[i] * ((int64_t)1 << 20) + i, ids[i]};
+    qsort(k, (size_t)n, sizeof *k, cmp_keyed);
+    for (int i = 0; i < n; i++)
+        ids[i] = k[i].idx;
+    free(k);
+    return true;
 }
 
 static bool in_group(const gr_group *grp, const gr_graph *g, int t)
@@ -103,24 +125,24 @@ static void lifetimes(lower *L)
         L->last[out] = L->gs->n; /* the output outlives the plan */
 }
 
-static const lower *size_ctx;
-static int cmp_size(const void *a, const void *b)
-{
-    int64_t x = gr_numel(&size_ctx->g->tensors[*(const int *)a]);
-    int64_t y = gr_numel(&size_ctx->g->tensors[*(const int *)b]);
-    return (x < y) - (x > y);
-}
-
 static int64_t round_up(int64_t n)
 {
     return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
 }
 
-/* Greedy placement: returns the arena size in floats. */
+/* Greedy placement, largest first: returns the arena size in floats, -1 on
+ * ENOMEM. */
 static int64_t place(lower *L, int *ids, int n)
 {
-    size_ctx = L;
-    qsort(ids, (size_t)n, sizeof *ids, cmp_size);
+    int64_t *key = malloc((size_t)(n + 1) * sizeof *key);
+    if (!key)
+        return -1;
+    for (int i = 0; i < n; i++)
+        key[i] = -gr_numel(ten(L, ids[i]));
+    bool sorted = sort_by(ids, n, key);
+    free(key);
+    if (!sorted)
+        return -1;
     int64_t total = 0;
     for (int a = 0; a < n; a++) {
         int t = ids[a];
@@ -156,9 +178,11 @@ static fb_code plan_memory(lower *L)
             ids[n++] = t;
     int64_t total = place(L, ids, n);
     free(ids);
+    if (total < 0)
+        return fb_err_set(L->err, FB_ENOMEM, NULL, "cannot allocate the memory planner");
     static const char *const names[] = {"arena.eager", "arena.fused", "arena.2", "arena.3"};
-    L->arena = nat_buf_new(L->ctx, (size_t)(total > 0 ? total : 1), 1u << L->v, names[L->v],
-                           L->err);
+    L->arena =
+        nat_buf_new(L->ctx, (size_t)(total > 0 ? total : 1), 1u << L->v, names[L->v], L->err);
     return L->arena ? FB_OK : L->err->code;
 }
 
@@ -167,9 +191,9 @@ static fb_code plan_memory(lower *L)
 static int act_of(gr_opk op)
 {
     static const int map[][2] = {
-        {GR_RELU, NAT_ACT_RELU},       {GR_RELU6, NAT_ACT_RELU6},
-        {GR_GELU, NAT_ACT_GELU},       {GR_GELU_TANH, NAT_ACT_GELU_TANH},
-        {GR_SILU, NAT_ACT_SILU},       {GR_SIGMOID, NAT_ACT_SIGMOID},
+        {GR_RELU, NAT_ACT_RELU},           {GR_RELU6, NAT_ACT_RELU6},
+        {GR_GELU, NAT_ACT_GELU},           {GR_GELU_TANH, NAT_ACT_GELU_TANH},
+        {GR_SILU, NAT_ACT_SILU},           {GR_SIGMOID, NAT_ACT_SIGMOID},
         {GR_HARDSWISH, NAT_ACT_HARDSWISH}, {GR_HARDSIGMOID, NAT_ACT_HARDSIGMOID},
         {GR_TANH, NAT_ACT_TANH},
     };
@@ -238,7 +262,6 @@ static float *lin_w(lower *L, const gr_node *n)
     return d;
 }
 
-
 /* ---- single ops ---- */
 
 static void conv_args(const lower *L, const gr_node *n, nat_launch *l)
@@ -268,10 +291,20 @@ static bool conv_shape(const lower *L, const gr_node *n, nat_conv_shape *s)
     nat_launch tmp = {0};
     conv_args(L, n, &tmp);
     *s = (nat_conv_shape){
-        .n = (int)tmp.i[0], .ci = (int)tmp.i[1], .h = (int)tmp.i[2], .w = (int)tmp.i[3],
-        .co = (int)tmp.i[4], .kh = (int)tmp.i[5], .kw = (int)tmp.i[6], .stride_h = (int)tmp.i[7],
-        .stride_w = (int)tmp.i[8], .pad_h = (int)tmp.i[9], .pad_w = (int)tmp.i[10],
-        .dil_h = (int)tmp.i[11], .dil_w = (int)tmp.i[12], .groups = (int)tmp.i[13],
+        .n = (int)tmp.i[0],
+        .ci = (int)tmp.i[1],
+        .h = (int)tmp.i[2],
+        .w = (int)tmp.i[3],
+        .co = (int)tmp.i[4],
+        .kh = (int)tmp.i[5],
+        .kw = (int)tmp.i[6],
+        .stride_h = (int)tmp.i[7],
+        .stride_w = (int)tmp.i[8],
+        .pad_h = (int)tmp.i[9],
+        .pad_w = (int)tmp.i[10],
+        .dil_h = (int)tmp.i[11],
+        .dil_w = (int)tmp.i[12],
+        .groups = (int)tmp.i[13],
     };
     return nat_conv_shape_finish(s);
 }
@@ -280,9 +313,9 @@ static fb_code emit_pool(lower *L, const gr_group *grp, const gr_node *n)
 {
     const gr_tensor *x = ten(L, n->in[0]), *o = ten(L, n->out);
     nat_launch *l;
-    nat_kernel_fn fn = n->op == GR_MAXPOOL2D ? gr_k_maxpool
-                                             : (n->op == GR_AVGPOOL2D ? gr_k_avgpool
-                                                                      : gr_k_adaptive_avgpool);
+    nat_kernel_fn fn = n->op == GR_MAXPOOL2D
+                           ? gr_k_maxpool
+                           : (n->op == GR_AVGPOOL2D ? gr_k_avgpool : gr_k_adaptive_avgpool);
     ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_REDUCTION, fn);
     l->p[0] = tp(L, n->in[0]);
     l->p[1] = tp(L, n->out);
@@ -291,9 +324,18 @@ static fb_code emit_pool(lower *L, const gr_group *grp, const gr_node *n)
         memcpy(l->i, v, sizeof v);
         return FB_OK;
     }
-    int64_t v[12] = {x->dims[0] * x->dims[1], x->dims[2],   x->dims[3],   n->a.kernel[0],
-                     n->a.kernel[1],          n->a.stride[0], n->a.stride[1], n->a.pad[0],
-                     n->a.pad[1],             o->dims[2],   o->dims[3],   n->a.count_pad};
+    int64_t v[12] = {x->dims[0] * x->dims[1],
+                     x->dims[2],
+                     x->dims[3],
+                     n->a.kernel[0],
+                     n->a.kernel[1],
+                     n->a.stride[0],
+                     n->a.stride[1],
+                     n->a.pad[0],
+                     n->a.pad[1],
+                     o->dims[2],
+                     o->dims[3],
+                     n->a.count_pad};
     memcpy(l->i, v, sizeof v);
     return FB_OK;
 }
@@ -639,8 +681,8 @@ static fb_code emit_chain(lower *L, const gr_group *grp)
             int64_t size;
             int bc = bcast_of(ten(L, n->out), ten(L, other), &size);
             l->p[2 + n_opd] = tp(L, other);
-            l->i[2 + s] = gr_chain_step(n->op == GR_ADD ? GR_CH_ADD : GR_CH_MUL, 0, bc, n_opd,
-                                        size);
+            l->i[2 + s] =
+                gr_chain_step(n->op == GR_ADD ? GR_CH_ADD : GR_CH_MUL, 0, bc, n_opd, size);
             n_opd++;
         } else if (n->op == GR_SCALE) {
             l->i[2 + s] = gr_chain_step(GR_CH_SCALE, 0, GR_BC_FULL, 0, 0);
@@ -725,8 +767,8 @@ static fb_code emit_mlp(lower *L, const gr_group *grp)
     int64_t m, d, h = last_dim(ten(L, l1->out)), rb, slots;
     rows_cols(ten(L, l1->in[0]), &m, &d);
     nat_mlp_fused_ws(m, h, &rb, &slots);
-    float *p[7] = {tp(L, l1->in[0]), w1, tp(L, l1->in[2]), w2, tp(L, l2->in[2]),
-                   tp(L, l2->out), L->mlp_ws};
+    float *p[7] = {tp(L, l1->in[0]), w1,       tp(L, l1->in[2]), w2, tp(L, l2->in[2]),
+                   tp(L, l2->out),   L->mlp_ws};
     memcpy(l->p, p, sizeof p);
     int64_t v[5] = {m, d, h, rb, slots};
     memcpy(l->i, v, sizeof v);
@@ -776,11 +818,10 @@ static fb_code workspaces(lower *L)
             mlp = w > mlp ? w : mlp;
         }
     }
-    if (conv > 0 && !(L->conv_ws = nat_buf_new(L->ctx, (size_t)conv, 1u << L->v, "conv.ws",
-                                               L->err)))
+    if (conv > 0 &&
+        !(L->conv_ws = nat_buf_new(L->ctx, (size_t)conv, 1u << L->v, "conv.ws", L->err)))
         return L->err->code;
-    if (mlp > 0 &&
-        !(L->mlp_ws = nat_buf_new(L->ctx, (size_t)mlp, 1u << L->v, "mlp.ws", L->err)))
+    if (mlp > 0 && !(L->mlp_ws = nat_buf_new(L->ctx, (size_t)mlp, 1u << L->v, "mlp.ws", L->err)))
         return L->err->code;
     return FB_OK;
 }
@@ -797,11 +838,18 @@ fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, fb_err *
         rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the lowering");
         goto out;
     }
-    for (int i = 0; i < gs->n; i++)
+    int64_t *last = malloc((size_t)(gs->n + 1) * sizeof *last);
+    for (int i = 0; last && i < gs->n; i++) {
         L.order[i] = i;
-    sort_ctx = &L;
-    qsort(L.order, (size_t)gs->n, sizeof *L.order, cmp_last);
-    rc = plan_memory(&L);
+        last[i] = group_last(&L, i);
+    }
+    /* emission order: by each group's last node, a topological order since a
+     * group's inner tensors have their one reader inside it */
+    if (!last || !sort_by(L.order, gs->n, last))
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the lowering");
+    free(last);
+    if (!rc)
+        rc = plan_memory(&L);
     if (!rc)
         rc = workspaces(&L);
     for (int pos = 0; !rc && pos < gs->n; pos++)
@@ -828,10 +876,12 @@ void gr_lower_masks(nat_ctx *ctx, const float *keep)
         for (int v = 0; v < NAT_MAX_VARIANTS; v++) {
             const nat_plan *p = &ctx->plans[v];
             for (int i = 0; i < p->n && !(mask & (1u << v)); i++)
-                for (int k = 0; k < NAT_MAX_ARGS; k++)
-                    if (p->launches[i].p[k] >= buf->data &&
-                        p->launches[i].p[k] < buf->data + buf->n)
+                for (int k = 0; k < NAT_MAX_ARGS; k++) {
+                    /* integer compares: pointers into different objects */
+                    uintptr_t a = (uintptr_t)p->launches[i].p[k], lo = (uintptr_t)buf->data;
+                    if (a >= lo && a < lo + buf->n * sizeof(float))
                         mask |= 1u << v;
+                }
         }
         buf->variants = mask;
     }

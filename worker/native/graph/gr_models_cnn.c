@@ -16,8 +16,8 @@ static int image_input(gb *b, const gr_cfg *c)
 
 /* conv (no bias) -> bn [-> act], modules named conv and bn; act GR_OPK_COUNT:
  * none. */
-static int conv_bn_eps(gb *b, const char *conv, const char *bn, int x, int co, int k, int s,
-                       int p, int groups, gr_opk act, float eps)
+static int conv_bn_eps(gb *b, const char *conv, const char *bn, int x, int co, int k, int s, int p,
+                       int groups, gr_opk act, float eps)
 {
     int y = gb_bn(b, bn, gb_conv(b, conv, x, co, k, s, p, groups, false), eps);
     if (act == GR_OPK_COUNT)
@@ -149,8 +149,8 @@ static int inverted(gb *b, int idx, int x, int t, int co, int stride)
 
 int gr_mobilenet_v2(gb *b, const gr_cfg *c)
 {
-    static const int cfg[7][4] = {{1, 16, 1, 1},  {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
-                                  {6, 96, 3, 1},  {6, 160, 3, 2}, {6, 320, 1, 1}};
+    static const int cfg[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
+                                  {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
     int x = image_input(b, c);
     x = conv_bn(b, "features.0.0", "features.0.1", x, 32, 3, 2, 1, 1, GR_RELU6);
     int idx = 1;
@@ -165,8 +165,8 @@ int gr_mobilenet_v2(gb *b, const gr_cfg *c)
 
 int gr_vgg16(gb *b, const gr_cfg *c)
 {
-    static const int cfg[] = {64,  64,  0,   128, 128, 0,   256, 256, 256,
-                              0,   512, 512, 512, 0,   512, 512, 512, 0};
+    static const int cfg[] = {64, 64,  0,   128, 128, 0,   256, 256, 256,
+                              0,  512, 512, 512, 0,   512, 512, 512, 0};
     int x = image_input(b, c), idx = 0; /* torchvision counts convs, ReLUs and pools */
     char p[GR_NAME_MAX];
     for (int i = 0; i < (int)(sizeof cfg / sizeof cfg[0]); i++) {
@@ -219,7 +219,7 @@ static int divisible8(int v)
 {
     int r = (v + 4) / 8 * 8;
     r = r < 8 ? 8 : r;
-    return r < (int)(0.9 * v) ? r + 8 : r;
+    return 10 * r < 9 * v ? r + 8 : r; /* never round down by more than 10% */
 }
 
 /* ---- MobileNetV3-Large (BN eps 1e-3) ---- */

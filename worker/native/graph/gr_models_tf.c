@@ -7,8 +7,7 @@
 
 static int tokens_input(gb *b, const gr_cfg *c)
 {
-    int t = gr_tensor_add(b->g, "input_ids", GR_T_INPUT, 2, (int64_t[]){c->batch, c->seq},
-                          b->err);
+    int t = gr_tensor_add(b->g, "input_ids", GR_T_INPUT, 2, (int64_t[]){c->batch, c->seq}, b->err);
     b->g->input = t;
     return t;
 }
@@ -32,8 +31,7 @@ static int bert_attention(gb *b, const char *p, int x, const gr_cfg *c)
     snprintf(n, sizeof n, "%s.attention.self.value", p);
     int v = gb_linear(b, n, x, h, true);
     snprintf(n, sizeof n, "%s.attention.self", p);
-    int a = gb_attention(b, n, q, k, v, (int)c->heads, 1.0f / sqrtf((float)(h / c->heads)),
-                         false);
+    int a = gb_attention(b, n, q, k, v, (int)c->heads, 1.0f / sqrtf((float)(h / c->heads)), false);
     snprintf(n, sizeof n, "%s.attention.output.dense", p);
     a = gb_linear(b, n, a, h, true);
     snprintf(n, sizeof n, "%s.attention.output.add", p);
@@ -130,15 +128,15 @@ int gr_vit_b_16(gb *b, const gr_cfg *c)
         fb_err_set(b->err, FB_EINVAL, "params.image", "vit_b_16 needs a multiple of 16");
         return -1;
     }
-    int x = gr_tensor_add(b->g, "input", GR_T_INPUT, 4, (int64_t[]){c->batch, 3, c->image, c->image},
-                          b->err);
+    int x = gr_tensor_add(b->g, "input", GR_T_INPUT, 4,
+                          (int64_t[]){c->batch, 3, c->image, c->image}, b->err);
     b->g->input = x;
     x = gb_conv(b, "conv_proj", x, (int)h, 16, 16, 0, 1, true);
     x = gb_reshape(b, "patches", x, 3, (int64_t[]){c->batch, h, g * g});
     x = gb_permute(b, "tokens", x, 3, (int[]){0, 2, 1});
     int cls = gr_weight(b->g, "class_token", 3, (int64_t[]){1, 1, h}, GR_INIT_EMBED, 1, b->err);
-    int pos = gr_weight(b->g, "encoder.pos_embedding", 3, (int64_t[]){1, s, h}, GR_INIT_EMBED, 1,
-                        b->err);
+    int pos =
+        gr_weight(b->g, "encoder.pos_embedding", 3, (int64_t[]){1, s, h}, GR_INIT_EMBED, 1, b->err);
     gr_attr cat = {.axis = 1};
     x = gb_op2(b, GR_CONCAT, "with_class_token", cls, x, &cat);
     x = gb_add(b, "encoder.add_pos", x, pos);
@@ -233,8 +231,7 @@ static int whisper_layer(gb *b, int i, int x, const gr_cfg *c)
     snprintf(n, sizeof n, "%s.self_attn.v_proj", p);
     int v = gb_linear(b, n, y, h, true);
     snprintf(n, sizeof n, "%s.self_attn", p);
-    int a = gb_attention(b, n, q, k, v, (int)c->heads, 1.0f / sqrtf((float)(h / c->heads)),
-                         false);
+    int a = gb_attention(b, n, q, k, v, (int)c->heads, 1.0f / sqrtf((float)(h / c->heads)), false);
     snprintf(n, sizeof n, "%s.self_attn.out_proj", p);
     a = gb_linear(b, n, a, h, true);
     snprintf(n, sizeof n, "%s.add1", p);

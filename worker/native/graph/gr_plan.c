@@ -10,8 +10,8 @@
 #include "gr_plan.h"
 
 static const char *const rule_names[GR_R_COUNT] = {
-    "bn_fold", "epilogue", "residual_epilogue", "element_chain",
-    "softmax", "layernorm", "attention",        "mlp",
+    "bn_fold", "epilogue",  "residual_epilogue", "element_chain",
+    "softmax", "layernorm", "attention",         "mlp",
 };
 
 const char *gr_rule_name(int r)
@@ -22,9 +22,8 @@ const char *gr_rule_name(int r)
 fb_code gr_rules_from_spec(const fb_spec *spec, unsigned *disabled, fb_err *err)
 {
     *disabled = 0;
-    const cJSON *arr = spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params,
-                                                                       "disable_rules")
-                                    : NULL;
+    const cJSON *arr =
+        spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "disable_rules") : NULL;
     if (!arr)
         return FB_OK;
     if (!cJSON_IsArray(arr))
@@ -49,7 +48,7 @@ fb_code gr_rules_from_spec(const fb_spec *spec, unsigned *disabled, fb_err *err)
 
 typedef struct planner {
     const gr_graph *g;
-    unsigned off; /* disabled rules */
+    unsigned off;  /* disabled rules */
     int *group_of; /* node -> group, -1 */
     int *reader;   /* tensor -> its one reading node, -1 when 0 or 2+ readers */
 } planner;

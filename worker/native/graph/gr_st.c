@@ -72,8 +72,8 @@ static fb_code parse_entry(const cJSON *e, uint64_t data_len, gr_st_tensor *t, c
     if (!as_u64(cJSON_GetArrayItem(off, 0), &t->begin) ||
         !as_u64(cJSON_GetArrayItem(off, 1), &t->end) || t->begin > t->end || t->end > data_len)
         return bad(err, field, nm, "data_offsets out of the file");
-    if (t->dtype != GR_ST_OTHER && (numel > (uint64_t)GR_MAX_NUMEL ||
-                                    t->end - t->begin != numel * dtype_size(t->dtype)))
+    if (t->dtype != GR_ST_OTHER &&
+        (numel > (uint64_t)GR_MAX_NUMEL || t->end - t->begin != numel * dtype_size(t->dtype)))
         return bad(err, field, nm, "data size does not match shape and dtype");
     return FB_OK;
 }

@@ -11,7 +11,7 @@
 #include "fb_err.h"
 #include "gr.h"
 
-#define GR_ST_HEADER_MAX ((uint64_t)100 << 20) /* the format's own limit */
+#define GR_ST_HEADER_MAX  ((uint64_t)100 << 20) /* the format's own limit */
 #define GR_ST_MAX_TENSORS 100000
 
 enum gr_st_dtype { GR_ST_OTHER = -1, GR_ST_F32, GR_ST_F16, GR_ST_BF16 };
@@ -35,8 +35,8 @@ typedef struct gr_st {
 /* Parses a header (json, len bytes) whose data section has data_len bytes into
  * st (zeroed by the caller).  FB_EINVAL naming field (e.g. "params.weights")
  * for anything malformed or out of bounds.  Free with gr_st_close. */
-FB_MUSTCHECK fb_code gr_st_parse_header(const char *json, size_t len, uint64_t data_len,
-                                        gr_st *st, const char *field, fb_err *err);
+FB_MUSTCHECK fb_code gr_st_parse_header(const char *json, size_t len, uint64_t data_len, gr_st *st,
+                                        const char *field, fb_err *err);
 
 /* Opens and maps path, parses its header. */
 FB_MUSTCHECK fb_code gr_st_open(const char *path, gr_st *st, const char *field, fb_err *err);

@@ -37,9 +37,11 @@ static fb_code cfg_from_spec(const fb_spec *spec, const zoo_model *m, gr_cfg *c,
         const char *key;
         int64_t *v, hi;
     } p[] = {
-        {"image", &c->image, 4096},   {"seq", &c->seq, 4096},       {"frames", &c->frames, 30000},
-        {"layers", &c->layers, 96},   {"hidden", &c->hidden, 8192}, {"heads", &c->heads, 128},
-        {"inter", &c->inter, 32768},  {"vocab", &c->vocab, 1 << 20}, {"classes", &c->classes, 100000},
+        {"image", &c->image, 4096},       {"seq", &c->seq, 4096},
+        {"frames", &c->frames, 30000},    {"layers", &c->layers, 96},
+        {"hidden", &c->hidden, 8192},     {"heads", &c->heads, 128},
+        {"inter", &c->inter, 32768},      {"vocab", &c->vocab, 1 << 20},
+        {"classes", &c->classes, 100000},
     };
     fb_code rc = FB_OK;
     for (size_t i = 0; i < sizeof p / sizeof p[0] && !rc; i++)
@@ -219,40 +221,48 @@ static fb_code zoo_build(const zoo_model *m, nat_ctx *ctx, const fb_spec *spec, 
 
 /* ---- the zoo ---- */
 
-#define IMG(img, cls) {.image = img, .classes = cls}
+#define IMG(img, cls)                                                                              \
+    {                                                                                              \
+        .image = img, .classes = cls                                                               \
+    }
 
 static const zoo_model m_resnet18 = {GR_IN_IMAGE, IMG(224, 1000), gr_resnet18};
 static const zoo_model m_resnet50 = {GR_IN_IMAGE, IMG(224, 1000), gr_resnet50};
 static const zoo_model m_mobilenet_v2 = {GR_IN_IMAGE, IMG(224, 1000), gr_mobilenet_v2};
 static const zoo_model m_vgg16 = {GR_IN_IMAGE, IMG(224, 1000), gr_vgg16};
-static const zoo_model m_vit = {GR_IN_IMAGE,
-                                {.image = 224, .classes = 1000, .layers = 12, .hidden = 768,
-                                 .heads = 12, .inter = 3072},
-                                gr_vit_b_16};
+static const zoo_model m_vit = {
+    GR_IN_IMAGE,
+    {.image = 224, .classes = 1000, .layers = 12, .hidden = 768, .heads = 12, .inter = 3072},
+    gr_vit_b_16};
 static const zoo_model m_mnv3 = {GR_IN_IMAGE, IMG(224, 1000), gr_mobilenet_v3_large};
 static const zoo_model m_effnet = {GR_IN_IMAGE, IMG(224, 1000), gr_efficientnet_b0};
 static const zoo_model m_convnext = {GR_IN_IMAGE, IMG(224, 1000), gr_convnext_tiny};
-static const zoo_model m_whisper = {GR_IN_MEL,
-                                    {.frames = 3000, .layers = 4, .hidden = 384, .heads = 6,
-                                     .inter = 1536},
-                                    gr_whisper_tiny};
-static const zoo_model m_bert = {GR_IN_TOKENS,
-                                 {.seq = 128, .layers = 12, .hidden = 768, .heads = 12,
-                                  .inter = 3072, .vocab = 30522},
-                                 gr_bert_base};
-static const zoo_model m_gpt2 = {GR_IN_TOKENS,
-                                 {.seq = 128, .layers = 12, .hidden = 768, .heads = 12,
-                                  .inter = 3072, .vocab = 50257},
-                                 gr_gpt2};
+static const zoo_model m_whisper = {
+    GR_IN_MEL,
+    {.frames = 3000, .layers = 4, .hidden = 384, .heads = 6, .inter = 1536},
+    gr_whisper_tiny};
+static const zoo_model m_bert = {
+    GR_IN_TOKENS,
+    {.seq = 128, .layers = 12, .hidden = 768, .heads = 12, .inter = 3072, .vocab = 30522},
+    gr_bert_base};
+static const zoo_model m_gpt2 = {
+    GR_IN_TOKENS,
+    {.seq = 128, .layers = 12, .hidden = 768, .heads = 12, .inter = 3072, .vocab = 50257},
+    gr_gpt2};
 
 #define ZOO_ENTRY(VAR, MODEL, NAME, DOMAIN, DESC)                                                  \
-    static fb_code build_##VAR(nat_ctx *ctx, const fb_spec *spec, fb_err *err)                    \
+    static fb_code build_##VAR(nat_ctx *ctx, const fb_spec *spec, fb_err *err)                     \
     {                                                                                              \
         return zoo_build(MODEL, ctx, spec, err);                                                   \
     }                                                                                              \
     static const nat_pattern VAR = {                                                               \
-        .info = {.name = NAME, .engine = "native", .domain = DOMAIN, .description = DESC,         \
-                 .default_batch_size = 1, .devices = {"cpu", NULL}, .dtypes = {"float32", NULL},   \
+        .info = {.name = NAME,                                                                     \
+                 .engine = "native",                                                               \
+                 .domain = DOMAIN,                                                                 \
+                 .description = DESC,                                                              \
+                 .default_batch_size = 1,                                                          \
+                 .devices = {"cpu", NULL},                                                         \
+                 .dtypes = {"float32", NULL},                                                      \
                  .variants = {"eager", "fused", NULL}},                                            \
         .build = build_##VAR,                                                                      \
     }
@@ -276,6 +286,6 @@ ZOO_ENTRY(z_gpt2, &m_gpt2, "gpt2", "nlp", "GPT-2 124M (transformers), prefill of
 ZOO_ENTRY(z_graph, NULL, "graph", "custom", "A user's graph from params.graph");
 
 const nat_pattern *const nat_models[] = {
-    &z_resnet18, &z_resnet50,  &z_mobilenet_v2, &z_mnv3, &z_vgg16, &z_effnet, &z_convnext,
-    &z_vit,      &z_bert,      &z_gpt2,         &z_whisper, &z_graph, NULL,
+    &z_resnet18, &z_resnet50, &z_mobilenet_v2, &z_mnv3,    &z_vgg16, &z_effnet, &z_convnext,
+    &z_vit,      &z_bert,     &z_gpt2,         &z_whisper, &z_graph, NULL,
 };

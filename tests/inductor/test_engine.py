@@ -1,0 +1,87 @@
+"""The C side end to end: fusionbench-run --engine inductor starts the runner,
+reads its protocol and prints API.md's result with the per-variant "inductor"
+object and kernel rows; the engine is offered only when the probe succeeds."""
+
+import json
+import os
+import subprocess
+
+import indtest
+
+
+def cli(args, env_extra=None, timeout=900):
+    exe = os.path.join(indtest.BIN, "worker", "fusionbench-run")
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run([exe] + args, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def catalog(c, py):
+    r = cli(["--list"], {"FUSIONBENCH_PYTHON": py})
+    rows = [l.split() for l in r.stdout.splitlines()]
+    ind = [row for row in rows if len(row) > 1 and row[1] == "inductor"]
+    c.check(r.returncode == 0 and any(row[0] == "resnet18" for row in ind),
+            "--list: the inductor engine offers resnet18")
+    c.check(all("cudagraphs" not in " ".join(row) for row in ind),
+            "--list on cpu: no CUDA-graph rungs offered")
+    r = cli(["--list"], {"FUSIONBENCH_PYTHON": "/nonexistent/python"})
+    c.check(r.returncode == 0 and " inductor " not in r.stdout,
+            "no usable python: the inductor engine offers nothing")
+
+
+def run_json(c, py):
+    r = cli(["tiny_cnn", "--engine", "inductor", "--json", "--iterations", "6", "--warmup", "2",
+             "--threads", "2", "--variants", "eager,inductor-nofusion,inductor",
+             "--param", "image_size=16"], {"FUSIONBENCH_PYTHON": py})
+    c.check(r.returncode == 0, "fusionbench-run --engine inductor --json: exit 0 (%s)"
+            % r.stderr.strip()[-300:])
+    out = json.loads(r.stdout)
+    res = out["result"]
+    vs = {v["name"]: v for v in res["variants"]}
+    c.check(sorted(vs) == ["eager", "inductor", "inductor-nofusion"], "three variants")
+    for name, v in vs.items():
+        c.check(v["status"] == "ok" and len(v["samples_ms"]) == 6 and
+                v["latency_ms"]["median"] > 0 and v["latency_ms"]["ci95"][0] is not None,
+                "%s: ok, 6 samples, statistics" % name)
+        c.check(isinstance(v.get("inductor"), dict) and v["inductor"].get("peak_mem_method"),
+                "%s: the inductor object" % name)
+        c.check(v["kernels"] is not None and v["kernels"] > 0, "%s: kernels counted" % name)
+    c.check(vs["eager"]["fused_kernels"] == 0, "eager: 0 fused kernels")
+    ind = vs["inductor"]
+    c.check(ind["fused_kernels"] >= 1 and ind["fused_ops"] >= 2, "inductor: fused kernels/ops")
+    c.check(ind["inductor"].get("compile_cold_ms", 0) > 0 and
+            ind["inductor"].get("generated_kernels", 0) >= 2, "inductor: compile time, kernels")
+    c.check(res["env"]["torch"] and res["env"]["threads"] == 2, "env: torch version, 2 threads")
+    c.check("inductor" in res["comparison"]["speedup"], "comparison: speedup of inductor")
+    rows = out["kernels"]["inductor"]
+    c.check(any(k["name"].startswith("cpp_fused") and len(k["ops"]) >= 2 for k in rows),
+            "kernel rows: a cpp_fused kernel with its ATen ops")
+    spec = out["spec"]
+    c.check(spec["engine"] == "inductor" and spec["params"].get("image_size") == 16,
+            "spec echoed")
+
+
+def errors(c, py):
+    r = cli(["tiny_cnn", "--engine", "inductor", "--variants", "eager,inductor+cudagraphs"],
+            {"FUSIONBENCH_PYTHON": py})
+    c.check(r.returncode == 2 and "inductor+cudagraphs" in r.stderr,
+            "CUDA-graph rung on cpu: not offered, exit 2")
+    r = cli(["tiny_cnn", "--engine", "inductor", "--iterations", "2", "--warmup", "0",
+             "--param", "image_size=3"], {"FUSIONBENCH_PYTHON": py})
+    c.check(r.returncode == 2 and "image_size" in r.stderr,
+            "bad model param: the runner's invalid_argument reaches the CLI (exit 2)")
+
+
+def main():
+    py = indtest.python_or_skip()
+    if not indtest.BIN:
+        print("SKIP: FB_BIN_DIR is not set (run through ctest)")
+        raise SystemExit(indtest.SKIP)
+    c = indtest.Checks()
+    catalog(c, py)
+    errors(c, py)
+    run_json(c, py)
+    c.done()
+
+
+if __name__ == "__main__":
+    main()

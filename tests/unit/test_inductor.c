@@ -1,0 +1,168 @@
+/* Unit tests of the inductor engine's C side without Python: a runner result
+ * line → fb_result (statuses, statistics, kernel rows, the "inductor" object),
+ * and a spec → the runner request. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fb_run.h"
+#include "ind_engine.h"
+
+static const char *LINE =
+    "{\"type\":\"result\",\"protocol\":1,\"model_build_ms\":12.5,"
+    "\"env\":{\"torch\":\"2.15.0\",\"triton\":\"3.9.0\",\"threads\":2,\"cuda\":null},"
+    "\"variants\":["
+    "{\"name\":\"eager\",\"status\":\"ok\",\"samples_ms\":[3,1,2],\"max_rel_error\":0,"
+    "\"peak_mem_bytes\":1000,\"peak_mem_method\":\"profiler_alloc_peak\","
+    "\"profile\":{\"kernels\":5,\"kernel_time_ms\":1.5,\"busy_ms\":1.5,\"idle_ms\":0.25,"
+    "\"categories_ms\":{\"gemm\":1.0,\"elementwise\":0.5},\"rows\":["
+    "{\"name\":\"aten::conv2d\",\"count\":2,\"total_ms\":1.0,\"mean_ms\":0.5,"
+    "\"ops\":[\"aten.conv2d\"],\"category\":\"gemm\",\"generated\":false}]}},"
+    "{\"name\":\"inductor\",\"status\":\"ok\",\"samples_ms\":[1,1.5,0.5,1],"
+    "\"max_rel_error\":2e-7,\"peak_mem_bytes\":500,"
+    "\"inductor\":{\"fused_kernels\":2,\"fused_ops\":9,\"compile_cold_ms\":900,"
+    "\"kernels\":[{\"name\":\"cpp_fused_relu_0\",\"aten_ops\":[\"aten.relu\"]}]},"
+    "\"profile\":{\"kernels\":3,\"rows\":[{\"name\":\"cpp_fused_add_relu_0\",\"count\":1,"
+    "\"total_ms\":0.2,\"mean_ms\":0.2,\"ops\":[\"aten.add\",\"aten.relu\"],"
+    "\"category\":\"elementwise\",\"generated\":true}]}},"
+    "{\"name\":\"inductor+cudagraphs\",\"status\":\"unsupported\",\"samples_ms\":[],"
+    "\"message\":\"CUDA graphs need a CUDA device\"}]}";
+
+static void convert(fb_result *res)
+{
+    cJSON *j = cJSON_Parse(LINE);
+    fb_err err;
+
+    assert_non_null(j);
+    fb_err_clear(&err);
+    fb_result_init(res);
+    assert_int_equal(ind_result_from_json(j, res, &err), FB_OK);
+    cJSON_Delete(j);
+}
+
+static void test_variants(void **state)
+{
+    fb_result res;
+
+    (void)state;
+    convert(&res);
+    assert_int_equal(res.n_variants, 3);
+    assert_string_equal(res.baseline, "eager");
+    assert_int_equal(res.variants[0].status, FB_VS_OK);
+    assert_int_equal(res.variants[0].n_samples, 3);
+    assert_true(res.variants[0].latency.median == 2.0);
+    assert_true(res.variants[1].latency.median == 1.0);
+    assert_int_equal(res.variants[0].fused_kernels, 0); /* eager: known zero */
+    assert_int_equal(res.variants[1].fused_kernels, 2);
+    assert_int_equal(res.variants[1].fused_ops, 9);
+    assert_int_equal(res.variants[0].kernels, 5);
+    assert_true(res.variants[0].idle_ms == 0.25);
+    assert_true(res.variants[0].categories_ms[FB_KC_GEMM] == 1.0);
+    assert_int_equal(res.variants[0].peak_mem_bytes, 1000);
+    assert_int_equal(res.variants[2].status, FB_VS_UNSUPPORTED);
+    assert_string_equal(res.variants[2].message, "CUDA graphs need a CUDA device");
+    assert_int_equal(res.variants[2].n_samples, 0);
+    assert_string_equal(res.env.torch, "2.15.0");
+    assert_string_equal(res.env.triton, "3.9.0");
+    assert_true(res.plan_ms == 12.5);
+    fb_result_free(&res);
+}
+
+static void test_kernel_rows(void **state)
+{
+    fb_result res;
+    const fb_kernel_row *k;
+
+    (void)state;
+    convert(&res);
+    assert_int_equal(res.variants[1].n_kernel_rows, 1);
+    k = &res.variants[1].kernel_rows[0];
+    assert_string_equal(k->name, "cpp_fused_add_relu_0");
+    assert_int_equal(k->category, FB_KC_ELEMENTWISE);
+    assert_int_equal(k->n_ops, 2);
+    assert_string_equal(k->ops[1], "aten.relu");
+    assert_int_equal(res.variants[0].kernel_rows[0].count, 2);
+    fb_result_free(&res);
+}
+
+/* The "inductor" object rides along in the encoded result, with the memory
+ * method added; speedup uses the medians. */
+static void test_encoded(void **state)
+{
+    fb_result res;
+    cJSON *j, *vs, *ind, *sp;
+
+    (void)state;
+    convert(&res);
+    j = fb_result_to_json(&res);
+    assert_non_null(j);
+    vs = cJSON_GetObjectItem(j, "variants");
+    ind = cJSON_GetObjectItem(cJSON_GetArrayItem(vs, 1), "inductor");
+    assert_non_null(ind);
+    assert_true(cJSON_GetObjectItem(ind, "compile_cold_ms")->valuedouble == 900);
+    ind = cJSON_GetObjectItem(cJSON_GetArrayItem(vs, 0), "inductor");
+    assert_string_equal(cJSON_GetObjectItem(ind, "peak_mem_method")->valuestring,
+                        "profiler_alloc_peak");
+    sp = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "comparison"), "speedup");
+    assert_true(cJSON_GetObjectItem(sp, "inductor")->valuedouble == 2.0);
+    assert_null(cJSON_GetObjectItem(sp, "inductor+cudagraphs"));
+    cJSON_Delete(j);
+    fb_result_free(&res);
+}
+
+static void test_bad_line(void **state)
+{
+    cJSON *j = cJSON_Parse("{\"type\":\"result\",\"variants\":[]}");
+    fb_result res;
+    fb_err err;
+
+    (void)state;
+    fb_err_clear(&err);
+    fb_result_init(&res);
+    assert_int_equal(ind_result_from_json(j, &res, &err), FB_EINVAL);
+    cJSON_Delete(j);
+    fb_result_free(&res);
+}
+
+static void test_request(void **state)
+{
+    fb_spec spec;
+    fb_err err;
+    const char *text = "{\"workload\":\"resnet18\",\"engine\":\"inductor\",\"device\":\"cpu\","
+                       "\"variants\":[\"eager\",\"inductor\"],"
+                       "\"params\":{\"threads\":2,\"image_size\":64}}";
+    cJSON *r, *p;
+    static const char *const defaults[] = {"eager", NULL};
+
+    (void)state;
+    fb_err_clear(&err);
+    assert_int_equal(fb_spec_parse(text, strlen(text), &spec, &err), FB_OK);
+    fb_spec_apply_defaults(&spec, "cpu", 1, defaults);
+    r = ind_request_json(&spec);
+    assert_non_null(r);
+    assert_string_equal(cJSON_GetObjectItem(r, "model")->valuestring, "resnet18");
+    assert_int_equal(cJSON_GetObjectItem(r, "threads")->valueint, 2);
+    assert_int_equal(cJSON_GetObjectItem(r, "iterations")->valueint, 50);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r, "variants")), 2);
+    p = cJSON_GetObjectItem(r, "params");
+    assert_null(cJSON_GetObjectItem(p, "threads"));
+    assert_int_equal(cJSON_GetObjectItem(p, "image_size")->valueint, 64);
+    cJSON_Delete(r);
+    fb_spec_free(&spec);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_variants), cmocka_unit_test(test_kernel_rows),
+        cmocka_unit_test(test_encoded),  cmocka_unit_test(test_bad_line),
+        cmocka_unit_test(test_request),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
