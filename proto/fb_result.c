@@ -85,6 +85,9 @@ void fb_result_free(fb_result *r)
         free(r->variants[i].samples_ms);
         free(r->variants[i].kernel_rows);
         free(r->variants[i].fusion_groups);
+        free(r->variants[i].node_groups);
+        r->variants[i].node_groups = NULL;
+        r->variants[i].n_node_groups = 0;
         r->variants[i].samples_ms = NULL;
         r->variants[i].kernel_rows = NULL;
         r->variants[i].fusion_groups = NULL;
@@ -94,6 +97,8 @@ void fb_result_free(fb_result *r)
         r->variants[i].n_samples = 0;
         r->variants[i].n_kernel_rows = 0;
     }
+    cJSON_Delete(r->graph);
+    r->graph = NULL;
 }
 
 /* Non-finite values are turned into null here, explicitly, rather than left to
@@ -260,6 +265,22 @@ static bool res_variant_metrics(cJSON *o, const fb_variant_result *v)
            res_fusion_groups(o, v);
 }
 
+/* "node_groups": [index into fusion_groups or null], only with a graph. */
+static bool res_node_groups(cJSON *o, const fb_variant_result *v)
+{
+    if (!v->node_groups || v->n_node_groups <= 0)
+        return true;
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && i < v->n_node_groups; i++) {
+        int g = v->node_groups[i];
+        if (!res_push(arr, g >= 0 ? cJSON_CreateNumber(g) : cJSON_CreateNull())) {
+            cJSON_Delete(arr);
+            return false;
+        }
+    }
+    return res_put(o, "node_groups", arr);
+}
+
 /* The engine's own object (e.g. "inductor"), when it has one. */
 static bool res_extra(cJSON *o, const fb_variant_result *v)
 {
@@ -274,7 +295,7 @@ static cJSON *res_variant(const fb_variant_result *v)
               (v->status == FB_VS_OK || res_put(o, "message", cJSON_CreateString(v->message))) &&
               res_put(o, "latency_ms", res_latency(&v->latency)) &&
               res_put(o, "samples_ms", res_samples(v)) && res_variant_metrics(o, v) &&
-              res_extra(o, v);
+              res_node_groups(o, v) && res_extra(o, v);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -364,7 +385,8 @@ cJSON *fb_result_to_json(const fb_result *r)
     bool ok = o && res_put(o, "env", res_env(&r->env)) &&
               res_put(o, "plan_ms", fb_json_num_or_null(r->plan_ms)) &&
               res_put(o, "variants", res_variants(r)) &&
-              res_put(o, "comparison", res_comparison(r));
+              res_put(o, "comparison", res_comparison(r)) &&
+              (!r->graph || res_put(o, "graph", cJSON_Duplicate(r->graph, 1)));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

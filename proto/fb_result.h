@@ -106,6 +106,12 @@ typedef struct fb_variant_result {
     fb_kernel_row *kernel_rows;              /* owned */
     int n_fusion_groups;                     /* 0: none reported */
     fb_fusion_group *fusion_groups;          /* owned; "fusion_groups" in JSON */
+    /* Graph-built workloads (fb_result.graph set): per graph node, the index into
+     * fusion_groups of the group whose launch computes it, -1 none (an op of its
+     * own, or a view).  Owned, NULL when no graph; "node_groups" in JSON, -1 as
+     * null.  n_node_groups is the graph's kept node count. */
+    int n_node_groups;
+    int *node_groups;
     /* Engine-specific figures (owned, NULL when none; freed by fb_result_free),
      * encoded under extra_key, e.g. the inductor engine's "inductor" object. */
     char extra_key[32];
@@ -124,12 +130,16 @@ typedef struct fb_result {
     fb_variant_result variants[FB_MAX_VARIANTS];
     char baseline[FB_NAME_MAX]; /* "eager" unless the spec has none */
     double plan_ms;             /* compile/plan time, reported apart from latency */
+    /* The model graph in compact form (native engine, graph-built workloads:
+     * gr_graph_compact's {n_nodes, truncated, input, nodes}), owned, NULL when
+     * the workload has none; "graph" in JSON.  Freed by fb_result_free. */
+    cJSON *graph;
 } fb_result;
 
 /* Initializes to "nothing known" (NaN / -1 fields). */
 void fb_variant_result_init(fb_variant_result *v, const char *name);
 void fb_result_init(fb_result *r);
-void fb_result_free(fb_result *r); /* frees samples and kernel rows of every variant */
+void fb_result_free(fb_result *r); /* frees samples, kernel rows, groups and the graph */
 
 /* Encodes the result, comparison included (speedup, kernel_ratio, memory_ratio
  * against the baseline, only for variants with status ok; a variant that failed

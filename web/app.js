@@ -115,7 +115,61 @@ function jobsQuery(cursor) {
   return "/jobs?" + q.toString();
 }
 
+// The queue's submit form: a job (one workload of the catalog, any engine) or a
+// suite (all, a domain, or one workload) with the catalog's choices.
+let queueCatalog = null;
+
+async function fillQueueForm() {
+  if (!queueCatalog || !queueCatalog.length) queueCatalog = (await api("/workloads")).items;
+  const kind = document.getElementById("qf-kind").value;
+  const sel = document.getElementById("qf-workload");
+  if (sel.dataset.kind === kind && sel.options.length) return;
+  sel.dataset.kind = kind;
+  const opts = [];
+  if (kind === "suite") {
+    opts.push(el("option", { value: "all" }, "all (" + queueCatalog.length + ")"));
+    for (const d of [...new Set(queueCatalog.map((w) => w.domain).filter(Boolean))])
+      opts.push(el("option", { value: "domain:" + d }, "domain: " + d));
+  }
+  for (const w of queueCatalog)
+    opts.push(el("option", { value: "w:" + w.engine + ":" + w.name }, w.name + " · " + w.engine));
+  sel.replaceChildren(...opts);
+  document.getElementById("qf-params-l").hidden = kind === "suite";
+}
+
+function queueBody(kind) {
+  const set = document.getElementById("qf-workload").value;
+  const list = (id) => document.getElementById(id).value.split(",").map((x) => x.trim()).filter(Boolean);
+  const body = { variants: list("qf-variants"), iterations: Number(document.getElementById("qf-iters").value) || 50 };
+  const batches = list("qf-batch").map(Number);
+  const [, engine, name] = set.startsWith("w:") ? set.split(":") : [];
+  if (kind === "suite") {
+    body.name = "dashboard";
+    body.workloads = set === "all" ? "all" : set.startsWith("domain:") ? set.slice(7) : [name];
+    if (batches.length) body.batch_sizes = batches;
+    return body;
+  }
+  Object.assign(body, { workload: name, engine, labels: { source: "dashboard" } });
+  if (batches.length) body.batch_size = batches[0];
+  const params = document.getElementById("qf-params").value.trim();
+  if (params) body.params = JSON.parse(params);
+  return body;
+}
+
+async function submitQueueForm(ev) {
+  ev.preventDefault();
+  const kind = document.getElementById("qf-kind").value;
+  const msg = document.getElementById("qf-msg");
+  try {
+    const r = await api(kind === "suite" ? "/suites" : "/jobs", { method: "POST",
+      headers: { "Content-Type": "application/json" }, body: JSON.stringify(queueBody(kind)) });
+    msg.textContent = kind + " " + r.id + " queued";
+    location.hash = (kind === "suite" ? "#/suites/" : "#/jobs/") + r.id;
+  } catch (e) { msg.textContent = "submit failed: " + e.message; }
+}
+
 async function loadJobs(append) {
+  await fillQueueForm();
   const page = await api(jobsQuery(append ? jobsCursor : null));
   const tbody = document.querySelector("#jobs-table tbody");
   const rows = page.items.map(jobRow);
@@ -210,6 +264,7 @@ async function showJob(id) {
     loadKernels(job.id, sel.value).catch((e) => setStatus(e.message, true));
   };
   await loadKernels(job.id, kernelChoice.variant);
+  if (window.fbJobGraph) window.fbJobGraph(job); // the model graph (graph.js)
   if (window.fbJobExtras) await window.fbJobExtras(job); // charts (dash.js)
 }
 
@@ -281,6 +336,9 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("filter-workload").addEventListener("change", () => route());
   document.getElementById("more-jobs").addEventListener("click", () =>
     loadJobs(true).catch((e) => setStatus(e.message, true)));
+  document.getElementById("queue-form").addEventListener("submit", submitQueueForm);
+  document.getElementById("qf-kind").addEventListener("change", () =>
+    fillQueueForm().catch((e) => setStatus(e.message, true)));
   window.addEventListener("hashchange", route);
   route();
 });

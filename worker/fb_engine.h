@@ -38,6 +38,9 @@ typedef struct fb_instance_ops {
 struct fb_instance {
     const fb_instance_ops *ops;
     double plan_ms; /* build + plan time, reported apart from latency */
+    /* The workload's graph for the result (fb_result.graph), or NULL.  Owned by
+     * the instance until the run library takes it after prepare. */
+    cJSON *graph;
 };
 
 /* Progress of a whole run: the same signature as fb_run.h's fb_progress_fn. */

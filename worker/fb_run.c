@@ -293,8 +293,11 @@ static fb_code prepare(run_state *st, const fb_engine **eng, fb_err *err)
         return rc;
     report(st, "prepare", NULL, 0, 1);
     rc = (*eng)->prepare(st->spec, &st->inst, err);
-    if (rc == FB_OK)
+    if (rc == FB_OK) {
         st->res->plan_ms = st->inst->plan_ms;
+        st->res->graph = st->inst->graph; /* the result owns it from here */
+        st->inst->graph = NULL;
+    }
     return rc;
 }
 

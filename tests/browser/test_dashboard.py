@@ -5,7 +5,11 @@ Debian's Chromium (headless) against a real server, worker and PostgreSQL.
      real worker);
   2. a job submitted from the dashboard moves to done with its progress shown;
   3. a job page shows its kernel breakdown (stacked category bars, top kernels,
-     a timeline per variant).
+     a timeline per variant);
+  4. the queue's submit form offers a job and a suite with the catalog's choices;
+  5. a native model job (resnet18 at 64x64) draws its graph, coloured by fusion
+     group in the fused view and not at all in eager; a pattern job says it has
+     no graph.
 
 Screenshots go to $FB_BIN_DIR/test-output/browser/.  Exits 77 with the reason
 when Playwright, Chromium or the test database is missing."""
@@ -132,6 +136,52 @@ def job_page(env, page, shots, job_id):
     page.screenshot(path=os.path.join(shots, "job.png"), full_page=True)
 
 
+def queue_form(env, page):
+    """The queue's form offers every catalog workload as a job, and all, the
+    domains and every workload as a suite."""
+    names = sorted(w["name"] for w in env.get("/api/v1/workloads")[2]["items"])
+    page.goto(env.base + "/#/jobs")
+    page.wait_for_selector("#qf-workload option", state="attached")
+    opts = page.eval_on_selector_all("#qf-workload option", "os => os.map(o => o.value)")
+    check_eq(sorted(o.split(":")[2] for o in opts), names, "job choices")
+    page.select_option("#qf-kind", "suite")
+    page.wait_for_function("() => document.querySelector('#qf-workload option').value == 'all'")
+    opts = page.eval_on_selector_all("#qf-workload option", "os => os.map(o => o.value)")
+    check("domain:vision" in opts and len(opts) > len(names), "suite choices: %r" % opts[:6])
+
+
+def graph_nodes(page, colored):
+    """Graph nodes drawn, or those coloured by a fusion group."""
+    sel = "#graph-box .gnode[data-id]" + (":not([data-group=''])" if colored else "")
+    return page.eval_on_selector_all(sel, "ns => ns.filter(n => !%s || n.querySelector('rect').getAttribute('fill')).length" % ("true" if colored else "false"))
+
+
+def graph_page(env, page, shots, pattern_job):
+    st, _, job = env.post("/api/v1/jobs", {
+        "workload": "resnet18", "engine": "native", "params": {"image": 64},
+        "warmup": 1, "iterations": 5})
+    check_eq(st, 201, "resnet18 job: %s" % job)
+    check_eq(env.wait_job(job["id"], timeout=180)["state"], "succeeded", "resnet18 job")
+    page.goto(env.base + "/#/jobs/%d" % job["id"])
+    page.wait_for_function("() => document.querySelectorAll('#graph-box .gnode[data-id]').length >= 60", timeout=20000)
+    fused = graph_nodes(page, True)
+    check(fused >= 20, "fused view colours %d nodes" % fused)
+    legend = page.inner_text("#graph-legend")
+    check("bn_fold" in legend and "tensor+element" in legend, "legend by rule/kind: %r" % legend)
+    page.hover("#graph-box .gnode[data-id='0']")
+    tip = page.inner_text("#graph-tip")
+    check("conv2d" in tip and "64×32×32" in tip and "bn_fold" in tip, "hover: %r" % tip)
+    page.mouse.move(5, 5)
+    page.locator("#graph-card").screenshot(path=os.path.join(shots, "graph-fused.png"))
+    page.click("#graph-tools button[data-variant=eager]")
+    page.wait_for_function("() => document.querySelector('#graph-tools button.on').dataset.variant == 'eager'")
+    check_eq(graph_nodes(page, True), 0, "eager view coloured nodes")
+    check(graph_nodes(page, False) >= 60, "eager view still draws the graph")
+    page.locator("#graph-card").screenshot(path=os.path.join(shots, "graph-eager.png"))
+    page.goto(env.base + "/#/jobs/%d" % pattern_job)
+    page.wait_for_function("() => /no graph/.test(document.getElementById('graph-box').innerText)", timeout=20000)
+
+
 def test(env):
     from playwright.sync_api import sync_playwright
     shots = shots_dir()
@@ -147,6 +197,8 @@ def test(env):
             overview(env, page, shots)
             job_id = submit_and_watch(env, page, shots)
             job_page(env, page, shots, job_id)
+            queue_form(env, page)
+            graph_page(env, page, shots, job_id)
             check_eq(errors, [], "page errors")
         finally:
             browser.close()

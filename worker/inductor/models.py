@@ -42,13 +42,10 @@ def _transformers():
     if "torchaudio" not in sys.modules:
         try:
             import torchaudio  # noqa: F401
-        except Exception as e:  # noqa: BLE001 (any failure means "not usable")
-            TORCHAUDIO_ERROR.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        except Exception:  # noqa: BLE001 (any failure means "not usable")
             sys.modules["torchaudio"] = None  # find_spec() now answers "absent"
     return _need("transformers")
 
-
-TORCHAUDIO_ERROR = []
 
 
 def _int(params, key, default, lo=1, hi=1 << 20):
@@ -181,17 +178,29 @@ def _t5(batch, params):
     return tr.T5EncoderModel(cfg), (token_ids(batch, seq, cfg.vocab_size, 0, 1),)
 
 
+class _LastHidden(torch.nn.Module):
+    """A transformers encoder returning its last hidden state as a tensor (not a
+    ModelOutput), so every rung sees the same output."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x).last_hidden_state
+
+
 def _wav2vec2(batch, params):
-    if TORCHAUDIO_ERROR:
-        raise Unsupported("torchaudio cannot be imported: %s" % TORCHAUDIO_ERROR[0])
-    try:
-        ta = _need("torchaudio.models")
-    except Exception as e:  # a torchaudio built for another torch raises RuntimeError
-        raise Unsupported("torchaudio cannot be imported: %s" % str(e).splitlines()[0]) from e
+    # wav2vec2-base (12 layers, width 768, the 7-layer conv feature encoder with
+    # group norm) from transformers' default Wav2Vec2Config: the same
+    # architecture as torchaudio's wav2vec2_base, without torchaudio, whose PyPI
+    # builds lag PyTorch's (2.11 against torch 2.15 here) and fail to import.
+    tr = _transformers()
     seconds = float(params.get("audio_s", 1.0))
     if not 0.05 <= seconds <= 60:
         raise ValueError("params.audio_s must be in 0.05..60")
-    return ta.wav2vec2_base(), (waveform(batch, seconds),)
+    model = tr.Wav2Vec2Model(tr.Wav2Vec2Config())
+    return _LastHidden(model), (waveform(batch, seconds),)
 
 
 class _WhisperEncoder(torch.nn.Module):
@@ -272,7 +281,7 @@ MODELS = {
     "bert_base": ("nlp", "transformers BertModel (bert-base config)", _bert),
     "gpt2": ("nlp", "transformers GPT2Model (gpt2 config)", _gpt2),
     "t5_small_encoder": ("nlp", "transformers T5EncoderModel (t5-small config)", _t5),
-    "wav2vec2_base": ("speech", "torchaudio wav2vec2-base", _wav2vec2),
+    "wav2vec2_base": ("speech", "wav2vec2-base (transformers Wav2Vec2Config)", _wav2vec2),
     "whisper_tiny": ("speech", "transformers Whisper encoder (whisper-tiny config)", _whisper),
     "timm_resnet50d": ("vision", "timm resnet50d", _timm("resnet50d")),
     "timm_vit_small": ("vision", "timm vit_small_patch16_224", _timm("vit_small_patch16_224")),

@@ -82,7 +82,7 @@ def probe():
     except Exception:
         triton_v = None
     cuda = bool(torch.cuda.is_available()) if os.environ.get("FB_PROBE_CUDA", "1") == "1" else False
-    libs = {m: _version(m) for m in ("torchvision", "torchaudio", "transformers", "timm")}
+    libs = {m: _version(m) for m in ("torchvision", "transformers", "timm")}
     return {"type": "probe", "protocol": PROTOCOL, "python": sys.version.split()[0],
             "torch": torch.__version__, "triton": triton_v, "compile": ok,
             "compile_reason": why, "cuda": cuda, "libraries": libs,

@@ -74,6 +74,14 @@ typedef struct nat_ctx {
     nat_plan plans[NAT_MAX_VARIANTS]; /* NAT_EAGER, NAT_FUSED */
     uint64_t seed;                    /* from params.seed, default 42 */
     int batch;                        /* spec batch size */
+    /* Graph-built workloads (the zoo): the compact graph for the result (owned,
+     * NULL for patterns; the engine hands it to the result), the nodes it kept
+     * (a prefix: it is capped), and, per variant, the index of the launch
+     * computing each graph node (owned, one per graph node, -1: none, a view),
+     * set by gr_lower. */
+    cJSON *graph;
+    int n_graph_nodes;
+    int *node_launch[NAT_MAX_VARIANTS];
 } nat_ctx;
 
 /* Allocates a zeroed buffer of n floats used by the variants in mask (use
@@ -125,6 +133,12 @@ void nat_ctx_free(nat_ctx *ctx);
  * (rule set), counted by (rule, kind, ops); frees what vr held before.  Returns
  * false on ENOMEM (vr then reports none).  graph/gr_report.c. */
 bool nat_plan_fusion_groups(const nat_plan *plan, fb_variant_result *vr);
+
+/* After nat_plan_fusion_groups of plan v: sets vr->node_groups from
+ * ctx->node_launch[v] (each node's index into vr->fusion_groups, -1 none) for
+ * the n_graph_nodes nodes the graph kept; leaves vr without node groups for a
+ * ctx without a graph.  False on ENOMEM.  graph/gr_report.c. */
+bool nat_plan_node_groups(const nat_ctx *ctx, int v, fb_variant_result *vr);
 
 /* Bytes of the buffers variant v uses. */
 int64_t nat_ctx_variant_bytes(const nat_ctx *ctx, int v);

@@ -167,8 +167,11 @@ void nat_ctx_free(nat_ctx *ctx)
     for (int i = 0; i < ctx->n_bufs; i++)
         free(ctx->bufs[i].data);
     free(ctx->bufs);
-    for (int v = 0; v < NAT_MAX_VARIANTS; v++)
+    for (int v = 0; v < NAT_MAX_VARIANTS; v++) {
         free(ctx->plans[v].launches);
+        free(ctx->node_launch[v]);
+    }
+    cJSON_Delete(ctx->graph);
     free(ctx);
 }
 

@@ -141,6 +141,8 @@ static fb_code nat_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
     if (rc)
         goto out;
     ni->base.plan_ms = now_ms() - t0;
+    ni->base.graph = ni->ctx->graph; /* models: the graph goes to the result */
+    ni->ctx->graph = NULL;
     *out = &ni->base;
     ni = NULL;
 out:
@@ -184,6 +186,7 @@ static void nat_destroy(fb_instance *inst)
     if (!ni)
         return;
     nat_ctx_free(ni->ctx);
+    cJSON_Delete(ni->base.graph);
     free(ni);
 }
 
@@ -267,7 +270,7 @@ static fb_code nat_profile(fb_instance *inst, int v, fb_variant_result *vr, fb_e
     vr->kernel_rows = rows;
     vr->n_kernel_rows = n_rows;
     plan_counts(plan, vr);
-    if (!nat_plan_fusion_groups(plan, vr))
+    if (!nat_plan_fusion_groups(plan, vr) || !nat_plan_node_groups(ni->ctx, ni->plan[v], vr))
         return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate fusion groups");
     vr->kernel_time_ms = kernel_ms;
     vr->busy_ms = busy;

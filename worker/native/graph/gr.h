@@ -155,4 +155,17 @@ cJSON *gr_to_json(const gr_graph *g);
  * FB_EINVAL naming the field (under prefix, e.g. "params.graph") on any error. */
 FB_MUSTCHECK fb_code gr_from_json(gr_graph *g, const cJSON *j, const char *prefix, fb_err *err);
 
+/* ---- the result's view (gr_report.c) ---- */
+
+/* Nodes the result's graph keeps: a model has up to a few thousand; a user's
+ * graph is cut here and says so ("truncated"). */
+#define GR_RESULT_MAX_NODES 4096
+
+/* The graph for the result, compact: {"n_nodes": total, "truncated": bool,
+ * "input": {"shape"}, "nodes": [{"id", "op", "name", "shape", "in"}]} with the
+ * first max_nodes nodes; "in" lists the producing node ids of a node's
+ * activation inputs (-1: the graph input; weights are left out).  *kept is the
+ * node count written.  Caller deletes; NULL on ENOMEM. */
+cJSON *gr_graph_compact(const gr_graph *g, int max_nodes, int *kept);
+
 #endif

@@ -826,6 +826,28 @@ static fb_code workspaces(lower *L)
     return FB_OK;
 }
 
+/* Emits the groups in order and records, for the result's graph view, the
+ * first launch of each group as the launch of its nodes (ctx->node_launch). */
+static fb_code node_launches(lower *L)
+{
+    int *nl = malloc(((size_t)L->g->n_nodes + 1) * sizeof *nl);
+    if (!nl)
+        return fb_err_set(L->err, FB_ENOMEM, NULL, "cannot allocate the node map");
+    for (int i = 0; i < L->g->n_nodes; i++)
+        nl[i] = -1;
+    fb_code rc = FB_OK;
+    for (int pos = 0; !rc && pos < L->gs->n; pos++) {
+        const gr_group *grp = &L->gs->g[L->order[pos]];
+        int first = L->ctx->plans[L->v].n;
+        rc = emit(L, grp);
+        for (int k = 0; !rc && k < grp->n && first < L->ctx->plans[L->v].n; k++)
+            nl[grp->nodes[k]] = first;
+    }
+    free(L->ctx->node_launch[L->v]);
+    L->ctx->node_launch[L->v] = nl;
+    return rc;
+}
+
 fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, fb_err *err)
 {
     lower L = {.ctx = ctx, .g = g, .gs = gs, .v = v, .err = err};
@@ -852,8 +874,8 @@ fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, fb_err *
         rc = plan_memory(&L);
     if (!rc)
         rc = workspaces(&L);
-    for (int pos = 0; !rc && pos < gs->n; pos++)
-        rc = emit(&L, &gs->g[L.order[pos]]);
+    if (!rc)
+        rc = node_launches(&L);
     if (!rc) {
         ctx->plans[v].out = tp(&L, g->output);
         ctx->plans[v].out_n = (size_t)gr_numel(ten(&L, g->output));

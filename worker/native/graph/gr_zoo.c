@@ -5,7 +5,7 @@
  * with the PyTorch state_dict names), plan the eager and fused groups
  * (params.disable_rules switches rules off) and lower both into the ctx.
  * The graph itself is freed at the end: the plans keep only buffers of the
- * ctx and static strings.
+ * ctx and static strings, and the ctx a compact copy for the result.
  *
  * Params: image, seq, frames, layers, hidden, heads, inter, vocab, classes
  * (model sizes), weights, input (safetensors paths), disable_rules, graph
@@ -215,6 +215,8 @@ static fb_code zoo_build(const zoo_model *m, nat_ctx *ctx, const fb_spec *spec, 
         rc = check_ids(&g, err);
     if (!rc)
         rc = plan_both(ctx, &g, spec, err);
+    if (!rc && !(ctx->graph = gr_graph_compact(&g, GR_RESULT_MAX_NODES, &ctx->n_graph_nodes)))
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot describe the graph");
     gr_free(&g);
     return rc;
 }
