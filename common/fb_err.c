@@ -34,22 +34,38 @@ void fb_err_clear(fb_err *err)
 const char *fb_code_name(fb_code code)
 {
     switch (code) {
-    case FB_OK: return "ok";
-    case FB_EINVAL: return "invalid_argument";
-    case FB_EJSON: return "invalid_json";
-    case FB_ENOTFOUND: return "not_found";
-    case FB_ECONFLICT: return "conflict";
-    case FB_ESTALE: return "stale";
-    case FB_ENOMEM: return "out_of_memory";
-    case FB_ETOOBIG: return "too_big";
-    case FB_EDB: return "database_error";
-    case FB_EUNAVAIL: return "unavailable";
-    case FB_EIO: return "io_error";
-    case FB_EUNSUPPORTED: return "unsupported";
-    case FB_ETIMEOUT: return "timeout";
-    case FB_EDEVICE: return "device_error";
-    case FB_EOOM: return "oom";
-    case FB_EINTERNAL: return "internal";
+    case FB_OK:
+        return "ok";
+    case FB_EINVAL:
+        return "invalid_argument";
+    case FB_EJSON:
+        return "invalid_json";
+    case FB_ENOTFOUND:
+        return "not_found";
+    case FB_ECONFLICT:
+        return "conflict";
+    case FB_ESTALE:
+        return "stale";
+    case FB_ENOMEM:
+        return "out_of_memory";
+    case FB_ETOOBIG:
+        return "too_big";
+    case FB_EDB:
+        return "database_error";
+    case FB_EUNAVAIL:
+        return "unavailable";
+    case FB_EIO:
+        return "io_error";
+    case FB_EUNSUPPORTED:
+        return "unsupported";
+    case FB_ETIMEOUT:
+        return "timeout";
+    case FB_EDEVICE:
+        return "device_error";
+    case FB_EOOM:
+        return "oom";
+    case FB_EINTERNAL:
+        return "internal";
     }
     return "unknown";
 }

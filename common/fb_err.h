@@ -11,7 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#define FB_MUSTCHECK __attribute__((warn_unused_result))
+#define FB_MUSTCHECK    __attribute__((warn_unused_result))
 #define FB_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 typedef enum fb_code {
@@ -33,7 +33,7 @@ typedef enum fb_code {
     FB_EINTERNAL,    /* a bug: an invariant did not hold */
 } fb_code;
 
-#define FB_ERR_MSG_MAX 512
+#define FB_ERR_MSG_MAX   512
 #define FB_ERR_FIELD_MAX 128
 
 typedef struct fb_err {

@@ -11,8 +11,8 @@ void fb_log_init(const char *component);
 void fb_log(fb_log_level level, const char *fmt, ...) FB_PRINTF(2, 3);
 
 #define fb_debug(...) fb_log(FB_LOG_DEBUG, __VA_ARGS__)
-#define fb_info(...) fb_log(FB_LOG_INFO, __VA_ARGS__)
-#define fb_warn(...) fb_log(FB_LOG_WARN, __VA_ARGS__)
+#define fb_info(...)  fb_log(FB_LOG_INFO, __VA_ARGS__)
+#define fb_warn(...)  fb_log(FB_LOG_WARN, __VA_ARGS__)
 #define fb_error(...) fb_log(FB_LOG_ERROR, __VA_ARGS__)
 
 #endif

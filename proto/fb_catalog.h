@@ -10,7 +10,7 @@
 #include "fb_err.h"
 #include "fb_spec.h"
 
-#define FB_MAX_DTYPES 3
+#define FB_MAX_DTYPES  3
 #define FB_MAX_DEVICES 2
 
 typedef struct fb_workload_info {
@@ -27,9 +27,9 @@ typedef struct fb_workload_info {
 cJSON *fb_workload_info_to_json(const fb_workload_info *w);
 
 typedef struct fb_device_info {
-    char kind[16];   /* "cpu" or "cuda" */
-    char name[128];  /* CPU model or GPU name */
-    char uuid[64];   /* GPU UUID, or "" */
+    char kind[16];  /* "cpu" or "cuda" */
+    char name[128]; /* CPU model or GPU name */
+    char uuid[64];  /* GPU UUID, or "" */
     int64_t memory_bytes;
     char driver[64];
     char compute_capability[16]; /* "9.0", or "" on CPU */

@@ -12,12 +12,12 @@
 #include "fb_err.h"
 #include "fb_spec.h"
 
-#define FB_KERNEL_NAME_MAX 128
-#define FB_MAX_KERNEL_OPS 16
+#define FB_KERNEL_NAME_MAX     128
+#define FB_MAX_KERNEL_OPS      16
 #define FB_KERNEL_LAUNCHES_MAX 16 /* per-launch offsets kept per kernel row */
-#define FB_MAX_CATEGORIES 8
-#define FB_STATUS_MSG_MAX 512
-#define FB_DRAM_REASON_MAX 160
+#define FB_MAX_CATEGORIES      8
+#define FB_STATUS_MSG_MAX      512
+#define FB_DRAM_REASON_MAX     160
 
 /* Statuses of METHOD.md's accuracy gate and failure kinds. */
 typedef enum fb_vstatus {
@@ -56,10 +56,10 @@ typedef struct fb_stats {
 typedef struct fb_kernel_row {
     char name[FB_KERNEL_NAME_MAX];
     fb_kcat category;
-    int count;                 /* launches in one iteration */
+    int count; /* launches in one iteration */
     double total_ms, mean_ms;
-    int grid[3], block[3];     /* 0s on the CPU backend */
-    int n_ops;                 /* graph ops this kernel implements */
+    int grid[3], block[3]; /* 0s on the CPU backend */
+    int n_ops;             /* graph ops this kernel implements */
     char ops[FB_MAX_KERNEL_OPS][FB_NAME_MAX];
     /* When each launch was, for timelines (GET /jobs/{id}/trace): the first
      * FB_KERNEL_LAUNCHES_MAX launches as [start from the iteration's start,
@@ -88,8 +88,8 @@ typedef struct fb_variant_result {
     char message[FB_STATUS_MSG_MAX]; /* why, when status != ok */
     fb_stats latency;
     int n_samples;
-    double *samples_ms;              /* owned, n_samples long */
-    int64_t kernels;                 /* launches per iteration, -1 unknown */
+    double *samples_ms;                      /* owned, n_samples long */
+    int64_t kernels;                         /* launches per iteration, -1 unknown */
     double kernel_time_ms, busy_ms, idle_ms; /* NaN unknown */
     int64_t fused_kernels, fused_ops;        /* -1 unknown */
     int64_t peak_mem_bytes;                  /* -1 unknown */
@@ -97,15 +97,15 @@ typedef struct fb_variant_result {
     double categories_ms[FB_KC_COUNT];       /* NaN for "none seen" */
     /* From CUPTI (GPU); unknown elsewhere.  DRAM bytes come from the range
      * profiler, which the driver may refuse: then -1 and dram_reason says why. */
-    double memcpy_ms;                        /* NaN unknown */
-    int64_t memcpy_bytes;                    /* -1 unknown */
-    int64_t dropped_records;                 /* activity records lost, -1 unknown */
+    double memcpy_ms;                          /* NaN unknown */
+    int64_t memcpy_bytes;                      /* -1 unknown */
+    int64_t dropped_records;                   /* activity records lost, -1 unknown */
     int64_t dram_read_bytes, dram_write_bytes; /* per iteration, -1 unknown */
-    char dram_reason[FB_DRAM_REASON_MAX];    /* why DRAM bytes are null, or "" */
+    char dram_reason[FB_DRAM_REASON_MAX];      /* why DRAM bytes are null, or "" */
     int n_kernel_rows;
-    fb_kernel_row *kernel_rows;              /* owned */
-    int n_fusion_groups;                     /* 0: none reported */
-    fb_fusion_group *fusion_groups;          /* owned; "fusion_groups" in JSON */
+    fb_kernel_row *kernel_rows;     /* owned */
+    int n_fusion_groups;            /* 0: none reported */
+    fb_fusion_group *fusion_groups; /* owned; "fusion_groups" in JSON */
     /* Graph-built workloads (fb_result.graph set): per graph node, the index into
      * fusion_groups of the group whose launch computes it, -1 none (an op of its
      * own, or a view).  Owned, NULL when no graph; "node_groups" in JSON, -1 as

@@ -15,14 +15,14 @@
 
 #include "fb_err.h"
 
-#define FB_NAME_MAX 64     /* workload, engine, device, dtype, variant names */
-#define FB_MAX_VARIANTS 8
-#define FB_MAX_LABELS 16
-#define FB_LABEL_MAX 128   /* a label key or value */
+#define FB_NAME_MAX       64 /* workload, engine, device, dtype, variant names */
+#define FB_MAX_VARIANTS   8
+#define FB_MAX_LABELS     16
+#define FB_LABEL_MAX      128 /* a label key or value */
 #define FB_MAX_ITERATIONS 100000
-#define FB_MAX_WARMUP 10000
-#define FB_MAX_BATCH 65536
-#define FB_SPEC_JSON_MAX (64 * 1024) /* encoded spec, params included */
+#define FB_MAX_WARMUP     10000
+#define FB_MAX_BATCH      65536
+#define FB_SPEC_JSON_MAX  (64 * 1024) /* encoded spec, params included */
 #define FB_JSON_MAX_DEPTH 16
 
 typedef struct fb_label {
@@ -38,12 +38,12 @@ typedef struct fb_spec {
     int batch_size;             /* 0 until defaults: the workload's default; 1..FB_MAX_BATCH */
     int n_variants;             /* 0 until defaults: the engine's standard variants */
     char variants[FB_MAX_VARIANTS][FB_NAME_MAX]; /* distinct names */
-    cJSON *params;              /* owned; a JSON object, never NULL after decode */
-    int warmup;                 /* -1 until defaults: 10; 0..FB_MAX_WARMUP */
-    int iterations;             /* 0 until defaults: 50; 1..FB_MAX_ITERATIONS */
-    int priority;               /* -100..100, higher runs first; default 0 */
-    int timeout_s;              /* 0 until defaults: 600; 1..86400, whole job */
-    int max_attempts;           /* 0 until defaults: 3; 1..10 */
+    cJSON *params;                               /* owned; a JSON object, never NULL after decode */
+    int warmup;                                  /* -1 until defaults: 10; 0..FB_MAX_WARMUP */
+    int iterations;                              /* 0 until defaults: 50; 1..FB_MAX_ITERATIONS */
+    int priority;                                /* -100..100, higher runs first; default 0 */
+    int timeout_s;                               /* 0 until defaults: 600; 1..86400, whole job */
+    int max_attempts;                            /* 0 until defaults: 3; 1..10 */
     int n_labels;
     fb_label labels[FB_MAX_LABELS];
 } fb_spec;

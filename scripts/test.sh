@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test.sh: every test, one command.
 #
-#   1. packages (scripts/deps.sh --test)
-#   2. build in build/ and run ctest (unit, integration, e2e) against a throwaway
-#      PostgreSQL cluster (FB_PG_FAST=1, temp folder, free port)
+#   1. packages (scripts/deps.sh --test) and the project's Python environment
+#      (scripts/venv.sh: PyTorch & co. from PyPI, once per machine)
+#   2. build in build/ and run ctest (unit, integration, e2e, inductor, models,
+#      browser) against a throwaway PostgreSQL cluster (FB_PG_FAST=1, temp
+#      folder, free port)
 #   3. ASan+UBSan build in build-asan/ and ctest -L 'unit|integration' there
 #   4. fuzz smoke: clang build of tests/fuzz/ (FB_FUZZ=ON), each target ~20 s
 #   5. clang-format --dry-run --Werror on every tracked .c/.h/.cu
@@ -100,6 +102,21 @@ run_deps() {
         fail "deps"
         finish
     fi
+}
+
+# The project's Python environment (PyTorch, torchvision, transformers, timm,
+# Playwright; outside the clone, keyed by scripts/requirements.txt's hash): the
+# inductor runner's tests, the model zoo's PyTorch parity tests and the browser
+# tests run in it.  Built once per machine; later runs reuse it.
+python_env() {
+    stage "python environment (scripts/venv.sh)"
+    local py
+    if py=$("$ROOT/scripts/venv.sh") && "$py" -c 'import torch, torchvision, transformers, playwright'; then
+        echo "python: $py"
+        pass "python environment"
+        return
+    fi
+    fail "python environment"
 }
 
 build_main() {
@@ -276,6 +293,7 @@ main() {
     chmod 755 "$TMP" # the cluster's owner (postgres, when run as root) must enter it
     local t0=$SECONDS
     run_deps
+    python_env
     if build_main; then
         if start_cluster; then
             ctest_main

@@ -103,7 +103,10 @@ def submit_and_watch(env, page, shots):
     page.wait_for_selector("#sf-set option", state="attached")
     page.select_option("#sf-set", "w:gemm_bias_gelu")
     page.fill("#sf-name", "from-browser")
-    page.fill("#sf-iters", os.environ.get("FB_BROWSER_ITERATIONS", "120"))
+    # Long enough (about 12 s here) that the queue page, which refreshes every
+    # 5 s, always sees the job running: at 120 iterations it could finish in
+    # 2.5 s, between two refreshes, and the test then missed its progress.
+    page.fill("#sf-iters", os.environ.get("FB_BROWSER_ITERATIONS", "600"))
     page.click("#suite-form button[type=submit]")
     page.wait_for_url("**/#/suites/*", timeout=10000)
     suite_id = int(page.url.rsplit("/", 1)[1])

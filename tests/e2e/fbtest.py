@@ -11,6 +11,7 @@ kills every process it started and drops the database, even when the test failed
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -231,7 +232,9 @@ class Env:
                 continue
             print("---- %s log (%s), last lines ----\n%s" % (label, path, tail), flush=True)
 
-    def close(self):
+    def close(self, keep_logs=False):
+        """Stops every process (SIGTERM, then SIGKILL after 10 s) and drops the
+        database; the logs' temp folder goes too unless keep_logs."""
         for label, p, _ in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -245,6 +248,10 @@ class Env:
             psql(self.admin_url, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.dbname)
         except TestFailure as e:
             log("cleanup: %s" % e)
+        if keep_logs:
+            log("logs kept in %s" % self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def main(test_fn, name):
@@ -264,7 +271,7 @@ def main(test_fn, name):
             env.dump_logs()
     finally:
         if env:
-            env.close()
+            env.close(keep_logs=not ok)
     print("%s: %s" % (name, "PASSED" if ok else "FAILED"), flush=True)
     sys.exit(0 if ok else 1)
 

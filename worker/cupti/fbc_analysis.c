@@ -139,6 +139,8 @@ uint64_t fbc_union_ns(fbc_span *spans, size_t n)
     uint64_t total = 0, cur_s = 0, cur_e = 0;
     bool open = false;
 
+    if (n == 0) /* spans may be NULL then, and qsort's pointer must not be */
+        return 0;
     qsort(spans, n, sizeof *spans, span_cmp);
     for (size_t i = 0; i < n; i++) {
         if (spans[i].end <= spans[i].start)

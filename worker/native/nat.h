@@ -27,10 +27,10 @@
 #define NAT_MAX_VARIANTS 4
 /* Plans and buffer tables grow on demand up to these hard maxima (a model has
  * thousands of launches; a request cannot make a plan grow without bound). */
-#define NAT_MAX_BUFS 100000
+#define NAT_MAX_BUFS     100000
 #define NAT_MAX_LAUNCHES 100000
-#define NAT_MAX_ARGS 16
-#define NAT_MAX_OPS 16 /* = FB_MAX_KERNEL_OPS: add+layernorm fuses 10 primitive ops */
+#define NAT_MAX_ARGS     16
+#define NAT_MAX_OPS      16 /* = FB_MAX_KERNEL_OPS: add+layernorm fuses 10 primitive ops */
 
 enum { NAT_EAGER = 0, NAT_FUSED = 1 };
 #define NAT_ALL_VARIANTS 0xFu
@@ -46,31 +46,31 @@ struct nat_launch;
 typedef void (*nat_kernel_fn)(const struct nat_launch *l);
 
 typedef struct nat_launch {
-    const char *name;  /* kernel name: "sgemm", "bias_add", "fused_bias_gelu" */
+    const char *name; /* kernel name: "sgemm", "bias_add", "fused_bias_gelu" */
     fb_kcat category;
     int n_ops;
     const char *ops[NAT_MAX_OPS]; /* graph ops it implements: "linear", "bias", "gelu" */
     nat_kernel_fn fn;
-    float *p[NAT_MAX_ARGS];    /* buffer arguments */
-    int64_t i[NAT_MAX_ARGS];   /* integer arguments (sizes, flags) */
-    float f[NAT_MAX_ARGS];     /* scalar arguments (eps, scale) */
-    const char *rule;          /* fusion rule that formed it (static string), NULL: none */
-    const char *kind;          /* its DESIGN.md taxonomy kind, NULL when not fused */
-    void *aux; /* backend state: NULL on the CPU; on CUDA the launch's stream, handles
-                * and descriptors (ncu_int.h), and then p[] are device pointers */
+    float *p[NAT_MAX_ARGS];  /* buffer arguments */
+    int64_t i[NAT_MAX_ARGS]; /* integer arguments (sizes, flags) */
+    float f[NAT_MAX_ARGS];   /* scalar arguments (eps, scale) */
+    const char *rule;        /* fusion rule that formed it (static string), NULL: none */
+    const char *kind;        /* its DESIGN.md taxonomy kind, NULL when not fused */
+    void *aux;               /* backend state: NULL on the CPU; on CUDA the launch's stream, handles
+                              * and descriptors (ncu_int.h), and then p[] are device pointers */
 } nat_launch;
 
 typedef struct nat_plan {
     int n, cap;
     nat_launch *launches; /* owned by the ctx; grows to NAT_MAX_LAUNCHES */
-    const float *out; /* the variant's output buffer */
+    const float *out;     /* the variant's output buffer */
     size_t out_n;
 } nat_plan;
 
 typedef struct nat_ctx {
     int n_bufs, cap_bufs;
-    nat_buf *bufs;       /* owned; grows to NAT_MAX_BUFS */
-    int64_t total_bytes; /* of all bufs, against NAT_CTX_MAX_BYTES */
+    nat_buf *bufs;                    /* owned; grows to NAT_MAX_BUFS */
+    int64_t total_bytes;              /* of all bufs, against NAT_CTX_MAX_BYTES */
     nat_plan plans[NAT_MAX_VARIANTS]; /* NAT_EAGER, NAT_FUSED */
     uint64_t seed;                    /* from params.seed, default 42 */
     int batch;                        /* spec batch size */
@@ -96,8 +96,8 @@ void nat_fill_uniform(nat_ctx *ctx, float *data, size_t n, uint32_t stream, floa
 /* Appends a launch to variant v's plan and returns it for the caller to fill
  * (fn, args); name, category and ops are set from the arguments (ops is a
  * NULL-terminated list).  NULL when NAT_MAX_LAUNCHES is reached (err set). */
-nat_launch *nat_plan_add(nat_ctx *ctx, int v, const char *name, fb_kcat cat,
-                         const char *const *ops, nat_kernel_fn fn, fb_err *err);
+nat_launch *nat_plan_add(nat_ctx *ctx, int v, const char *name, fb_kcat cat, const char *const *ops,
+                         nat_kernel_fn fn, fb_err *err);
 
 /* Runs variant v's plan on the CPU, in order. */
 void nat_plan_run(const nat_plan *plan);

@@ -25,11 +25,11 @@ typedef enum nat_act {
 /* ---- convolution (nat_kern_conv.c) ---- */
 
 typedef struct nat_conv_shape {
-    int n, ci, h, w;         /* input NCHW */
-    int co, kh, kw;          /* output channels, kernel size */
+    int n, ci, h, w; /* input NCHW */
+    int co, kh, kw;  /* output channels, kernel size */
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-    int groups;              /* ci and co divisible by groups */
-    int ho, wo;              /* output size: filled by nat_conv_shape_finish */
+    int groups; /* ci and co divisible by groups */
+    int ho, wo; /* output size: filled by nat_conv_shape_finish */
 } nat_conv_shape;
 
 /* Computes ho and wo; returns false when the shape is impossible (non-positive
