@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "fb_engine.h"
+#include "fb_parse.h"
 #include "fb_log.h"
 #include "fb_run.h"
 
@@ -45,18 +46,12 @@ static int bad_arg(const char *arg, const char *why)
 /* Parses a whole decimal int in [lo, hi]; 0 or the usage exit status. */
 static int parse_int(const char *arg, const char *s, int lo, int hi, int *out)
 {
-    char *end = NULL;
-    long v;
+    char why[128];
 
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
-        char why[128];
-        snprintf(why, sizeof why, "expected an integer in %d..%d, got '%s'", lo, hi, s);
-        return bad_arg(arg, why);
-    }
-    *out = (int)v;
-    return 0;
+    if (fb_parse_int(s, lo, hi, out))
+        return 0;
+    snprintf(why, sizeof why, "expected an integer in %d..%d, got '%s'", lo, hi, s);
+    return bad_arg(arg, why);
 }
 
 /* key=value → params[key]: JSON numbers, booleans, arrays and objects as such,

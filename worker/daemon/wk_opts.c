@@ -1,5 +1,6 @@
 /* wk_opts: argument and environment parsing for fusionbench-worker. */
 #include "wk_opts.h"
+#include "fb_parse.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -27,18 +28,12 @@ static int bad_arg(const char *arg, const char *why)
 
 static int parse_int(const char *arg, const char *s, int lo, int hi, int *out)
 {
-    char *end = NULL;
-    long v;
+    char why[128];
 
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
-        char why[128];
-        snprintf(why, sizeof why, "expected an integer in %d..%d, got '%s'", lo, hi, s);
-        return bad_arg(arg, why);
-    }
-    *out = (int)v;
-    return 0;
+    if (fb_parse_int(s, lo, hi, out))
+        return 0;
+    snprintf(why, sizeof why, "expected an integer in %d..%d, got '%s'", lo, hi, s);
+    return bad_arg(arg, why);
 }
 
 static int copy_str(const char *arg, const char *v, char *dst, size_t cap)

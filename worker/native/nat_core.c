@@ -6,35 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fb_array.h"
 #include "nat.h"
 
 /* A ctx never holds more than this many bytes in all: a request cannot make a
  * worker allocate more than the machine could plausibly give one benchmark. */
 #define NAT_CTX_MAX_BYTES ((int64_t)16 << 30)
 
-/* Grows an array of *cap elements of size sz to hold need (at most max):
- * doubling, so appends stay amortized O(1). */
-static bool grow(void **arr, int *cap, int need, int max, size_t sz)
-{
-    if (need <= *cap)
-        return true;
-    if (need > max)
-        return false;
-    int nc = *cap ? *cap * 2 : 64;
-    nc = nc < need ? need : (nc > max ? max : nc);
-    void *p = realloc(*arr, (size_t)nc * sz);
-    if (!p)
-        return false;
-    *arr = p;
-    *cap = nc;
-    return true;
-}
-
 float *nat_buf_new(nat_ctx *ctx, size_t n, unsigned mask, const char *name, fb_err *err)
 {
     assert(ctx && name);
-    if (!grow((void **)&ctx->bufs, &ctx->cap_bufs, ctx->n_bufs + 1, NAT_MAX_BUFS,
-              sizeof *ctx->bufs)) {
+    if (!fb_array_grow((void **)&ctx->bufs, &ctx->cap_bufs, ctx->n_bufs + 1, NAT_MAX_BUFS,
+                       sizeof *ctx->bufs)) {
         fb_err_set(err, FB_EINTERNAL, NULL, "too many buffers (max %d)", NAT_MAX_BUFS);
         return NULL;
     }
@@ -88,8 +71,8 @@ nat_launch *nat_plan_add(nat_ctx *ctx, int v, const char *name, fb_kcat cat, con
 {
     assert(ctx && name && ops && fn && v >= 0 && v < NAT_MAX_VARIANTS);
     nat_plan *plan = &ctx->plans[v];
-    if (!grow((void **)&plan->launches, &plan->cap, plan->n + 1, NAT_MAX_LAUNCHES,
-              sizeof *plan->launches)) {
+    if (!fb_array_grow((void **)&plan->launches, &plan->cap, plan->n + 1, NAT_MAX_LAUNCHES,
+                       sizeof *plan->launches)) {
         fb_err_set(err, FB_EINTERNAL, NULL, "too many launches (max %d)", NAT_MAX_LAUNCHES);
         return NULL;
     }

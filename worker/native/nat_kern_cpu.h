@@ -109,6 +109,10 @@ static inline float nat_act_apply(float x, int act)
     return nat_act_more(x, act);
 }
 
+/* x[i] = act(x[i]) for i < n, vectorized, the activation (nat_act) chosen once
+ * outside the loop (nat_kern_elem.c).  Epilogues call it on rows in cache. */
+void nat_act_vec(float *x, int64_t n, int act);
+
 /* ---- GEMM (nat_kern_gemm.c) ---- */
 
 /* c = a b.  p: a[m,k], b[k,n], c[m,n]; i: m, n, k. */

@@ -140,3 +140,50 @@ void nat_k_batchnorm(const nat_launch *l)
             o[j] = xi[j] * sc + sh;
     }
 }
+
+/* One simd loop per activation, chosen before the loop: with the activation a
+ * runtime value inside the loop, GCC if-converts the switch and evaluates every
+ * activation (several exponentials) for each element. */
+#define ACT_LOOP(expr)                                                                             \
+    do {                                                                                           \
+        _Pragma("omp simd") for (int64_t j = 0; j < n; j++)                                        \
+        {                                                                                          \
+            float v = x[j];                                                                        \
+            x[j] = (expr);                                                                         \
+        }                                                                                          \
+    } while (0)
+
+void nat_act_vec(float *x, int64_t n, int act)
+{
+    switch (act) {
+    case NAT_ACT_NONE:
+        return;
+    case NAT_ACT_RELU:
+        ACT_LOOP(v > 0.0f ? v : 0.0f);
+        return;
+    case NAT_ACT_GELU:
+        ACT_LOOP(nat_gelu(v));
+        return;
+    case NAT_ACT_RELU6:
+        ACT_LOOP(nat_act_more(v, NAT_ACT_RELU6));
+        return;
+    case NAT_ACT_SILU:
+        ACT_LOOP(nat_act_more(v, NAT_ACT_SILU));
+        return;
+    case NAT_ACT_SIGMOID:
+        ACT_LOOP(nat_sigmoid(v));
+        return;
+    case NAT_ACT_HARDSWISH:
+        ACT_LOOP(nat_act_more(v, NAT_ACT_HARDSWISH));
+        return;
+    case NAT_ACT_HARDSIGMOID:
+        ACT_LOOP(nat_act_more(v, NAT_ACT_HARDSIGMOID));
+        return;
+    case NAT_ACT_TANH:
+        ACT_LOOP(nat_tanhf(v));
+        return;
+    default:
+        ACT_LOOP(nat_act_more(v, act));
+        return;
+    }
+}

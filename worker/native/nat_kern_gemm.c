@@ -48,12 +48,9 @@ static void epilogue(float *c, const float *bias, int64_t rows, int64_t n, int a
         if (bias) {
 #pragma omp simd
             for (int64_t j = 0; j < n; j++)
-                row[j] = nat_act_apply(row[j] + bias[j], act);
-        } else {
-#pragma omp simd
-            for (int64_t j = 0; j < n; j++)
-                row[j] = nat_act_apply(row[j], act);
+                row[j] += bias[j];
         }
+        nat_act_vec(row, n, act); /* the row is still in L1 */
     }
 }
 

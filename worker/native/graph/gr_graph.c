@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fb_array.h"
 #include "gr.h"
 
 static const char *const op_names[GR_OPK_COUNT] = {
@@ -85,23 +86,6 @@ int64_t gr_numel(const gr_tensor *t)
     return n;
 }
 
-/* Grows *arr (of *cap elements of size sz) to hold need, at most max. */
-static bool grow(void **arr, int *cap, int need, int max, size_t sz)
-{
-    if (need <= *cap)
-        return true;
-    if (need > max)
-        return false;
-    int nc = *cap ? *cap * 2 : 64;
-    nc = nc < need ? need : (nc > max ? max : nc);
-    void *p = realloc(*arr, (size_t)nc * sz);
-    if (!p)
-        return false;
-    *arr = p;
-    *cap = nc;
-    return true;
-}
-
 int gr_tensor_add(gr_graph *g, const char *name, gr_tkind kind, int rank, const int64_t *dims,
                   fb_err *err)
 {
@@ -118,8 +102,8 @@ int gr_tensor_add(gr_graph *g, const char *name, gr_tkind kind, int rank, const 
             return -1;
         }
     }
-    if (!grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, GR_MAX_TENSORS,
-              sizeof *g->tensors)) {
+    if (!fb_array_grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, GR_MAX_TENSORS,
+                       sizeof *g->tensors)) {
         fb_err_set(err, FB_ETOOBIG, NULL, "graph over %d tensors", GR_MAX_TENSORS);
         return -1;
     }
@@ -509,7 +493,8 @@ int gr_node_add(gr_graph *g, gr_opk op, const char *name, int n_in, const int *i
                    gr_opk_name(op));
         return -1;
     }
-    if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, GR_MAX_NODES, sizeof *g->nodes)) {
+    if (!fb_array_grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, GR_MAX_NODES,
+                       sizeof *g->nodes)) {
         fb_err_set(err, FB_ETOOBIG, NULL, "graph over %d nodes", GR_MAX_NODES);
         return -1;
     }

@@ -50,23 +50,17 @@ static void lin_epi(float *c, const float *bias, const float *res, int64_t rows,
     for (int64_t r = 0; r < rows; r++) {
         float *row = c + r * n;
         const float *rr = res ? res + r * n : NULL;
-        if (bias && rr) {
+        if (bias) {
 #pragma omp simd
             for (int64_t j = 0; j < n; j++)
-                row[j] = nat_act_apply(row[j] + bias[j] + rr[j], act);
-        } else if (bias) {
-#pragma omp simd
-            for (int64_t j = 0; j < n; j++)
-                row[j] = nat_act_apply(row[j] + bias[j], act);
-        } else if (rr) {
-#pragma omp simd
-            for (int64_t j = 0; j < n; j++)
-                row[j] = nat_act_apply(row[j] + rr[j], act);
-        } else if (act != NAT_ACT_NONE) {
-#pragma omp simd
-            for (int64_t j = 0; j < n; j++)
-                row[j] = nat_act_apply(row[j], act);
+                row[j] += bias[j];
         }
+        if (rr) {
+#pragma omp simd
+            for (int64_t j = 0; j < n; j++)
+                row[j] += rr[j];
+        }
+        nat_act_vec(row, n, act); /* the row is still in L1 */
     }
 }
 
@@ -109,9 +103,7 @@ static void chain_apply(float *v, int64_t len, int64_t j0, int64_t code, const f
     int op = (int)(code & 15), act = (int)((code >> 4) & 255), bc = (int)((code >> 12) & 15);
     int64_t size = code >> 32;
     if (op == GR_CH_ACT) {
-#pragma omp simd
-        for (int64_t j = 0; j < len; j++)
-            v[j] = nat_act_apply(v[j], act);
+        nat_act_vec(v, len, act);
     } else if (op == GR_CH_SCALE) {
 #pragma omp simd
         for (int64_t j = 0; j < len; j++)
