@@ -111,7 +111,11 @@ static fb_code set_threads(const fb_spec *spec, fb_err *err)
     if (rc)
         return rc;
     omp_set_num_threads((int)t);
-    openblas_set_num_threads((int)t);
+    /* One threading runtime: every kernel parallelizes with OpenMP and calls
+     * OpenBLAS single-threaded.  Letting OpenBLAS thread the bare GEMMs put
+     * two pools of spinning threads on the cores, taking turns as eager and
+     * fused launches interleave, and made medians swing 2-4x run to run. */
+    openblas_set_num_threads(1);
     return FB_OK;
 }
 

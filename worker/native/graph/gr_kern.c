@@ -64,6 +64,23 @@ static void lin_epi(float *c, const float *bias, const float *res, int64_t rows,
     }
 }
 
+/* c = a w with the n columns split across the OpenMP threads (single-threaded
+ * OpenBLAS on each slice, as everywhere in the engine: see nat_engine.c), for
+ * GEMMs with too few rows to split by rows. */
+static void linear_by_columns(const float *a, const float *w, float *c, int64_t m, int64_t n,
+                              int64_t k)
+{
+    int nt = omp_get_max_threads();
+    int64_t cb = (n + nt - 1) / nt;
+    cb = (cb + 15) / 16 * 16; /* whole cache lines of c per thread */
+#pragma omp parallel for schedule(static, 1)
+    for (int64_t n0 = 0; n0 < n; n0 += cb) {
+        int64_t cols = n - n0 < cb ? n - n0 : cb;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)cols, (int)k, 1.0f, a,
+                    (int)k, w + n0, (int)n, 0.0f, c + n0, (int)n);
+    }
+}
+
 void gr_k_linear(const nat_launch *l)
 {
     const float *a = l->p[0], *w = l->p[1], *bias = l->p[2], *res = l->p[3];
@@ -71,9 +88,8 @@ void gr_k_linear(const nat_launch *l)
     int64_t m = l->i[0], n = l->i[1], k = l->i[2];
     int act = (int)l->i[3];
     int64_t rb = lin_rows(m), nblk = (m + rb - 1) / rb;
-    if (nblk == 1) { /* one block: let OpenBLAS thread the GEMM itself */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a,
-                    (int)k, w, (int)n, 0.0f, c, (int)n);
+    if (nblk == 1) { /* too few rows to share: share the columns instead */
+        linear_by_columns(a, w, c, m, n, k);
         lin_epi(c, bias, res, m, n, act);
         return;
     }
@@ -85,7 +101,7 @@ void gr_k_linear(const nat_launch *l)
                     a + r0 * k, (int)k, w, (int)n, 0.0f, c + r0 * n, (int)n);
         lin_epi(c + r0 * n, bias, res ? res + r0 * n : NULL, rows, n, act);
     }
-    openblas_set_num_threads(omp_get_max_threads());
+    openblas_set_num_threads(1); /* the engine's setting: see nat_engine.c */
 }
 
 /* ---- element chain ---- */
