@@ -173,19 +173,7 @@ static void epi_row(float *x, int cols, float b, const float *r, nat_act act)
         for (int i = 0; i < cols; i++)
             x[i] += b;
     }
-    if (act == NAT_ACT_RELU) {
-#pragma omp simd
-        for (int i = 0; i < cols; i++)
-            x[i] = x[i] > 0.0f ? x[i] : 0.0f;
-    } else if (act == NAT_ACT_GELU) {
-#pragma omp simd
-        for (int i = 0; i < cols; i++)
-            x[i] = nat_gelu(x[i]);
-    } else if (act != NAT_ACT_NONE) { /* the model zoo's other activations */
-#pragma omp simd
-        for (int i = 0; i < cols; i++)
-            x[i] = nat_act_apply(x[i], act);
-    }
+    nat_act_vec(x, cols, act); /* one simd loop per activation, chosen outside it */
 }
 
 /* Applies the epilogue to rows x cols of out (row stride ld); bias (indexed by
