@@ -158,27 +158,34 @@ static fb_code resolve(srv_req *r, fb_spec *spec, fb_err *err)
     return srv_catcache_resolve(fetch_catalog, r->db, spec, err);
 }
 
+fb_code srv_jobs_encode(const fb_spec *spec, char **text, db_new_job *nj, fb_err *err)
+{
+    cJSON *json = fb_spec_to_json(spec);
+    *text = json ? cJSON_PrintUnformatted(json) : NULL;
+    cJSON_Delete(json);
+    if (!*text)
+        return fb_err_set(err, FB_ENOMEM, NULL, "out of memory encoding the spec");
+    *nj = (db_new_job){.spec_json = *text,
+                       .workload = spec->workload,
+                       .engine = spec->engine,
+                       .device = spec->device,
+                       .dtype = spec->dtype,
+                       .batch_size = spec->batch_size,
+                       .priority = spec->priority,
+                       .max_attempts = spec->max_attempts,
+                       .timeout_s = spec->timeout_s};
+    return FB_OK;
+}
+
 /* Inserts the job and reads it back in one round trip (*job: db_job_free). */
 static fb_code insert(srv_req *r, const fb_spec *spec, db_job *job, fb_err *err)
 {
-    cJSON *json = fb_spec_to_json(spec);
-    char *text = json ? cJSON_PrintUnformatted(json) : NULL;
-    db_new_job nj = {
-        .spec_json = text,
-        .workload = spec->workload,
-        .engine = spec->engine,
-        .device = spec->device,
-        .dtype = spec->dtype,
-        .batch_size = spec->batch_size,
-        .priority = spec->priority,
-        .max_attempts = spec->max_attempts,
-        .timeout_s = spec->timeout_s,
-    };
-    fb_code rc = text ? db_job_create(r->db, &nj, job, err)
-                      : fb_err_set(err, FB_ENOMEM, NULL, "out of memory encoding the spec");
-
+    char *text = NULL;
+    db_new_job nj;
+    fb_code rc = srv_jobs_encode(spec, &text, &nj, err);
+    if (!rc)
+        rc = db_job_create(r->db, &nj, job, err);
     free(text);
-    cJSON_Delete(json);
     return rc;
 }
 

@@ -2,7 +2,13 @@
 #ifndef SRV_JOBS_H
 #define SRV_JOBS_H
 
+#include "db.h"
+#include "fb_spec.h"
 #include "srv_http.h"
+
+/* Encodes a resolved spec for db_job_insert/db_job_create: *text is the spec's
+ * JSON (caller frees), nj's strings point into spec and *text. */
+FB_MUSTCHECK fb_code srv_jobs_encode(const fb_spec *spec, char **text, db_new_job *nj, fb_err *err);
 
 void srv_jobs_create(srv_req *r);  /* POST /api/v1/jobs */
 void srv_jobs_list(srv_req *r);    /* GET /api/v1/jobs */

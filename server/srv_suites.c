@@ -9,6 +9,7 @@
 #include "db_results.h"
 #include "fb_log.h"
 #include "fb_spec.h"
+#include "srv_jobs.h"
 #include "srv_catalog.h"
 #include "srv_compare.h"
 #include "srv_export.h"
@@ -133,21 +134,7 @@ static fb_code build_job(const char *in, const cJSON *catalog, fb_spec *spec, ch
         rc = srv_catalog_resolve(catalog, spec, err);
     if (rc)
         return rc;
-    cJSON *json = fb_spec_to_json(spec);
-    *text = json ? cJSON_PrintUnformatted(json) : NULL;
-    cJSON_Delete(json);
-    if (!*text)
-        return fb_err_set(err, FB_ENOMEM, NULL, "out of memory encoding the spec");
-    *nj = (db_new_job){.spec_json = *text,
-                       .workload = spec->workload,
-                       .engine = spec->engine,
-                       .device = spec->device,
-                       .dtype = spec->dtype,
-                       .batch_size = spec->batch_size,
-                       .priority = spec->priority,
-                       .max_attempts = spec->max_attempts,
-                       .timeout_s = spec->timeout_s};
-    return FB_OK;
+    return srv_jobs_encode(spec, text, nj, err);
 }
 
 typedef struct suite_build {
