@@ -13,10 +13,12 @@
 
 #include "gr.h"
 #include "gr_input.h"
+#include "gr_kern.h"
 #include "gr_models.h"
 #include "gr_plan.h"
 #include "gr_st.h"
 #include "nat.h"
+#include "nat_kern_cpu.h"
 
 static void make_spec(fb_spec *spec, const char *workload, const char *params, int batch)
 {
@@ -286,6 +288,120 @@ static void test_ppm_and_inputs(void **state)
     assert_true(ids[0] == 101.0f && ids[1] != ids[2]);
 }
 
+/* ---- the linear and MLP kernels, every tiling, against float64 ---- */
+
+static float frand(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static float *rand_vec(int64_t n, unsigned *seed)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = frand(seed);
+    return v;
+}
+
+/* out[r, j] = act(sum_k a[r,k] w(k,j) + bias[j] + res[r,j]) in double, the
+ * activation applied by the engine's nat_act_vec to the rounded sum. */
+static void ref_linear(const float *a, const float *w, const float *bias, const float *res,
+                       float *out, int64_t m, int64_t n, int64_t k, bool wt, int act)
+{
+    for (int64_t r = 0; r < m; r++) {
+        for (int64_t j = 0; j < n; j++) {
+            double s = bias ? bias[j] : 0.0;
+            for (int64_t q = 0; q < k; q++)
+                s += (double)a[r * k + q] * (wt ? w[j * k + q] : w[q * n + j]);
+            out[r * n + j] = (float)(s + (res ? res[r * n + j] : 0.0));
+        }
+        nat_act_vec(out + r * n, n, act);
+    }
+}
+
+static void test_linear_tilings(void **state)
+{
+    (void)state;
+    /* m: one row, a few, more than a row block (256); n: too narrow to split
+     * by columns, wide enough */
+    static const int64_t ms[] = {1, 7, 300}, ns[] = {5, 200};
+    unsigned seed = 7;
+    for (size_t mi = 0; mi < 3; mi++)
+        for (size_t ni = 0; ni < 2; ni++)
+            for (int wt = 0; wt < 4; wt++) { /* bit 0: [n,k] weight; bit 1: packed */
+                int64_t m = ms[mi], n = ns[ni], k = mi == 1 ? 300 : 37; /* > KC: k blocks */
+                if ((wt & 2) && !nat_pw_available())
+                    continue;
+                float *a = rand_vec(m * k, &seed), *w = rand_vec(n * k, &seed);
+                float *bias = rand_vec(n, &seed), *res = rand_vec(m * n, &seed);
+                float *out = calloc((size_t)(m * n), sizeof *out);
+                float *ref = calloc((size_t)(m * n), sizeof *ref);
+                float *pw = NULL;
+                if (wt & 2) {
+                    pw = malloc((size_t)nat_pw_floats(n, k) * sizeof *pw);
+                    assert_non_null(pw);
+                    nat_pw_pack(w, wt & 1, n, k, pw);
+                }
+                nat_launch l = {.fn = gr_k_linear};
+                l.p[0] = a, l.p[1] = w, l.p[2] = bias, l.p[3] = res, l.p[4] = out, l.p[5] = pw;
+                int64_t v[5] = {m, n, k, NAT_ACT_GELU_TANH, wt & 1};
+                memcpy(l.i, v, sizeof v);
+                gr_k_linear(&l);
+                ref_linear(a, w, bias, res, ref, m, n, k, wt & 1, NAT_ACT_GELU_TANH);
+                free(pw);
+                double e = rel_err(out, ref, (size_t)(m * n));
+                if (e > 1e-5)
+                    fprintf(stderr, "linear m=%lld n=%lld wt=%d: rel err %g\n", (long long)m,
+                            (long long)n, wt, e);
+                assert_true(e <= 1e-5);
+                free(a), free(w), free(bias), free(res), free(out), free(ref);
+            }
+}
+
+static void test_mlp_modes(void **state)
+{
+    (void)state;
+    unsigned seed = 11;
+    int64_t m = 70, d = 48, h = 288; /* the second GEMM's k = h crosses a k block (256) */
+    for (int64_t mode = GR_MLP_COLUMNS; mode <= GR_MLP_ROWS; mode++)
+        for (int64_t bits = 0; bits < 8; bits++) { /* bit 2: packed weights */
+            if ((bits & 4) && !nat_pw_available())
+                continue;
+            float *x = rand_vec(m * d, &seed), *w1 = rand_vec(d * h, &seed);
+            float *b1 = rand_vec(h, &seed), *w2 = rand_vec(h * d, &seed);
+            float *b2 = rand_vec(d, &seed), *out = calloc((size_t)(m * d), sizeof *out);
+            float *hid = calloc((size_t)(m * h), sizeof *hid);
+            float *ref = calloc((size_t)(m * d), sizeof *ref);
+            int64_t rb = mode == GR_MLP_ROWS ? 32 : m, slots = 8; /* three row blocks */
+            float *ws = calloc((size_t)(m > rb * slots ? m : rb * slots) * (size_t)h, sizeof *ws);
+            float *pw1 = NULL, *pw2 = NULL;
+            if (bits & 4) {
+                pw1 = malloc((size_t)nat_pw_floats(h, d) * sizeof *pw1);
+                pw2 = malloc((size_t)nat_pw_floats(d, h) * sizeof *pw2);
+                assert_true(pw1 && pw2);
+                nat_pw_pack(w1, bits & 1, h, d, pw1);
+                nat_pw_pack(w2, bits & 2, d, h, pw2);
+            }
+            nat_launch l = {.fn = gr_k_mlp};
+            float *p[9] = {x, w1, b1, w2, b2, out, ws, pw1, pw2};
+            memcpy(l.p, p, sizeof p);
+            int64_t v[8] = {m, d, h, NAT_ACT_RELU, bits & 3, mode, rb, slots};
+            memcpy(l.i, v, sizeof v);
+            gr_k_mlp(&l);
+            ref_linear(x, w1, b1, NULL, hid, m, h, d, bits & 1, NAT_ACT_RELU);
+            ref_linear(hid, w2, b2, NULL, ref, m, d, h, (bits & 2) != 0, NAT_ACT_NONE);
+            double e = rel_err(out, ref, (size_t)(m * d));
+            if (e > 1e-5)
+                fprintf(stderr, "mlp mode=%lld bits=%lld: rel err %g\n", (long long)mode,
+                        (long long)bits, e);
+            assert_true(e <= 1e-5);
+            free(x), free(w1), free(b1), free(w2), free(b2), free(out), free(hid), free(ref);
+            free(ws), free(pw1), free(pw2);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +413,8 @@ int main(void)
         cmocka_unit_test(test_graph_json_roundtrip),
         cmocka_unit_test(test_safetensors_header),
         cmocka_unit_test(test_ppm_and_inputs),
+        cmocka_unit_test(test_linear_tilings),
+        cmocka_unit_test(test_mlp_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

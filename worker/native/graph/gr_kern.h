@@ -13,10 +13,23 @@
  * groups, act.  A 1-D conv is h = kh = 1. */
 void gr_k_conv(const nat_launch *l);
 
-/* out = act(a w + bias + res).  p: a[m,k], w[k,n], bias[n], res[m,n], out[m,n]
- * (bias, res NULL: none); i: m, n, k, act.  Row blocks with the epilogue run
- * while the block is in cache. */
+/* out = act(a w + bias + res).  p: a[m,k], w, bias[n], res[m,n], out[m,n],
+ * pw (bias, res NULL: none); i: m, n, k, act, w_trans: w is [n,k] (PyTorch's
+ * nn.Linear layout, out = a w^T) when w_trans, else [k,n] (GPT-2's Conv1D).
+ * pw: w packed by nat_pw_pack, or NULL: OpenBLAS on w.  Tiles split by
+ * columns and row blocks, each with its epilogue while it is in cache. */
 void gr_k_linear(const nat_launch *l);
+
+/* out = act(x w1 + b1) w2 + b2, one launch; the hidden tensor goes through
+ * ws only.  p: x[m,d], w1, b1[h], w2, b2[d], out[m,d], ws, pw1, pw2 (packed
+ * by nat_pw_pack, or NULL: OpenBLAS); i: m, d, h, act,
+ * trans bits (bit 0: w1 is [h,d], bit 1: w2 is [d,h]; else [d,h] and [h,d]),
+ * mode, rb, slots (from gr_mlp_ws). */
+enum { GR_MLP_COLUMNS, GR_MLP_ROWS };
+void gr_k_mlp(const nat_launch *l);
+/* Workspace floats of gr_k_mlp for m rows and hidden width h, and its mode,
+ * row block and slots. */
+int64_t gr_mlp_ws(int64_t m, int64_t h, int64_t *mode, int64_t *rb, int64_t *slots);
 
 /* Element chain steps, i[2 + s] = code | (int64)size << 32 (gr_chain_step). */
 enum gr_chain_op { GR_CH_ACT, GR_CH_ADD, GR_CH_MUL, GR_CH_SCALE };

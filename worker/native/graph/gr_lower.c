@@ -31,6 +31,7 @@ typedef struct lower {
     float *arena;
     float *conv_ws; /* shared by every conv of this variant */
     float *mlp_ws;
+    bool no_pack; /* params.gemm "openblas": linear weights not packed */
     fb_err *err;
 } lower;
 
@@ -241,25 +242,28 @@ static int bcast_of(const gr_tensor *a, const gr_tensor *b, int64_t *size)
     return GR_BC_COL;
 }
 
-/* The [k, n] weight of linear node n: GPT-2's Conv1D weights (trans_b) are
- * stored so; a PyTorch [n, k] weight is copied transposed, once per graph. */
-static float *lin_w(lower *L, const gr_node *n)
+/* The weight of linear node n as gr_k_linear takes it: PyTorch's [n, k]
+ * nn.Linear weight as it is (w_trans), GPT-2's Conv1D weight (trans_b) [k, n];
+ * and, where the CPU has AVX-512, packed once per graph for nat_pw_gemm
+ * (*packed; NULL: OpenBLAS reads w, or out of memory: L->err set). */
+static float *lin_w(lower *L, const gr_node *n, bool *w_trans, float **packed)
 {
-    int t = n->in[1];
-    gr_tensor *w = ten(L, t);
-    if (n->a.trans_b)
+    gr_tensor *w = ten(L, n->in[1]);
+    *w_trans = !n->a.trans_b;
+    *packed = NULL;
+    if (!nat_pw_available() || L->no_pack)
         return w->data;
-    if (w->data_t)
-        return w->data_t;
-    int64_t rows = w->dims[0], k = w->dims[1];
-    float *d = nat_buf_new(L->ctx, (size_t)(rows * k), NAT_ALL_VARIANTS, "linear.wt", L->err);
-    if (!d)
-        return NULL;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < k; c++)
-            d[c * rows + r] = w->data[r * k + c];
-    w->data_t = d;
-    return d;
+    if (!w->packed) {
+        int64_t cols = *w_trans ? w->dims[0] : w->dims[1], k = *w_trans ? w->dims[1] : w->dims[0];
+        float *d = nat_buf_new(L->ctx, (size_t)nat_pw_floats(cols, k), NAT_ALL_VARIANTS,
+                               "linear.packed", L->err);
+        if (!d)
+            return NULL;
+        nat_pw_pack(w->data, *w_trans, cols, k, d);
+        w->packed = d;
+    }
+    *packed = w->packed;
+    return w->data;
 }
 
 /* ---- single ops ---- */
@@ -436,10 +440,12 @@ static fb_code emit_gemm(lower *L, const gr_group *grp, const gr_node *n)
         return FB_OK;
     }
     if (n->op == GR_LINEAR) {
-        float *wt = lin_w(L, n);
+        bool w_trans;
+        float *packed, *wt = lin_w(L, n, &w_trans, &packed);
         if (!wt)
             return L->err->code;
         ADD_OR_FAIL(l, L, grp, "linear", FB_KC_GEMM, gr_k_linear);
+        l->p[5] = packed;
         int64_t m, k;
         rows_cols(ten(L, n->in[0]), &m, &k);
         l->p[0] = tp(L, n->in[0]);
@@ -450,6 +456,7 @@ static fb_code emit_gemm(lower *L, const gr_group *grp, const gr_node *n)
         l->i[1] = last_dim(ten(L, n->out));
         l->i[2] = k;
         l->i[3] = NAT_ACT_NONE;
+        l->i[4] = w_trans;
         return FB_OK;
     }
     ADD_OR_FAIL(l, L, grp, "bmm", FB_KC_GEMM, nat_k_bmm);
@@ -639,16 +646,21 @@ static fb_code emit_tensor(lower *L, const gr_group *grp)
         act = act_of(nd(L, grp->nodes[k])->op);
     nat_launch *l;
     if (t->op == GR_LINEAR) {
-        float *wt = lin_w(L, t);
+        bool w_trans;
+        float *packed, *wt = lin_w(L, t, &w_trans, &packed);
         if (!wt)
             return L->err->code;
         ADD_OR_FAIL(l, L, grp, "linear_fused", FB_KC_GEMM, gr_k_linear);
         int64_t m, kk;
         rows_cols(ten(L, t->in[0]), &m, &kk);
-        int64_t v[4] = {m, last_dim(ten(L, t->out)), kk, act};
+        int64_t v[5] = {m, last_dim(ten(L, t->out)), kk, act, w_trans};
         memcpy(l->i, v, sizeof v);
-        float *p[5] = {tp(L, t->in[0]), wt, t->n_in > 2 ? tp(L, t->in[2]) : NULL, res,
-                       tp(L, nd(L, grp->nodes[grp->n - 1])->out)};
+        float *p[6] = {tp(L, t->in[0]),
+                       wt,
+                       t->n_in > 2 ? tp(L, t->in[2]) : NULL,
+                       res,
+                       tp(L, nd(L, grp->nodes[grp->n - 1])->out),
+                       packed};
         memcpy(l->p, p, sizeof p);
         return FB_OK;
     }
@@ -758,19 +770,28 @@ static fb_code emit_attention(lower *L, const gr_group *grp)
 
 static fb_code emit_mlp(lower *L, const gr_group *grp)
 {
-    const gr_node *l1 = nd(L, grp->nodes[0]), *l2 = nd(L, grp->nodes[2]);
-    float *w1 = lin_w(L, l1), *w2 = w1 ? lin_w(L, l2) : NULL;
+    const gr_node *l1 = nd(L, grp->nodes[0]), *a = nd(L, grp->nodes[1]);
+    const gr_node *l2 = nd(L, grp->nodes[2]);
+    bool t1, t2;
+    float *pw1, *pw2, *w1 = lin_w(L, l1, &t1, &pw1), *w2 = w1 ? lin_w(L, l2, &t2, &pw2) : NULL;
     if (!w2)
         return L->err->code;
     nat_launch *l;
-    ADD_OR_FAIL(l, L, grp, "mlp_fused", FB_KC_GEMM, nat_k_mlp_fused);
-    int64_t m, d, h = last_dim(ten(L, l1->out)), rb, slots;
+    ADD_OR_FAIL(l, L, grp, "mlp_fused", FB_KC_GEMM, gr_k_mlp);
+    int64_t m, d, h = last_dim(ten(L, l1->out)), mode, rb, slots;
     rows_cols(ten(L, l1->in[0]), &m, &d);
-    nat_mlp_fused_ws(m, h, &rb, &slots);
-    float *p[7] = {tp(L, l1->in[0]), w1,       tp(L, l1->in[2]), w2, tp(L, l2->in[2]),
-                   tp(L, l2->out),   L->mlp_ws};
+    gr_mlp_ws(m, h, &mode, &rb, &slots);
+    float *p[9] = {tp(L, l1->in[0]),
+                   w1,
+                   tp(L, l1->in[2]),
+                   w2,
+                   tp(L, l2->in[2]),
+                   tp(L, l2->out),
+                   L->mlp_ws,
+                   pw1,
+                   pw2};
     memcpy(l->p, p, sizeof p);
-    int64_t v[5] = {m, d, h, rb, slots};
+    int64_t v[8] = {m, d, h, act_of(a->op), (int64_t)t1 | (int64_t)t2 << 1, mode, rb, slots};
     memcpy(l->i, v, sizeof v);
     return FB_OK;
 }
@@ -812,9 +833,9 @@ static fb_code workspaces(lower *L)
             conv = w > conv ? w : conv;
         }
         if (grp->kind == GR_G_MLP) {
-            int64_t m, d, rb, slots;
+            int64_t m, d, mode, rb, slots;
             rows_cols(ten(L, n->in[0]), &m, &d);
-            int64_t w = nat_mlp_fused_ws(m, last_dim(ten(L, n->out)), &rb, &slots);
+            int64_t w = gr_mlp_ws(m, last_dim(ten(L, n->out)), &mode, &rb, &slots);
             mlp = w > mlp ? w : mlp;
         }
     }
@@ -848,9 +869,9 @@ static fb_code node_launches(lower *L)
     return rc;
 }
 
-fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, fb_err *err)
+fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, bool pack, fb_err *err)
 {
-    lower L = {.ctx = ctx, .g = g, .gs = gs, .v = v, .err = err};
+    lower L = {.ctx = ctx, .g = g, .gs = gs, .v = v, .no_pack = !pack, .err = err};
     fb_code rc = FB_OK;
     L.order = malloc((size_t)(gs->n + 1) * sizeof *L.order);
     L.first = malloc((size_t)g->n_tensors * sizeof *L.first);

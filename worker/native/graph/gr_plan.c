@@ -141,7 +141,8 @@ static bool rule_mlp(const planner *p, int i, gr_group *grp)
     if (l1->op != GR_LINEAR || l1->n_in != 3 || !on(p, GR_R_MLP))
         return false;
     int a = sole_free_reader(p, l1->out);
-    if (a < 0 || node(p, a)->op != GR_GELU)
+    if (a < 0 ||
+        (node(p, a)->op != GR_GELU && node(p, a)->op != GR_GELU_TANH && node(p, a)->op != GR_RELU))
         return false;
     int l2 = sole_free_reader(p, node(p, a)->out);
     if (l2 < 0 || node(p, l2)->op != GR_LINEAR || node(p, l2)->n_in != 3 ||

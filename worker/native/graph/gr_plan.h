@@ -71,9 +71,11 @@ const char *gr_group_kind(const gr_group *grp);
 /* Lowers g into the ctx's plan for variant v (NAT_EAGER / NAT_FUSED) from its
  * groups: activations in one arena buffer (mask 1 << v) placed by lifetime,
  * weights and the input from the graph's tensor data (set by the caller).
- * Folded and transposed weights are new ctx buffers.  The plan's out is the
- * graph output. */
-FB_MUSTCHECK fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, fb_err *err);
+ * Folded weights, and linear weights packed for nat_pw_gemm (when pack and
+ * the CPU has AVX-512; shared by the variants), are new ctx buffers.  The
+ * plan's out is the graph output. */
+FB_MUSTCHECK fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, bool pack,
+                              fb_err *err);
 
 /* After every variant is lowered: each buffer's variant mask becomes the set of
  * plans whose launches read or write it (so a variant's peak memory counts the

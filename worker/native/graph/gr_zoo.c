@@ -8,7 +8,7 @@
  * ctx and static strings, and the ctx a compact copy for the result.
  *
  * Params: image, seq, frames, layers, hidden, heads, inter, vocab, classes
- * (model sizes), weights, input (safetensors paths), disable_rules, graph
+ * (model sizes), weights, input (safetensors paths), disable_rules, gemm, graph
  * (workload "graph": a user's graph in gr_to_json's form). */
 #include <stdio.h>
 #include <string.h>
@@ -65,6 +65,24 @@ static fb_code param_path(const fb_spec *spec, const char *key, const char **out
         return fb_err_set(err, FB_EINVAL, field, "must be a file path");
     *out = j->valuestring;
     return FB_OK;
+}
+
+/* params.gemm: "packed" (default: linear weights packed once for our AVX-512
+ * kernel, where the CPU has it) or "openblas" (OpenBLAS on the weights as
+ * stored, repacking them per call): *pack true for packed. */
+static fb_code param_gemm(const fb_spec *spec, bool *pack, fb_err *err)
+{
+    *pack = true;
+    const cJSON *j = spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "gemm") : NULL;
+    if (!j)
+        return FB_OK;
+    if (cJSON_IsString(j) && strcmp(j->valuestring, "packed") == 0)
+        return FB_OK;
+    if (cJSON_IsString(j) && strcmp(j->valuestring, "openblas") == 0) {
+        *pack = false;
+        return FB_OK;
+    }
+    return fb_err_set(err, FB_EINVAL, "params.gemm", "must be \"packed\" or \"openblas\"");
 }
 
 /* ---- weights and input ---- */
@@ -170,16 +188,19 @@ static fb_code check_ids(const gr_graph *g, fb_err *err)
 static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, fb_err *err)
 {
     unsigned off = 0;
+    bool pack = true;
     gr_groups eager = {0}, fused = {0};
     fb_code rc = gr_rules_from_spec(spec, &off, err);
+    if (!rc)
+        rc = param_gemm(spec, &pack, err);
     if (!rc)
         rc = gr_plan_groups(g, false, off, &eager, err);
     if (!rc)
         rc = gr_plan_groups(g, true, off, &fused, err);
     if (!rc)
-        rc = gr_lower(ctx, g, &eager, NAT_EAGER, err);
+        rc = gr_lower(ctx, g, &eager, NAT_EAGER, pack, err);
     if (!rc)
-        rc = gr_lower(ctx, g, &fused, NAT_FUSED, err);
+        rc = gr_lower(ctx, g, &fused, NAT_FUSED, pack, err);
     if (!rc)
         gr_lower_masks(ctx, g->tensors[g->input].data);
     gr_groups_free(&eager);
