@@ -26,6 +26,12 @@ static const pat_case cases[] = {
     {"gemm_bias_gelu", "{\"m\":33,\"k\":40,\"n\":50}", 3, 1, 1, 3},
     {"mlp", "{\"m\":37,\"d\":24,\"h\":64}", 5, 1, 1, 5},
     {"mlp", "{\"m\":37,\"d\":24,\"h\":64,\"mlp_split\":1}", 5, 2, 2, 5},
+    /* k past the packed GEMM's k block (256), a partial last panel */
+    {"gemm_bias_relu", "{\"m\":300,\"k\":300,\"n\":70}", 3, 1, 1, 3},
+    {"mlp", "{\"m\":300,\"d\":40,\"h\":280}", 5, 1, 1, 5},
+    /* the same on OpenBLAS (params.gemm) */
+    {"gemm_bias_gelu", "{\"m\":300,\"k\":300,\"n\":70,\"gemm\":\"openblas\"}", 3, 1, 1, 3},
+    {"mlp", "{\"m\":300,\"d\":40,\"h\":280,\"gemm\":\"openblas\"}", 5, 1, 1, 5},
     {"conv_bn_relu", "{\"channels\":8,\"height\":9,\"width\":7}", 3, 1, 1, 3},
     {"conv_relu_conv", "{\"channels\":8,\"height\":9,\"width\":7}", 3, 2, 1, 2},
     {"elementwise_chain", "{\"n\":1000}", 6, 1, 1, 6},
@@ -173,6 +179,7 @@ static void test_bad_params(void **state)
     expect_einval("gemm_bias_relu", "{\"k\":\"big\"}", "params.k");
     expect_einval("gemm_bias_relu", "{\"m\":1048576,\"k\":65536}", "params.m");
     expect_einval("mlp", "{\"h\":-3}", "params.h");
+    expect_einval("gemm_bias_relu", "{\"gemm\":\"mkl\"}", "params.gemm");
     expect_einval("elementwise_chain", "{\"n\":2.5}", "params.n");
     expect_einval("elementwise_chain", "{\"n\":2000000000}", "params.n");
     expect_einval("softmax", "{\"rows\":16777216,\"cols\":16777216}", "params.rows");

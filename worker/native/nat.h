@@ -127,6 +127,12 @@ const nat_pattern *nat_workload_find(const char *name);
 /* Builds a ctx for spec (its workload must be a pattern); the caller frees with
  * nat_ctx_free.  Used by the engine and by tests. */
 FB_MUSTCHECK fb_code nat_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err);
+
+/* params.gemm: "packed" (the default: constant weights packed once, when the
+ * plan is built, for our AVX-512 GEMM, where the CPU has it) or "openblas"
+ * (OpenBLAS on the weights as stored, repacking them on every call).  *pack:
+ * whether to pack (false too when the CPU lacks AVX-512). */
+FB_MUSTCHECK fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, fb_err *err);
 void nat_ctx_free(nat_ctx *ctx);
 
 /* Sets vr->fusion_groups from the plan's launches that a fusion rule formed

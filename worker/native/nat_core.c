@@ -8,6 +8,7 @@
 
 #include "fb_array.h"
 #include "nat.h"
+#include "nat_kern_cpu.h"
 
 /* A ctx never holds more than this many bytes in all: a request cannot make a
  * worker allocate more than the machine could plausibly give one benchmark. */
@@ -166,4 +167,17 @@ int64_t nat_ctx_variant_bytes(const nat_ctx *ctx, int v)
         if (ctx->bufs[i].variants & (1u << v))
             sum += (int64_t)ctx->bufs[i].n * (int64_t)sizeof(float);
     return sum;
+}
+
+fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, fb_err *err)
+{
+    *pack = nat_pw_available();
+    const cJSON *j = spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "gemm") : NULL;
+    if (!j || (cJSON_IsString(j) && strcmp(j->valuestring, "packed") == 0))
+        return FB_OK;
+    if (cJSON_IsString(j) && strcmp(j->valuestring, "openblas") == 0) {
+        *pack = false;
+        return FB_OK;
+    }
+    return fb_err_set(err, FB_EINVAL, "params.gemm", "must be \"packed\" or \"openblas\"");
 }

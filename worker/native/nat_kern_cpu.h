@@ -127,20 +127,52 @@ void nat_pw_pack(const float *w, bool w_trans, int64_t n, int64_t k, float *dst)
 void nat_pw_gemm(const float *a, int64_t lda, const float *pw, float *c, int64_t ldc, int64_t rows,
                  int64_t k, int64_t c0, int64_t cols);
 
+/* ---- linear and MLP on either GEMM (nat_kern_linear.c) ---- */
+
+/* A weight: w as stored ([n, k] when wt, PyTorch's nn.Linear layout, c = a
+ * w^T; else [k, n]) and pw, w packed by nat_pw_pack (NULL: OpenBLAS on w). */
+typedef struct nat_weight {
+    const float *w, *pw;
+    bool wt;
+} nat_weight;
+
+/* c[m, n] = act(a[m, k] w + bias[n] + res[m, n]) (bias, res NULL: none),
+ * OpenMP over tiles of columns x row blocks, each tile's epilogue while it is
+ * in cache. */
+void nat_linear(const float *a, nat_weight w, const float *bias, const float *res, float *c,
+                int64_t m, int64_t n, int64_t k, int act);
+
+/* The MLP's two schedules (nat_mlp_ws picks): the two GEMMs one after the
+ * other split by columns, the hidden tensor in ws; or row blocks running the
+ * whole MLP per thread through a per-thread hidden block of ws. */
+enum { NAT_MLP_COLUMNS, NAT_MLP_ROWS };
+typedef struct nat_mlp_dims {
+    int64_t m, d, h; /* x [m, d] -> hidden [m, h] -> out [m, d] */
+    int act;         /* the hidden activation */
+    int64_t mode, rb, slots;
+} nat_mlp_dims;
+/* Workspace floats for m rows and hidden width h; sets mode, rb and slots. */
+int64_t nat_mlp_ws(int64_t m, int64_t h, int64_t *mode, int64_t *rb, int64_t *slots);
+/* out = act(x w1 + b1) w2 + b2, ws of nat_mlp_ws's size. */
+void nat_mlp(const float *x, nat_weight w1, const float *b1, nat_weight w2, const float *b2,
+             float *out, float *ws, const nat_mlp_dims *d);
+
 /* ---- GEMM (nat_kern_gemm.c) ---- */
 
-/* c = a b.  p: a[m,k], b[k,n], c[m,n]; i: m, n, k. */
+/* c = a b.  p: a[m,k], b[k,n], c[m,n], b packed (NULL: OpenBLAS on b);
+ * i: m, n, k. */
 void nat_k_sgemm(const nat_launch *l);
 
-/* c = act(a b + bias), by row blocks so the epilogue runs on each block while it
- * is in cache.  p: a[m,k], b[k,n], bias[n] (NULL: none), c[m,n];
- * i: m, n, k, act (nat_act). */
+/* c = act(a b + bias), by tiles so the epilogue runs on each tile while it is
+ * in cache.  p: a[m,k], b[k,n], bias[n] (NULL: none), c[m,n], b packed (NULL:
+ * OpenBLAS on b); i: m, n, k, act (nat_act). */
 void nat_k_gemm_epi(const nat_launch *l);
 
 /* The whole MLP in one pass over row blocks: out = gelu(x w1 + b1) w2 + b2; the
  * hidden block lives in a per-thread workspace and never reaches a full [m,h]
- * buffer.  p: x[m,d], w1[d,h], b1[h], w2[h,d], b2[d], out[m,d], ws[slots*rb*h];
- * i: m, d, h, rb (rows per block), slots (workspace blocks). */
+ * buffer.  p: x[m,d], w1[d,h], b1[h], w2[h,d], b2[d], out[m,d], ws[slots*rb*h],
+ * w1 and w2 packed (NULL: OpenBLAS); i: m, d, h, rb (rows per block), slots
+ * (workspace blocks). */
 void nat_k_mlp_fused(const nat_launch *l);
 
 /* Workspace floats nat_k_mlp_fused needs for m rows and h hidden units (with the

@@ -25,7 +25,9 @@
 
 #define NR 32
 #define MR 12
+#ifndef KC
 #define KC 256
+#endif
 
 bool nat_pw_available(void)
 {

@@ -114,3 +114,21 @@ fb_code nat_pat_alloc(nat_ctx *ctx, int64_t n, unsigned mask, const char *name, 
     *out = nat_buf_new(ctx, (size_t)n, mask, name, e);
     return *out ? FB_OK : e->code;
 }
+
+fb_code nat_pat_pack(nat_ctx *ctx, const fb_spec *spec, const float *w, int64_t k, int64_t n,
+                     const char *name, float **out, fb_err *err)
+{
+    bool pack;
+    *out = NULL;
+    fb_code rc = nat_spec_gemm_pack(spec, &pack, err);
+    if (rc || !pack)
+        return rc;
+    char full[64];
+    snprintf(full, sizeof full, "%s.packed", name);
+    rc = nat_pat_size("n", nat_pw_floats(n, k), 1, 1, 1, err);
+    if (!rc)
+        rc = nat_pat_alloc(ctx, nat_pw_floats(n, k), NAT_ALL_VARIANTS, full, out, err);
+    if (!rc)
+        nat_pw_pack(w, false, n, k, *out);
+    return rc;
+}

@@ -1,7 +1,8 @@
 /* nat_pat_gemm: what gemm_bias_relu and gemm_bias_gelu share: y = act(x w + b).
  * Eager: linear (sgemm), bias add, activation — three kernels, each writing a
- * full [m,n] tensor.  Fused: one blocked GEMM whose epilogue adds the bias and
- * applies the activation while each row block is in cache. */
+ * full [m,n] tensor.  Fused: one tiled GEMM whose epilogue adds the bias and
+ * applies the activation while each tile is in cache.  Both variants run the
+ * same GEMM on the same weight, packed once at build (params.gemm). */
 #include <math.h>
 
 #include "nat_pat_gemm.h"
@@ -31,8 +32,8 @@ static fb_code gemm_dims_read(const nat_ctx *ctx, const fb_spec *spec, gemm_dims
     return rc;
 }
 
-static fb_code gemm_eager(nat_ctx *ctx, const gemm_dims *d, float *x, float *w, float *b, int act,
-                          fb_err *err)
+static fb_code gemm_eager(nat_ctx *ctx, const gemm_dims *d, float *x, float *w, float *wp, float *b,
+                          int act, fb_err *err)
 {
     float *y1, *y2, *out;
     nat_launch *l = NULL;
@@ -49,6 +50,7 @@ static fb_code gemm_eager(nat_ctx *ctx, const gemm_dims *d, float *x, float *w, 
     l->p[0] = x;
     l->p[1] = w;
     l->p[2] = y1;
+    l->p[3] = wp;
     l->i[0] = d->m;
     l->i[1] = d->n;
     l->i[2] = d->k;
@@ -62,8 +64,8 @@ static fb_code gemm_eager(nat_ctx *ctx, const gemm_dims *d, float *x, float *w, 
     return rc;
 }
 
-static fb_code gemm_fused(nat_ctx *ctx, const gemm_dims *d, float *x, float *w, float *b, int act,
-                          fb_err *err)
+static fb_code gemm_fused(nat_ctx *ctx, const gemm_dims *d, float *x, float *w, float *wp, float *b,
+                          int act, fb_err *err)
 {
     float *out;
     nat_launch *l = NULL;
@@ -80,6 +82,7 @@ static fb_code gemm_fused(nat_ctx *ctx, const gemm_dims *d, float *x, float *w, 
     l->p[1] = w;
     l->p[2] = b;
     l->p[3] = out;
+    l->p[4] = wp;
     l->i[0] = d->m;
     l->i[1] = d->n;
     l->i[2] = d->k;
@@ -92,7 +95,7 @@ static fb_code gemm_fused(nat_ctx *ctx, const gemm_dims *d, float *x, float *w, 
 fb_code nat_pat_gemm_build(nat_ctx *ctx, const fb_spec *spec, int act, fb_err *err)
 {
     gemm_dims d;
-    float *x, *w, *b;
+    float *x, *w, *b, *wp = NULL;
     fb_code rc = gemm_dims_read(ctx, spec, &d, err);
     if (!rc)
         rc = nat_pat_alloc(ctx, d.m * d.k, NAT_ALL_VARIANTS, "x", &x, err);
@@ -105,9 +108,11 @@ fb_code nat_pat_gemm_build(nat_ctx *ctx, const fb_spec *spec, int act, fb_err *e
     nat_fill_uniform(ctx, x, (size_t)(d.m * d.k), 1, -1.0f, 1.0f);
     nat_pat_fill_weight(ctx, w, d.k * d.n, 2, d.k);
     nat_pat_fill_weight(ctx, b, d.n, 3, d.k);
-    rc = gemm_eager(ctx, &d, x, w, b, act, err);
+    rc = nat_pat_pack(ctx, spec, w, d.k, d.n, "w", &wp, err);
     if (!rc)
-        rc = gemm_fused(ctx, &d, x, w, b, act, err);
+        rc = gemm_eager(ctx, &d, x, w, wp, b, act, err);
+    if (!rc)
+        rc = gemm_fused(ctx, &d, x, w, wp, b, act, err);
     return rc;
 }
 

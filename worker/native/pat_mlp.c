@@ -20,6 +20,7 @@
 typedef struct mlp_t {
     int64_t m, d, h;
     float *x, *w1, *b1, *w2, *b2;
+    float *w1p, *w2p; /* packed for nat_pw_gemm, or NULL (nat_pat_pack) */
 } mlp_t;
 
 static fb_code mlp_dims(nat_ctx *ctx, const fb_spec *spec, mlp_t *t, fb_err *err)
@@ -40,8 +41,8 @@ static fb_code mlp_dims(nat_ctx *ctx, const fb_spec *spec, mlp_t *t, fb_err *err
     return rc;
 }
 
-static fb_code add_gemm(nat_ctx *ctx, int v, float *a, float *b, float *c, int64_t m, int64_t n,
-                        int64_t k, fb_err *err)
+static fb_code add_gemm(nat_ctx *ctx, int v, float *a, float *b, float *bp, float *c, int64_t m,
+                        int64_t n, int64_t k, fb_err *err)
 {
     nat_launch *l = NULL;
     fb_code rc = nat_pat_add(ctx, v, "sgemm", FB_KC_GEMM, (const char *const[]){"linear", NULL},
@@ -51,6 +52,7 @@ static fb_code add_gemm(nat_ctx *ctx, int v, float *a, float *b, float *c, int64
     l->p[0] = a;
     l->p[1] = b;
     l->p[2] = c;
+    l->p[3] = bp;
     l->i[0] = m;
     l->i[1] = n;
     l->i[2] = k;
@@ -71,14 +73,14 @@ static fb_code mlp_eager(nat_ctx *ctx, const mlp_t *t, fb_err *err)
     if (!rc)
         rc = nat_pat_alloc(ctx, md, EAGER, "eager.out", &out, err);
     if (!rc)
-        rc = add_gemm(ctx, NAT_EAGER, t->x, t->w1, h1, t->m, t->h, t->d, err);
+        rc = add_gemm(ctx, NAT_EAGER, t->x, t->w1, t->w1p, h1, t->m, t->h, t->d, err);
     if (!rc)
         rc = nat_pat_binary(ctx, NAT_EAGER, "bias", NAT_ADD, NAT_BC_COL, h1, t->b1, 0, h2, t->m,
                             t->h, err);
     if (!rc)
         rc = nat_pat_unary(ctx, NAT_EAGER, "gelu", NAT_GELU, h2, h3, mh, err);
     if (!rc)
-        rc = add_gemm(ctx, NAT_EAGER, h3, t->w2, y, t->m, t->d, t->h, err);
+        rc = add_gemm(ctx, NAT_EAGER, h3, t->w2, t->w2p, y, t->m, t->d, t->h, err);
     if (!rc)
         rc = nat_pat_binary(ctx, NAT_EAGER, "bias", NAT_ADD, NAT_BC_COL, y, t->b2, 0, out, t->m,
                             t->d, err);
@@ -102,8 +104,10 @@ static fb_code mlp_fused_split(nat_ctx *ctx, const mlp_t *t, float *out, fb_err 
                          (const char *const[]){"linear", "bias", NULL}, nat_k_gemm_epi, &l2, err);
     if (rc)
         return rc;
-    float *a1[] = {t->x, t->w1, t->b1, hid}, *a2[] = {hid, t->w2, t->b2, out};
+    float *a1[] = {t->x, t->w1, t->b1, hid, t->w1p}, *a2[] = {hid, t->w2, t->b2, out, t->w2p};
     int64_t i1[] = {t->m, t->h, t->d, NAT_ACT_GELU}, i2[] = {t->m, t->d, t->h, NAT_ACT_NONE};
+    l1->p[4] = a1[4];
+    l2->p[4] = a2[4];
     for (int j = 0; j < 4; j++) {
         l1->p[j] = a1[j];
         l2->p[j] = a2[j];
@@ -127,9 +131,9 @@ static fb_code mlp_fused_blocks(nat_ctx *ctx, const mlp_t *t, float *out, fb_err
                          nat_k_mlp_fused, &l, err);
     if (rc)
         return rc;
-    float *args[] = {t->x, t->w1, t->b1, t->w2, t->b2, out, ws};
+    float *args[] = {t->x, t->w1, t->b1, t->w2, t->b2, out, ws, t->w1p, t->w2p};
     int64_t ints[] = {t->m, t->d, t->h, rb, slots};
-    for (int j = 0; j < 7; j++)
+    for (int j = 0; j < 9; j++)
         l->p[j] = args[j];
     for (int j = 0; j < 5; j++)
         l->i[j] = ints[j];
@@ -163,7 +167,11 @@ static fb_code build(nat_ctx *ctx, const fb_spec *spec, fb_err *err)
     nat_pat_fill_weight(ctx, t.b1, t.h, 3, t.d);
     nat_pat_fill_weight(ctx, t.w2, t.h * t.d, 4, t.h);
     nat_pat_fill_weight(ctx, t.b2, t.d, 5, t.h);
-    rc = mlp_eager(ctx, &t, err);
+    rc = nat_pat_pack(ctx, spec, t.w1, t.d, t.h, "w1", &t.w1p, err);
+    if (!rc)
+        rc = nat_pat_pack(ctx, spec, t.w2, t.h, t.d, "w2", &t.w2p, err);
+    if (!rc)
+        rc = mlp_eager(ctx, &t, err);
     if (!rc)
         rc = split ? mlp_fused_split(ctx, &t, out, err) : mlp_fused_blocks(ctx, &t, out, err);
     ctx->plans[NAT_FUSED].out = out;

@@ -7,6 +7,7 @@
 #define GR_KERN_H
 
 #include "nat.h"
+#include "nat_kern_cpu.h"
 
 /* out = act(conv(in, w) + bias + res).  p: in, w, bias, res, out, ws (any of
  * bias, res, ws NULL); i: n, ci, h, w, co, kh, kw, sh, sw, ph, pw, dh, dw,
@@ -25,7 +26,7 @@ void gr_k_linear(const nat_launch *l);
  * by nat_pw_pack, or NULL: OpenBLAS); i: m, d, h, act,
  * trans bits (bit 0: w1 is [h,d], bit 1: w2 is [d,h]; else [d,h] and [h,d]),
  * mode, rb, slots (from gr_mlp_ws). */
-enum { GR_MLP_COLUMNS, GR_MLP_ROWS };
+enum { GR_MLP_COLUMNS = NAT_MLP_COLUMNS, GR_MLP_ROWS = NAT_MLP_ROWS };
 void gr_k_mlp(const nat_launch *l);
 /* Workspace floats of gr_k_mlp for m rows and hidden width h, and its mode,
  * row block and slots. */

@@ -251,7 +251,7 @@ static float *lin_w(lower *L, const gr_node *n, bool *w_trans, float **packed)
     gr_tensor *w = ten(L, n->in[1]);
     *w_trans = !n->a.trans_b;
     *packed = NULL;
-    if (!nat_pw_available() || L->no_pack)
+    if (L->no_pack)
         return w->data;
     if (!w->packed) {
         int64_t cols = *w_trans ? w->dims[0] : w->dims[1], k = *w_trans ? w->dims[1] : w->dims[0];

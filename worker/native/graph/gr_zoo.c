@@ -67,24 +67,6 @@ static fb_code param_path(const fb_spec *spec, const char *key, const char **out
     return FB_OK;
 }
 
-/* params.gemm: "packed" (default: linear weights packed once for our AVX-512
- * kernel, where the CPU has it) or "openblas" (OpenBLAS on the weights as
- * stored, repacking them per call): *pack true for packed. */
-static fb_code param_gemm(const fb_spec *spec, bool *pack, fb_err *err)
-{
-    *pack = true;
-    const cJSON *j = spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "gemm") : NULL;
-    if (!j)
-        return FB_OK;
-    if (cJSON_IsString(j) && strcmp(j->valuestring, "packed") == 0)
-        return FB_OK;
-    if (cJSON_IsString(j) && strcmp(j->valuestring, "openblas") == 0) {
-        *pack = false;
-        return FB_OK;
-    }
-    return fb_err_set(err, FB_EINVAL, "params.gemm", "must be \"packed\" or \"openblas\"");
-}
-
 /* ---- weights and input ---- */
 
 static uint32_t name_hash(const char *s)
@@ -192,7 +174,7 @@ static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, fb_err 
     gr_groups eager = {0}, fused = {0};
     fb_code rc = gr_rules_from_spec(spec, &off, err);
     if (!rc)
-        rc = param_gemm(spec, &pack, err);
+        rc = nat_spec_gemm_pack(spec, &pack, err);
     if (!rc)
         rc = gr_plan_groups(g, false, off, &eager, err);
     if (!rc)
