@@ -110,8 +110,9 @@ typedef struct conv_case {
     nat_act act;
 } conv_case;
 
-/* Runs one case with an exactly-sized workspace (so ASan sees overruns). */
-static void run_conv(conv_case cc)
+/* Runs one case with an exactly-sized workspace (so ASan sees overruns), on
+ * OpenBLAS (s.blas) or in packed panels (where the CPU has AVX-512). */
+static void run_conv_on(conv_case cc)
 {
     nat_conv_shape s = cc.s;
     assert_true(nat_conv_shape_finish(&s));
@@ -131,12 +132,20 @@ static void run_conv(conv_case cc)
     free(in), free(w), free(bias), free(res), free(out), free(ws), free(ref);
 }
 
+static void run_conv(conv_case cc)
+{
+    cc.s.blas = true;
+    run_conv_on(cc);
+    cc.s.blas = false;
+    run_conv_on(cc);
+}
+
 /* Shape helper: n, ci, h, w, co, kh, kw, stride, pad, dil, groups (square
  * stride, pad and dilation). */
 static nat_conv_shape shp(int n, int ci, int h, int w, int co, int kh, int kw, int st, int pad,
                           int dil, int groups)
 {
-    nat_conv_shape s = {n, ci, h, w, co, kh, kw, st, st, pad, pad, dil, dil, groups, 0, 0};
+    nat_conv_shape s = {n, ci, h, w, co, kh, kw, st, st, pad, pad, dil, dil, groups, 0, 0, true};
     return s;
 }
 
@@ -202,7 +211,11 @@ static void test_conv_workspace(void **state)
     nat_conv_shape s = shp(1, 8, 10, 10, 4, 1, 1, 1, 0, 1, 1);
     assert_true(nat_conv_shape_finish(&s));
     assert_int_equal(s.ho, 10);
-    assert_int_equal(nat_conv2d_workspace(&s), 0); /* pointwise: direct GEMM */
+    assert_int_equal(nat_conv2d_workspace(&s), 0); /* pointwise on OpenBLAS: direct GEMM */
+    s.blas = false;                                /* packed: the plane is packed into panels */
+    /* whole panels of 32 pixels by 8 channels, per thread */
+    assert_int_equal(nat_conv2d_workspace(&s) % (8 * 32), 0);
+    assert_true(nat_pw_available() ? nat_conv2d_workspace(&s) > 0 : nat_conv2d_workspace(&s) == 0);
     s = shp(1, 8, 10, 10, 8, 3, 3, 1, 1, 1, 8);
     assert_true(nat_conv_shape_finish(&s));
     assert_int_equal(nat_conv2d_workspace(&s), 0); /* depthwise: loop kernel */

@@ -24,12 +24,28 @@ typedef enum nat_act {
 
 /* ---- convolution (nat_kern_conv.c) ---- */
 
+/* ---- GEMM against a weight packed once (nat_kern_pgemm.c, AVX-512) ---- */
+
+/* Whether this CPU runs nat_pw_gemm (AVX-512F); callers use OpenBLAS if not. */
+bool nat_pw_available(void);
+/* Floats of the packed form of an n-column weight with k rows of reduction. */
+int64_t nat_pw_floats(int64_t n, int64_t k);
+/* Packs w ([n, k] when w_trans, PyTorch's nn.Linear layout; else [k, n]) into
+ * dst (nat_pw_floats(n, k) floats): panels of 32 columns, zero-padded. */
+void nat_pw_pack(const float *w, bool w_trans, int64_t n, int64_t k, float *dst);
+/* c[r, c0 .. c0+cols) = sum_q a[r, q] W[q, col] for r < rows, single-threaded;
+ * pw packed by nat_pw_pack, c0 a multiple of 32, lda/ldc the row strides. */
+void nat_pw_gemm(const float *a, int64_t lda, const float *pw, float *c, int64_t ldc, int64_t rows,
+                 int64_t k, int64_t c0, int64_t cols);
+
 typedef struct nat_conv_shape {
     int n, ci, h, w; /* input NCHW */
     int co, kh, kw;  /* output channels, kernel size */
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
     int groups; /* ci and co divisible by groups */
     int ho, wo; /* output size: filled by nat_conv_shape_finish */
+    bool blas;  /* the GEMMs on OpenBLAS (params.gemm "openblas"); else packed
+                   panels for nat_pw_gemm where the CPU has AVX-512 */
 } nat_conv_shape;
 
 /* Computes ho and wo; returns false when the shape is impossible (non-positive

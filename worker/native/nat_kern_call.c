@@ -15,6 +15,7 @@ bool nat_conv_shape_of(const nat_launch *l, nat_conv_shape *s)
     s->kh = s->kw = (int)l->i[5];
     s->pad_h = s->pad_w = (int)l->i[6];
     s->stride_h = s->stride_w = s->dil_h = s->dil_w = s->groups = 1;
+    s->blas = l->i[8] != 0;
     return nat_conv_shape_finish(s);
 }
 

@@ -5,7 +5,13 @@
  *    im2col GEMM with K = kh*kw is mostly packing overhead;
  *  - 1x1, stride 1, no padding: the input plane already is the GEMM's B matrix;
  *  - general: im2col into a per-thread column tile of a few output rows, then
- *    one sgemm per tile.
+ *    one GEMM per tile.
+ * The GEMM: where the CPU has AVX-512 (and params.gemm is not "openblas"),
+ * im2col writes the tile straight into the panel layout of our packed GEMM
+ * (nat_pw_gemm: 32 output pixels x K per panel), so the input is gathered and
+ * packed in one pass and the weights are read in place; OpenBLAS would pack
+ * both operands again inside every call.  The 1x1 path packs its input plane
+ * the same way.  Elsewhere, OpenBLAS on the row-major im2col tile.
  * The epilogue (bias, residual, activation) runs on each output tile right after
  * the GEMM that produced it, while the tile is still in cache.
  *
@@ -19,6 +25,7 @@
 
 #include <assert.h>
 #include <cblas.h>
+#include <immintrin.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -41,6 +48,7 @@ typedef struct conv_geom {
     size_t slot;    /* workspace floats per thread */
     bool direct;    /* depthwise loop kernel */
     bool pointwise; /* 1x1 stride 1 no pad: no im2col */
+    bool packed;    /* tiles in nat_pw_gemm's panel layout */
 } conv_geom;
 
 static bool in_range(int64_t v, int64_t lo, int64_t hi)
@@ -146,7 +154,11 @@ static conv_geom conv_geom_of(const nat_conv_shape *s)
     g.ntiles = conv_tile_count(s, g.kdim, conv_slots());
     g.tile_rows = (s->ho + g.ntiles - 1) / g.ntiles;
     g.ntiles = (s->ho + g.tile_rows - 1) / g.tile_rows;
-    g.slot = (g.direct || g.pointwise) ? 0 : (size_t)g.kdim * g.tile_rows * s->wo;
+    g.packed = !g.direct && !s->blas && nat_pw_available();
+    if (g.packed) /* whole panels of 32 pixels, the last one zero-padded */
+        g.slot = (size_t)g.kdim * (size_t)nat_pw_floats((int64_t)g.tile_rows * s->wo, 1);
+    else
+        g.slot = (g.direct || g.pointwise) ? 0 : (size_t)g.kdim * g.tile_rows * s->wo;
     return g;
 }
 
@@ -243,6 +255,86 @@ static void im2col_tile(float *col, const float *in, const nat_conv_shape *s, in
     }
 }
 
+/* ---- im2col into packed panels (nat_pw_gemm's B layout) ---- */
+
+#define PANEL 32 /* nat_pw_gemm's panel width */
+
+/* Mask of the first n (0..16) lanes. */
+static inline __mmask16 lanes(int n)
+{
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n < 0 ? 0 : n)) - 1);
+}
+
+/* Writes len values of reduction row kk at tile pixels [q, q+len) of the panel
+ * layout dst (kdim rows per panel): src[i * stride], or zeros when src NULL.
+ * A run within one panel is at most two masked 16-lane moves (this runs only
+ * where nat_pw_gemm does, on AVX-512); a libc memcpy per piece made the
+ * packed convolution slower than OpenBLAS's. */
+__attribute__((target("avx512f"))) static inline void
+put_run(float *dst, int kdim, int kk, int64_t q, const float *src, int len, int stride)
+{
+    while (len > 0) {
+        int64_t pn = q / PANEL;
+        int lane = (int)(q % PANEL), n = len < PANEL - lane ? len : PANEL - lane;
+        float *d = dst + ((size_t)pn * kdim + kk) * PANEL + lane;
+        __mmask16 m0 = lanes(n), m1 = lanes(n - 16);
+        if (src == NULL) {
+            _mm512_mask_storeu_ps(d, m0, _mm512_setzero_ps());
+            _mm512_mask_storeu_ps(d + 16, m1, _mm512_setzero_ps());
+        } else if (stride == 1) {
+            _mm512_mask_storeu_ps(d, m0, _mm512_maskz_loadu_ps(m0, src));
+            _mm512_mask_storeu_ps(d + 16, m1, _mm512_maskz_loadu_ps(m1, src + 16));
+            src += n;
+        } else {
+            for (int i = 0; i < n; i++)
+                d[i] = src[(size_t)i * stride];
+            src += (size_t)n * stride;
+        }
+        q += n;
+        len -= n;
+    }
+}
+
+/* The tile of output rows [oy0, oy0+rows) of one group's cig input planes as
+ * panels: reduction row kk = (c, ky, kx), pixel q = r * wo + ox; the lanes
+ * past the last pixel are zero. */
+__attribute__((target("avx512f"))) static void im2col_panels(float *dst, const float *in,
+                                                             const nat_conv_shape *s, int cig,
+                                                             int kdim, int oy0, int rows,
+                                                             bool pointwise)
+{
+    int64_t px = (int64_t)rows * s->wo, padded = nat_pw_floats(px, 1);
+    for (int c = 0; c < cig; c++) {
+        const float *plane = in + (size_t)c * s->h * s->w;
+        if (pointwise) { /* the plane's rows are the tile's pixels, in order */
+            put_run(dst, kdim, c, 0, plane + (size_t)oy0 * s->wo, (int)px, 1);
+            put_run(dst, kdim, c, px, NULL, (int)(padded - px), 1);
+            continue;
+        }
+        for (int ky = 0; ky < s->kh; ky++) {
+            for (int kx = 0; kx < s->kw; kx++) {
+                int kk = (c * s->kh + ky) * s->kw + kx, off = kx * s->dil_w - s->pad_w;
+                int lo, hi;
+                valid_cols(s->wo, s->w, s->stride_w, off, &lo, &hi);
+                for (int r = 0; r < rows; r++) {
+                    int iy = (oy0 + r) * s->stride_h - s->pad_h + ky * s->dil_h;
+                    int64_t q = (int64_t)r * s->wo;
+                    if (iy < 0 || iy >= s->h || hi <= lo) {
+                        put_run(dst, kdim, kk, q, NULL, s->wo, 1);
+                        continue;
+                    }
+                    const float *src = plane + (size_t)iy * s->w;
+                    put_run(dst, kdim, kk, q, NULL, lo, 1);
+                    put_run(dst, kdim, kk, q + lo, src + (size_t)lo * s->stride_w + off, hi - lo,
+                            s->stride_w);
+                    put_run(dst, kdim, kk, q + hi, NULL, s->wo - hi, 1);
+                }
+                put_run(dst, kdim, kk, px, NULL, (int)(padded - px), 1);
+            }
+        }
+    }
+}
+
 /* ---- GEMM paths ---- */
 
 typedef struct conv_args {
@@ -266,14 +358,19 @@ static void conv_gemm_tile(const conv_args *a, const conv_geom *g, int b, int gr
     int cols = rows * s->wo;
     const float *bm = col;
     int ldb = cols;
-    if (g->pointwise) {
-        bm = in + (size_t)oy0 * s->wo;
-        ldb = g->plane;
+    if (g->packed) {
+        im2col_panels(col, in, s, g->cig, g->kdim, oy0, rows, g->pointwise);
+        nat_pw_gemm(wg, g->kdim, col, a->out + o_off, g->plane, g->cog, g->kdim, 0, cols);
     } else {
-        im2col_tile(col, in, s, g->cig, oy0, rows);
+        if (g->pointwise) {
+            bm = in + (size_t)oy0 * s->wo;
+            ldb = g->plane;
+        } else {
+            im2col_tile(col, in, s, g->cig, oy0, rows);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cog, cols, g->kdim, 1.0f, wg,
+                    g->kdim, bm, ldb, 0.0f, a->out + o_off, g->plane);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cog, cols, g->kdim, 1.0f, wg, g->kdim,
-                bm, ldb, 0.0f, a->out + o_off, g->plane);
     const float *bias = a->bias != NULL ? a->bias + (size_t)grp * g->cog : NULL;
     const float *res = a->res != NULL ? a->res + o_off : NULL;
     epi_tile(a->out + o_off, g->plane, g->cog, cols, bias, res, a->act);

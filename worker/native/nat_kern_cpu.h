@@ -113,20 +113,6 @@ static inline float nat_act_apply(float x, int act)
  * outside the loop (nat_kern_elem.c).  Epilogues call it on rows in cache. */
 void nat_act_vec(float *x, int64_t n, int act);
 
-/* ---- GEMM against a weight packed once (nat_kern_pgemm.c, AVX-512) ---- */
-
-/* Whether this CPU runs nat_pw_gemm (AVX-512F); callers use OpenBLAS if not. */
-bool nat_pw_available(void);
-/* Floats of the packed form of an n-column weight with k rows of reduction. */
-int64_t nat_pw_floats(int64_t n, int64_t k);
-/* Packs w ([n, k] when w_trans, PyTorch's nn.Linear layout; else [k, n]) into
- * dst (nat_pw_floats(n, k) floats): panels of 32 columns, zero-padded. */
-void nat_pw_pack(const float *w, bool w_trans, int64_t n, int64_t k, float *dst);
-/* c[r, c0 .. c0+cols) = sum_q a[r, q] W[q, col] for r < rows, single-threaded;
- * pw packed by nat_pw_pack, c0 a multiple of 32, lda/ldc the row strides. */
-void nat_pw_gemm(const float *a, int64_t lda, const float *pw, float *c, int64_t ldc, int64_t rows,
-                 int64_t k, int64_t c0, int64_t cols);
-
 /* ---- linear and MLP on either GEMM (nat_kern_linear.c) ---- */
 
 /* A weight: w as stored ([n, k] when wt, PyTorch's nn.Linear layout, c = a
@@ -223,7 +209,8 @@ void nat_k_layernorm(const nat_launch *l);
 /* ---- adapters to nat_kern.h (nat_kern_call.c) ---- */
 
 /* out = act(conv2d(in, w) + bias), stride 1, square kernel, groups 1.
- * p: in, w, bias (NULL: none), out, workspace; i: n, ci, h, w, co, k, pad, act. */
+ * p: in, w, bias (NULL: none), out, workspace; i: n, ci, h, w, co, k, pad, act,
+ * blas (nat_conv_shape.blas). */
 void nat_k_conv2d(const nat_launch *l);
 
 /* Fills s for nat_k_conv2d's arguments; false when the shape is impossible. */

@@ -14,10 +14,14 @@ fb_code nat_pat_conv_dims(const nat_ctx *ctx, const fb_spec *spec, nat_pat_conv 
     if (rc)
         return rc;
     d->n = ctx->batch;
-    rc = nat_pat_size("height", d->n, d->c, d->h, d->w, err);
+    bool pack;
+    rc = nat_spec_gemm_pack(spec, &pack, err);
+    d->blas = !pack;
+    if (!rc)
+        rc = nat_pat_size("height", d->n, d->c, d->h, d->w, err);
     if (rc)
         return rc;
-    nat_launch probe = {.i = {d->n, d->c, d->h, d->w, d->c, CONV_K, CONV_PAD, 0}};
+    nat_launch probe = {.i = {d->n, d->c, d->h, d->w, d->c, CONV_K, CONV_PAD, 0, d->blas}};
     nat_conv_shape s;
     if (!nat_conv_shape_of(&probe, &s))
         return fb_err_set(err, FB_EINVAL, "params.height", "impossible convolution shape");
@@ -34,8 +38,8 @@ fb_code nat_pat_conv_add(nat_ctx *ctx, int v, const nat_pat_conv *d, const char 
     fb_code rc = nat_pat_add(ctx, v, name, FB_KC_GEMM, ops, nat_k_conv2d, &l, err);
     if (rc)
         return rc;
-    int64_t ints[] = {d->n, d->c, d->h, d->w, d->c, CONV_K, CONV_PAD, act};
-    for (int j = 0; j < 8; j++)
+    int64_t ints[] = {d->n, d->c, d->h, d->w, d->c, CONV_K, CONV_PAD, act, d->blas};
+    for (int j = 0; j < 9; j++)
         l->i[j] = ints[j];
     l->p[0] = in;
     l->p[1] = w;
@@ -52,6 +56,7 @@ void nat_pat_conv_of(const nat_launch *l, nat_pat_conv *d)
     d->h = l->i[2];
     d->w = l->i[3];
     d->ws_n = 0;
+    d->blas = l->i[8] != 0;
 }
 
 /* One output plane (image, channel) of the reference convolution. */

@@ -9,6 +9,7 @@
 typedef struct nat_pat_conv {
     int64_t n, c, h, w;
     int64_t ws_n; /* workspace floats of one conv */
+    bool blas;    /* params.gemm "openblas" (nat_conv_shape.blas) */
 } nat_pat_conv;
 
 /* Reads channels, height, width (n = batch) and checks the sizes. */

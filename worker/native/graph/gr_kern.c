@@ -27,6 +27,7 @@ void gr_k_conv(const nat_launch *l)
         .dil_h = (int)l->i[11],
         .dil_w = (int)l->i[12],
         .groups = (int)l->i[13],
+        .blas = l->i[15] != 0,
     };
     if (!nat_conv_shape_finish(&s))
         return; /* validated when the plan was built */

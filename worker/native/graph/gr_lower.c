@@ -272,7 +272,7 @@ static void conv_args(const lower *L, const gr_node *n, nat_launch *l)
 {
     const gr_tensor *x = ten(L, n->in[0]), *w = ten(L, n->in[1]);
     bool one_d = n->op == GR_CONV1D;
-    int64_t v[15] = {x->dims[0],
+    int64_t v[16] = {x->dims[0],
                      x->dims[1],
                      one_d ? 1 : x->dims[2],
                      one_d ? x->dims[2] : x->dims[3],
@@ -286,7 +286,8 @@ static void conv_args(const lower *L, const gr_node *n, nat_launch *l)
                      one_d ? 1 : n->a.dil[0],
                      one_d ? n->a.dil[0] : n->a.dil[1],
                      n->a.groups,
-                     NAT_ACT_NONE};
+                     NAT_ACT_NONE,
+                     L->no_pack};
     memcpy(l->i, v, sizeof v);
 }
 
@@ -309,6 +310,7 @@ static bool conv_shape(const lower *L, const gr_node *n, nat_conv_shape *s)
         .dil_h = (int)tmp.i[11],
         .dil_w = (int)tmp.i[12],
         .groups = (int)tmp.i[13],
+        .blas = tmp.i[15] != 0,
     };
     return nat_conv_shape_finish(s);
 }
