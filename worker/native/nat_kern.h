@@ -33,10 +33,11 @@ int64_t nat_pw_floats(int64_t n, int64_t k);
 /* Packs w ([n, k] when w_trans, PyTorch's nn.Linear layout; else [k, n]) into
  * dst (nat_pw_floats(n, k) floats): panels of 32 columns, zero-padded. */
 void nat_pw_pack(const float *w, bool w_trans, int64_t n, int64_t k, float *dst);
-/* c[r, c0 .. c0+cols) = sum_q a[r, q] W[q, col] for r < rows, single-threaded;
- * pw packed by nat_pw_pack, c0 a multiple of 32, lda/ldc the row strides. */
+/* c[r, c0 .. c0+cols) (+)= sum_q a[r, q] W[q, col] for r < rows (added to c
+ * when accumulate), single-threaded; pw packed by nat_pw_pack (or in its
+ * layout), c0 a multiple of 32, lda/ldc the row strides, k >= 1. */
 void nat_pw_gemm(const float *a, int64_t lda, const float *pw, float *c, int64_t ldc, int64_t rows,
-                 int64_t k, int64_t c0, int64_t cols);
+                 int64_t k, int64_t c0, int64_t cols, bool accumulate);
 
 typedef struct nat_conv_shape {
     int n, ci, h, w; /* input NCHW */

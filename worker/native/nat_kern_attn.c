@@ -9,8 +9,13 @@
  * time, in a per-thread stack buffer.  The scale rides in the score GEMM's
  * alpha; the exponential is nat_expf, the one the eager softmax uses.
  *
- * This OpenBLAS (0.3.21) has no cblas_sgemm_batch; it is the pthreads build,
- * so inside OpenMP regions its thread count is set to 1 (and restored after). */
+ * The two GEMMs of a block: where the CPU has AVX-512, our packed GEMM
+ * (nat_pw_gemm) on the key and value blocks packed into its panels by the
+ * thread that uses them (the query block pre-scaled once); OpenBLAS packed
+ * them again inside each of its calls (0.89x of torch.compile on the
+ * attention pattern).  Elsewhere OpenBLAS, the pthreads build, so inside
+ * OpenMP regions its thread count is set to 1 (and restored after); this
+ * OpenBLAS (0.3.21) has no cblas_sgemm_batch. */
 #include "nat_kern.h"
 #include "nat_kern_cpu.h"
 
@@ -19,6 +24,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Tile sizes, measured on the 2-core dev machine (bh=8, d=64): taller query
@@ -35,12 +41,15 @@
 #define ATTN_DMAX 128 /* accumulator columns held at once; wider heads loop */
 #endif
 
-/* A thread's tile state: scores/probabilities, accumulator, running stats. */
+/* A thread's tile state: scores/probabilities, accumulator, running stats;
+ * for the packed GEMM, the scaled query block and the packed key and value
+ * blocks (NULL: OpenBLAS). */
 typedef struct attn_tile {
     float sc[ATTN_BR * ATTN_BC];
     float acc[ATTN_BR * ATTN_DMAX];
     float m[ATTN_BR];
     float l[ATTN_BR];
+    float *qs, *pk, *pv;
 } attn_tile;
 
 /* One (bh) problem's pointers and sizes. */
@@ -85,6 +94,22 @@ static int visible(const attn_prob *p, int i, int j0, int nc)
     return n < 0 ? 0 : (n > nc ? nc : n);
 }
 
+/* Packs rows x cols of v (row stride ld) into nat_pw_gemm's panels: panel
+ * columns are v's columns, k runs over its rows; the last panel zero-padded. */
+static void pack_rows(const float *v, int64_t ld, int rows, int cols, float *dst)
+{
+    int panels = (cols + 31) / 32;
+    for (int pn = 0; pn < panels; pn++) {
+        int c0 = pn * 32, n = cols - c0 < 32 ? cols - c0 : 32;
+        float *d = dst + (size_t)pn * rows * 32;
+        for (int r = 0; r < rows; r++) {
+            memcpy(d + (size_t)r * 32, v + (size_t)r * ld + c0, (size_t)n * sizeof(float));
+            if (n < 32)
+                memset(d + (size_t)r * 32 + n, 0, (size_t)(32 - n) * sizeof(float));
+        }
+    }
+}
+
 /* Online-softmax update of rows [i0, i0+nr) with the score tile of keys
  * [j0, j0+nc) (already in t->sc); rescales acc columns [0, dc).  The first
  * block (j0 == 0, where every row sees key 0) starts the running stats, so
@@ -119,13 +144,25 @@ static void attn_block_cols(attn_tile *t, const attn_prob *p, int i0, int nr, in
     int j_end = p->causal ? i0 + nr : p->s; /* later key blocks are fully masked */
     for (int j0 = 0; j0 < j_end; j0 += ATTN_BC) {
         int nc = j_end - j0 < ATTN_BC ? j_end - j0 : ATTN_BC;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, p->d, p->alpha,
-                    p->q + (size_t)i0 * p->d, p->d, p->k + (size_t)j0 * p->d, p->d, 0.0f, t->sc,
-                    ATTN_BC);
+        if (t->pk) {
+            /* scores = (alpha q) k^T: keys as panel columns, head dims as k */
+            nat_pw_pack(p->k + (size_t)j0 * p->d, true, nc, p->d, t->pk);
+            nat_pw_gemm(t->qs, p->d, t->pk, t->sc, ATTN_BC, nr, p->d, 0, nc, false);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, p->d, p->alpha,
+                        p->q + (size_t)i0 * p->d, p->d, p->k + (size_t)j0 * p->d, p->d, 0.0f, t->sc,
+                        ATTN_BC);
+        }
         attn_update(t, p, i0, nr, j0, nc, dc);
-        /* beta 0 on the first block: the accumulator starts there */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dc, nc, 1.0f, t->sc, ATTN_BC,
-                    p->v + (size_t)j0 * p->d + d0, p->d, j0 == 0 ? 0.0f : 1.0f, t->acc, ATTN_DMAX);
+        /* the accumulator starts at the first block (beta 0 / no accumulate) */
+        if (t->pv) {
+            pack_rows(p->v + (size_t)j0 * p->d + d0, p->d, nc, dc, t->pv);
+            nat_pw_gemm(t->sc, ATTN_BC, t->pv, t->acc, ATTN_DMAX, nr, nc, 0, dc, j0 > 0);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dc, nc, 1.0f, t->sc, ATTN_BC,
+                        p->v + (size_t)j0 * p->d + d0, p->d, j0 == 0 ? 0.0f : 1.0f, t->acc,
+                        ATTN_DMAX);
+        }
     }
     for (int r = 0; r < nr; r++) {
         float inv = 1.0f / t->l[r];
@@ -139,6 +176,11 @@ static void attn_block_cols(attn_tile *t, const attn_prob *p, int i0, int nr, in
 
 static void attn_block(attn_tile *t, const attn_prob *p, int i0, int nr)
 {
+    if (t->qs) { /* the scale rides in the query block, once */
+        const float *q = p->q + (size_t)i0 * p->d;
+        for (int64_t e = 0; e < (int64_t)nr * p->d; e++)
+            t->qs[e] = q[e] * p->alpha;
+    }
     for (int d0 = 0; d0 < p->d; d0 += ATTN_DMAX) {
         int dc = p->d - d0 < ATTN_DMAX ? p->d - d0 : ATTN_DMAX;
         attn_block_cols(t, p, i0, nr, d0, dc);
@@ -154,9 +196,20 @@ void nat_attention_fused(const float *q, const float *k, const float *v, float *
     int64_t items = (int64_t)bh * nqb;
     int blas_threads = openblas_get_num_threads();
     openblas_set_num_threads(1);
+    bool packed = nat_pw_available();
 #pragma omp parallel
     {
         attn_tile t;
+        t.qs = t.pk = t.pv = NULL;
+        if (packed) { /* per thread; on failure this thread runs OpenBLAS */
+            t.qs = malloc((size_t)ATTN_BR * d * sizeof(float));
+            t.pk = malloc((size_t)nat_pw_floats(ATTN_BC, d) * sizeof(float));
+            t.pv = malloc((size_t)nat_pw_floats(ATTN_DMAX, ATTN_BC) * sizeof(float));
+            if (!t.qs || !t.pk || !t.pv) {
+                free(t.qs), free(t.pk), free(t.pv);
+                t.qs = t.pk = t.pv = NULL;
+            }
+        }
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             /* Causal blocks late in the sequence cost the most: start them first. */
@@ -166,6 +219,7 @@ void nat_attention_fused(const float *q, const float *k, const float *v, float *
             int i0 = qb * ATTN_BR;
             attn_block(&t, &p, i0, s - i0 < ATTN_BR ? s - i0 : ATTN_BR);
         }
+        free(t.qs), free(t.pk), free(t.pv);
     }
     openblas_set_num_threads(blas_threads);
 }

@@ -360,7 +360,7 @@ static void conv_gemm_tile(const conv_args *a, const conv_geom *g, int b, int gr
     int ldb = cols;
     if (g->packed) {
         im2col_panels(col, in, s, g->cig, g->kdim, oy0, rows, g->pointwise);
-        nat_pw_gemm(wg, g->kdim, col, a->out + o_off, g->plane, g->cog, g->kdim, 0, cols);
+        nat_pw_gemm(wg, g->kdim, col, a->out + o_off, g->plane, g->cog, g->kdim, 0, cols, false);
     } else {
         if (g->pointwise) {
             bm = in + (size_t)oy0 * s->wo;

@@ -86,7 +86,7 @@ static void lin_tile(const float *a, nat_weight w, const float *bias, const floa
     int64_t r0 = ri * t->rb, c0 = ci * t->cb;
     int64_t rows = m - r0 < t->rb ? m - r0 : t->rb, cols = n - c0 < t->cb ? n - c0 : t->cb;
     if (w.pw)
-        nat_pw_gemm(a + r0 * k, k, w.pw, c + r0 * n, n, rows, k, c0, cols);
+        nat_pw_gemm(a + r0 * k, k, w.pw, c + r0 * n, n, rows, k, c0, cols, false);
     else
         lin_gemm(a + r0 * k, w.w, c + r0 * n, rows, c0, cols, n, k, w.wt);
     lin_epi(c + r0 * n + c0, bias ? bias + c0 : NULL, res ? res + r0 * n + c0 : NULL, rows, cols, n,

@@ -49,11 +49,19 @@ void nat_pw_pack(const float *w, bool w_trans, int64_t n, int64_t k, float *dst)
     int64_t panels = (n + NR - 1) / NR;
     for (int64_t p = 0; p < panels; p++) {
         float *d = dst + p * k * NR;
-        for (int64_t kk = 0; kk < k; kk++)
-            for (int64_t j = 0; j < NR; j++) {
-                int64_t col = p * NR + j;
-                d[kk * NR + j] = col >= n ? 0.0f : (w_trans ? w[col * k + kk] : w[kk * n + col]);
+        int64_t cols = n - p * NR < NR ? n - p * NR : NR;
+        if (cols < NR)
+            memset(d, 0, (size_t)(k * NR) * sizeof(float));
+        if (w_trans) { /* [n, k]: each column of the panel is a contiguous row of w */
+            for (int64_t j = 0; j < cols; j++) {
+                const float *src = w + (p * NR + j) * k;
+                for (int64_t kk = 0; kk < k; kk++)
+                    d[kk * NR + j] = src[kk];
             }
+        } else { /* [k, n]: each row of the panel is a contiguous run of w */
+            for (int64_t kk = 0; kk < k; kk++)
+                memcpy(d + kk * NR, w + kk * n + p * NR, (size_t)cols * sizeof(float));
+        }
     }
 }
 
@@ -123,7 +131,7 @@ __attribute__((target("avx512f"))) static void micro_any(int mr, int64_t kc, con
 
 __attribute__((target("avx512f"))) void nat_pw_gemm(const float *a, int64_t lda, const float *pw,
                                                     float *c, int64_t ldc, int64_t rows, int64_t k,
-                                                    int64_t c0, int64_t cols)
+                                                    int64_t c0, int64_t cols, bool accumulate)
 {
     int64_t p0 = c0 / NR, p1 = (c0 + cols + NR - 1) / NR;
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
@@ -137,7 +145,7 @@ __attribute__((target("avx512f"))) void nat_pw_gemm(const float *a, int64_t lda,
             for (int64_t i0 = 0; i0 < rows; i0 += MR) {
                 int mr = rows - i0 < MR ? (int)(rows - i0) : MR;
                 micro_any(mr, kc, a + i0 * lda + k0, lda, b, c + i0 * ldc + p * NR, ldc, m0, m1,
-                          k0 > 0);
+                          accumulate || k0 > 0);
             }
         }
     }
