@@ -65,6 +65,8 @@ static double act_ref(double x, nat_act act)
         return x > 0.0 ? x : 0.0;
     if (act == NAT_ACT_GELU)
         return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    if (act == NAT_ACT_RELU6)
+        return x < 0.0 ? 0.0 : (x > 6.0 ? 6.0 : x);
     return x;
 }
 
@@ -122,6 +124,9 @@ static void run_conv_on(conv_case cc)
     rng_state = 12345;
     float *in = rnd_buf(n_in), *w = rnd_buf(n_w), *bias = rnd_buf(s.co), *res = rnd_buf(n_out);
     float *out = rnd_buf(n_out); /* garbage: the kernel must overwrite it */
+    if (cc.act == NAT_ACT_RELU6) /* outputs well past 6, so the clamp is exercised */
+        for (size_t i = 0; i < n_in; i++)
+            in[i] *= 8.0f;
     size_t ws_n = nat_conv2d_workspace(&s);
     float *ws = ws_n ? malloc(ws_n * sizeof(float)) : NULL;
     double *ref = dbuf(n_out);
@@ -184,6 +189,9 @@ static void test_conv_depthwise(void **state)
     run_conv((conv_case){shp(1, 6, 15, 14, 6, 5, 5, 2, 2, 1, 6), false, true, NAT_ACT_GELU});
     run_conv((conv_case){shp(2, 4, 9, 9, 8, 3, 3, 1, 2, 2, 4), true, true, NAT_ACT_NONE});
     run_conv((conv_case){shp(1, 3, 4, 4, 3, 3, 3, 1, 5, 1, 3), false, false, NAT_ACT_NONE});
+    /* MobileNet's: ReLU6 in registers; stride 2 over a row wider than 32 */
+    run_conv((conv_case){shp(1, 4, 9, 70, 4, 3, 3, 2, 1, 1, 4), true, false, NAT_ACT_RELU6});
+    run_conv((conv_case){shp(1, 4, 9, 37, 8, 3, 3, 1, 1, 1, 4), true, false, NAT_ACT_RELU6});
 }
 
 static void test_conv_1x1(void **state)

@@ -438,15 +438,93 @@ static void dw_row(const conv_args *a, int b, int oc, int oy)
     epi_row(acc, s->wo, bias, a->res != NULL ? a->res + o_off : NULL, a->act);
 }
 
+/* Lanes j of a 16-float load at input column x0 + j that lie in [0, w),
+ * within mask m. */
+static inline __mmask16 in_row(int x0, int w, __mmask16 m)
+{
+    int lo = x0 < 0 ? -x0 : 0, hi = w - x0; /* lanes [lo, hi) are inside */
+    if (hi <= lo)
+        return 0;
+    __mmask16 in = (__mmask16)(lanes(hi > 16 ? 16 : hi) & ~lanes(lo > 16 ? 16 : lo));
+    return in & m;
+}
+
+/* dw_row with the taps summed in registers (AVX-512, strides 1 and 2): each
+ * chunk of 16 outputs loads its inputs once per tap and stores once, where
+ * dw_row reads and writes the output row once per tap (9 times for 3x3).
+ * Lanes whose input column falls in the padding are masked out of the load
+ * (masks per kernel column, shared by the kernel rows).  Bias and ReLU/ReLU6
+ * are applied in registers; other epilogues run on the stored row. */
+#define DW_KW_MAX 16
+__attribute__((target("avx512f"))) static void dw_row_v(const conv_args *a, int b, int oc, int oy)
+{
+    const nat_conv_shape *s = a->s;
+    int mult = s->co / s->groups, st = s->stride_w;
+    const float *plane = a->in + ((size_t)b * s->ci + oc / mult) * s->h * s->w;
+    const float *wk = a->w + (size_t)oc * s->kh * s->kw;
+    size_t o_off = (((size_t)b * s->co + oc) * s->ho + oy) * s->wo;
+    float *dst = a->out + o_off;
+    float bias = a->bias != NULL ? a->bias[oc] : 0.0f;
+    bool in_reg = a->res == NULL &&
+                  (a->act == NAT_ACT_NONE || a->act == NAT_ACT_RELU || a->act == NAT_ACT_RELU6);
+    const __m512i evens =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    __mmask16 m_lo[DW_KW_MAX], m_hi[DW_KW_MAX];
+    for (int ox0 = 0; ox0 < s->wo; ox0 += 16) {
+        int n = s->wo - ox0 < 16 ? s->wo - ox0 : 16;
+        __mmask16 live = lanes(n);
+        for (int kx = 0; kx < s->kw; kx++) {
+            int ix0 = ox0 * st + kx * s->dil_w - s->pad_w; /* input column of lane 0 */
+            m_lo[kx] = in_row(ix0, s->w, st == 1 ? live : 0xffff);
+            m_hi[kx] = st == 1 ? 0 : in_row(ix0 + 16, s->w, 0xffff);
+        }
+        __m512 acc = _mm512_setzero_ps();
+        for (int ky = 0; ky < s->kh; ky++) {
+            int iy = oy * s->stride_h - s->pad_h + ky * s->dil_h;
+            if (iy < 0 || iy >= s->h)
+                continue;
+            const float *row = plane + (size_t)iy * s->w + ox0 * st - s->pad_w;
+            const float *wr = wk + ky * s->kw;
+            for (int kx = 0; kx < s->kw; kx++) {
+                const float *x = row + kx * s->dil_w;
+                __m512 v;
+                if (st == 1) {
+                    v = _mm512_maskz_loadu_ps(m_lo[kx], x);
+                } else { /* the even ones of 32 inputs */
+                    __m512 lo = _mm512_maskz_loadu_ps(m_lo[kx], x);
+                    __m512 hi = _mm512_maskz_loadu_ps(m_hi[kx], x + 16);
+                    v = _mm512_permutex2var_ps(lo, evens, hi);
+                }
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(wr[kx]), v, acc);
+            }
+        }
+        if (in_reg) {
+            acc = _mm512_add_ps(acc, _mm512_set1_ps(bias));
+            if (a->act != NAT_ACT_NONE)
+                acc = _mm512_max_ps(acc, _mm512_setzero_ps());
+            if (a->act == NAT_ACT_RELU6)
+                acc = _mm512_min_ps(acc, _mm512_set1_ps(6.0f));
+        }
+        _mm512_mask_storeu_ps(dst + ox0, live, acc);
+    }
+    if (!in_reg)
+        epi_row(dst, s->wo, bias, a->res != NULL ? a->res + o_off : NULL, a->act);
+}
+
 static void conv_direct(const conv_args *a)
 {
     const nat_conv_shape *s = a->s;
     int64_t rows = (int64_t)s->n * s->co * s->ho;
+    bool vec = !s->blas && nat_pw_available() && (s->stride_w == 1 || s->stride_w == 2) &&
+               s->kw <= DW_KW_MAX;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         int oy = (int)(r % s->ho);
         int64_t bc = r / s->ho;
-        dw_row(a, (int)(bc / s->co), (int)(bc % s->co), oy);
+        if (vec)
+            dw_row_v(a, (int)(bc / s->co), (int)(bc % s->co), oy);
+        else
+            dw_row(a, (int)(bc / s->co), (int)(bc % s->co), oy);
     }
 }
 
