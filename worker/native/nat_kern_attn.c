@@ -62,7 +62,7 @@ typedef struct attn_prob {
 } attn_prob;
 
 /* Row max of x[0..n). */
-static float row_max(const float *x, int n)
+NAT_SIMD_CLONES static float row_max(const float *x, int n)
 {
     float mx = -FLT_MAX;
 #pragma omp simd reduction(max : mx)
@@ -72,7 +72,7 @@ static float row_max(const float *x, int n)
 }
 
 /* x[j] = exp(x[j] - m) for j < n, 0 for n <= j < nc; returns the sum. */
-static float row_exp(float *x, int n, int nc, float m)
+NAT_SIMD_CLONES static float row_exp(float *x, int n, int nc, float m)
 {
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -187,8 +187,8 @@ static void attn_block(attn_tile *t, const attn_prob *p, int i0, int nr)
     }
 }
 
-void nat_attention_fused(const float *q, const float *k, const float *v, float *o, int bh, int s,
-                         int d, float scale, bool causal)
+NAT_SIMD_CLONES void nat_attention_fused(const float *q, const float *k, const float *v, float *o,
+                                         int bh, int s, int d, float scale, bool causal)
 {
     if (bh < 1 || s < 1 || d < 1)
         return;

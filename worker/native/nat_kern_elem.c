@@ -38,7 +38,7 @@ static void bin_row(int op, int bc, const float *x, const float *y, float s, flo
  * that a single long row (n x 1 views) still spreads over the threads. */
 #define ELEM_CHUNK 16384
 
-void nat_k_binary(const nat_launch *l)
+NAT_SIMD_CLONES void nat_k_binary(const nat_launch *l)
 {
     const float *a = l->p[0], *b = l->p[1];
     float *out = l->p[2];
@@ -94,7 +94,7 @@ static void un_range(int op, const float *x, float *o, int64_t n)
     }
 }
 
-void nat_k_unary(const nat_launch *l)
+NAT_SIMD_CLONES void nat_k_unary(const nat_launch *l)
 {
     const float *x = l->p[0];
     float *out = l->p[1];
@@ -107,7 +107,7 @@ void nat_k_unary(const nat_launch *l)
     }
 }
 
-void nat_k_elem_chain(const nat_launch *l)
+NAT_SIMD_CLONES void nat_k_elem_chain(const nat_launch *l)
 {
     const float *x = l->p[0], *y = l->p[1];
     float *out = l->p[2];
@@ -121,7 +121,7 @@ void nat_k_elem_chain(const nat_launch *l)
     }
 }
 
-void nat_k_batchnorm(const nat_launch *l)
+NAT_SIMD_CLONES void nat_k_batchnorm(const nat_launch *l)
 {
     const float *x = l->p[0], *mean = l->p[1], *var = l->p[2], *gamma = l->p[3];
     const float *beta = l->p[4];
@@ -153,7 +153,7 @@ void nat_k_batchnorm(const nat_launch *l)
         }                                                                                          \
     } while (0)
 
-void nat_act_vec(float *x, int64_t n, int act)
+NAT_SIMD_CLONES void nat_act_vec(float *x, int64_t n, int act)
 {
     switch (act) {
     case NAT_ACT_NONE:

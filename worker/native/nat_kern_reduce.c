@@ -24,7 +24,7 @@ static float row_sum(const float *x, int64_t n)
     return s;
 }
 
-void nat_k_row_reduce(const nat_launch *l)
+NAT_SIMD_CLONES void nat_k_row_reduce(const nat_launch *l)
 {
     const float *x = l->p[0];
     float *out = l->p[1];
@@ -42,7 +42,7 @@ void nat_k_row_reduce(const nat_launch *l)
     }
 }
 
-void nat_k_softmax(const nat_launch *l)
+NAT_SIMD_CLONES void nat_k_softmax(const nat_launch *l)
 {
     const float *x = l->p[0];
     float *out = l->p[1];
@@ -87,7 +87,7 @@ static void ln_row(const float *x, const float *res, const float *g, const float
         o[j] = (x[j] - mean) * rstd * g[j] + b[j];
 }
 
-void nat_k_layernorm(const nat_launch *l)
+NAT_SIMD_CLONES void nat_k_layernorm(const nat_launch *l)
 {
     const float *x = l->p[0], *res = l->p[1], *g = l->p[2], *b = l->p[3];
     float *out = l->p[4];

@@ -97,7 +97,7 @@ static void chain_apply(float *v, int64_t len, int64_t j0, int64_t code, const f
     }
 }
 
-void gr_k_chain(const nat_launch *l)
+NAT_SIMD_CLONES void gr_k_chain(const nat_launch *l)
 {
     const float *x = l->p[0];
     float *out = l->p[1];
@@ -118,7 +118,7 @@ void gr_k_chain(const nat_launch *l)
 
 /* ---- softmax and masks ---- */
 
-void gr_k_softmax(const nat_launch *l)
+NAT_SIMD_CLONES void gr_k_softmax(const nat_launch *l)
 {
     const float *x = l->p[0];
     float *out = l->p[1];
@@ -147,7 +147,7 @@ void gr_k_softmax(const nat_launch *l)
     }
 }
 
-void gr_k_causal(const nat_launch *l)
+NAT_SIMD_CLONES void gr_k_causal(const nat_launch *l)
 {
     const float *x = l->p[0];
     float *out = l->p[1];
@@ -173,7 +173,7 @@ static pool_geom pool_of(const nat_launch *l)
     return g;
 }
 
-void gr_k_maxpool(const nat_launch *l)
+NAT_SIMD_CLONES void gr_k_maxpool(const nat_launch *l)
 {
     pool_geom g = pool_of(l);
 #pragma omp parallel for schedule(static)
@@ -196,7 +196,7 @@ void gr_k_maxpool(const nat_launch *l)
     }
 }
 
-void gr_k_avgpool(const nat_launch *l)
+NAT_SIMD_CLONES void gr_k_avgpool(const nat_launch *l)
 {
     pool_geom g = pool_of(l);
 #pragma omp parallel for schedule(static)
