@@ -74,8 +74,13 @@ micro(int mr, int64_t kc, const float *a, int64_t lda, const float *b, float *c,
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++)
-        if (i < mr)
+        if (i < mr) {
             c0[i] = c1[i] = _mm512_setzero_ps();
+            /* the tile is read (acc) or written after the k loop: start its
+             * lines on their way from L2/L3 now */
+            _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+            _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+        }
     for (int64_t kk = 0; kk < kc; kk++) {
         __m512 b0 = _mm512_loadu_ps(b + kk * NR), b1 = _mm512_loadu_ps(b + kk * NR + 16);
 #pragma GCC unroll 12
