@@ -265,6 +265,17 @@ static inline __mmask16 lanes(int n)
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n < 0 ? 0 : n)) - 1);
 }
 
+/* Lanes j of a 16-float load at input column x0 + j that lie in [0, w),
+ * within mask m. */
+static inline __mmask16 in_row(int x0, int w, __mmask16 m)
+{
+    int lo = x0 < 0 ? -x0 : 0, hi = w - x0; /* lanes [lo, hi) are inside */
+    if (hi <= lo)
+        return 0;
+    __mmask16 in = (__mmask16)(lanes(hi > 16 ? 16 : hi) & ~lanes(lo > 16 ? 16 : lo));
+    return in & m;
+}
+
 /* Writes len values of reduction row kk at tile pixels [q, q+len) of the panel
  * layout dst (kdim rows per panel): src[i * stride], or zeros when src NULL.
  * A run within one panel is at most two masked 16-lane moves (this runs only
@@ -295,6 +306,79 @@ put_run(float *dst, int kdim, int kk, int64_t q, const float *src, int len, int 
     }
 }
 
+/* A run of one panel's lanes [lane, lane+len): output pixels ox0 .. ox0+len
+ * of tile row r. */
+typedef struct pseg {
+    int lane, len, r, ox0;
+} pseg;
+
+/* im2col_panels for stride-1 kernels, panel by panel: each reduction row of a
+ * panel (32 lanes, 128 bytes) is written whole, in order, from the one or two
+ * input row runs (segments) its pixels come from.  What depends only on the
+ * panel and the kernel column (each segment's input columns and their
+ * padding masks) is computed once per panel, so the walk over channels and
+ * kernel rows is masked loads and stores. */
+#define KW_MAX 16
+__attribute__((target("avx512f"))) static void im2col_panels_s1(float *dst, const float *in,
+                                                                const nat_conv_shape *s, int cig,
+                                                                int kdim, int oy0, int rows)
+{
+    int64_t px = (int64_t)rows * s->wo, panels = (px + PANEL - 1) / PANEL;
+    pseg seg[PANEL];
+    __mmask16 mk[PANEL][KW_MAX][2], live[PANEL][2];
+    int x0[PANEL][KW_MAX];
+    for (int64_t pn = 0; pn < panels; pn++) {
+        int ns = 0;
+        int64_t q_end = px < (pn + 1) * PANEL ? px : (pn + 1) * PANEL;
+        for (int64_t q = pn * PANEL; q < q_end; ns++) {
+            int r = (int)(q / s->wo), ox = (int)(q % s->wo);
+            int len = (int)(q_end - q < s->wo - ox ? q_end - q : s->wo - ox);
+            seg[ns] = (pseg){(int)(q - pn * PANEL), len, r, ox};
+            live[ns][0] = lanes(len);
+            live[ns][1] = lanes(len - 16);
+            for (int kx = 0; kx < s->kw; kx++) {
+                int x = ox + kx * s->dil_w - s->pad_w;
+                x0[ns][kx] = x;
+                mk[ns][kx][0] = in_row(x, s->w, live[ns][0]);
+                mk[ns][kx][1] = in_row(x + 16, s->w, live[ns][1]);
+            }
+            q += len;
+        }
+        bool partial = q_end - pn * PANEL < PANEL;
+        float *d = dst + (size_t)pn * kdim * PANEL;
+        for (int c = 0; c < cig; c++) {
+            const float *plane = in + (size_t)c * s->h * s->w;
+            for (int ky = 0; ky < s->kh; ky++) {
+                const float *row[PANEL];
+                for (int g = 0; g < ns; g++) {
+                    int iy = (oy0 + seg[g].r) * s->stride_h - s->pad_h + ky * s->dil_h;
+                    row[g] = iy >= 0 && iy < s->h ? plane + (size_t)iy * s->w : NULL;
+                }
+                for (int kx = 0; kx < s->kw; kx++, d += PANEL) {
+                    if (partial) {
+                        _mm512_storeu_ps(d, _mm512_setzero_ps());
+                        _mm512_storeu_ps(d + 16, _mm512_setzero_ps());
+                    }
+                    for (int g = 0; g < ns; g++) {
+                        float *o = d + seg[g].lane;
+                        if (!row[g]) {
+                            _mm512_mask_storeu_ps(o, live[g][0], _mm512_setzero_ps());
+                            _mm512_mask_storeu_ps(o + 16, live[g][1], _mm512_setzero_ps());
+                            continue;
+                        }
+                        const float *src = row[g] + x0[g][kx];
+                        _mm512_mask_storeu_ps(o, live[g][0],
+                                              _mm512_maskz_loadu_ps(mk[g][kx][0], src));
+                        if (live[g][1])
+                            _mm512_mask_storeu_ps(o + 16, live[g][1],
+                                                  _mm512_maskz_loadu_ps(mk[g][kx][1], src + 16));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* The tile of output rows [oy0, oy0+rows) of one group's cig input planes as
  * panels: reduction row kk = (c, ky, kx), pixel q = r * wo + ox; the lanes
  * past the last pixel are zero. */
@@ -303,6 +387,10 @@ __attribute__((target("avx512f"))) static void im2col_panels(float *dst, const f
                                                              int kdim, int oy0, int rows,
                                                              bool pointwise)
 {
+    if (!pointwise && s->stride_w == 1 && s->kw <= KW_MAX) {
+        im2col_panels_s1(dst, in, s, cig, kdim, oy0, rows);
+        return;
+    }
     int64_t px = (int64_t)rows * s->wo, padded = nat_pw_floats(px, 1);
     for (int c = 0; c < cig; c++) {
         const float *plane = in + (size_t)c * s->h * s->w;
@@ -436,17 +524,6 @@ static void dw_row(const conv_args *a, int b, int oc, int oy)
     }
     float bias = a->bias != NULL ? a->bias[oc] : 0.0f;
     epi_row(acc, s->wo, bias, a->res != NULL ? a->res + o_off : NULL, a->act);
-}
-
-/* Lanes j of a 16-float load at input column x0 + j that lie in [0, w),
- * within mask m. */
-static inline __mmask16 in_row(int x0, int w, __mmask16 m)
-{
-    int lo = x0 < 0 ? -x0 : 0, hi = w - x0; /* lanes [lo, hi) are inside */
-    if (hi <= lo)
-        return 0;
-    __mmask16 in = (__mmask16)(lanes(hi > 16 ? 16 : hi) & ~lanes(lo > 16 ? 16 : lo));
-    return in & m;
 }
 
 /* dw_row with the taps summed in registers (AVX-512, strides 1 and 2): each
