@@ -22,6 +22,12 @@
  * (n < LIN_CB_MIN per thread) falls back to the rows. */
 #define LIN_RB_MAX 256
 #define LIN_CB_MIN 64
+/* Columns per tile at most: a 256 x 512 tile of c (512 KiB) stays in L2 for
+ * its epilogue (at 1536 columns the epilogue of the MLP's hidden layer read
+ * it back from L3). */
+#ifndef LIN_CB_MAX
+#define LIN_CB_MAX 512
+#endif
 
 typedef struct lin_tiles {
     int64_t rb, cb, nrb, ncb;
@@ -34,6 +40,10 @@ static lin_tiles lin_tiling(int64_t m, int64_t n)
     if (n >= nt * LIN_CB_MIN) {
         t.cb = (n + nt - 1) / nt;
         t.cb = (t.cb + 31) / 32 * 32; /* whole packed panels (nat_pw_gemm) per thread */
+        if (t.cb > LIN_CB_MAX)        /* then several tiles per thread, in column order */
+            t.cb = (t.cb + ((t.cb + LIN_CB_MAX - 1) / LIN_CB_MAX) - 1) /
+                   ((t.cb + LIN_CB_MAX - 1) / LIN_CB_MAX);
+        t.cb = (t.cb + 31) / 32 * 32;
     } else {
         int64_t rb = (m + nt - 1) / nt;
         rb = (rb + 7) / 8 * 8;
@@ -158,9 +168,13 @@ void nat_mlp(const float *x, nat_weight w1, const float *b1, nat_weight w2, cons
     for (int64_t blk = 0; blk < nblk; blk++) {
         float *hid = ws + (int64_t)omp_get_thread_num() * rb * h;
         int64_t r0 = blk * rb, rows = m - r0 < rb ? m - r0 : rb;
-        lin_tiles one = {.rb = rows, .cb = h, .nrb = 1, .ncb = 1};
-        lin_tile(x + r0 * d, w1, b1, NULL, hid, rows, h, d, act, &one, 0);
-        one.cb = d;
-        lin_tile(hid, w2, b2, NULL, out + r0 * d, rows, d, h, NAT_ACT_NONE, &one, 0);
+        lin_tiles t1 = {
+            .rb = rows, .cb = LIN_CB_MAX, .nrb = 1, .ncb = (h + LIN_CB_MAX - 1) / LIN_CB_MAX};
+        for (int64_t ti = 0; ti < t1.ncb; ti++)
+            lin_tile(x + r0 * d, w1, b1, NULL, hid, rows, h, d, act, &t1, ti);
+        lin_tiles t2 = {
+            .rb = rows, .cb = LIN_CB_MAX, .nrb = 1, .ncb = (d + LIN_CB_MAX - 1) / LIN_CB_MAX};
+        for (int64_t ti = 0; ti < t2.ncb; ti++)
+            lin_tile(hid, w2, b2, NULL, out + r0 * d, rows, d, h, NAT_ACT_NONE, &t2, ti);
     }
 }
