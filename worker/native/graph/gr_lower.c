@@ -911,6 +911,18 @@ out:
     return rc;
 }
 
+/* Whether the CPU kernel of l reads its argument p[k]: a linear's or an MLP's
+ * weight as stored is not read when its packed copy is there (the CUDA
+ * backend reads it, so it stays in the launch). */
+static bool cpu_reads(const nat_launch *l, int k)
+{
+    if (l->fn == gr_k_linear && k == 1)
+        return l->p[5] == NULL;
+    if (l->fn == gr_k_mlp && (k == 1 || k == 3))
+        return l->p[k == 1 ? 7 : 8] == NULL;
+    return true;
+}
+
 void gr_lower_masks(nat_ctx *ctx, const float *keep)
 {
     for (int b = 0; b < ctx->n_bufs; b++) {
@@ -922,6 +934,8 @@ void gr_lower_masks(nat_ctx *ctx, const float *keep)
             const nat_plan *p = &ctx->plans[v];
             for (int i = 0; i < p->n && !(mask & (1u << v)); i++)
                 for (int k = 0; k < NAT_MAX_ARGS; k++) {
+                    if (!cpu_reads(&p->launches[i], k))
+                        continue;
                     /* integer compares: pointers into different objects */
                     uintptr_t a = (uintptr_t)p->launches[i].p[k], lo = (uintptr_t)buf->data;
                     if (a >= lo && a < lo + buf->n * sizeof(float))
