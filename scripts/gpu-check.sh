@@ -7,7 +7,9 @@
 # 1. builds in build-gpu/ with FB_SERVICE=OFF (a GPU node needs no libpq or
 #    libmicrohttpd); 2. runs every registered test (the GPU tests included);
 # 3. fusionbench-run for every cuda pattern x float32/float16/bfloat16 with the
-#    four variants; 4. the injection-library overhead: the same benchmark with
+#    four variants, and for every zoo model at its default size (float32, and
+#    float16 for the image and speech models: token ids need float32);
+#    4. the injection-library overhead: the same benchmark with
 #    and without CUDA_INJECTION64_PATH (target: under 5%); 5. the device-to-
 #    device copy bandwidth reference and the fused memory-bound patterns' DRAM
 #    bandwidth at sizes many times the L2 (target: at least 80% of it).
@@ -119,6 +121,26 @@ section_patterns() {
     done
 }
 
+section_zoo() {
+    local w dom d models
+    echo "## Model zoo (default sizes; median latency, kernels per iteration, status; speedup fused vs eager)"
+    echo "| model | dtype | eager | fused | eager+graph | fused+graph | speedup |"
+    echo "|---|---|---|---|---|---|---|"
+    # "name domain" pairs, read first: a benchmark must not eat a loop's stdin.
+    models=$("$RUN" --list --device cuda 2>/dev/null |
+        awk '$2 == "native" && $3 != "pattern" && $3 != "custom" && $3 != "DOMAIN" {print $1 ":" $3}')
+    for w in $models; do
+        dom=${w#*:}
+        w=${w%%:*}
+        for d in float32 float16; do
+            [ "$dom" = nlp ] && [ "$d" != float32 ] && continue
+            bench "zoo-$w-$d" "$w" --device cuda --dtype "$d" --variants eager,fused,eager+graph,fused+graph
+            printf '| %s | %s ' "$w" "$d"
+            summ row "$WORK/zoo-$w-$d.json"
+        done
+    done
+}
+
 section_injection() {
     local a b
     echo "## Injection library overhead (target: under 5%)"
@@ -172,6 +194,7 @@ main() {
         echo '```'
         section_tests
         section_patterns
+        section_zoo
         section_injection
         section_bandwidth
         echo

@@ -124,14 +124,15 @@ extern const nat_pattern *const nat_models[];
 /* A pattern or a model by workload name, or NULL. */
 const nat_pattern *nat_workload_find(const char *name);
 
-/* Builds a ctx for spec (its workload must be a pattern); the caller frees with
- * nat_ctx_free.  Used by the engine and by tests. */
+/* Builds a ctx for spec (its workload a pattern or a model, nat_workload_find);
+ * the caller frees with nat_ctx_free.  Used by the engine and by tests. */
 FB_MUSTCHECK fb_code nat_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err);
 
 /* params.gemm: "packed" (the default: constant weights packed once, when the
  * plan is built, for our AVX-512 GEMM, where the CPU has it) or "openblas"
  * (OpenBLAS on the weights as stored, repacking them on every call).  *pack:
- * whether to pack (false too when the CPU lacks AVX-512). */
+ * whether to pack (false too when the CPU lacks AVX-512, and for device
+ * "cuda", whose lowering reads the weights as stored). */
 FB_MUSTCHECK fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, fb_err *err);
 void nat_ctx_free(nat_ctx *ctx);
 

@@ -171,7 +171,7 @@ int64_t nat_ctx_variant_bytes(const nat_ctx *ctx, int v)
 
 fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, fb_err *err)
 {
-    *pack = nat_pw_available();
+    *pack = nat_pw_available() && strcmp(spec->device, "cuda") != 0;
     const cJSON *j = spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "gemm") : NULL;
     if (!j || (cJSON_IsString(j) && strcmp(j->valuestring, "packed") == 0))
         return FB_OK;

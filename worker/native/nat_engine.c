@@ -49,7 +49,8 @@ static void catalog_init(void)
         cpu_catalog[cpu_catalog_n++] = nat_models[i]->info;
 }
 
-/* Every workload on "cpu"; the patterns on "cuda" when built with CUDA. */
+/* Every workload on "cpu"; the patterns and the model zoo on "cuda" when built
+ * with CUDA (ncu_engine.c's catalog). */
 static const fb_workload_info *nat_catalog(const char *device, int *n)
 {
     *n = 0;

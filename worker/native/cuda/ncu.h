@@ -50,8 +50,9 @@ FB_MUSTCHECK fb_code ncu_cudnn_check(int status, const char *what, fb_err *err);
 
 /* ---- engine entry points (ncu_engine.c), used by nat_engine.c ---- */
 
-/* The patterns as offered on "cuda": float32/float16/bfloat16 and the variants
- * eager, fused, eager+graph, fused+graph; static storage. */
+/* The patterns and the model zoo as offered on "cuda": float32/float16/bfloat16
+ * (the language models float32 only) and the variants eager, fused,
+ * eager+graph, fused+graph; static storage. */
 const fb_workload_info *ncu_catalog(int *n);
 
 /* Builds a CUDA instance for spec (device "cuda"): host ctx, device buffers,

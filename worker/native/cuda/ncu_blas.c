@@ -121,6 +121,8 @@ fb_code ncu_gemm_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, const ncu_ge
 {
     /* Column-major: D (n x m) = op(A) B, A = our b (stored k x n when trans_b,
      * else n x k), B = our a (k x m). */
+    if (g->res && g->epi != NCU_EPI_NONE && g->epi != NCU_EPI_BIAS)
+        return fb_err_set(err, FB_EINTERNAL, NULL, "a GEMM residual takes no activation epilogue");
     fb_code rc = lt_desc(ctx, st, g, err);
     if (!rc)
         rc = g->trans_b ? lt_layout(&st->la, ctx->dtype, g->k, g->n, g->nb, err)
@@ -138,6 +140,7 @@ fb_code ncu_gemm_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, const ncu_ge
     l->p[1] = g->bm;
     l->p[2] = g->bias;
     l->p[3] = g->c;
+    l->p[4] = g->res;
     return FB_OK;
 }
 
@@ -155,14 +158,16 @@ void ncu_gemm_destroy(ncu_lstate *st)
     st->la = st->lb = st->lc = NULL;
 }
 
-/* p: a, b, bias, c (device); enqueues one cublasLtMatmul on the ctx stream. */
+/* p: a, b, bias, c, res (device; res NULL: none, else cuBLASLt's C with
+ * beta 1); enqueues one cublasLtMatmul on the ctx stream. */
 void ncu_k_gemm(const nat_launch *l)
 {
     const ncu_lstate *st = (const ncu_lstate *)l->aux;
     ncu_ctx *ctx = st->ctx;
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f, beta = l->p[4] ? 1.0f : 0.0f;
+    const float *c_in = l->p[4] ? l->p[4] : l->p[3];
     cublasStatus_t s =
-        cublasLtMatmul(ctx->lt, st->mm, &alpha, l->p[1], st->la, l->p[0], st->lb, &beta, l->p[3],
+        cublasLtMatmul(ctx->lt, st->mm, &alpha, l->p[1], st->la, l->p[0], st->lb, &beta, c_in,
                        st->lc, l->p[3], st->lc, &st->algo, ctx->ws, ctx->ws_bytes, ctx->stream);
     if (s != CUBLAS_STATUS_SUCCESS) {
         fb_err e;

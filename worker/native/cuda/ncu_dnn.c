@@ -5,7 +5,9 @@
  * single call, captures into CUDA graphs, and needs no engine-config search;
  * where it refuses a dtype (NOT_SUPPORTED at prepare), the caller falls back
  * to a bare convolution plus our bias+activation kernel and names the launch
- * so.  float32 without params.tf32 uses CUDNN_FMA_MATH, so no TF32. */
+ * so.  float32 without params.tf32 uses CUDNN_FMA_MATH, so no TF32.  The
+ * model zoo's convolutions (any stride, padding, dilation and groups, 1-D as
+ * h = kh = 1) share the setup, their residual going in as z. */
 #include <string.h>
 
 #include "ncu_int.h"
@@ -25,12 +27,10 @@ static cudnnMathType_t dnn_math(const ncu_ctx *ctx)
     return CUDNN_TENSOR_OP_MATH;
 }
 
-/* x, w, conv and y descriptors for the CPU conv launch's i[]: n, ci, h, w, co,
- * k, pad (stride 1, dilation 1, groups 1, cross-correlation as PyTorch). */
-static fb_code dnn_descs(ncu_ctx *ctx, ncu_lstate *st, const nat_launch *l, fb_err *err)
+/* x, w, conv and y descriptors for geometry g (cross-correlation, as
+ * PyTorch; groups through the group count, the filter [co, ci/groups, kh, kw]). */
+static fb_code dnn_descs(ncu_ctx *ctx, ncu_lstate *st, const ncu_conv_geom *g, fb_err *err)
 {
-    int n = (int)l->i[0], ci = (int)l->i[1], h = (int)l->i[2], w = (int)l->i[3];
-    int co = (int)l->i[4], k = (int)l->i[5], pad = (int)l->i[6];
     int yn = 0, yc = 0, yh = 0, yw = 0;
     cudnnDataType_t t = dnn_type(ctx->dtype);
     fb_code rc = ncu_cudnn_check(cudnnCreateTensorDescriptor(&st->xd), "x descriptor", err);
@@ -41,16 +41,20 @@ static fb_code dnn_descs(ncu_ctx *ctx, ncu_lstate *st, const nat_launch *l, fb_e
     if (!rc)
         rc = ncu_cudnn_check(cudnnCreateConvolutionDescriptor(&st->cd), "conv descriptor", err);
     if (!rc)
-        rc = ncu_cudnn_check(cudnnSetTensor4dDescriptor(st->xd, CUDNN_TENSOR_NCHW, t, n, ci, h, w),
-                             "x shape", err);
+        rc = ncu_cudnn_check(
+            cudnnSetTensor4dDescriptor(st->xd, CUDNN_TENSOR_NCHW, t, g->n, g->ci, g->h, g->w),
+            "x shape", err);
     if (!rc)
-        rc = ncu_cudnn_check(cudnnSetFilter4dDescriptor(st->wd, t, CUDNN_TENSOR_NCHW, co, ci, k, k),
+        rc = ncu_cudnn_check(cudnnSetFilter4dDescriptor(st->wd, t, CUDNN_TENSOR_NCHW, g->co,
+                                                        g->ci / g->groups, g->kh, g->kw),
                              "w shape", err);
     if (!rc)
-        rc = ncu_cudnn_check(cudnnSetConvolution2dDescriptor(st->cd, pad, pad, 1, 1, 1, 1,
-                                                             CUDNN_CROSS_CORRELATION,
+        rc = ncu_cudnn_check(cudnnSetConvolution2dDescriptor(st->cd, g->ph, g->pw, g->sh, g->sw,
+                                                             g->dh, g->dw, CUDNN_CROSS_CORRELATION,
                                                              CUDNN_DATA_FLOAT),
                              "conv shape", err);
+    if (!rc && g->groups > 1)
+        rc = ncu_cudnn_check(cudnnSetConvolutionGroupCount(st->cd, g->groups), "conv groups", err);
     if (!rc)
         rc = ncu_cudnn_check(cudnnSetConvolutionMathType(st->cd, dnn_math(ctx)), "math type", err);
     if (!rc)
@@ -91,17 +95,16 @@ static fb_code dnn_algo(ncu_ctx *ctx, ncu_lstate *st, fb_err *err)
 
 /* The bias [1, co, 1, 1] and activation descriptors of the fused call.  With
  * no activation, cuDNN wants IMPLICIT_PRECOMP_GEMM. */
-static fb_code dnn_fused_descs(ncu_ctx *ctx, ncu_lstate *st, const nat_launch *l, int act,
+static fb_code dnn_fused_descs(ncu_ctx *ctx, ncu_lstate *st, const ncu_conv_geom *g, int act,
                                fb_err *err)
 {
     cudnnActivationMode_t mode =
         act == NCU_ACT_RELU ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY;
     fb_code rc = ncu_cudnn_check(cudnnCreateTensorDescriptor(&st->bd), "bias descriptor", err);
     if (!rc)
-        rc =
-            ncu_cudnn_check(cudnnSetTensor4dDescriptor(st->bd, CUDNN_TENSOR_NCHW,
-                                                       dnn_type(ctx->dtype), 1, (int)l->i[4], 1, 1),
-                            "bias shape", err);
+        rc = ncu_cudnn_check(cudnnSetTensor4dDescriptor(st->bd, CUDNN_TENSOR_NCHW,
+                                                        dnn_type(ctx->dtype), 1, g->co, 1, 1),
+                             "bias shape", err);
     if (!rc)
         rc = ncu_cudnn_check(cudnnCreateActivationDescriptor(&st->ad), "activation", err);
     if (!rc)
@@ -133,15 +136,17 @@ static void k_conv(const nat_launch *l)
     }
 }
 
-/* y = act(conv(x) + bias); z is y with alpha2 = 0 (no residual in the suite). */
+/* y = act(conv(x) + z + bias): z is the residual p[4] with alpha2 = 1, or,
+ * with no residual (the patterns), y itself with alpha2 = 0. */
 static cudnnStatus_t conv_fused_call(const nat_launch *l)
 {
     const ncu_lstate *st = (const ncu_lstate *)l->aux;
     ncu_ctx *ctx = st->ctx;
-    const float alpha1 = 1.0f, alpha2 = 0.0f;
+    const float alpha1 = 1.0f, alpha2 = l->p[4] ? 1.0f : 0.0f;
+    const void *z = l->p[4] ? l->p[4] : l->p[3];
     return cudnnConvolutionBiasActivationForward(
         ctx->dnn, &alpha1, st->xd, l->p[0], st->wd, l->p[1], st->cd, st->calgo, ctx->ws,
-        ctx->ws_bytes, &alpha2, st->yd, l->p[3], st->bd, l->p[2], st->ad, st->yd, l->p[3]);
+        ctx->ws_bytes, &alpha2, st->yd, z, st->bd, l->p[2], st->ad, st->yd, l->p[3]);
 }
 
 static void k_conv_fused(const nat_launch *l)
@@ -155,14 +160,18 @@ static void k_conv_fused(const nat_launch *l)
     }
 }
 
-fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused, int act,
-                       fb_err *err)
+fb_code ncu_conv_setup_geom(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, const ncu_conv_geom *g,
+                            bool fused, int act, fb_err *err)
 {
-    fb_code rc = dnn_descs(ctx, st, l, err);
+    int ho = 0, wo = 0;
+    ncu_conv_out(g, &ho, &wo);
+    if (ho <= 0 || wo <= 0 || g->groups < 1 || g->ci % g->groups || g->co % g->groups)
+        return fb_err_set(err, FB_EINVAL, NULL, "impossible convolution shape");
+    fb_code rc = dnn_descs(ctx, st, g, err);
     if (!rc)
         rc = fused && act == NCU_ACT_NONE ? FB_OK : dnn_algo(ctx, st, err);
     if (!rc && fused)
-        rc = dnn_fused_descs(ctx, st, l, act, err);
+        rc = dnn_fused_descs(ctx, st, g, act, err);
     if (!rc)
         rc = ncu_ws_reserve(ctx, st->ws_bytes, 0, err);
     if (rc || !fused) {
@@ -189,8 +198,8 @@ fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused, 
     }
     /* Zero the output again: a graph variant's first replay must be what
      * writes it (the tests rely on that to see that the graph ran). */
-    int64_t ho = l->i[2] + 2 * l->i[6] - l->i[5] + 1, wo = l->i[3] + 2 * l->i[6] - l->i[5] + 1;
-    size_t bytes = (size_t)(l->i[0] * l->i[4] * ho * wo) * ncu_dtype_size(ctx->dtype);
+    size_t bytes =
+        (size_t)g->n * (size_t)g->co * (size_t)ho * (size_t)wo * ncu_dtype_size(ctx->dtype);
     if (!rc)
         rc = ncu_cuda_check(cudaMemsetAsync(l->p[3], 0, bytes, ctx->stream), "fused conv trial",
                             err);
@@ -221,8 +230,8 @@ void ncu_conv_destroy(ncu_lstate *st)
 
 #else /* built without cuDNN: convolutions are unsupported on CUDA */
 
-fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused, int act,
-                       fb_err *err)
+fb_code ncu_conv_setup_geom(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, const ncu_conv_geom *g,
+                            bool fused, int act, fb_err *err)
 {
     return fb_err_set(err, FB_EUNSUPPORTED, NULL, "this build has no cuDNN: no convolutions");
 }
@@ -230,3 +239,35 @@ fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused, 
 void ncu_conv_destroy(ncu_lstate *st) {}
 
 #endif
+
+void ncu_conv_out(const ncu_conv_geom *g, int *ho, int *wo)
+{
+    int64_t nh = (int64_t)g->h + 2 * g->ph - (int64_t)g->dh * (g->kh - 1) - 1;
+    int64_t nw = (int64_t)g->w + 2 * g->pw - (int64_t)g->dw * (g->kw - 1) - 1;
+    /* A negative span is no output (C division would round it up to 0). */
+    *ho = nh < 0 || g->sh < 1 ? 0 : (int)(nh / g->sh + 1);
+    *wo = nw < 0 || g->sw < 1 ? 0 : (int)(nw / g->sw + 1);
+}
+
+/* The pattern suite's conv launch: i[] = n, ci, h, w, co, k, pad (stride 1,
+ * dilation 1, groups 1). */
+fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused, int act,
+                       fb_err *err)
+{
+    int k = (int)l->i[5], pad = (int)l->i[6];
+    ncu_conv_geom g = {.n = (int)l->i[0],
+                       .ci = (int)l->i[1],
+                       .h = (int)l->i[2],
+                       .w = (int)l->i[3],
+                       .co = (int)l->i[4],
+                       .kh = k,
+                       .kw = k,
+                       .sh = 1,
+                       .sw = 1,
+                       .ph = pad,
+                       .pw = pad,
+                       .dh = 1,
+                       .dw = 1,
+                       .groups = 1};
+    return ncu_conv_setup_geom(ctx, st, l, &g, fused, act, err);
+}

@@ -1,5 +1,6 @@
 /* ncu_engine: the native engine's CUDA instance (fb_instance).  prepare()
- * builds the host ctx (the pattern's buffers and CPU plans), lowers both plans
+ * builds the host ctx (a pattern's or a zoo model's buffers and CPU plans; a
+ * model's graph goes to the result), lowers both plans
  * onto the GPU (ncu_lower.c) and captures a CUDA graph of each plan a graph
  * variant asks for (captured once, replayed every run).  run() enqueues and
  * waits; timed_run() brackets the enqueue with CUDA events on the stream and
@@ -36,29 +37,50 @@ static double now_ms(void)
 
 /* ---- catalog ---- */
 
-static fb_workload_info cuda_catalog[32];
+static fb_workload_info cuda_catalog[64];
 static int cuda_catalog_n;
 static pthread_once_t cuda_catalog_once = PTHREAD_ONCE_INIT;
 
-/* The pattern suite (the model zoo has no CUDA lowering yet). */
+/* w offered on cuda with the four variants; float16 and bfloat16 too when
+ * halves is set. */
+static fb_workload_info cuda_info(const fb_workload_info *src, bool halves)
+{
+    fb_workload_info w = *src;
+    memset(w.devices, 0, sizeof w.devices);
+    memset(w.dtypes, 0, sizeof w.dtypes);
+    memset(w.variants, 0, sizeof w.variants);
+    w.devices[0] = "cuda";
+    w.dtypes[0] = "float32";
+    w.dtypes[1] = halves ? "float16" : NULL;
+    w.dtypes[2] = halves ? "bfloat16" : NULL;
+    w.variants[0] = "eager";
+    w.variants[1] = "fused";
+    w.variants[2] = "eager+graph";
+    w.variants[3] = "fused+graph";
+    return w;
+}
+
+/* The pattern suite, then the model zoo (lowered by the same table).  The
+ * language models' token ids are stored in the run's dtype, and float16 and
+ * bfloat16 hold integers exactly only up to 2048 and 256: those models are
+ * float32 only (the embedding's lowering refuses the others by name).
+ * Without cuDNN, the workloads that convolve say so. */
 static void cuda_catalog_init(void)
 {
     const int max = (int)(sizeof cuda_catalog / sizeof cuda_catalog[0]);
     for (int i = 0; nat_patterns[i] && cuda_catalog_n < max; i++) {
-        fb_workload_info w = nat_patterns[i]->info;
-        memset(w.devices, 0, sizeof w.devices);
-        memset(w.dtypes, 0, sizeof w.dtypes);
-        memset(w.variants, 0, sizeof w.variants);
-        w.devices[0] = "cuda";
-        w.dtypes[0] = "float32";
-        w.dtypes[1] = "float16";
-        w.dtypes[2] = "bfloat16";
-        w.variants[0] = "eager";
-        w.variants[1] = "fused";
-        w.variants[2] = "eager+graph";
-        w.variants[3] = "fused+graph";
+        fb_workload_info w = cuda_info(&nat_patterns[i]->info, true);
 #ifndef NCU_HAVE_CUDNN
         if (strncmp(w.name, "conv", 4) == 0)
+            w.description = "unavailable on cuda: this build has no cuDNN";
+#endif
+        cuda_catalog[cuda_catalog_n++] = w;
+    }
+    for (int i = 0; nat_models[i] && cuda_catalog_n < max; i++) {
+        bool nlp = strcmp(nat_models[i]->info.domain, "nlp") == 0;
+        fb_workload_info w = cuda_info(&nat_models[i]->info, !nlp);
+#ifndef NCU_HAVE_CUDNN
+        if (!nlp && strcmp(w.domain, "custom") != 0)
             w.description = "unavailable on cuda: this build has no cuDNN";
 #endif
         cuda_catalog[cuda_catalog_n++] = w;
@@ -263,7 +285,7 @@ fb_code ncu_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
         goto out;
     }
     ni->base.ops = &ncu_instance_ops;
-    if (!nat_pattern_find(spec->workload)) {
+    if (!nat_workload_find(spec->workload)) {
         rc = fb_err_set(err, FB_EUNSUPPORTED, "workload", "native cuda has no workload %s",
                         spec->workload);
         goto out;
@@ -282,6 +304,8 @@ fb_code ncu_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
     if (rc)
         goto out;
     ni->base.plan_ms = now_ms() - t0;
+    ni->base.graph = ni->ctx->host->graph; /* models: the graph goes to the result */
+    ni->ctx->host->graph = NULL;
     *out = &ni->base;
     ni = NULL;
 out:
@@ -385,6 +409,7 @@ static void ncu_destroy(fb_instance *inst)
     for (int v = 0; v < FB_MAX_VARIANTS; v++)
         free(ni->host_out[v]);
     ctx_close(ni->ctx); /* frees stage with the rest of the device memory */
+    cJSON_Delete(ni->base.graph);
     free(ni);
 }
 
@@ -395,12 +420,80 @@ const nat_ctx *ncu_instance_host(const fb_instance *inst)
 
 /* ---- profile ---- */
 
+/* Each graph node's launch in lowered plan pv: of the lowered launches of its
+ * CPU launch, the one whose op slice holds the node's op (a group's nodes are
+ * its CPU launch's ops, in graph order).  n_graph_nodes entries, -1 for none;
+ * the caller frees; NULL on ENOMEM. */
+static int *lowered_node_launches(const ncu_ctx *ctx, int pv)
+{
+    const nat_ctx *h = ctx->host;
+    const nat_plan *plan = &ctx->plans[pv];
+    const int *nl = h->node_launch[pv];
+    int n = h->n_graph_nodes, ncpu = h->plans[pv].n;
+    int *out = malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
+    int *first = malloc((size_t)(ncpu + 1) * sizeof *first);
+    int *seen = calloc((size_t)(ncpu + 1), sizeof *seen);
+    if (!out || !first || !seen) {
+        free(out);
+        out = NULL;
+        goto done;
+    }
+    for (int j = 0; j < ncpu; j++)
+        first[j] = -1;
+    for (int j = plan->n - 1; j >= 0; j--) /* a CPU launch's lowered launches are adjacent */
+        if (ctx->ls[pv][j].src >= 0 && ctx->ls[pv][j].src < ncpu)
+            first[ctx->ls[pv][j].src] = j;
+    for (int i = 0; i < n; i++) {
+        int cj = nl[i], k = cj >= 0 && cj < ncpu ? seen[cj]++ : -1;
+        out[i] = -1;
+        for (int j = k < 0 ? -1 : first[cj]; j >= 0 && j < plan->n && ctx->ls[pv][j].src == cj;
+             j++) {
+            const ncu_lstate *st = &ctx->ls[pv][j];
+            if (k >= st->op0 && k < st->op0 + plan->launches[j].n_ops) {
+                out[i] = j;
+                break;
+            }
+        }
+    }
+done:
+    free(first);
+    free(seen);
+    return out;
+}
+
+/* vr's fusion groups from lowered plan pv (the launches that kept a fusion
+ * rule: those implementing two or more graph ops) and, for a model, each
+ * graph node's group, as the CPU engine reports them. */
+static fb_code fusion_groups(const ncu_ctx *ctx, int pv, fb_variant_result *vr, fb_err *err)
+{
+    if (!nat_plan_fusion_groups(&ctx->plans[pv], vr))
+        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate fusion groups");
+    if (!ctx->host->node_launch[pv] || ctx->host->n_graph_nodes <= 0)
+        return nat_plan_node_groups(ctx->host, pv, vr)
+                   ? FB_OK
+                   : fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate fusion groups");
+    int *nl = lowered_node_launches(ctx, pv);
+    nat_ctx *view = calloc(1, sizeof *view); /* the host ctx as the lowered plan sees it */
+    bool ok = nl && view;
+    if (ok) {
+        view->n_graph_nodes = ctx->host->n_graph_nodes;
+        view->node_launch[pv] = nl;
+        view->plans[pv] = ctx->plans[pv];
+        ok = nat_plan_node_groups(view, pv, vr);
+    }
+    free(view);
+    free(nl);
+    return ok ? FB_OK : fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate node groups");
+}
+
 static fb_code ncu_profile(fb_instance *inst, int v, fb_variant_result *vr, fb_err *err)
 {
     ncu_instance *ni = (ncu_instance *)inst;
     fb_code rc = check_v(ni, v, err);
     if (!rc)
         rc = ncu_profile_plan(ni->ctx, &ni->ctx->plans[ni->plan[v]], ni->plan[v], vr, err);
+    if (!rc)
+        rc = fusion_groups(ni->ctx, ni->plan[v], vr, err);
     if (rc || !ni->graph[v])
         return rc;
     /* A graph replays the same launches: rows as measured launch by launch;

@@ -68,6 +68,11 @@ typedef struct ncu_lstate {
     cudnnConvolutionFwdAlgo_t calgo;
 #endif
     size_t ws_bytes; /* library workspace this launch needs (from ctx->ws) */
+    /* Where it came from: the index of its CPU launch in the host plan, and
+     * the position of its first op among that launch's ops (the op list of a
+     * lowered launch is a slice of its CPU launch's); maps graph nodes to
+     * lowered launches for the result's node groups. */
+    int src, op0;
 } ncu_lstate;
 
 struct ncu_ctx {
@@ -88,6 +93,9 @@ struct ncu_ctx {
     ncu_lstate *ls[NAT_MAX_VARIANTS];
     void *ws; /* shared library workspace (variants run in turn) */
     size_t ws_bytes;
+    /* Per variant: the hidden [m, h] tensor every fused MLP of the plan shares
+     * (its launches run one after another on the stream), NULL when none. */
+    void *hidden[NAT_MAX_VARIANTS];
     fb_err launch_err; /* first library failure inside a launch fn (sticky) */
 };
 
@@ -131,11 +139,17 @@ enum { NCU_EPI_NONE, NCU_EPI_BIAS, NCU_EPI_RELU_BIAS, NCU_EPI_GELU_BIAS };
  * nb batches, with an epilogue on bias[n]; fills st and l (fn, p[0..3] = a, bm,
  * bias, c as device pointers).  Picks the algorithm now (heuristic) so every
  * run uses the same one. */
+/* trans_b is also the model zoo's w_trans (gr_k_linear's i[4]): a weight in
+ * PyTorch's nn.Linear layout [n, k] (c = a w^T) is bm stored n x k.  res (may
+ * be NULL): c = epilogue(a op(bm) + res) through cuBLASLt's C with beta 1; it
+ * is only combined with the NONE and BIAS epilogues, so the order of bias,
+ * C and activation inside cuBLASLt never matters. */
 typedef struct ncu_gemm_args {
     int64_t m, n, k, nb;
     bool trans_b;
     int epi;
     float *a, *bm, *bias, *c; /* device */
+    float *res;               /* device, [m, n] like c, or NULL */
 } ncu_gemm_args;
 FB_MUSTCHECK fb_code ncu_gemm_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l,
                                     const ncu_gemm_args *g, fb_err *err);
@@ -151,6 +165,20 @@ void ncu_k_gemm(const nat_launch *l);
  * library (or this build) cannot; the caller falls back. */
 FB_MUSTCHECK fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused,
                                     int act, fb_err *err);
+
+/* A general NCHW convolution (the model zoo's gr_k_conv): stride, padding,
+ * dilation and groups per axis; a 1-D convolution is h = kh = 1. */
+typedef struct ncu_conv_geom {
+    int n, ci, h, w, co, kh, kw;
+    int sh, sw, ph, pw, dh, dw, groups;
+} ncu_conv_geom;
+/* Output height and width of g (<= 0 when the shape is impossible). */
+void ncu_conv_out(const ncu_conv_geom *g, int *ho, int *wo);
+/* As ncu_conv_setup for geometry g; p: in, w, bias (may be NULL), out and,
+ * for fused, p[4] = z, a residual [n, co, ho, wo] (NULL: none) added before
+ * act: y = act(conv(x) + bias + z). */
+FB_MUSTCHECK fb_code ncu_conv_setup_geom(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l,
+                                         const ncu_conv_geom *g, bool fused, int act, fb_err *err);
 void ncu_conv_destroy(ncu_lstate *st);
 
 /* Op codes of the CPU launches' i[] (nat_kern_cpu.h), repeated here because
@@ -160,7 +188,23 @@ enum { NCU_ADD, NCU_SUB, NCU_MUL, NCU_DIV };
 enum { NCU_BC_FULL, NCU_BC_COL, NCU_BC_ROW, NCU_BC_SCALAR, NCU_BC_TILE };
 enum { NCU_RELU, NCU_GELU, NCU_SIGMOID, NCU_EXP, NCU_RSQRT, NCU_UNOP_COUNT };
 enum { NCU_RMAX, NCU_RSUM, NCU_RMEAN };
-enum { NCU_ACT_NONE, NCU_ACT_RELU, NCU_ACT_GELU };
+/* nat_act (nat_kern.h): every activation the zoo uses. */
+enum {
+    NCU_ACT_NONE,
+    NCU_ACT_RELU,
+    NCU_ACT_GELU,
+    NCU_ACT_RELU6,
+    NCU_ACT_SILU,
+    NCU_ACT_SIGMOID,
+    NCU_ACT_HARDSWISH,
+    NCU_ACT_HARDSIGMOID,
+    NCU_ACT_TANH,
+    NCU_ACT_GELU_TANH,
+    NCU_ACT_COUNT
+};
+/* The element chain's step codes (graph/gr_kern.h gr_chain_step). */
+enum { NCU_CH_ACT, NCU_CH_ADD, NCU_CH_MUL, NCU_CH_SCALE };
+enum { NCU_CH_BC_FULL, NCU_CH_BC_COL, NCU_CH_BC_ROW };
 
 /* ---- our kernels (ncu_kern.cu, ncu_attn.cu): nat_kernel_fn launch fns with
  * the argument layout of their CPU twins in nat_kern_cpu.h ---- */
@@ -178,6 +222,32 @@ void ncu_k_bias_act(const nat_launch *l);
  * causal; f: scale. */
 #define NCU_ATTN_MAX_D 128
 void ncu_k_attention(const nat_launch *l);
+
+/* ---- the model zoo's kernels (ncu_kern_zoo.cu): launch fns with the
+ * argument layout of their CPU twins in graph/gr_kern.h (the comment there
+ * says what p[], i[] and f[] hold), device pointers in p[] ---- */
+
+/* Steps of one element chain: gr_k_chain's i[1] (p[2 + operand] are the
+ * operands, so at most NAT_MAX_ARGS - 2 of each). */
+#define NCU_CHAIN_MAX (NAT_MAX_ARGS - 2)
+void ncu_k_zoo_chain(const nat_launch *l);
+void ncu_k_zoo_softmax(const nat_launch *l); /* with scale f[0] and causal i[2] */
+void ncu_k_zoo_causal(const nat_launch *l);
+void ncu_k_zoo_maxpool(const nat_launch *l);
+void ncu_k_zoo_avgpool(const nat_launch *l);
+void ncu_k_zoo_adaptive_avgpool(const nat_launch *l);
+void ncu_k_zoo_embedding(const nat_launch *l);
+#define NCU_PERMUTE_MAX_RANK 6
+void ncu_k_zoo_permute(const nat_launch *l);
+#define NCU_CONCAT_MAX_IN 6
+void ncu_k_zoo_concat(const nat_launch *l);
+void ncu_k_zoo_slice(const nat_launch *l);
+/* The epilogue of a bare library convolution or GEMM, one pass:
+ * out = act(x + bias[(idx / inner) % c] + res[idx]), any nat_act, bias and res
+ * NULL for none (a conv's channel bias: inner = ho*wo, c = co; a GEMM's column
+ * bias: inner 1, c = n).  May run in place (out == x).  p: x, bias, res, out;
+ * i: n, c, inner, act. */
+void ncu_k_epilogue(const nat_launch *l);
 
 /* dst[i] = (dtype) src[i] and back, on stream; return cudaError_t as int. */
 int ncu_convert_to(const float *src, void *dst, ncu_dtype t, size_t n, cudaStream_t s);

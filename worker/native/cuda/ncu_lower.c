@@ -3,12 +3,15 @@
  * is (same i[] and f[], device pointers in p[]); GEMMs, batched GEMMs and
  * convolutions become cuBLASLt and cuDNN calls; a CPU kernel the GPU does
  * differently is split or merged here, with the choice written beside it.  A
- * CPU fn with no lowering makes the workload unsupported on CUDA (by name). */
+ * CPU fn with no lowering makes the workload unsupported on CUDA (by name).
+ * The same table lowers the pattern suite's launches (nat_kern_cpu.h) and the
+ * model zoo's (graph/gr_kern.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fb_log.h"
+#include "gr_kern.h"
 #include "nat_kern_cpu.h"
 #include "ncu_int.h"
 
@@ -30,6 +33,21 @@ _Static_assert((int)NAT_RMAX == NCU_RMAX && (int)NAT_RSUM == NCU_RSUM &&
 _Static_assert((int)NAT_ACT_NONE == NCU_ACT_NONE && (int)NAT_ACT_RELU == NCU_ACT_RELU &&
                    (int)NAT_ACT_GELU == NCU_ACT_GELU,
                "activation codes");
+_Static_assert((int)NAT_ACT_RELU6 == NCU_ACT_RELU6 && (int)NAT_ACT_SILU == NCU_ACT_SILU &&
+                   (int)NAT_ACT_SIGMOID == NCU_ACT_SIGMOID &&
+                   (int)NAT_ACT_HARDSWISH == NCU_ACT_HARDSWISH &&
+                   (int)NAT_ACT_HARDSIGMOID == NCU_ACT_HARDSIGMOID &&
+                   (int)NAT_ACT_TANH == NCU_ACT_TANH &&
+                   (int)NAT_ACT_GELU_TANH == NCU_ACT_GELU_TANH &&
+                   (int)NAT_ACT_GELU_TANH + 1 == NCU_ACT_COUNT,
+               "the model zoo's activation codes");
+_Static_assert((int)GR_CH_ACT == NCU_CH_ACT && (int)GR_CH_ADD == NCU_CH_ADD &&
+                   (int)GR_CH_MUL == NCU_CH_MUL && (int)GR_CH_SCALE == NCU_CH_SCALE,
+               "element chain step codes");
+_Static_assert((int)GR_BC_FULL == NCU_CH_BC_FULL && (int)GR_BC_COL == NCU_CH_BC_COL &&
+                   (int)GR_BC_ROW == NCU_CH_BC_ROW,
+               "element chain broadcast codes");
+_Static_assert(GR_CHAIN_MAX <= NCU_CHAIN_MAX, "the CUDA chain takes every CPU chain");
 
 #define BIT(v) (1u << (v))
 
@@ -149,11 +167,32 @@ static fb_code emit(ncu_ctx *ctx, int v, const nat_launch *src, const char *name
             l->n_ops = k + 1;
         }
     }
+    /* A launch of one graph op is no fusion group, whatever formed its CPU
+     * launch (a fused group the GPU runs as library call + epilogue). */
+    if (l->n_ops < 2)
+        l->rule = l->kind = NULL;
     memset(st, 0, sizeof *st);
     st->ctx = ctx;
+    st->src = (int)(src - ctx->host->plans[v].launches);
     l->aux = st;
     *out = l;
     return FB_OK;
+}
+
+/* As emit, the launch's ops being src's ops [from, to) (its first op's
+ * position kept in its state, for ncu_engine.c's node map). */
+static fb_code emit_slice(ncu_ctx *ctx, int v, const nat_launch *src, const char *name, int from,
+                          int to, nat_launch **out, fb_err *err)
+{
+    const char *ops[NAT_MAX_OPS + 1] = {0};
+    from = from < 0 ? 0 : (from > src->n_ops ? src->n_ops : from);
+    to = to < from ? from : (to > src->n_ops ? src->n_ops : to);
+    for (int k = from; k < to; k++)
+        ops[k - from] = src->ops[k];
+    fb_code rc = emit(ctx, v, src, name, ops, out, err);
+    if (!rc)
+        ((ncu_lstate *)(*out)->aux)->op0 = from;
+    return rc;
 }
 
 /* Our kernel for src as it is: p[0..np) mapped to the device. */
@@ -189,17 +228,62 @@ static fb_code emit_unary(ncu_ctx *ctx, int v, const nat_launch *src, const char
     return FB_OK;
 }
 
+/* Makes l (just emitted) the cuBLASLt call of g. */
+static fb_code gemm_on(ncu_ctx *ctx, int v, nat_launch *l, const ncu_gemm_args *g, fb_err *err)
+{
+    fb_code rc = ncu_gemm_setup(ctx, (ncu_lstate *)l->aux, l, g, err);
+    if (!rc)
+        rc = ncu_ws_reserve(ctx, ((ncu_lstate *)l->aux)->ws_bytes, BIT(v), err);
+    return rc;
+}
+
 /* A cuBLASLt launch of g, named name with ops (NULL: src's). */
 static fb_code emit_gemm(ncu_ctx *ctx, int v, const nat_launch *src, const char *name,
                          const char *const *ops, const ncu_gemm_args *g, fb_err *err)
 {
     nat_launch *l = NULL;
     fb_code rc = emit(ctx, v, src, name, ops, &l, err);
-    if (!rc)
-        rc = ncu_gemm_setup(ctx, (ncu_lstate *)l->aux, l, g, err);
-    if (!rc)
-        rc = ncu_ws_reserve(ctx, ((ncu_lstate *)l->aux)->ws_bytes, BIT(v), err);
-    return rc;
+    return rc ? rc : gemm_on(ctx, v, l, g, err);
+}
+
+/* A cuBLASLt launch of g with src's ops [from, to). */
+static fb_code emit_gemm_slice(ncu_ctx *ctx, int v, const nat_launch *src, const char *name,
+                               int from, int to, const ncu_gemm_args *g, fb_err *err)
+{
+    nat_launch *l = NULL;
+    fb_code rc = emit_slice(ctx, v, src, name, from, to, &l, err);
+    return rc ? rc : gemm_on(ctx, v, l, g, err);
+}
+
+/* Our epilogue kernel out = act(x + bias + res) over n elements (bias[(idx /
+ * inner) % c]), with src's ops [from, to), or ops when not NULL. */
+typedef struct epi_args {
+    float *x, *bias, *res, *out; /* device; bias and res may be NULL */
+    int64_t n, c, inner;
+    int act;
+} epi_args;
+
+static fb_code emit_epilogue(ncu_ctx *ctx, int v, const nat_launch *src, const char *name, int from,
+                             int to, const char *const *ops, const epi_args *e, fb_err *err)
+{
+    nat_launch *l = NULL;
+    fb_code rc = ops ? emit(ctx, v, src, name, ops, &l, err)
+                     : emit_slice(ctx, v, src, name, from, to, &l, err);
+    if (rc)
+        return rc;
+    l->category = FB_KC_ELEMENTWISE;
+    memset(l->i, 0, sizeof l->i);
+    memset(l->f, 0, sizeof l->f);
+    l->i[0] = e->n;
+    l->i[1] = e->c;
+    l->i[2] = e->inner;
+    l->i[3] = e->act;
+    l->p[0] = e->x;
+    l->p[1] = e->bias;
+    l->p[2] = e->res;
+    l->p[3] = e->out;
+    l->fn = ncu_k_epilogue;
+    return FB_OK;
 }
 
 /* ---- GEMMs ---- */
@@ -294,9 +378,8 @@ static fb_code lower_mlp(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err
     static const char *const ops2[] = {"linear", "bias", NULL};
     int64_t m = src->i[0], d = src->i[1], h = src->i[2];
     ncu_gemm_args g1 = {.m = m, .n = h, .k = d, .nb = 1}, g2 = {.m = m, .n = d, .k = h, .nb = 1};
-    void *hid = NULL;
-    fb_code rc = ncu_mem_alloc(&ctx->mem, (size_t)(m * h) * ncu_dtype_size(ctx->dtype), BIT(v),
-                               "fused.hidden", &hid, err);
+    void *hid = ctx->hidden[v]; /* ncu_lower_plan made it for the largest MLP */
+    fb_code rc = hid ? FB_OK : fb_err_set(err, FB_EINTERNAL, NULL, "no hidden buffer for the MLP");
     const float *const hp[] = {src->p[0], src->p[1], src->p[2], src->p[3], src->p[4], src->p[5]};
     float *dp[6] = {0};
     for (int j = 0; j < 6 && !rc; j++)
@@ -409,43 +492,378 @@ static fb_code lower_attention(ncu_ctx *ctx, int v, const nat_launch *src, fb_er
     return lower_same(ctx, v, src, ncu_k_attention, 4, err);
 }
 
+/* ---- the model zoo (graph/gr_kern.h) ---- */
+
+static fb_code no_kernel(const nat_launch *src, const char *why, fb_err *err)
+{
+    return fb_err_set(err, FB_EUNSUPPORTED, NULL, "no CUDA kernel for %s: %s", src->name, why);
+}
+
+static fb_code check_act(const nat_launch *src, int64_t act, fb_err *err)
+{
+    return act >= 0 && act < NCU_ACT_COUNT ? FB_OK : no_kernel(src, "unknown activation", err);
+}
+
+/* Whether cuBLASLt's epilogue takes activation act after the bias (never with
+ * a residual, see ncu_gemm_args): ReLU always; GELU, exact or tanh form, where
+ * its tanh-form GELU is within tolerance: float16/bfloat16, or float32 with
+ * params.gelu_epilogue (gemm_act says why). */
+static bool lt_takes_act(const ncu_ctx *ctx, int act, bool bias, bool res)
+{
+    if (!bias || res)
+        return false;
+    if (act == NCU_ACT_RELU)
+        return true;
+    return (act == NCU_ACT_GELU || act == NCU_ACT_GELU_TANH) &&
+           (ctx->dtype != NCU_F32 || ctx->gelu_epilogue);
+}
+
+static int lt_epi(int act, bool lib_act, bool bias)
+{
+    if (lib_act && act != NCU_ACT_NONE)
+        return act == NCU_ACT_RELU ? NCU_EPI_RELU_BIAS : NCU_EPI_GELU_BIAS;
+    return bias ? NCU_EPI_BIAS : NCU_EPI_NONE;
+}
+
+static const char *lt_name(int epi, bool res)
+{
+    static const char *const names[] = {"cublaslt_gemm", "cublaslt_gemm_bias",
+                                        "cublaslt_gemm_relu_bias", "cublaslt_gemm_gelu_bias"};
+    if (res)
+        return epi == NCU_EPI_BIAS ? "cublaslt_gemm_bias_res" : "cublaslt_gemm_res";
+    return names[epi];
+}
+
+/* gr_k_linear: out = act(a w + bias + res), w as [n, k] (i[4] w_trans: PyTorch's
+ * layout, cuBLASLt's transpose of A) or [k, n].  One cuBLASLt call takes the
+ * bias and ReLU/GELU (lt_takes_act), or the bias and the residual (as C, beta
+ * 1); any other activation follows by our epilogue kernel in place.  Eager
+ * (one op) is that one call with its bias, as PyTorch's addmm.  p[5], the CPU's
+ * packed weight, stays on the host. */
+static fb_code lower_zoo_linear(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
+{
+    int act = (int)src->i[3];
+    ncu_gemm_args g = {
+        .m = src->i[0], .n = src->i[1], .k = src->i[2], .nb = 1, .trans_b = src->i[4] != 0};
+    fb_code rc = check_act(src, act, err);
+    if (!rc && (g.m < 1 || g.n < 1 || g.k < 1))
+        rc = no_kernel(src, "empty GEMM", err);
+    float **dst[5] = {&g.a, &g.bm, &g.bias, &g.res, &g.c};
+    for (int j = 0; j < 5 && !rc; j++)
+        rc = ncu_dev_ptr(ctx, v, src->p[j], dst[j], err);
+    if (rc)
+        return rc;
+    bool lib_act = act == NCU_ACT_NONE || lt_takes_act(ctx, act, g.bias, g.res);
+    g.epi = lt_epi(act, lib_act, g.bias != NULL);
+    int n_lib = lib_act || src->n_ops < 2 ? src->n_ops : src->n_ops - 1; /* the act is last */
+    rc = emit_gemm_slice(ctx, v, src, lt_name(g.epi, g.res), 0, n_lib, &g, err);
+    if (rc || lib_act)
+        return rc;
+    epi_args e = {.x = g.c, .out = g.c, .n = g.m * g.n, .c = 1, .inner = 1, .act = act};
+    return emit_epilogue(ctx, v, src, n_lib < src->n_ops ? src->ops[n_lib] : "activation", n_lib,
+                         src->n_ops, NULL, &e, err);
+}
+
+/* gr_k_mlp: out = act(x w1 + b1) w2 + b2 (act GELU, tanh GELU or ReLU; each
+ * weight in either layout, bits of i[4]).  As lower_mlp: two cuBLASLt calls
+ * through the plan's shared hidden buffer, the activation in the first one's
+ * epilogue where cuBLASLt has it (lt_takes_act), else by our epilogue kernel
+ * on the hidden tensor.  p[6..8] (the CPU's workspace and packed weights)
+ * stay on the host. */
+static fb_code lower_zoo_mlp(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
+{
+    int64_t m = src->i[0], d = src->i[1], h = src->i[2], tb = src->i[4];
+    int act = (int)src->i[3];
+    ncu_gemm_args g1 = {.m = m, .n = h, .k = d, .nb = 1, .trans_b = (tb & 1) != 0};
+    ncu_gemm_args g2 = {.m = m, .n = d, .k = h, .nb = 1, .trans_b = (tb & 2) != 0};
+    float *hid = ctx->hidden[v], *dp[6] = {0};
+    fb_code rc = check_act(src, act, err);
+    if (!rc && !hid)
+        rc = fb_err_set(err, FB_EINTERNAL, NULL, "no hidden buffer for the MLP");
+    for (int j = 0; j < 6 && !rc; j++)
+        rc = ncu_dev_ptr(ctx, v, src->p[j], &dp[j], err);
+    if (rc)
+        return rc;
+    g1.a = dp[0], g1.bm = dp[1], g1.bias = dp[2], g1.c = hid;
+    g2.a = hid, g2.bm = dp[3], g2.bias = dp[4], g2.c = dp[5];
+    bool lib_act = act == NCU_ACT_NONE || lt_takes_act(ctx, act, g1.bias, false);
+    g1.epi = lt_epi(act, lib_act, g1.bias != NULL);
+    g2.epi = g2.bias ? NCU_EPI_BIAS : NCU_EPI_NONE;
+    rc = emit_gemm_slice(ctx, v, src, lt_name(g1.epi, false), 0, lib_act ? 2 : 1, &g1, err);
+    if (!rc && !lib_act) {
+        epi_args e = {.x = hid, .out = hid, .n = m * h, .c = 1, .inner = 1, .act = act};
+        rc = emit_epilogue(ctx, v, src, src->n_ops > 1 ? src->ops[1] : "activation", 1, 2, NULL, &e,
+                           err);
+    }
+    return rc ? rc : emit_gemm_slice(ctx, v, src, lt_name(g2.epi, false), 2, 3, &g2, err);
+}
+
+/* gr_k_conv's i[0..13]. */
+static ncu_conv_geom zoo_geom(const nat_launch *src)
+{
+    ncu_conv_geom g = {(int)src->i[0],  (int)src->i[1], (int)src->i[2],  (int)src->i[3],
+                       (int)src->i[4],  (int)src->i[5], (int)src->i[6],  (int)src->i[7],
+                       (int)src->i[8],  (int)src->i[9], (int)src->i[10], (int)src->i[11],
+                       (int)src->i[12], (int)src->i[13]};
+    return g;
+}
+
+/* A cuDNN launch of a zoo conv: dp = in, w, bias, out, res (device).  Bare:
+ * src's first op; fused (cudnnConvolutionBiasActivationForward with act and
+ * the residual as z): all of them, undone on failure so the caller can fall
+ * back. */
+static fb_code emit_zoo_conv(ncu_ctx *ctx, int v, const nat_launch *src, float *const *dp,
+                             const ncu_conv_geom *g, bool fused, int act, fb_err *err)
+{
+    nat_launch *l = NULL;
+    fb_code rc = emit_slice(ctx, v, src, fused ? "cudnn_conv_bias_act" : "cudnn_conv", 0,
+                            fused ? src->n_ops : 1, &l, err);
+    if (rc)
+        return rc;
+    ncu_lstate *st = (ncu_lstate *)l->aux;
+    for (int j = 0; j < 4; j++)
+        l->p[j] = dp[j];
+    l->p[4] = fused ? dp[4] : NULL;
+    rc = ncu_conv_setup_geom(ctx, st, l, g, fused, act, err);
+    if (!rc)
+        rc = ncu_ws_reserve(ctx, st->ws_bytes, BIT(v), err);
+    if (rc && fused) {
+        ncu_conv_destroy(st);
+        ctx->plans[v].n--;
+        (void)cudaGetLastError();
+    }
+    return rc;
+}
+
+/* gr_k_conv: out = act(conv(in, w) + bias + res), any stride, padding,
+ * dilation and groups (depthwise included; 1-D as h = kh = 1).  Eager (one op):
+ * the bare cuDNN convolution, then its bias by our kernel (PyTorch's cuDNN
+ * path adds it in a separate kernel).  Fused: one
+ * cudnnConvolutionBiasActivationForward where cuDNN can do the whole launch
+ * (a bias, which BN folding always gives; ReLU or no activation; the residual
+ * as z); else (ReLU6, SiLU, hardswish, GELU..., no bias, or cuDNN refusing)
+ * the bare convolution plus our epilogue kernel: bias, residual and
+ * activation in one pass over the output. */
+static fb_code lower_zoo_conv(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
+{
+    static const char *const ops_bias[] = {"bias", NULL};
+    ncu_conv_geom g = zoo_geom(src);
+    int act = (int)src->i[14], ho = 0, wo = 0;
+    ncu_conv_out(&g, &ho, &wo);
+    fb_code rc = check_act(src, act, err);
+    if (!rc &&
+        (ho <= 0 || wo <= 0 || g.n < 1 || g.groups < 1 || g.ci % g.groups || g.co % g.groups))
+        rc = no_kernel(src, "impossible convolution shape", err);
+    /* dp: in, w, bias, out, res, the layout of the cuDNN launches */
+    const float *const hp[5] = {src->p[0], src->p[1], src->p[2], src->p[4], src->p[3]};
+    float *dp[5] = {0};
+    for (int j = 0; j < 5 && !rc; j++)
+        rc = ncu_dev_ptr(ctx, v, hp[j], &dp[j], err);
+    if (rc)
+        return rc;
+    if (v == NAT_FUSED && dp[2] && (act == NCU_ACT_NONE || act == NCU_ACT_RELU)) {
+        fb_err local;
+        fb_err_clear(&local);
+        rc = emit_zoo_conv(ctx, v, src, dp, &g, true, act, &local);
+        if (rc == FB_OK || rc == FB_EOOM)
+            return rc == FB_OK ? FB_OK : fb_err_set(err, rc, NULL, "%s", local.msg);
+        fb_warn("cuda %s: fused cuDNN conv refused (%s); using conv + conv_epilogue", src->name,
+                local.msg);
+    }
+    rc = emit_zoo_conv(ctx, v, src, dp, &g, false, NCU_ACT_NONE, err);
+    if (rc || (!dp[2] && !dp[4] && act == NCU_ACT_NONE))
+        return rc;
+    epi_args e = {.x = dp[3],
+                  .bias = dp[2],
+                  .res = dp[4],
+                  .out = dp[3],
+                  .n = (int64_t)g.n * g.co * ho * wo,
+                  .c = g.co,
+                  .inner = (int64_t)ho * wo,
+                  .act = act};
+    bool one = src->n_ops < 2;
+    return emit_epilogue(ctx, v, src, one ? "bias_add" : "conv_epilogue", 1, src->n_ops,
+                         one ? ops_bias : NULL, &e, err);
+}
+
+/* ---- checks of the launches our zoo kernels take as they are: a CPU launch
+ * that is not what the kernel expects is refused at prepare, by name ---- */
+
+typedef fb_code (*check_fn)(const ncu_ctx *ctx, const nat_launch *src, fb_err *err);
+
+/* All of i[from, to) at least lo. */
+static bool all_at_least(const nat_launch *src, int from, int to, int64_t lo)
+{
+    for (int k = from; k < to; k++)
+        if (src->i[k] < lo)
+            return false;
+    return true;
+}
+
+static fb_code check_chain(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+{
+    if (src->i[0] < 0 || src->i[1] < 0 || src->i[1] > NCU_CHAIN_MAX)
+        return no_kernel(src, "too many steps", err);
+    for (int s = 0; s < (int)src->i[1]; s++) {
+        int64_t code = src->i[2 + s], size = code >> 32;
+        int op = (int)(code & 15), act = (int)((code >> 4) & 255), bc = (int)((code >> 12) & 15);
+        int operand = (int)((code >> 16) & 0xffff);
+        bool binary = op == NCU_CH_ADD || op == NCU_CH_MUL;
+        if (op > NCU_CH_SCALE || act >= NCU_ACT_COUNT || bc > NCU_CH_BC_ROW)
+            return no_kernel(src, "a step it does not know", err);
+        if (binary && (operand >= NCU_CHAIN_MAX || !src->p[2 + operand] ||
+                       (bc != NCU_CH_BC_FULL && size < 1)))
+            return no_kernel(src, "a step without its operand", err);
+    }
+    return FB_OK;
+}
+
+/* gr_k_softmax and gr_k_causal: rows, cols. */
+static fb_code check_rows(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+{
+    return src->i[0] >= 0 && src->i[1] >= 1 ? FB_OK : no_kernel(src, "empty rows", err);
+}
+
+static fb_code check_pool(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+{
+    bool ok =
+        all_at_least(src, 0, 7, 1) && all_at_least(src, 7, 9, 0) && all_at_least(src, 9, 11, 1);
+    return ok ? FB_OK : no_kernel(src, "impossible pool shape", err);
+}
+
+static fb_code check_apool(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+{
+    return all_at_least(src, 0, 5, 1) ? FB_OK : no_kernel(src, "impossible pool shape", err);
+}
+
+/* Token ids are stored in the run's dtype: float16 holds every integer up to
+ * 2048 exactly, bfloat16 up to 256; past that the ids would change. */
+static fb_code check_embedding(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+{
+    int64_t exact = ctx->dtype == NCU_F16 ? 2048 : (ctx->dtype == NCU_BF16 ? 256 : 1 << 24);
+    if (src->i[0] < 0 || !all_at_least(src, 1, 3, 1))
+        return no_kernel(src, "impossible table", err);
+    if (src->i[2] - 1 > exact)
+        return fb_err_set(err, FB_EUNSUPPORTED, "dtype",
+                          "token ids up to %lld do not survive %s storage: use float32",
+                          (long long)(src->i[2] - 1),
+                          ctx->dtype == NCU_F16 ? "float16" : "bfloat16");
+    return FB_OK;
+}
+
+static fb_code check_permute(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+{
+    int rank = (int)src->i[0];
+    unsigned seen = 0;
+    if (rank < 1 || rank > NCU_PERMUTE_MAX_RANK || !all_at_least(src, 1, 1 + rank, 1))
+        return no_kernel(src, "rank above 6", err);
+    for (int d = 0; d < rank; d++) {
+        int64_t p = src->i[7 + d];
+        if (p < 0 || p >= rank || (seen & (1u << p)))
+            return no_kernel(src, "no permutation", err);
+        seen |= 1u << p;
+    }
+    return FB_OK;
+}
+
+static fb_code check_concat(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+{
+    int n_in = (int)src->i[0];
+    int64_t sum = 0;
+    if (n_in < 1 || n_in > NCU_CONCAT_MAX_IN || !all_at_least(src, 1, 4, 1) || !src->p[6])
+        return no_kernel(src, "more than 6 inputs", err);
+    for (int k = 0; k < n_in; k++) {
+        if (!src->p[k] || src->i[4 + k] < 0)
+            return no_kernel(src, "a missing input", err);
+        sum += src->i[4 + k];
+    }
+    return sum == src->i[3] ? FB_OK : no_kernel(src, "inputs do not fill the axis", err);
+}
+
+static fb_code check_slice(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+{
+    bool ok = all_at_least(src, 0, 5, 0) && src->i[2] + src->i[3] <= src->i[1];
+    return ok ? FB_OK : no_kernel(src, "a slice past its axis", err);
+}
+
 /* ---- the table ---- */
+
+typedef fb_code (*lower_fn)(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err);
 
 static fb_code lower_one(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
 {
+    /* Our kernel takes the launch as it is (p[0..np) to the device), after its
+     * check. */
     static const struct {
         nat_kernel_fn cpu, gpu;
         int np;
+        check_fn check;
     } same[] = {
-        {nat_k_binary, ncu_k_binary, 3},         {nat_k_unary, ncu_k_unary, 2},
-        {nat_k_row_reduce, ncu_k_row_reduce, 2}, {nat_k_softmax, ncu_k_softmax, 2},
-        {nat_k_layernorm, ncu_k_layernorm, 5},   {nat_k_elem_chain, ncu_k_elem_chain, 3},
-        {nat_k_batchnorm, ncu_k_batchnorm, 6},
+        {nat_k_binary, ncu_k_binary, 3, NULL},
+        {nat_k_unary, ncu_k_unary, 2, NULL},
+        {nat_k_row_reduce, ncu_k_row_reduce, 2, NULL},
+        {nat_k_softmax, ncu_k_softmax, 2, NULL},
+        {nat_k_layernorm, ncu_k_layernorm, 5, NULL},
+        {nat_k_elem_chain, ncu_k_elem_chain, 3, NULL},
+        {nat_k_batchnorm, ncu_k_batchnorm, 6, NULL},
+        {gr_k_chain, ncu_k_zoo_chain, NAT_MAX_ARGS, check_chain},
+        {gr_k_softmax, ncu_k_zoo_softmax, 2, check_rows},
+        {gr_k_causal, ncu_k_zoo_causal, 2, check_rows},
+        {gr_k_maxpool, ncu_k_zoo_maxpool, 2, check_pool},
+        {gr_k_avgpool, ncu_k_zoo_avgpool, 2, check_pool},
+        {gr_k_adaptive_avgpool, ncu_k_zoo_adaptive_avgpool, 2, check_apool},
+        {gr_k_embedding, ncu_k_zoo_embedding, 3, check_embedding},
+        {gr_k_permute, ncu_k_zoo_permute, 2, check_permute},
+        {gr_k_concat, ncu_k_zoo_concat, 7, check_concat},
+        {gr_k_slice, ncu_k_zoo_slice, 2, check_slice},
+    };
+    /* Library calls, or launches split or merged on the GPU. */
+    static const struct {
+        nat_kernel_fn cpu;
+        lower_fn lower;
+    } special[] = {
+        {nat_k_sgemm, lower_sgemm},   {nat_k_gemm_epi, lower_gemm_epi},
+        {nat_k_mlp_fused, lower_mlp}, {nat_k_bmm, lower_bmm},
+        {nat_k_conv2d, lower_conv},   {nat_k_attention, lower_attention},
+        {gr_k_conv, lower_zoo_conv},  {gr_k_linear, lower_zoo_linear},
+        {gr_k_mlp, lower_zoo_mlp},
     };
     if ((src->fn == nat_k_unary && (src->i[0] < 0 || src->i[0] >= NCU_UNOP_COUNT)) ||
         (src->fn == nat_k_binary && (src->i[0] < 0 || src->i[0] > NCU_DIV)))
         return fb_err_set(err, FB_EUNSUPPORTED, NULL, "no CUDA kernel for %s op %lld", src->name,
                           (long long)src->i[0]);
-    for (size_t j = 0; j < sizeof same / sizeof same[0]; j++)
-        if (src->fn == same[j].cpu)
-            return lower_same(ctx, v, src, same[j].gpu, same[j].np, err);
-    if (src->fn == nat_k_sgemm)
-        return lower_sgemm(ctx, v, src, err);
-    if (src->fn == nat_k_gemm_epi)
-        return lower_gemm_epi(ctx, v, src, err);
-    if (src->fn == nat_k_mlp_fused)
-        return lower_mlp(ctx, v, src, err);
-    if (src->fn == nat_k_bmm)
-        return lower_bmm(ctx, v, src, err);
-    if (src->fn == nat_k_conv2d)
-        return lower_conv(ctx, v, src, err);
-    if (src->fn == nat_k_attention)
-        return lower_attention(ctx, v, src, err);
+    for (size_t j = 0; j < sizeof same / sizeof same[0]; j++) {
+        if (src->fn != same[j].cpu)
+            continue;
+        fb_code rc = same[j].check ? same[j].check(ctx, src, err) : FB_OK;
+        return rc ? rc : lower_same(ctx, v, src, same[j].gpu, same[j].np, err);
+    }
+    for (size_t j = 0; j < sizeof special / sizeof special[0]; j++)
+        if (src->fn == special[j].cpu)
+            return special[j].lower(ctx, v, src, err);
     return fb_err_set(err, FB_EUNSUPPORTED, NULL, "the CUDA backend has no lowering for kernel %s",
                       src->name);
 }
 
-/* A CPU launch becomes at most this many GPU launches (gemm + activation). */
+/* The hidden [m, h] buffer every fused MLP of plan v shares (sized for the
+ * largest; they run one after another on the stream). */
+static fb_code reserve_hidden(ncu_ctx *ctx, int v, fb_err *err)
+{
+    const nat_plan *cpu = &ctx->host->plans[v];
+    int64_t most = 0;
+    for (int j = 0; j < cpu->n; j++) {
+        const nat_launch *l = &cpu->launches[j];
+        if ((l->fn == nat_k_mlp_fused || l->fn == gr_k_mlp) && l->i[0] * l->i[2] > most)
+            most = l->i[0] * l->i[2];
+    }
+    if (most <= 0 || ctx->hidden[v])
+        return FB_OK;
+    return ncu_mem_alloc(&ctx->mem, (size_t)most * ncu_dtype_size(ctx->dtype), BIT(v),
+                         "fused.hidden", &ctx->hidden[v], err);
+}
+
+/* A CPU launch becomes at most this many GPU launches (gemm + activation; a
+ * fused MLP: gemm + activation + gemm). */
 #define LOWER_FANOUT 3
 
 fb_code ncu_lower_plan(ncu_ctx *ctx, int v, fb_err *err)
@@ -458,7 +876,7 @@ fb_code ncu_lower_plan(ncu_ctx *ctx, int v, fb_err *err)
     if (!gpu->launches || !ctx->ls[v])
         return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate a lowered plan");
     gpu->cap = cap;
-    fb_code rc = FB_OK;
+    fb_code rc = reserve_hidden(ctx, v, err);
     for (int j = 0; j < cpu->n && !rc; j++)
         rc = lower_one(ctx, v, &cpu->launches[j], err);
     float *out = NULL;
