@@ -3,8 +3,11 @@
 "use strict";
 
 const API = "/api/v1";
-const REFRESH_MS = 5000;
+const REFRESH_MS = 5000;      // auto-refresh of a view
+const LIVE_REFRESH_MS = 1000; // ... while it shows a queued or running job
 let refreshTimer = null;
+let routeGen = 0;
+let liveShown = false; // set by the views: a queued or running job is on screen
 let jobsCursor = null;
 let kernelChoice = { job: null, variant: null }; // kept across auto-refreshes
 
@@ -70,6 +73,8 @@ function jobSpeedup(job) {
   const vals = Object.values(cmp.speedup).filter((x) => typeof x === "number");
   return vals.length ? Math.max(...vals) : null;
 }
+
+function isLive(job) { return job.state === "queued" || job.state === "running"; }
 
 function progressCell(job) {
   const p = job.progress;
@@ -171,6 +176,7 @@ async function submitQueueForm(ev) {
 async function loadJobs(append) {
   await fillQueueForm();
   const page = await api(jobsQuery(append ? jobsCursor : null));
+  liveShown = page.items.some(isLive) || (append && liveShown);
   const tbody = document.querySelector("#jobs-table tbody");
   const rows = page.items.map(jobRow);
   if (append) tbody.append(...rows); else fillTable("jobs-table", rows);
@@ -235,6 +241,7 @@ function jobActions(job) {
 
 async function showJob(id) {
   const job = await api("/jobs/" + encodeURIComponent(id));
+  liveShown = isLive(job);
   const spec = job.spec || {};
   const result = job.result || {};
   document.getElementById("job-title").textContent = "Job " + job.id + " · " + (spec.workload || "?");
@@ -319,15 +326,24 @@ async function route() {
   else if (parts[0] === "workers") { showView("workers"); load = loadWorkers; }
   else if (parts[0] === "catalog") { showView("catalog"); load = loadCatalog; }
   else { showView("jobs"); load = () => loadJobs(false); }
-  clearInterval(refreshTimer);
+  clearTimeout(refreshTimer);
+  liveShown = false;
+  const gen = ++routeGen; // a later route() ends this one's refreshes
   const tick = async () => {
     try { await load(); setStatus("updated " + new Date().toLocaleTimeString()); }
     catch (e) { setStatus(e.message, true); }
   };
+  // Each refresh schedules the next: every second while a live job is shown,
+  // so its progress moves, else every REFRESH_MS.
+  const schedule = () => {
+    if (gen !== routeGen) return;
+    refreshTimer = setTimeout(async () => {
+      if (!document.hidden && document.getElementById("auto-refresh").checked) await tick();
+      schedule();
+    }, liveShown ? LIVE_REFRESH_MS : REFRESH_MS);
+  };
   await tick();
-  refreshTimer = setInterval(() => {
-    if (!document.hidden && document.getElementById("auto-refresh").checked) tick();
-  }, REFRESH_MS);
+  schedule();
 }
 
 document.addEventListener("DOMContentLoaded", () => {

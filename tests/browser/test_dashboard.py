@@ -15,6 +15,7 @@ Screenshots go to $FB_BIN_DIR/test-output/browser/.  Exits 77 with the reason
 when Playwright, Chromium or the test database is missing."""
 
 import os
+import signal
 import sys
 import time
 
@@ -97,32 +98,44 @@ def overview(env, page, shots):
     page.screenshot(path=os.path.join(shots, "overview.png"), full_page=True)
 
 
-def submit_and_watch(env, page, shots):
-    """Submits a job from the suite form and watches the queue show progress."""
+def submit_and_watch(env, page, shots, worker):
+    """Submits a job from the suite form and watches the queue show progress.
+
+    The job's child process is stopped (SIGSTOP) once the API says it is timing,
+    so the page must show it running however fast this machine runs the job,
+    then let go (SIGCONT) to watch it finish."""
     page.goto(env.base + "/#/suites")
     page.wait_for_selector("#sf-set option", state="attached")
     page.select_option("#sf-set", "w:gemm_bias_gelu")
     page.fill("#sf-name", "from-browser")
-    # Long enough (about 12 s here) that the queue page, which refreshes every
-    # 5 s, always sees the job running: at 120 iterations it could finish in
-    # 2.5 s, between two refreshes, and the test then missed its progress.
+    # Long enough (a few seconds) that the API poll below sees the timing phase.
     page.fill("#sf-iters", os.environ.get("FB_BROWSER_ITERATIONS", "600"))
     page.click("#suite-form button[type=submit]")
     page.wait_for_url("**/#/suites/*", timeout=10000)
     suite_id = int(page.url.rsplit("/", 1)[1])
     job_id = env.get("/api/v1/suites/%d" % suite_id)[2]["rows"][0]["job_id"]
-    page.goto(env.base + "/#/jobs")
-    # The running job shows a progress bar with its phase; the queue refreshes itself.
-    page.wait_for_function(
-        """(id) => [...document.querySelectorAll('#jobs-table tbody tr')].some((tr) =>
-             tr.cells[0].innerText.trim() == String(id) && tr.querySelector('.bar') &&
-             /timing|warmup|profile/.test(tr.cells[4].innerText))""", arg=job_id, timeout=60000)
-    page.screenshot(path=os.path.join(shots, "queue-running.png"), full_page=True)
+    fbtest.wait_timing(env, job_id, timeout=60)
+    kids = fbtest.children_of(worker.pid)
+    check_eq(len(kids), 1, "job children of the worker")
+    os.kill(kids[0], signal.SIGSTOP)
+    try:
+        page.goto(env.base + "/#/jobs")
+        # The running job shows a progress bar with its phase; the queue refreshes itself.
+        page.wait_for_function(
+            """(id) => [...document.querySelectorAll('#jobs-table tbody tr')].some((tr) =>
+                 tr.cells[0].innerText.trim() == String(id) && tr.querySelector('.bar') &&
+                 /timing|warmup|profile/.test(tr.cells[4].innerText))""", arg=job_id, timeout=30000)
+        page.screenshot(path=os.path.join(shots, "queue-running.png"), full_page=True)
+    finally:
+        os.kill(kids[0], signal.SIGCONT)
+    # While a job is live the queue refreshes every second (app.js LIVE_REFRESH_MS).
+    t0 = time.monotonic()
     page.wait_for_function(
         """(id) => [...document.querySelectorAll('#jobs-table tbody tr')].some((tr) =>
              tr.cells[0].innerText.trim() == String(id) && /succeeded/.test(tr.cells[3].innerText))""",
         arg=job_id, timeout=120000)
     check_eq(env.job(job_id)["state"], "succeeded", "submitted job")
+    log("queue showed the job done %.1f s after it was let go" % (time.monotonic() - t0))
     page.screenshot(path=os.path.join(shots, "queue-done.png"), full_page=True)
     return job_id
 
@@ -189,7 +202,7 @@ def test(env):
     from playwright.sync_api import sync_playwright
     shots = shots_dir()
     env.start_server()
-    env.start_worker()
+    worker = env.start_worker()
     seed_suite(env)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
@@ -198,7 +211,7 @@ def test(env):
             errors = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             overview(env, page, shots)
-            job_id = submit_and_watch(env, page, shots)
+            job_id = submit_and_watch(env, page, shots, worker)
             job_page(env, page, shots, job_id)
             queue_form(env, page)
             graph_page(env, page, shots, job_id)
