@@ -8,6 +8,8 @@
 # it started.  Exit 0 only when the checks hold.
 #
 #   bench/submit.sh [BIN_DIR]          BIN_DIR: a CMake build folder (default build)
+# Also prints the server's group commits (fusionbench_submit_* in /metrics): how
+# many jobs shared each durable commit.
 # Env: SUBMIT_DURATION (10s), SUBMIT_CONNECTIONS (32), SUBMIT_WRK_THREADS (1),
 #      SUBMIT_SERVER_THREADS (server default when unset), SUBMIT_PG_PORT (55470),
 #      SUBMIT_HTTP_PORT (18470), FB_PG_FAST=1 (fsync off: the no-durability bound).
@@ -89,6 +91,10 @@ echo "wrk -t$wrk_threads -c$conns -d$duration -s bench/submit.lua $base/api/v1/j
 wrk -t"$wrk_threads" -c"$conns" -d"$duration" --latency -s "$root/bench/submit.lua" \
     "$base/api/v1/jobs" | tee "$tmp/wrk.out"
 after=$(sql "SELECT count(*) FROM jobs")
+# The server's group commits (srv_submit): jobs per commit under this load.
+metrics=$(curl -sf "$base/metrics" || true)
+commits=$(awk '/^fusionbench_submit_batches_total / {print $2}' <<<"$metrics")
+committed=$(awk '/^fusionbench_submit_jobs_total / {print $2}' <<<"$metrics")
 
 rps=$(awk '/^Requests\/sec:/ {print $2}' "$tmp/wrk.out")
 created=$(awk '/^created_201/ {print $2}' "$tmp/wrk.out")
@@ -97,5 +103,9 @@ non2xx=$(awk '/Non-2xx or 3xx responses:/ {print $NF}' "$tmp/wrk.out")
 errors=$(grep -c '^  Socket errors' "$tmp/wrk.out" || true)
 echo "submits/s $rps; 201s $created; other statuses $bad; wrk non-2xx ${non2xx:-0};" \
     "socket error lines $errors; jobs inserted $((after - before))"
+if [ -n "$commits" ] && [ "$commits" -gt 0 ]; then
+    echo "group commits $commits for $committed jobs ($(awk -v j="$committed" -v b="$commits" \
+        'BEGIN {printf "%.1f", j / b}') jobs per commit)"
+fi
 [ "${bad:-1}" = 0 ] && [ -z "$non2xx" ] || die "some answers were not 201"
 [ "$((after - before))" -ge "$created" ] || die "fewer jobs in the table than 201s"

@@ -67,6 +67,28 @@ FB_MUSTCHECK fb_code db_job_insert(db_conn *c, const db_new_job *nj, int64_t *id
  * same round trip.  *out is the caller's (db_job_free), zeroed on error. */
 FB_MUSTCHECK fb_code db_job_create(db_conn *c, const db_new_job *nj, db_job *out, fb_err *err);
 
+#define DB_JOB_BATCH_MAX   1024                /* jobs per db_job_create_many */
+#define DB_JOB_BATCH_BYTES (32u * 1024 * 1024) /* array text of one batch statement */
+
+/* What became of one job of db_job_create_many. */
+typedef struct db_job_outcome {
+    fb_code rc; /* FB_OK: job is set and the caller's (db_job_free) */
+    db_job job; /* zeroed unless rc is FB_OK */
+    fb_err err; /* why, when rc is not FB_OK */
+} db_job_outcome;
+
+/* Group commit: creates n jobs (1..DB_JOB_BATCH_MAX) as db_job_create does, all
+ * in one statement and so one transaction (one round trip, one WAL flush, one
+ * NOTIFY fb_jobs), and reads each back: out[i] is nj[i]'s outcome, every one set
+ * on return.  When the batch statement fails on its input (a bad value, a
+ * violated constraint), each job is then created alone, so only the jobs at
+ * fault fail, each with its own error.  Returns FB_EUNAVAIL when the connection
+ * broke (the jobs not yet answered get FB_EUNAVAIL too; as with db_job_create,
+ * a commit cut off in flight may still have stored them), FB_EINVAL for n out of
+ * range, else FB_OK: look at each out[i].rc. */
+FB_MUSTCHECK fb_code db_job_create_many(db_conn *c, const db_new_job *const *nj, int n,
+                                        db_job_outcome *out, fb_err *err);
+
 /* FB_ENOTFOUND when there is no such job. */
 FB_MUSTCHECK fb_code db_job_get(db_conn *c, int64_t id, db_job *out, fb_err *err);
 

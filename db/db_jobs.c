@@ -1,9 +1,12 @@
-/* db_jobs: the server's side of jobs: insert, get, list, cancel, kernel rows. */
+/* db_jobs: the server's side of jobs: insert (one, or many in one group commit),
+ * get, list, cancel, kernel rows. */
 #include "db_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "fb_log.h"
 
 #define LIST_MAX 200
 
@@ -169,6 +172,224 @@ fb_code db_job_create(db_conn *c, const db_new_job *nj, db_job *out, fb_err *err
         rc = row_to_job(res, 0, out, err);
     PQclear(res);
     return rc;
+}
+
+/* ---- group commit (db_job_create_many) ---- */
+
+/* The batch of st_create_many as nine PostgreSQL array literals ("{...}"), one
+ * per column of db_new_job, all within DB_JOB_BATCH_BYTES together. */
+typedef struct batch_arrays {
+    char *a[9];
+    size_t len[9], cap[9], total;
+} batch_arrays;
+
+static void batch_arrays_free(batch_arrays *b)
+{
+    for (int i = 0; i < 9; i++)
+        free(b->a[i]);
+}
+
+/* Makes room for more bytes in array i; FB_ETOOBIG past the batch limit. */
+static fb_code arr_reserve(batch_arrays *b, int i, size_t more, fb_err *err)
+{
+    if (more > DB_JOB_BATCH_BYTES - b->total)
+        return fb_err_set(err, FB_ETOOBIG, NULL, "job batch over %u bytes", DB_JOB_BATCH_BYTES);
+    if (b->len[i] + more <= b->cap[i])
+        return FB_OK;
+    size_t cap = b->cap[i] ? b->cap[i] : 256;
+    while (cap < b->len[i] + more)
+        cap *= 2;
+    char *grown = realloc(b->a[i], cap);
+    if (!grown)
+        return fb_err_set(err, FB_ENOMEM, NULL, "out of memory");
+    b->a[i] = grown;
+    b->cap[i] = cap;
+    return FB_OK;
+}
+
+/* Appends s to array i as a quoted element ('"' and '\' escaped), preceded by
+ * c ('{' for the first element, else ','). */
+static fb_code arr_put_text(batch_arrays *b, int i, char c, const char *s, fb_err *err)
+{
+    size_t n = strlen(s);
+    fb_code rc = arr_reserve(b, i, 2 * n + 3, err);
+    if (rc)
+        return rc;
+    char *o = b->a[i] + b->len[i], *start = o;
+    *o++ = c;
+    *o++ = '"';
+    for (size_t k = 0; k < n; k++) {
+        if (s[k] == '"' || s[k] == '\\')
+            *o++ = '\\';
+        *o++ = s[k];
+    }
+    *o++ = '"';
+    b->len[i] += (size_t)(o - start);
+    b->total += (size_t)(o - start);
+    return FB_OK;
+}
+
+static fb_code arr_put_int(batch_arrays *b, int i, char c, int v, fb_err *err)
+{
+    fb_code rc = arr_reserve(b, i, 16, err);
+    if (rc)
+        return rc;
+    int w = snprintf(b->a[i] + b->len[i], 16, "%c%d", c, v);
+    b->len[i] += (size_t)w;
+    b->total += (size_t)w;
+    return FB_OK;
+}
+
+/* Fills b with the m jobs nj[idx[0..m-1]], in that order, and closes the arrays. */
+static fb_code batch_arrays_fill(batch_arrays *b, const db_new_job *const *nj, const int *idx,
+                                 int m, fb_err *err)
+{
+    fb_code rc = FB_OK;
+    memset(b, 0, sizeof *b);
+    for (int k = 0; k < m && !rc; k++) {
+        const db_new_job *j = nj[idx[k]];
+        const char *texts[] = {j->spec_json, j->workload, j->engine, j->device, j->dtype};
+        const int ints[] = {j->batch_size, j->priority, j->max_attempts, j->timeout_s};
+        char c = k ? ',' : '{';
+        for (int i = 0; i < 5 && !rc; i++)
+            rc = arr_put_text(b, i, c, texts[i], err);
+        for (int i = 0; i < 4 && !rc; i++)
+            rc = arr_put_int(b, 5 + i, c, ints[i], err);
+    }
+    for (int i = 0; i < 9 && !rc; i++) {
+        rc = arr_reserve(b, i, 2, err);
+        if (!rc)
+            memcpy(b->a[i] + b->len[i], "}", 2); /* the NUL is not counted in len */
+    }
+    return rc;
+}
+
+/* The jobs of a batch in one statement.  Ids are drawn from the sequence in src
+ * (materialized once), so each returned row names the input it came from (ord,
+ * 1-based) whatever order INSERT ... RETURNING gives.  One NOTIFY for the batch:
+ * n is a CTE with a volatile function, evaluated once. */
+static const db_stmt st_create_many = {
+    "job create many",
+    "WITH src AS MATERIALIZED ("
+    " SELECT nextval('jobs_id_seq') AS id, u.*"
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],"
+    "             $6::integer[], $7::integer[], $8::integer[], $9::integer[])"
+    "  WITH ORDINALITY AS u(spec, workload, engine, device, dtype, batch_size, priority,"
+    "                       max_attempts, timeout_s, ord)),"
+    " j AS ("
+    " INSERT INTO jobs (id, spec, workload, engine, device, dtype, batch_size, priority,"
+    "                   max_attempts, timeout_s)"
+    " SELECT id, spec::jsonb, workload, engine, device, dtype, batch_size, priority,"
+    "        max_attempts, timeout_s FROM src"
+    " RETURNING *),"
+    " n AS (SELECT pg_notify('fb_jobs', max(id)::text) FROM j)"
+    " SELECT " JOB_COLUMNS ", src.ord"
+    " FROM j JOIN src ON src.id = j.id LEFT JOIN results r ON false CROSS JOIN n"
+    " ORDER BY src.ord",
+    false}; /* a retry could insert the jobs twice */
+
+#define ORD_COLUMN 13 /* after JOB_COLUMNS */
+
+/* Reads the committed rows of st_create_many into out[idx[...]].  A row that
+ * cannot be read fails alone; a job with no row fails with FB_EINTERNAL (it
+ * may be stored: never insert it again). */
+static void batch_read(const PGresult *res, const int *idx, int m, db_job_outcome *out)
+{
+    int rows = PQntuples(res);
+    bool seen[DB_JOB_BATCH_MAX] = {false};
+
+    for (int k = 0; k < rows; k++) {
+        fb_err err;
+        int ord = 0;
+        if (db_get_int(res, k, ORD_COLUMN, &ord, &err) != FB_OK || ord < 1 || ord > m ||
+            seen[ord - 1]) {
+            fb_error("db: job create many: row %d has a bad ordinal", k);
+            continue;
+        }
+        db_job_outcome *o = &out[idx[ord - 1]];
+        seen[ord - 1] = true;
+        o->rc = row_to_job(res, k, &o->job, &o->err);
+    }
+    for (int k = 0; k < m; k++)
+        if (!seen[k])
+            out[idx[k]].rc = fb_err_set(&out[idx[k]].err, FB_EINTERNAL, NULL,
+                                        "job create many: no row for job %d of %d", k + 1, m);
+}
+
+/* The m jobs nj[idx[...]] in one statement.  FB_OK once it committed (each
+ * outcome then set by batch_read); else the error that rolled it back (or kept
+ * it from being sent), and no outcome is set. */
+static fb_code create_batch(db_conn *c, const db_new_job *const *nj, const int *idx, int m,
+                            db_job_outcome *out, fb_err *err)
+{
+    batch_arrays b;
+    PGresult *res = NULL;
+    fb_code rc = batch_arrays_fill(&b, nj, idx, m, err);
+
+    if (!rc)
+        rc = db_exec_prep(c, &st_create_many, 9, (const char *const *)b.a, &res, err);
+    if (!rc)
+        batch_read(res, idx, m, out);
+    PQclear(res);
+    batch_arrays_free(&b);
+    return rc;
+}
+
+/* Each job of nj[idx[...]] alone, in its own transaction.  Stops at a broken
+ * connection: the jobs left get its error, and FB_EUNAVAIL is returned. */
+static fb_code create_each(db_conn *c, const db_new_job *const *nj, const int *idx, int m,
+                           db_job_outcome *out, fb_err *err)
+{
+    for (int k = 0; k < m; k++) {
+        db_job_outcome *o = &out[idx[k]];
+        o->rc = db_job_create(c, nj[idx[k]], &o->job, &o->err);
+        if (o->rc != FB_EUNAVAIL)
+            continue;
+        for (int rest = k + 1; rest < m; rest++) {
+            out[idx[rest]].rc = FB_EUNAVAIL;
+            out[idx[rest]].err = o->err;
+        }
+        *err = o->err;
+        return FB_EUNAVAIL;
+    }
+    return FB_OK;
+}
+
+fb_code db_job_create_many(db_conn *c, const db_new_job *const *nj, int n, db_job_outcome *out,
+                           fb_err *err)
+{
+    int idx[DB_JOB_BATCH_MAX], m = 0;
+    new_job_params p;
+    fb_code rc;
+
+    if (n < 1 || n > DB_JOB_BATCH_MAX)
+        return fb_err_set(err, FB_EINVAL, NULL, "job create many: n must be 1..%d, got %d",
+                          DB_JOB_BATCH_MAX, n);
+    /* A job missing a field fails alone, before anything is sent. */
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].rc = new_job_params_fill(nj[i], &p, &out[i].err);
+        if (!out[i].rc)
+            idx[m++] = i;
+    }
+    if (m <= 1) /* one job (the usual case at low load) takes the one-row statement */
+        return create_each(c, nj, idx, m, out, err);
+    rc = create_batch(c, nj, idx, m, out, err);
+    if (rc == FB_OK)
+        return FB_OK;
+    if (rc == FB_EUNAVAIL) {
+        for (int k = 0; k < m; k++) {
+            out[idx[k]].rc = rc;
+            out[idx[k]].err = *err;
+        }
+        return rc;
+    }
+    /* Rolled back on some job's input (or too big to send as one): each alone,
+     * so only the jobs at fault fail. */
+    fb_warn("db: job create many: batch of %d failed (%s); creating each alone", m,
+            fb_code_name(rc));
+    fb_err_clear(err);
+    return create_each(c, nj, idx, m, out, err);
 }
 
 fb_code db_job_get(db_conn *c, int64_t id, db_job *out, fb_err *err)

@@ -230,6 +230,21 @@ const char *srv_req_query(const srv_req *r, const char *key)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+void srv_req_suspend(srv_req *r, void (*resumed)(srv_req *r))
+{
+    r->suspended = true;
+    r->resumed = resumed;
+    atomic_fetch_add(&r->srv->suspended, 1);
+    MHD_suspend_connection(r->conn);
+}
+
+void srv_req_resume(srv_req *r)
+{
+    /* MHD picks the connection up on its own thread (the daemon's inter-thread
+     * channel wakes it) and calls on_request again. */
+    MHD_resume_connection(r->conn);
+}
+
 static double elapsed_s(const struct timespec *t0)
 {
     struct timespec t1;
@@ -318,7 +333,7 @@ static void dispatch(srv_req *r)
         run_with_db(r);
     else
         r->route->handler(r);
-    if (!r->resp)
+    if (!r->resp && !r->suspended)
         srv_reply_error(r, 500, "internal", NULL, "handler set no response");
 }
 
@@ -350,6 +365,10 @@ static void req_free(srv_req *r)
         return;
     if (r->resp)
         MHD_destroy_response(r->resp);
+    if (r->data_free)
+        r->data_free(r->data);
+    if (r->resumed) /* was suspended: srv_http_drain counts it */
+        atomic_fetch_sub(&r->srv->suspended, 1);
     free(r->body);
     free(r->path);
     free(r);
@@ -418,9 +437,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (r->suspended) { /* back after srv_req_resume: the handler finishes */
+        r->suspended = false;
+        r->resumed(r);
+        if (!r->resp)
+            srv_reply_error(r, 500, "internal", NULL, "handler set no response");
+        return queue_reply(r);
+    }
     if (r->status) /* answered early (413 on Content-Length) */
         return MHD_YES;
     dispatch(r);
+    if (r->suspended)
+        return MHD_YES;
     return queue_reply(r);
 }
 
@@ -483,8 +511,10 @@ fb_code srv_http_start(srv_ctx *ctx, fb_err *err)
 {
     /* A fixed thread pool: N threads each poll many connections (epoll), so the
      * thread count, and with it the database pool, stays N however many clients
-     * connect; thread-per-connection would let slow clients cost a thread each. */
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+     * connect; thread-per-connection would let slow clients cost a thread each.
+     * Suspend/resume: a submit waits for its batch's commit (srv_submit) with
+     * its connection suspended, not holding a thread. */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     srv_sockaddr sa;
     const union MHD_DaemonInfo *info;
     fb_code rc = bind_addr(&ctx->cfg, &sa, &flags, err);
@@ -504,6 +534,16 @@ fb_code srv_http_start(srv_ctx *ctx, fb_err *err)
     info = MHD_get_daemon_info(ctx->daemon, MHD_DAEMON_INFO_BIND_PORT);
     ctx->bound_port = info ? info->port : ctx->cfg.port;
     return FB_OK;
+}
+
+void srv_http_drain(srv_ctx *ctx, int max_ms)
+{
+    struct timespec tick = {0, 10 * 1000000L};
+
+    for (int waited = 0; waited < max_ms && atomic_load(&ctx->suspended) > 0; waited += 10)
+        nanosleep(&tick, NULL);
+    if (atomic_load(&ctx->suspended) > 0)
+        fb_warn("stopping with %d request(s) not yet answered", atomic_load(&ctx->suspended));
 }
 
 void srv_http_stop(srv_ctx *ctx)

@@ -17,6 +17,7 @@
 #include "fb_err.h"
 #include "srv_parse.h"
 #include "srv_pool.h"
+#include "srv_submit.h"
 
 #define SRV_WORKER_STALE_S 60   /* a worker silent this long is not offered/alive */
 #define SRV_POOL_WAIT_MS   5000 /* longest wait for a free database connection */
@@ -34,7 +35,9 @@ typedef struct srv_config {
 typedef struct srv_ctx {
     srv_config cfg;
     srv_pool *pool;
+    srv_submit *submit;   /* POST /jobs's group commit (srv_jobs.c) */
     atomic_bool db_ready; /* set once migrations have been applied */
+    atomic_int suspended; /* requests suspended once and not yet finished */
     struct MHD_Daemon *daemon;
     int bound_port;
 } srv_ctx;
@@ -59,6 +62,13 @@ typedef struct srv_req {
     struct MHD_Response *resp; /* set by a srv_reply_* call, queued by srv_http */
     int status;
     struct timespec t0;
+    /* A handler that waits for another thread suspends the request
+     * (srv_req_suspend) and keeps its state here; data_free(data) runs when the
+     * request is freed. */
+    bool suspended;
+    void (*resumed)(struct srv_req *r);
+    void *data;
+    void (*data_free)(void *data);
 } srv_req;
 
 typedef void (*srv_handler)(srv_req *r);
@@ -74,6 +84,12 @@ struct srv_route {
  * daemon); sets ctx->daemon and ctx->bound_port. */
 FB_MUSTCHECK fb_code srv_http_start(srv_ctx *ctx, fb_err *err);
 
+/* Waits up to max_ms until every request that was suspended has finished
+ * (its answer sent, or its client gone), so a stop does not cut off answers
+ * that are ready.  For shutdown, once nothing resumes suspended requests any
+ * more (srv_submit_stop). */
+void srv_http_drain(srv_ctx *ctx, int max_ms);
+
 /* Stops the daemon (waits for the threads) when it runs. */
 void srv_http_stop(srv_ctx *ctx);
 
@@ -83,6 +99,15 @@ FB_MUSTCHECK bool srv_req_cap(const srv_req *r, int i, char *buf, size_t bufsz);
 
 /* A query argument (decoded) or NULL.  Points into MHD's memory for the request. */
 const char *srv_req_query(const srv_req *r, const char *key);
+
+/* Suspends the request's connection, from a handler: the handler returns with
+ * no reply and the HTTP thread serves other connections meanwhile.  Once
+ * srv_req_resume(r) is called (exactly once, from any thread, after
+ * srv_req_suspend: even before the handler returned), resumed(r) runs on an
+ * HTTP thread and sets the reply.
+ * Until then the request, and r->data, stay where they are. */
+void srv_req_suspend(srv_req *r, void (*resumed)(srv_req *r));
+void srv_req_resume(srv_req *r);
 
 /* Responses.  Each replaces nothing: the first reply of a request wins, later
  * ones are ignored (and logged), so error paths cannot leak a response. */

@@ -8,6 +8,7 @@
 #include "fb_log.h"
 #include "fb_spec.h"
 #include "srv_catcache.h"
+#include "srv_submit.h"
 
 #define LIST_LIMIT_DEFAULT 50
 #define LIST_LIMIT_MAX     200
@@ -177,54 +178,104 @@ fb_code srv_jobs_encode(const fb_spec *spec, char **text, db_new_job *nj, fb_err
     return FB_OK;
 }
 
-/* Inserts the job and reads it back in one round trip (*job: db_job_free). */
-static fb_code insert(srv_req *r, const fb_spec *spec, db_job *job, fb_err *err)
+/* A submit waiting for its batch's commit (srv_submit): the batcher's item and
+ * what the item's strings point into.  r->data from srv_jobs_create until the
+ * request is freed. */
+typedef struct create_wait {
+    srv_submit_item item;
+    fb_spec spec;
+    char *text;
+} create_wait;
+
+static void create_wait_free(void *p)
 {
-    char *text = NULL;
-    db_new_job nj;
-    fb_code rc = srv_jobs_encode(spec, &text, &nj, err);
-    if (!rc)
-        rc = db_job_create(r->db, &nj, job, err);
-    free(text);
-    return rc;
+    create_wait *w = p;
+    db_job_free(&w->item.res.job);
+    fb_spec_free(&w->spec);
+    free(w->text);
+    free(w);
 }
 
-void srv_jobs_create(srv_req *r)
+/* The job was created (or not): 201 with the job and its Location, or the
+ * job's own error.  After a batch, on an HTTP thread again. */
+static void create_reply(srv_req *r)
+{
+    const create_wait *w = r->data;
+    const db_job *job = &w->item.res.job;
+    char location[64];
+
+    if (w->item.res.rc != FB_OK) {
+        srv_reply_fb_err(r, &w->item.res.err);
+        return;
+    }
+    fb_info("job %" PRId64 " queued: %s/%s/%s", job->id, w->spec.workload, w->spec.engine,
+            w->spec.device);
+    srv_reply_json(r, 201, job_to_json(job));
+    snprintf(location, sizeof location, "/api/v1/jobs/%" PRId64, job->id);
+    srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, location);
+}
+
+/* srv_submit_done_fn, on the batcher's thread. */
+static void create_answered(srv_submit_item *item)
+{
+    srv_req_resume(item->arg);
+}
+
+/* Checks and resolves the spec in w; false when it answered. */
+static bool create_prepare(srv_req *r, create_wait *w)
 {
     const char *ct =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    char location[64];
-    db_job job;
-    fb_spec spec;
     fb_err err;
 
-    memset(&job, 0, sizeof job);
-    fb_spec_init(&spec);
     fb_err_clear(&err);
     if (!srv_content_type_is_json(ct)) {
         srv_reply_error(r, 415, "unsupported_media_type", NULL,
                         "Content-Type must be application/json, got %s", ct ? ct : "none");
-        goto out;
+        return false;
     }
-    if (fb_spec_parse(r->body ? r->body : "", r->body_len, &spec, &err) != FB_OK) {
+    if (fb_spec_parse(r->body ? r->body : "", r->body_len, &w->spec, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);
-        goto out;
+        return false;
     }
-    if (resolve(r, &spec, &err) != FB_OK) {
+    if (resolve(r, &w->spec, &err) != FB_OK) {
         reply_resolve_err(r, &err);
-        goto out;
+        return false;
     }
-    if (insert(r, &spec, &job, &err) != FB_OK) {
+    if (srv_jobs_encode(&w->spec, &w->text, &w->item.nj, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);
-        goto out;
+        return false;
     }
-    fb_info("job %" PRId64 " queued: %s/%s/%s", job.id, spec.workload, spec.engine, spec.device);
-    srv_reply_json(r, 201, job_to_json(&job));
-    snprintf(location, sizeof location, "/api/v1/jobs/%" PRId64, job.id);
-    srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, location);
-out:
-    db_job_free(&job);
-    fb_spec_free(&spec);
+    return true;
+}
+
+/* Validates here; creates the job on the request's connection when nothing
+ * else is being committed, else hands it to the submit batcher and suspends
+ * the request until its batch has committed (create_reply answers). */
+void srv_jobs_create(srv_req *r)
+{
+    create_wait *w = calloc(1, sizeof *w);
+
+    if (!w) {
+        srv_reply_error(r, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    fb_spec_init(&w->spec);
+    r->data = w;
+    r->data_free = create_wait_free;
+    if (!create_prepare(r, w))
+        return;
+    if (srv_submit_direct_begin(r->srv->submit)) {
+        w->item.res.rc = db_job_create(r->db, &w->item.nj, &w->item.res.job, &w->item.res.err);
+        srv_submit_direct_end(r->srv->submit);
+        create_reply(r);
+        return;
+    }
+    w->item.done = create_answered;
+    w->item.arg = r;
+    /* Suspend first: the batcher may answer before srv_submit_enqueue returns. */
+    srv_req_suspend(r, create_reply);
+    srv_submit_enqueue(r->srv->submit, &w->item);
 }
 
 /* ---- GET /api/v1/jobs ---- */

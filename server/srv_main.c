@@ -13,6 +13,7 @@
 #include "srv_http.h"
 #include "srv_parse.h"
 #include "srv_pool.h"
+#include "srv_submit.h"
 
 #ifndef FB_WEB_DIR
 #define FB_WEB_DIR "web"
@@ -25,6 +26,7 @@
 #define MAX_BODY_LIMIT   (64L * 1024 * 1024)
 #define DB_RETRY_FIRST_S 1
 #define DB_RETRY_MAX_S   30
+#define SRV_DRAIN_MS     2000 /* at stop, longest wait for answers being sent */
 
 static void usage(FILE *f)
 {
@@ -39,7 +41,8 @@ static void usage(FILE *f)
         "  --bind ADDR         numeric IPv4/IPv6 address to listen on (default 127.0.0.1)\n"
         "  --web-dir DIR       dashboard files (default %s)\n"
         "  --max-body BYTES    largest request body, over it 413 (default %d)\n"
-        "  --threads N         HTTP threads = database connections, 1..%d (default %d)\n"
+        "  --threads N         HTTP threads = database connections, 1..%d (default %d),\n"
+        "                      and one more connection for submits (group commit)\n"
         "  --help              this text\n"
         "\n"
         "Migrations are applied at start.  If the database is unreachable the server\n"
@@ -224,6 +227,11 @@ static int serve(srv_ctx *ctx, const sigset_t *stop_set)
     pthread_cond_signal(&di.wake);
     pthread_mutex_unlock(&di.mu);
     pthread_join(th, NULL);
+    /* Submits waiting for a commit hold suspended connections, which MHD may not
+     * be stopped with: the batcher creates and answers what it holds first (a
+     * submit that comes later is answered 503). */
+    srv_submit_stop(ctx->submit);
+    srv_http_drain(ctx, SRV_DRAIN_MS);
     srv_http_stop(ctx);
     pthread_cond_destroy(&di.wake);
     pthread_mutex_destroy(&di.mu);
@@ -248,12 +256,21 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
     signal(SIGPIPE, SIG_IGN);
     atomic_init(&ctx.db_ready, false);
+    atomic_init(&ctx.suspended, 0);
     if (srv_pool_create(ctx.cfg.database_url ? ctx.cfg.database_url : "", ctx.cfg.threads,
                         &ctx.pool, &err) != FB_OK) {
         fb_error("%s", err.msg);
         return 1;
     }
+    /* After the signal mask: the batcher's thread must not take SIGTERM either. */
+    if (srv_submit_start(ctx.cfg.database_url ? ctx.cfg.database_url : "", SRV_SUBMIT_BATCH_MAX,
+                         &ctx.submit, &err) != FB_OK) {
+        fb_error("%s", err.msg);
+        srv_pool_destroy(ctx.pool);
+        return 1;
+    }
     rc = serve(&ctx, &stop_set);
+    srv_submit_destroy(ctx.submit);
     srv_pool_destroy(ctx.pool);
     fb_info("stopped");
     return rc;

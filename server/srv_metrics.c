@@ -219,6 +219,24 @@ static void write_queue(textbuf *t, const db_stats *st, bool have)
            (long long)st->workers_alive);
 }
 
+/* The submit batcher's counters: jobs / batches is the mean batch (srv_submit). */
+static void write_submit(textbuf *t, srv_submit *s)
+{
+    uint64_t batches = 0, jobs = 0;
+
+    if (!s)
+        return;
+    srv_submit_counts(s, &batches, &jobs);
+    tb_add(t,
+           "# HELP fusionbench_submit_batches_total Group commits of submitted jobs.\n"
+           "# TYPE fusionbench_submit_batches_total counter\n"
+           "fusionbench_submit_batches_total %llu\n"
+           "# HELP fusionbench_submit_jobs_total Jobs sent in those group commits.\n"
+           "# TYPE fusionbench_submit_jobs_total counter\n"
+           "fusionbench_submit_jobs_total %llu\n",
+           (unsigned long long)batches, (unsigned long long)jobs);
+}
+
 void srv_metrics_handle(srv_req *r)
 {
     textbuf t = {malloc(METRICS_TEXT_MAX), 0, false};
@@ -236,6 +254,7 @@ void srv_metrics_handle(srv_req *r)
     write_latency(&t);
     pthread_mutex_unlock(&metrics_mu);
     write_queue(&t, &st, have);
+    write_submit(&t, r->srv->submit);
     if (t.full) {
         free(t.p);
         srv_reply_error(r, 500, "internal", NULL, "metrics text over %d bytes", METRICS_TEXT_MAX);
