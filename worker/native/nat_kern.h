@@ -24,6 +24,25 @@ typedef enum nat_act {
 
 /* ---- convolution (nat_kern_conv.c) ---- */
 
+/* ---- GEMM epilogue (nat_kern_elem.c) ---- */
+
+/* What a GEMM's output gets while it is in cache: c = act(c + bias + res).
+ * bias is indexed by column (a linear's) or, when bias_rows, by row (a
+ * convolution's, one per output channel); res is laid out as c with row
+ * stride ldr.  Both are relative to the GEMM's output origin; NULL: none. */
+typedef struct nat_epi {
+    const float *bias;
+    bool bias_rows;
+    const float *res;
+    int64_t ldr;
+    int act; /* nat_act */
+} nat_epi;
+
+/* Applies e (NULL: nothing) to rows x cols of the GEMM's output at c (row
+ * stride ldc), c being the output's element (r0, c0). */
+void nat_epi_apply(float *c, int64_t ldc, int64_t r0, int64_t c0, int64_t rows, int64_t cols,
+                   const nat_epi *e);
+
 /* ---- GEMM against a weight packed once (nat_kern_pgemm.c, AVX-512) ---- */
 
 /* Whether this CPU runs nat_pw_gemm (AVX-512F); callers use OpenBLAS if not. */
@@ -34,10 +53,11 @@ int64_t nat_pw_floats(int64_t n, int64_t k);
  * dst (nat_pw_floats(n, k) floats): panels of 32 columns, zero-padded. */
 void nat_pw_pack(const float *w, bool w_trans, int64_t n, int64_t k, float *dst);
 /* c[r, c0 .. c0+cols) (+)= sum_q a[r, q] W[q, col] for r < rows (added to c
- * when accumulate), single-threaded; pw packed by nat_pw_pack (or in its
+ * when accumulate), then the epilogue epi (NULL: none) on each block of rows
+ * while it is in L1; single-threaded; pw packed by nat_pw_pack (or in its
  * layout), c0 a multiple of 32, lda/ldc the row strides, k >= 1. */
 void nat_pw_gemm(const float *a, int64_t lda, const float *pw, float *c, int64_t ldc, int64_t rows,
-                 int64_t k, int64_t c0, int64_t cols, bool accumulate);
+                 int64_t k, int64_t c0, int64_t cols, bool accumulate, const nat_epi *epi);
 
 typedef struct nat_conv_shape {
     int n, ci, h, w; /* input NCHW */

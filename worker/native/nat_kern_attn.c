@@ -147,7 +147,7 @@ static void attn_block_cols(attn_tile *t, const attn_prob *p, int i0, int nr, in
         if (t->pk) {
             /* scores = (alpha q) k^T: keys as panel columns, head dims as k */
             nat_pw_pack(p->k + (size_t)j0 * p->d, true, nc, p->d, t->pk);
-            nat_pw_gemm(t->qs, p->d, t->pk, t->sc, ATTN_BC, nr, p->d, 0, nc, false);
+            nat_pw_gemm(t->qs, p->d, t->pk, t->sc, ATTN_BC, nr, p->d, 0, nc, false, NULL);
         } else {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, p->d, p->alpha,
                         p->q + (size_t)i0 * p->d, p->d, p->k + (size_t)j0 * p->d, p->d, 0.0f, t->sc,
@@ -157,7 +157,7 @@ static void attn_block_cols(attn_tile *t, const attn_prob *p, int i0, int nr, in
         /* the accumulator starts at the first block (beta 0 / no accumulate) */
         if (t->pv) {
             pack_rows(p->v + (size_t)j0 * p->d + d0, p->d, nc, dc, t->pv);
-            nat_pw_gemm(t->sc, ATTN_BC, t->pv, t->acc, ATTN_DMAX, nr, nc, 0, dc, j0 > 0);
+            nat_pw_gemm(t->sc, ATTN_BC, t->pv, t->acc, ATTN_DMAX, nr, nc, 0, dc, j0 > 0, NULL);
         } else {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dc, nc, 1.0f, t->sc, ATTN_BC,
                         p->v + (size_t)j0 * p->d + d0, p->d, j0 == 0 ? 0.0f : 1.0f, t->acc,

@@ -173,33 +173,11 @@ size_t nat_conv2d_workspace(const nat_conv_shape *s)
 
 /* ---- epilogue ---- */
 
-/* One row of cols outputs: x += b (+ r[i]), then act, in place. */
+/* One row of cols outputs: x = act(x + b + r[i]) (r NULL: none), in place. */
 static void epi_row(float *x, int cols, float b, const float *r, nat_act act)
 {
-    if (r != NULL) {
-#pragma omp simd
-        for (int i = 0; i < cols; i++)
-            x[i] += b + r[i];
-    } else if (b != 0.0f) {
-#pragma omp simd
-        for (int i = 0; i < cols; i++)
-            x[i] += b;
-    }
-    nat_act_vec(x, cols, act); /* one simd loop per activation, chosen outside it */
-}
-
-/* Applies the epilogue to rows x cols of out (row stride ld); bias (indexed by
- * row) and res (same layout as out) may be NULL. */
-static void epi_tile(float *out, int ld, int rows, int cols, const float *bias, const float *res,
-                     nat_act act)
-{
-    if (bias == NULL && res == NULL && act == NAT_ACT_NONE)
-        return;
-    for (int r = 0; r < rows; r++) {
-        float b = bias != NULL ? bias[r] : 0.0f;
-        const float *rr = res != NULL ? res + (size_t)r * ld : NULL;
-        epi_row(out + (size_t)r * ld, cols, b, rr, act);
-    }
+    nat_epi e = {.bias = &b, .bias_rows = true, .res = r, .act = act};
+    nat_epi_apply(x, 0, 0, 0, 1, cols, &e);
 }
 
 /* ---- im2col ---- */
@@ -446,22 +424,27 @@ static void conv_gemm_tile(const conv_args *a, const conv_geom *g, int b, int gr
     int cols = rows * s->wo;
     const float *bm = col;
     int ldb = cols;
-    if (g->packed) {
+    /* bias per output channel (a row of the GEMM), residual laid out as out */
+    nat_epi epi = {.bias = a->bias != NULL ? a->bias + (size_t)grp * g->cog : NULL,
+                   .bias_rows = true,
+                   .res = a->res != NULL ? a->res + o_off : NULL,
+                   .ldr = g->plane,
+                   .act = a->act};
+    if (g->packed) { /* the epilogue runs inside, on blocks of channels in cache */
         im2col_panels(col, in, s, g->cig, g->kdim, oy0, rows, g->pointwise);
-        nat_pw_gemm(wg, g->kdim, col, a->out + o_off, g->plane, g->cog, g->kdim, 0, cols, false);
-    } else {
-        if (g->pointwise) {
-            bm = in + (size_t)oy0 * s->wo;
-            ldb = g->plane;
-        } else {
-            im2col_tile(col, in, s, g->cig, oy0, rows);
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cog, cols, g->kdim, 1.0f, wg,
-                    g->kdim, bm, ldb, 0.0f, a->out + o_off, g->plane);
+        nat_pw_gemm(wg, g->kdim, col, a->out + o_off, g->plane, g->cog, g->kdim, 0, cols, false,
+                    &epi);
+        return;
     }
-    const float *bias = a->bias != NULL ? a->bias + (size_t)grp * g->cog : NULL;
-    const float *res = a->res != NULL ? a->res + o_off : NULL;
-    epi_tile(a->out + o_off, g->plane, g->cog, cols, bias, res, a->act);
+    if (g->pointwise) {
+        bm = in + (size_t)oy0 * s->wo;
+        ldb = g->plane;
+    } else {
+        im2col_tile(col, in, s, g->cig, oy0, rows);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->cog, cols, g->kdim, 1.0f, wg, g->kdim,
+                bm, ldb, 0.0f, a->out + o_off, g->plane);
+    nat_epi_apply(a->out + o_off, g->plane, 0, 0, g->cog, cols, &epi);
 }
 
 static void conv_gemm(const conv_args *a, const conv_geom *g)

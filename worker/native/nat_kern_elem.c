@@ -187,3 +187,31 @@ NAT_SIMD_CLONES void nat_act_vec(float *x, int64_t n, int act)
         return;
     }
 }
+
+NAT_SIMD_CLONES void nat_epi_apply(float *c, int64_t ldc, int64_t r0, int64_t c0, int64_t rows,
+                                   int64_t cols, const nat_epi *e)
+{
+    if (!e || (!e->bias && !e->res && e->act == NAT_ACT_NONE))
+        return;
+    const float *bc = e->bias && !e->bias_rows ? e->bias + c0 : NULL;
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = c + r * ldc;
+        float br = e->bias && e->bias_rows ? e->bias[r0 + r] : 0.0f;
+        const float *rr = e->res ? e->res + (r0 + r) * e->ldr + c0 : NULL;
+        if (bc) {
+#pragma omp simd
+            for (int64_t j = 0; j < cols; j++)
+                x[j] += bc[j];
+        }
+        if (rr) {
+#pragma omp simd
+            for (int64_t j = 0; j < cols; j++)
+                x[j] += br + rr[j];
+        } else if (br != 0.0f) {
+#pragma omp simd
+            for (int64_t j = 0; j < cols; j++)
+                x[j] += br;
+        }
+        nat_act_vec(x, cols, e->act); /* the row is still in L1 */
+    }
+}

@@ -64,30 +64,6 @@ static void lin_gemm(const float *a, const float *w, float *c, int64_t rows, int
                 c + c0, (int)n);
 }
 
-/* act(c + bias + res) on a rows x cols tile at c (row stride ld); bias and res
- * already offset to the tile (res with stride ld). */
-static void lin_epi(float *c, const float *bias, const float *res, int64_t rows, int64_t cols,
-                    int64_t ld, int act)
-{
-    if (!bias && !res && act == NAT_ACT_NONE)
-        return;
-    for (int64_t r = 0; r < rows; r++) {
-        float *row = c + r * ld;
-        const float *rr = res ? res + r * ld : NULL;
-        if (bias) {
-#pragma omp simd
-            for (int64_t j = 0; j < cols; j++)
-                row[j] += bias[j];
-        }
-        if (rr) {
-#pragma omp simd
-            for (int64_t j = 0; j < cols; j++)
-                row[j] += rr[j];
-        }
-        nat_act_vec(row, cols, act); /* the row is still in L1 */
-    }
-}
-
 /* One tile of c = act(a w + bias + res): rows [r0, r0+rb) x columns of slice cb_i. */
 static void lin_tile(const float *a, nat_weight w, const float *bias, const float *res, float *c,
                      int64_t m, int64_t n, int64_t k, int act, const lin_tiles *t, int64_t tile)
@@ -95,12 +71,14 @@ static void lin_tile(const float *a, nat_weight w, const float *bias, const floa
     int64_t ci = tile / t->nrb, ri = tile % t->nrb;
     int64_t r0 = ri * t->rb, c0 = ci * t->cb;
     int64_t rows = m - r0 < t->rb ? m - r0 : t->rb, cols = n - c0 < t->cb ? n - c0 : t->cb;
-    if (w.pw)
-        nat_pw_gemm(a + r0 * k, k, w.pw, c + r0 * n, n, rows, k, c0, cols, false);
-    else
-        lin_gemm(a + r0 * k, w.w, c + r0 * n, rows, c0, cols, n, k, w.wt);
-    lin_epi(c + r0 * n + c0, bias ? bias + c0 : NULL, res ? res + r0 * n + c0 : NULL, rows, cols, n,
-            act);
+    /* the epilogue relative to the tile's first row, which is the GEMM's */
+    nat_epi epi = {.bias = bias, .res = res ? res + r0 * n : NULL, .ldr = n, .act = act};
+    if (w.pw) { /* the epilogue runs inside, on blocks of rows in cache */
+        nat_pw_gemm(a + r0 * k, k, w.pw, c + r0 * n, n, rows, k, c0, cols, false, &epi);
+        return;
+    }
+    lin_gemm(a + r0 * k, w.w, c + r0 * n, rows, c0, cols, n, k, w.wt);
+    nat_epi_apply(c + r0 * n + c0, n, 0, c0, rows, cols, &epi);
 }
 
 void nat_linear(const float *a, nat_weight w, const float *bias, const float *res, float *c,
