@@ -67,6 +67,9 @@ static double act_ref(double x, nat_act act)
         return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     if (act == NAT_ACT_RELU6)
         return x < 0.0 ? 0.0 : (x > 6.0 ? 6.0 : x);
+    if (act == NAT_ACT_SILU)
+        return x / (1.0 + exp(-x));
+    assert_int_equal(act, NAT_ACT_NONE);
     return x;
 }
 
@@ -171,6 +174,25 @@ static void test_conv_stride2_nonsquare(void **state)
     run_conv((conv_case){s, true, false, NAT_ACT_NONE});
 }
 
+/* Stride 1 with unequal padding, dilation, a 1x3 kernel, and more reduction
+ * rows than the GEMM's k block (the offset table read from k0 on).  Rows are
+ * wide enough (and output channels few enough) for the stride-1 path that
+ * reads the padded input in place (CONV_IMPL_JUNK_MAX, CONV_IMPL_CO_MAX). */
+static void test_conv_stride1_shapes(void **state)
+{
+    nat_conv_shape s = shp(2, 5, 9, 40, 7, 3, 3, 1, 0, 1, 1);
+    s.pad_h = 2;
+    s.pad_w = 1;
+    run_conv((conv_case){s, true, true, NAT_ACT_RELU});
+    s = shp(1, 3, 6, 30, 4, 1, 3, 1, 0, 1, 1);
+    s.pad_w = 1;
+    run_conv((conv_case){s, false, false, NAT_ACT_NONE});
+    run_conv((conv_case){shp(2, 4, 13, 50, 6, 3, 3, 1, 2, 2, 1), true, true, NAT_ACT_GELU});
+    run_conv((conv_case){shp(1, 40, 6, 29, 13, 3, 3, 1, 1, 1, 1), true, false, NAT_ACT_SILU});
+    run_conv((conv_case){shp(2, 300, 3, 4, 5, 1, 1, 1, 0, 1, 1), true, true, NAT_ACT_NONE});
+    run_conv((conv_case){shp(1, 6, 5, 33, 4, 3, 3, 1, 1, 1, 2), true, true, NAT_ACT_RELU});
+}
+
 static void test_conv_dilation(void **state)
 {
     run_conv((conv_case){shp(2, 4, 13, 11, 6, 3, 3, 1, 2, 2, 1), true, true, NAT_ACT_GELU});
@@ -220,10 +242,8 @@ static void test_conv_workspace(void **state)
     assert_true(nat_conv_shape_finish(&s));
     assert_int_equal(s.ho, 10);
     assert_int_equal(nat_conv2d_workspace(&s), 0); /* pointwise on OpenBLAS: direct GEMM */
-    s.blas = false;                                /* packed: the plane is packed into panels */
-    /* whole panels of 32 pixels by 8 channels, per thread */
-    assert_int_equal(nat_conv2d_workspace(&s) % (8 * 32), 0);
-    assert_true(nat_pw_available() ? nat_conv2d_workspace(&s) > 0 : nat_conv2d_workspace(&s) == 0);
+    s.blas = false; /* our GEMM reads the plane in place: only its row table (8 int64) */
+    assert_int_equal(nat_conv2d_workspace(&s), nat_pw_available() ? 2 * 8 : 0);
     s = shp(1, 8, 10, 10, 8, 3, 3, 1, 1, 1, 8);
     assert_true(nat_conv_shape_finish(&s));
     assert_int_equal(nat_conv2d_workspace(&s), 0); /* depthwise: loop kernel */
@@ -236,6 +256,15 @@ static void test_conv_workspace(void **state)
     assert_true(ws >= row);
     assert_int_equal(ws % row, 0);
     assert_true(ws <= row * 10 * 256); /* no more than the whole image per thread */
+    s.blas = false; /* stride 1 on our GEMM: row table, padded input, per-thread output tiles */
+    if (nat_pw_available()) {
+        size_t table = 2 * 8 * 9, padded = (size_t)8 * 12 * 14;
+        ws = nat_conv2d_workspace(&s);
+        assert_true(ws > table + padded);
+        /* a tile per thread holds at most the whole output with its pad columns */
+        assert_true(ws <= table + padded + 64 + (size_t)256 * 4 * (10 * 14));
+    }
+    s.blas = true;
     s = shp(2, 3, 32, 32, 8, 7, 7, 2, 3, 1, 1);
     assert_true(nat_conv_shape_finish(&s));
     assert_int_equal(s.ho, 16);
@@ -386,6 +415,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_3x3),
         cmocka_unit_test(test_conv_stride2_nonsquare),
+        cmocka_unit_test(test_conv_stride1_shapes),
         cmocka_unit_test(test_conv_dilation),
         cmocka_unit_test(test_conv_groups),
         cmocka_unit_test(test_conv_depthwise),

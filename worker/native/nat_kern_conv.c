@@ -1,17 +1,26 @@
 /* nat_kern_conv: 2-D convolution on the CPU, NCHW float32.
  *
- * Three paths, chosen from the shape:
+ * Paths, chosen from the shape:
  *  - direct: one input channel per group (depthwise): a loop kernel, since an
  *    im2col GEMM with K = kh*kw is mostly packing overhead;
- *  - 1x1, stride 1, no padding: the input plane already is the GEMM's B matrix;
- *  - general: im2col into a per-thread column tile of a few output rows, then
- *    one GEMM per tile.
- * The GEMM: where the CPU has AVX-512 (and params.gemm is not "openblas"),
- * im2col writes the tile straight into the panel layout of our packed GEMM
- * (nat_pw_gemm: 32 output pixels x K per panel), so the input is gathered and
- * packed in one pass and the weights are read in place; OpenBLAS would pack
- * both operands again inside every call.  The 1x1 path packs its input plane
- * the same way.  Elsewhere, OpenBLAS on the row-major im2col tile.
+ *  - stride 1 where the CPU has AVX-512 (and params.gemm is not "openblas"):
+ *    no im2col at all.  The input is copied once with its padding into a
+ *    buffer whose rows are w + 2 pad wide; then output pixel (oy, ox) reads
+ *    input (oy + ky, ox + kx) at a fixed offset from "virtual pixel"
+ *    oy * (w + 2 pad) + ox, for every (c, ky, kx), so the reduction row
+ *    (c, ky, kx) of a tile is one contiguous run of the padded input, and our
+ *    GEMM reads it in place through a table of run offsets
+ *    (nat_pw_gemm_offsets).  The 2 pad columns of each virtual row are
+ *    computed and dropped (4% of the work at 56 x 56) when the tile is copied
+ *    into the output with its epilogue.  A 1x1 convolution needs neither the
+ *    padding nor the drop: its input plane is B as it is.  With im2col into
+ *    packed panels instead, the packing was 10% of a 3x3 convolution's time;
+ *  - otherwise (strides of 2 and more): im2col into a per-thread column tile
+ *    of a few output rows, then one GEMM per tile.  Where the CPU has AVX-512,
+ *    im2col writes the tile straight into the panel layout of our packed GEMM
+ *    (nat_pw_gemm: 32 output pixels x K per panel) and the weights are read in
+ *    place; elsewhere OpenBLAS on the row-major im2col tile (the 1x1 path with
+ *    the input plane as B), which packs both operands again inside every call.
  * The epilogue (bias, residual, activation) runs on each output tile right after
  * the GEMM that produced it, while the tile is still in cache.
  *
@@ -48,7 +57,11 @@ typedef struct conv_geom {
     size_t slot;    /* workspace floats per thread */
     bool direct;    /* depthwise loop kernel */
     bool pointwise; /* 1x1 stride 1 no pad: no im2col */
-    bool packed;    /* tiles in nat_pw_gemm's panel layout */
+    bool packed;    /* on our GEMM: tiles in nat_pw_gemm's panel layout */
+    bool implicit;  /* packed, stride 1: nat_pw_gemm_offsets on the (padded) input */
+    int hp, wp;     /* implicit, not pointwise: the padded input's plane */
+    size_t shared;  /* workspace floats before the per-thread slots (implicit: the
+                       offset table, then the padded input) */
 } conv_geom;
 
 static bool in_range(int64_t v, int64_t lo, int64_t hi)
@@ -125,11 +138,12 @@ static int conv_threads(void)
     return t < 1 ? 1 : (t > slots ? slots : t);
 }
 
-/* Tiles per (image, group): at least one per thread when there are few
+/* Tiles per (image, group): output rows of row_floats floats of buffer each
+ * up to target floats per tile; at least one per thread when there are few
  * images, a multiple of the thread count so the last round is not half idle. */
-static int conv_tile_count(const nat_conv_shape *s, int kdim, int slots)
+static int conv_tile_count(const nat_conv_shape *s, int64_t row_floats, int64_t target, int slots)
 {
-    int64_t rows = CONV_COL_TARGET / ((int64_t)kdim * s->wo);
+    int64_t rows = target / (row_floats > 0 ? row_floats : 1);
     if (rows < 1)
         rows = 1;
     int64_t nt = (s->ho + rows - 1) / rows;
@@ -139,6 +153,38 @@ static int conv_tile_count(const nat_conv_shape *s, int kdim, int slots)
         nt = (nt + per - 1) / per * per;
     }
     return nt > s->ho ? s->ho : (int)nt;
+}
+
+/* The stride-1 path's tiles: the GEMM's output goes to a per-thread tile of
+ * cog x virtual pixels (the output directly for 1x1); a tile's B, the input
+ * rows it reads, is at most a few hundred KiB (KC channels' rows at a time). */
+#ifndef CONV_IMPL_TARGET
+#define CONV_IMPL_TARGET (64 * 1024)
+#endif
+#define CONV_PAD_SLACK 16 /* floats after the padded input (none are read) */
+/* At most 1 in this many columns computed and dropped: 56 x 56 (2 of 58) and
+ * 28 x 28 (2 of 30) take the path, 14 x 14 (2 of 16) and 7 x 7 do not. */
+#define CONV_IMPL_JUNK_MAX 12
+/* Output channels per group at most.  One core, against im2col into panels:
+ * 3x3 64 -> 64 at 56 x 56 2.55 vs 2.60 ms, 1x1 256 -> 64 1.12 vs 1.17 ms;
+ * but 3x3 128 -> 128 at 28 x 28 2.69 vs 2.65, 1x1 64 -> 256 1.19 vs 1.17,
+ * 1x1 2048 -> 512 at 7 x 7 1.84 vs 1.37. */
+#define CONV_IMPL_CO_MAX 64
+
+static void conv_geom_implicit(conv_geom *g, const nat_conv_shape *s)
+{
+    int64_t k_block = g->kdim < 256 ? g->kdim : 256; /* nat_pw_gemm's KC */
+    int64_t row_floats = g->pointwise ? k_block * s->wo : (int64_t)g->cog * (s->w + 2 * s->pad_w);
+    g->ntiles = conv_tile_count(s, row_floats, CONV_IMPL_TARGET, conv_slots());
+    g->tile_rows = (s->ho + g->ntiles - 1) / g->ntiles;
+    g->ntiles = (s->ho + g->tile_rows - 1) / g->tile_rows;
+    g->shared = 2 * (size_t)g->kdim; /* the int64 offset table */
+    if (g->pointwise)
+        return; /* the output takes the GEMM's tile directly */
+    g->hp = s->h + 2 * s->pad_h;
+    g->wp = s->w + 2 * s->pad_w;
+    g->shared += (size_t)s->n * s->ci * g->hp * g->wp + CONV_PAD_SLACK;
+    g->slot = (size_t)g->cog * ((size_t)(g->tile_rows - 1) * g->wp + s->wo);
 }
 
 static conv_geom conv_geom_of(const nat_conv_shape *s)
@@ -151,10 +197,19 @@ static conv_geom conv_geom_of(const nat_conv_shape *s)
     g.direct = g.cig == 1 && s->groups > 1;
     g.pointwise = s->kh == 1 && s->kw == 1 && s->stride_h == 1 && s->stride_w == 1 &&
                   s->pad_h == 0 && s->pad_w == 0;
-    g.ntiles = conv_tile_count(s, g.kdim, conv_slots());
+    g.packed = !g.direct && !s->blas && nat_pw_available();
+    /* Stride 1, few output channels (the copy im2col makes costs about 1/co
+     * of the GEMM: with more, the aligned panels it makes pay for it), and
+     * few pad columns computed and dropped. */
+    g.implicit = g.packed && s->stride_h == 1 && s->stride_w == 1 && g.cog <= CONV_IMPL_CO_MAX &&
+                 (g.pointwise || 2 * s->pad_w * CONV_IMPL_JUNK_MAX <= s->w + 2 * s->pad_w);
+    if (g.implicit) {
+        conv_geom_implicit(&g, s);
+        return g;
+    }
+    g.ntiles = conv_tile_count(s, (int64_t)g.kdim * s->wo, CONV_COL_TARGET, conv_slots());
     g.tile_rows = (s->ho + g.ntiles - 1) / g.ntiles;
     g.ntiles = (s->ho + g.tile_rows - 1) / g.tile_rows;
-    g.packed = !g.direct && !s->blas && nat_pw_available();
     if (g.packed) /* whole panels of 32 pixels, the last one zero-padded */
         g.slot = (size_t)g.kdim * (size_t)nat_pw_floats((int64_t)g.tile_rows * s->wo, 1);
     else
@@ -168,7 +223,7 @@ size_t nat_conv2d_workspace(const nat_conv_shape *s)
     if (s->ho < 1 || s->wo < 1)
         return 0;
     conv_geom g = conv_geom_of(s);
-    return g.slot * (size_t)conv_slots();
+    return g.shared + g.slot * (size_t)conv_slots();
 }
 
 /* ---- epilogue ---- */
@@ -447,22 +502,105 @@ static void conv_gemm_tile(const conv_args *a, const conv_geom *g, int b, int gr
     nat_epi_apply(a->out + o_off, g->plane, 0, 0, g->cog, cols, &epi);
 }
 
+/* ---- stride 1: our GEMM on the input in place (nat_pw_gemm_offsets) ---- */
+
+/* The run offset of each reduction row (c, ky, kx): in the input plane for
+ * 1x1, else in the padded input, relative to the tile's first virtual pixel. */
+static void implicit_offsets(int64_t *koff, const conv_geom *g, const nat_conv_shape *s)
+{
+    if (g->pointwise) {
+        for (int c = 0; c < g->cig; c++)
+            koff[c] = (int64_t)c * g->plane;
+        return;
+    }
+    int64_t pplane = (int64_t)g->hp * g->wp, kk = 0;
+    for (int c = 0; c < g->cig; c++)
+        for (int ky = 0; ky < s->kh; ky++)
+            for (int kx = 0; kx < s->kw; kx++)
+                koff[kk++] = c * pplane + (int64_t)ky * s->dil_h * g->wp + (int64_t)kx * s->dil_w;
+}
+
+/* Plane pi (image * ci + channel) of the input into the padded buffer. */
+static void pad_plane(float *dst, const float *in, const conv_geom *g, const nat_conv_shape *s,
+                      int64_t pi)
+{
+    const float *src = in + pi * s->h * s->w;
+    float *d = dst + pi * g->hp * g->wp;
+    size_t row = (size_t)s->w * sizeof(float), lpad = (size_t)s->pad_w * sizeof(float);
+    memset(d, 0, (size_t)s->pad_h * g->wp * sizeof(float));
+    d += (size_t)s->pad_h * g->wp;
+    for (int y = 0; y < s->h; y++, d += g->wp) {
+        memset(d, 0, lpad);
+        memcpy(d + s->pad_w, src + (size_t)y * s->w, row);
+        memset(d + s->pad_w + s->w, 0, lpad);
+    }
+    memset(d, 0, (size_t)s->pad_h * g->wp * sizeof(float));
+}
+
+/* One tile: image b, group grp, output rows [oy0, oy0+rows).  1x1: the GEMM
+ * writes the output, epilogue inside.  Else it writes tile (cog x virtual
+ * pixels, row stride wp), whose rows are then copied to the output without
+ * their pad columns, each channel's epilogue applied while it is in cache. */
+static void implicit_tile(const conv_args *a, const conv_geom *g, const int64_t *koff,
+                          const float *padded, int b, int grp, int oy0, int rows, float *tile)
+{
+    const nat_conv_shape *s = a->s;
+    size_t o_off = ((size_t)b * s->co + (size_t)grp * g->cog) * g->plane + (size_t)oy0 * s->wo;
+    size_t first_plane = (size_t)b * s->ci + (size_t)grp * g->cig;
+    const float *wg = a->w + (size_t)grp * g->cog * g->kdim;
+    nat_epi epi = {.bias = a->bias != NULL ? a->bias + (size_t)grp * g->cog : NULL,
+                   .bias_rows = true,
+                   .res = a->res != NULL ? a->res + o_off : NULL,
+                   .ldr = g->plane,
+                   .act = a->act};
+    if (g->pointwise) {
+        const float *bsrc = a->in + first_plane * g->plane + (size_t)oy0 * s->wo;
+        nat_pw_gemm_offsets(wg, g->kdim, bsrc, koff, a->out + o_off, g->plane, g->cog, g->kdim,
+                            (int64_t)rows * s->wo, &epi);
+        return;
+    }
+    const float *bsrc = padded + first_plane * g->hp * g->wp + (size_t)oy0 * g->wp;
+    int64_t ncols = (int64_t)(rows - 1) * g->wp + s->wo;
+    nat_pw_gemm_offsets(wg, g->kdim, bsrc, koff, tile, ncols, g->cog, g->kdim, ncols, NULL);
+    for (int ch = 0; ch < g->cog; ch++) {
+        float *o = a->out + o_off + (size_t)ch * g->plane;
+        const float *t = tile + (size_t)ch * ncols;
+        for (int r = 0; r < rows; r++)
+            memcpy(o + (size_t)r * s->wo, t + (size_t)r * g->wp, (size_t)s->wo * sizeof(float));
+        nat_epi_apply(o, g->plane, ch, 0, 1, (int64_t)rows * s->wo, &epi);
+    }
+}
+
 static void conv_gemm(const conv_args *a, const conv_geom *g)
 {
     const nat_conv_shape *s = a->s;
     int64_t items = (int64_t)s->n * s->groups * g->ntiles;
+    int64_t *koff = g->implicit ? (int64_t *)a->ws : NULL; /* 64-byte aligned (nat_buf) */
+    float *padded = g->implicit ? a->ws + 2 * (size_t)g->kdim : NULL;
+    float *slots = a->ws != NULL ? a->ws + g->shared : NULL;
     int blas_threads = openblas_get_num_threads();
+    if (koff)
+        implicit_offsets(koff, g, s);
     openblas_set_num_threads(1);
 #pragma omp parallel num_threads(conv_threads())
     {
-        float *col = a->ws != NULL ? a->ws + g->slot * (size_t)omp_get_thread_num() : NULL;
+        float *col = slots != NULL ? slots + g->slot * (size_t)omp_get_thread_num() : NULL;
+        if (g->implicit && !g->pointwise) {
+#pragma omp for schedule(static)
+            for (int64_t pi = 0; pi < (int64_t)s->n * s->ci; pi++)
+                pad_plane(padded, a->in, g, s, pi);
+        } /* the for's barrier: the padded input is whole */
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < items; it++) {
             int t = (int)(it % g->ntiles);
             int64_t bg = it / g->ntiles;
             int oy0 = t * g->tile_rows;
             int rows = s->ho - oy0 < g->tile_rows ? s->ho - oy0 : g->tile_rows;
-            conv_gemm_tile(a, g, (int)(bg / s->groups), (int)(bg % s->groups), oy0, rows, col);
+            int b = (int)(bg / s->groups), grp = (int)(bg % s->groups);
+            if (g->implicit)
+                implicit_tile(a, g, koff, padded, b, grp, oy0, rows, col);
+            else
+                conv_gemm_tile(a, g, b, grp, oy0, rows, col);
         }
     }
     openblas_set_num_threads(blas_threads);
@@ -594,7 +732,7 @@ void nat_conv2d(const float *in, const float *w, const float *bias, const float 
     assert(s->ho >= 1 && s->wo >= 1);
     conv_args a = {in, w, bias, residual, out, s, act, workspace};
     conv_geom g = conv_geom_of(s);
-    assert(workspace != NULL || g.slot == 0);
+    assert(workspace != NULL || (g.slot == 0 && g.shared == 0));
     if (g.direct)
         conv_direct(&a);
     else
