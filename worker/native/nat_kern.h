@@ -60,11 +60,16 @@ void nat_pw_gemm(const float *a, int64_t lda, const float *pw, float *c, int64_t
                  int64_t k, int64_t c0, int64_t cols, bool accumulate, const nat_epi *epi);
 /* The same GEMM with B unpacked, read in place through a table: B's row q,
  * columns 0 .. cols, is the contiguous run at b + koff[q] (koff has k
- * entries); nothing past a run is read.  c[r, 0 .. cols) = sum_q a[r, q]
- * B[q, col], then epi.  A convolution of stride 1 is such a GEMM over its
- * (padded) input, with no im2col copy (nat_kern_conv.c). */
+ * entries); nothing past a run is read.  c[r, col] = sum_q a[r, q] B[q, col],
+ * then epi.  With vpitch 0 column col is c[r * ldc + col]; else the columns
+ * are "virtual rows" of vpitch (>= 16), of which the first rlen are kept:
+ * column col lands at c[r * ldc + col / vpitch * rlen + col % vpitch] and is
+ * dropped when col % vpitch >= rlen.  A convolution of stride 1 is such a
+ * GEMM over its padded input (vpitch its padded width, rlen the output
+ * width), with no im2col copy (nat_kern_conv.c). */
 void nat_pw_gemm_offsets(const float *a, int64_t lda, const float *b, const int64_t *koff, float *c,
-                         int64_t ldc, int64_t rows, int64_t k, int64_t cols, const nat_epi *epi);
+                         int64_t ldc, int64_t rows, int64_t k, int64_t cols, int64_t vpitch,
+                         int64_t rlen, const nat_epi *epi);
 
 typedef struct nat_conv_shape {
     int n, ci, h, w; /* input NCHW */

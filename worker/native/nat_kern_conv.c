@@ -11,16 +11,18 @@
  *    (c, ky, kx) of a tile is one contiguous run of the padded input, and our
  *    GEMM reads it in place through a table of run offsets
  *    (nat_pw_gemm_offsets).  The 2 pad columns of each virtual row are
- *    computed and dropped (4% of the work at 56 x 56) when the tile is copied
- *    into the output with its epilogue.  A 1x1 convolution needs neither the
- *    padding nor the drop: its input plane is B as it is.  With im2col into
- *    packed panels instead, the packing was 10% of a 3x3 convolution's time;
- *  - otherwise (strides of 2 and more): im2col into a per-thread column tile
- *    of a few output rows, then one GEMM per tile.  Where the CPU has AVX-512,
- *    im2col writes the tile straight into the panel layout of our packed GEMM
- *    (nat_pw_gemm: 32 output pixels x K per panel) and the weights are read in
- *    place; elsewhere OpenBLAS on the row-major im2col tile (the 1x1 path with
- *    the input plane as B), which packs both operands again inside every call.
+ *    computed (4% of the work at 56 x 56) and dropped as the GEMM stores into
+ *    the output.  A 1x1 convolution needs neither the padding nor the drop:
+ *    its input plane is B as it is.  With im2col into packed panels instead,
+ *    the packing was 10% of a 3x3 convolution's time.  Taken for few output
+ *    channels and wide rows (CONV_IMPL_CO_MAX, CONV_IMPL_JUNK_MAX);
+ *  - otherwise (strides of 2 and more, the other stride-1 shapes): im2col into
+ *    a per-thread column tile of a few output rows, then one GEMM per tile.
+ *    Where the CPU has AVX-512, im2col writes the tile straight into the panel
+ *    layout of our packed GEMM (nat_pw_gemm: 32 output pixels x K per panel)
+ *    and the weights are read in place; elsewhere OpenBLAS on the row-major
+ *    im2col tile (the 1x1 path with the input plane as B), which packs both
+ *    operands again inside every call.
  * The epilogue (bias, residual, activation) runs on each output tile right after
  * the GEMM that produced it, while the tile is still in cache.
  *
@@ -155,14 +157,15 @@ static int conv_tile_count(const nat_conv_shape *s, int64_t row_floats, int64_t 
     return nt > s->ho ? s->ho : (int)nt;
 }
 
-/* The stride-1 path's tiles: the GEMM's output goes to a per-thread tile of
- * cog x virtual pixels (the output directly for 1x1); a tile's B, the input
+/* The stride-1 path's tiles: up to CONV_IMPL_TARGET floats of output (with
+ * the pad columns) per tile, so its epilogue runs in L2; a tile's B, the input
  * rows it reads, is at most a few hundred KiB (KC channels' rows at a time). */
 #ifndef CONV_IMPL_TARGET
 #define CONV_IMPL_TARGET (64 * 1024)
 #endif
 #define CONV_PAD_SLACK 16 /* floats after the padded input (none are read) */
-/* At most 1 in this many columns computed and dropped: 56 x 56 (2 of 58) and
+/* At most 1 in this many columns computed and dropped (a padded row is wider
+ * than an output row by (kw - 1) * dil_w): 3x3 at 56 x 56 (2 of 58) and
  * 28 x 28 (2 of 30) take the path, 14 x 14 (2 of 16) and 7 x 7 do not. */
 #define CONV_IMPL_JUNK_MAX 12
 /* Output channels per group at most.  One core, against im2col into panels:
@@ -184,7 +187,6 @@ static void conv_geom_implicit(conv_geom *g, const nat_conv_shape *s)
     g->hp = s->h + 2 * s->pad_h;
     g->wp = s->w + 2 * s->pad_w;
     g->shared += (size_t)s->n * s->ci * g->hp * g->wp + CONV_PAD_SLACK;
-    g->slot = (size_t)g->cog * ((size_t)(g->tile_rows - 1) * g->wp + s->wo);
 }
 
 static conv_geom conv_geom_of(const nat_conv_shape *s)
@@ -201,8 +203,9 @@ static conv_geom conv_geom_of(const nat_conv_shape *s)
     /* Stride 1, few output channels (the copy im2col makes costs about 1/co
      * of the GEMM: with more, the aligned panels it makes pay for it), and
      * few pad columns computed and dropped. */
+    int wp = s->w + 2 * s->pad_w; /* a padded row; the output row is wo of it */
     g.implicit = g.packed && s->stride_h == 1 && s->stride_w == 1 && g.cog <= CONV_IMPL_CO_MAX &&
-                 (g.pointwise || 2 * s->pad_w * CONV_IMPL_JUNK_MAX <= s->w + 2 * s->pad_w);
+                 (g.pointwise || (wp >= 16 && (int64_t)(wp - s->wo) * CONV_IMPL_JUNK_MAX <= wp));
     if (g.implicit) {
         conv_geom_implicit(&g, s);
         return g;
@@ -537,12 +540,11 @@ static void pad_plane(float *dst, const float *in, const conv_geom *g, const nat
     memset(d, 0, (size_t)s->pad_h * g->wp * sizeof(float));
 }
 
-/* One tile: image b, group grp, output rows [oy0, oy0+rows).  1x1: the GEMM
- * writes the output, epilogue inside.  Else it writes tile (cog x virtual
- * pixels, row stride wp), whose rows are then copied to the output without
- * their pad columns, each channel's epilogue applied while it is in cache. */
+/* One tile: image b, group grp, output rows [oy0, oy0+rows): the GEMM
+ * writes the output, epilogue included; for kxk its columns are virtual
+ * pixels (rows of wp, the last 2 pad_w of each dropped). */
 static void implicit_tile(const conv_args *a, const conv_geom *g, const int64_t *koff,
-                          const float *padded, int b, int grp, int oy0, int rows, float *tile)
+                          const float *padded, int b, int grp, int oy0, int rows)
 {
     const nat_conv_shape *s = a->s;
     size_t o_off = ((size_t)b * s->co + (size_t)grp * g->cog) * g->plane + (size_t)oy0 * s->wo;
@@ -556,19 +558,13 @@ static void implicit_tile(const conv_args *a, const conv_geom *g, const int64_t 
     if (g->pointwise) {
         const float *bsrc = a->in + first_plane * g->plane + (size_t)oy0 * s->wo;
         nat_pw_gemm_offsets(wg, g->kdim, bsrc, koff, a->out + o_off, g->plane, g->cog, g->kdim,
-                            (int64_t)rows * s->wo, &epi);
+                            (int64_t)rows * s->wo, 0, 0, &epi);
         return;
     }
     const float *bsrc = padded + first_plane * g->hp * g->wp + (size_t)oy0 * g->wp;
     int64_t ncols = (int64_t)(rows - 1) * g->wp + s->wo;
-    nat_pw_gemm_offsets(wg, g->kdim, bsrc, koff, tile, ncols, g->cog, g->kdim, ncols, NULL);
-    for (int ch = 0; ch < g->cog; ch++) {
-        float *o = a->out + o_off + (size_t)ch * g->plane;
-        const float *t = tile + (size_t)ch * ncols;
-        for (int r = 0; r < rows; r++)
-            memcpy(o + (size_t)r * s->wo, t + (size_t)r * g->wp, (size_t)s->wo * sizeof(float));
-        nat_epi_apply(o, g->plane, ch, 0, 1, (int64_t)rows * s->wo, &epi);
-    }
+    nat_pw_gemm_offsets(wg, g->kdim, bsrc, koff, a->out + o_off, g->plane, g->cog, g->kdim, ncols,
+                        g->wp, s->wo, &epi);
 }
 
 static void conv_gemm(const conv_args *a, const conv_geom *g)
@@ -598,7 +594,7 @@ static void conv_gemm(const conv_args *a, const conv_geom *g)
             int rows = s->ho - oy0 < g->tile_rows ? s->ho - oy0 : g->tile_rows;
             int b = (int)(bg / s->groups), grp = (int)(bg % s->groups);
             if (g->implicit)
-                implicit_tile(a, g, koff, padded, b, grp, oy0, rows, col);
+                implicit_tile(a, g, koff, padded, b, grp, oy0, rows);
             else
                 conv_gemm_tile(a, g, b, grp, oy0, rows, col);
         }

@@ -23,7 +23,9 @@
  *
  * Where AVX-512 is missing (nat_pw_available() false) the callers keep the
  * OpenBLAS path. */
+#include <assert.h>
 #include <immintrin.h>
+#include <stdint.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -71,6 +73,15 @@ void nat_pw_pack(const float *w, bool w_trans, int64_t n, int64_t k, float *dst)
     }
 }
 
+/* Where a panel's 32 columns land in c when they are not simply c + p * 32
+ * (nat_pw_gemm_offsets with virtual rows): lanes lo/hi (of 0..15, 16..31) go
+ * to c + shift + lane, the lanes of one output row each. */
+#define PW_CSEG_MAX 3 /* a panel spans at most 3 rows of >= 16 columns */
+typedef struct pw_cseg {
+    int64_t shift;
+    __mmask16 lo, hi;
+} pw_cseg;
+
 /* c[0..mr, 0..32) (=, or += when acc) a[0..mr, 0..kc) B, a[i, kk] at
  * a[i * si + kk * sk] (in place: si = lda, sk = 1; packed by pack_a: si = 1,
  * sk = MR); B's row kk (32 floats) at b + kk * NR (a KC block of a packed
@@ -78,7 +89,8 @@ void nat_pw_pack(const float *w, bool w_trans, int64_t n, int64_t k, float *dst)
  * which of the 2 x 16 columns exist. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 micro(int mr, int64_t kc, const float *a, int64_t si, int64_t sk, const float *b,
-      const int64_t *koff, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, bool acc)
+      const int64_t *koff, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, bool acc,
+      const pw_cseg *cs, int ncs)
 {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
@@ -107,6 +119,23 @@ micro(int mr, int64_t kc, const float *a, int64_t si, int64_t sk, const float *b
                 c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
             }
     }
+    if (cs) { /* the lanes go to their rows; the segments are disjoint */
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++)
+            if (i < mr) {
+                for (int g = 0; acc && g < ncs; g++) {
+                    float *cg = c + i * ldc + cs[g].shift;
+                    c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(cs[g].lo, cg));
+                    c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(cs[g].hi, cg + 16));
+                }
+                for (int g = 0; g < ncs; g++) {
+                    float *cg = c + i * ldc + cs[g].shift;
+                    _mm512_mask_storeu_ps(cg, cs[g].lo, c0[i]);
+                    _mm512_mask_storeu_ps(cg + 16, cs[g].hi, c1[i]);
+                }
+            }
+        return;
+    }
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++)
         if (i < mr) {
@@ -125,43 +154,45 @@ micro(int mr, int64_t kc, const float *a, int64_t si, int64_t sk, const float *b
  * constants after inlining).  Two functions, for B in panels and B through
  * offsets, kept apart (noinline): inlined into one caller, GCC merged the two
  * into one loop that tested koff on every k step (3-5% slower). */
-#define MR_SWITCH(KOFF)                                                                            \
+#define MR_SWITCH(KOFF, CS)                                                                        \
     switch (lda ? mr : MR + mr) {                                                                  \
-        MR_CASE(1, KOFF)                                                                           \
-        MR_CASE(2, KOFF)                                                                           \
-        MR_CASE(3, KOFF)                                                                           \
-        MR_CASE(4, KOFF)                                                                           \
-        MR_CASE(5, KOFF)                                                                           \
-        MR_CASE(6, KOFF)                                                                           \
-        MR_CASE(7, KOFF)                                                                           \
-        MR_CASE(8, KOFF)                                                                           \
-        MR_CASE(9, KOFF)                                                                           \
-        MR_CASE(10, KOFF)                                                                          \
-        MR_CASE(11, KOFF)                                                                          \
-        MR_CASE(12, KOFF)                                                                          \
+        MR_CASE(1, KOFF, CS)                                                                       \
+        MR_CASE(2, KOFF, CS)                                                                       \
+        MR_CASE(3, KOFF, CS)                                                                       \
+        MR_CASE(4, KOFF, CS)                                                                       \
+        MR_CASE(5, KOFF, CS)                                                                       \
+        MR_CASE(6, KOFF, CS)                                                                       \
+        MR_CASE(7, KOFF, CS)                                                                       \
+        MR_CASE(8, KOFF, CS)                                                                       \
+        MR_CASE(9, KOFF, CS)                                                                       \
+        MR_CASE(10, KOFF, CS)                                                                      \
+        MR_CASE(11, KOFF, CS)                                                                      \
+        MR_CASE(12, KOFF, CS)                                                                      \
     default:                                                                                       \
         break;                                                                                     \
     }
-#define MR_CASE(r, KOFF)                                                                           \
+#define MR_CASE(r, KOFF, CS)                                                                       \
     case r:                                                                                        \
-        micro(r, kc, a, lda, 1, b, KOFF, c, ldc, m0, m1, acc);                                     \
+        micro(r, kc, a, lda, 1, b, KOFF, c, ldc, m0, m1, acc, CS, ncs);                            \
         break;                                                                                     \
     case MR + r:                                                                                   \
-        micro(r, kc, a, 1, MR, b, KOFF, c, ldc, m0, m1, acc);                                      \
+        micro(r, kc, a, 1, MR, b, KOFF, c, ldc, m0, m1, acc, CS, ncs);                             \
         break;
 
 __attribute__((target("avx512f"), noinline)) static void
 micro_panels(int mr, int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
              __mmask16 m0, __mmask16 m1, bool acc)
 {
-    MR_SWITCH(NULL)
+    const int ncs = 0;
+    MR_SWITCH(NULL, NULL)
 }
 
 __attribute__((target("avx512f"), noinline)) static void
 micro_offsets(int mr, int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *koff,
-              float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, bool acc)
+              float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, bool acc, const pw_cseg *cs,
+              int ncs)
 {
-    MR_SWITCH(koff)
+    MR_SWITCH(koff, cs)
 }
 #undef MR_CASE
 #undef MR_SWITCH
@@ -198,6 +229,32 @@ static void panel_masks(int64_t p, int64_t c0, int64_t cols, __mmask16 *m0, __mm
     *m1 = left >= 32 ? 0xffff : (left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1));
 }
 
+/* The segments of panel p (pw_cseg) for a call through offsets: one when
+ * columns map straight to c (vpitch 0), else one per virtual row the panel
+ * touches, its pad columns (rlen .. vpitch of each row) dropped.  Returns how
+ * many. */
+static int panel_csegs(int64_t p, int64_t cols, int64_t vpitch, int64_t rlen, pw_cseg *cs)
+{
+    int n = 0;
+    if (!vpitch) {
+        panel_masks(p, 0, cols, &cs[0].lo, &cs[0].hi);
+        cs[0].shift = 0;
+        return 1;
+    }
+    int64_t v0 = p * NR, v1 = v0 + NR < cols ? v0 + NR : cols;
+    for (int64_t r = v0 / vpitch; r * vpitch < v1; r++) {
+        int64_t lo = r * vpitch > v0 ? r * vpitch : v0;
+        int64_t hi = r * vpitch + rlen < v1 ? r * vpitch + rlen : v1;
+        if (hi <= lo)
+            continue;
+        assert(n < PW_CSEG_MAX);
+        uint32_t upto = hi - v0 >= 32 ? 0xffffffffu : (1u << (hi - v0)) - 1;
+        uint32_t m = upto & ~((1u << (lo - v0)) - 1);
+        cs[n++] = (pw_cseg){-r * (vpitch - rlen), (__mmask16)m, (__mmask16)(m >> 16)};
+    }
+    return n;
+}
+
 /* B read through offsets is unaligned and scattered over the input's rows:
  * there it pays to hold one panel's k block (32 x KC, from a few input rows)
  * in L1 while every block of rows of a passes, and read a from L2, when a's
@@ -207,42 +264,47 @@ static void panel_masks(int64_t p, int64_t c0, int64_t cols, __mmask16 *m0, __mm
 #define OFFSETS_A_BLOCK_MAX (64 * 1024)
 
 /* pw_run's loop for B through offsets with panels outside, rows inside; the
- * epilogue then runs on the whole output once it is final. */
+ * epilogue then runs on the whole output (real_cols wide) once it is final. */
 __attribute__((target("avx512f"))) static void
 pw_run_panels_outer(const float *a, int64_t lda, const float *b, const int64_t *koff, float *c,
-                    int64_t ldc, int64_t rows, int64_t k, int64_t c0, int64_t cols, bool accumulate,
-                    const nat_epi *epi)
+                    int64_t ldc, int64_t rows, int64_t k, int64_t cols, int64_t vpitch,
+                    int64_t rlen, int64_t real_cols, const nat_epi *epi)
 {
-    int64_t p0 = c0 / NR, p1 = (c0 + cols + NR - 1) / NR;
+    int64_t panels = (cols + NR - 1) / NR;
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
         int64_t kc = k - k0 < KC ? k - k0 : KC;
-        for (int64_t p = p0; p < p1; p++) {
+        for (int64_t p = 0; p < panels; p++) {
             __mmask16 m0, m1;
-            panel_masks(p, c0, cols, &m0, &m1);
+            pw_cseg cs[PW_CSEG_MAX];
+            int ncs = panel_csegs(p, cols, vpitch, rlen, cs);
+            panel_masks(p, 0, cols, &m0, &m1);
             for (int64_t i0 = 0; i0 < rows; i0 += MR) {
                 int mr = rows - i0 < MR ? (int)(rows - i0) : MR;
                 micro_offsets(mr, kc, a + i0 * lda + k0, lda, b + p * NR, koff + k0,
-                              c + i0 * ldc + p * NR, ldc, m0, m1, accumulate || k0 > 0);
+                              c + i0 * ldc + p * NR, ldc, m0, m1, k0 > 0, cs, ncs);
             }
         }
     }
-    nat_epi_apply(c + c0, ldc, 0, c0, rows, cols, epi);
+    nat_epi_apply(c, ldc, 0, 0, rows, real_cols, epi);
 }
 
 /* The driver of both entry points: B's row kk of panel p at
- * b + p * pstride + kk * NR, or at b + p * NR + koff[kk] when koff is set. */
-__attribute__((target("avx512f"))) static void pw_run(const float *a, int64_t lda, const float *b,
-                                                      int64_t pstride, const int64_t *koff,
-                                                      float *c, int64_t ldc, int64_t rows,
-                                                      int64_t k, int64_t c0, int64_t cols,
-                                                      bool accumulate, const nat_epi *epi)
+ * b + p * pstride + kk * NR, or at b + p * NR + koff[kk] when koff is set
+ * (c0 0, columns mapped to c by vpitch and rlen: panel_csegs). */
+__attribute__((target("avx512f"))) static void
+pw_run(const float *a, int64_t lda, const float *b, int64_t pstride, const int64_t *koff, float *c,
+       int64_t ldc, int64_t rows, int64_t k, int64_t c0, int64_t cols, int64_t vpitch, int64_t rlen,
+       bool accumulate, const nat_epi *epi)
 {
     float ap[MR * KC] __attribute__((aligned(64)));
     int64_t p0 = c0 / NR, p1 = (c0 + cols + NR - 1) / NR;
     bool packed = p1 - p0 >= PACK_A_MIN_PANELS && rows_alias(lda);
+    /* the output columns the epilogue covers: virtual rows without their pads */
+    int64_t real_cols =
+        vpitch ? cols / vpitch * rlen + (cols % vpitch < rlen ? cols % vpitch : rlen) : cols;
 
     if (koff && rows * KC <= OFFSETS_A_BLOCK_MAX) {
-        pw_run_panels_outer(a, lda, b, koff, c, ldc, rows, k, c0, cols, accumulate, epi);
+        pw_run_panels_outer(a, lda, b, koff, c, ldc, rows, k, cols, vpitch, rlen, real_cols, epi);
         return;
     }
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
@@ -259,13 +321,17 @@ __attribute__((target("avx512f"))) static void pw_run(const float *a, int64_t ld
                 int64_t la = packed ? 0 : lda;
                 float *cp = c + i0 * ldc + p * NR;
                 bool acc = accumulate || k0 > 0;
-                if (koff)
-                    micro_offsets(mr, kc, aa, la, b + p * NR, koff + k0, cp, ldc, m0, m1, acc);
-                else
+                if (koff) {
+                    pw_cseg cs[PW_CSEG_MAX];
+                    int ncs = panel_csegs(p, cols, vpitch, rlen, cs);
+                    micro_offsets(mr, kc, aa, la, b + p * NR, koff + k0, cp, ldc, m0, m1, acc, cs,
+                                  ncs);
+                } else {
                     micro_panels(mr, kc, aa, la, b + p * pstride + k0 * NR, cp, ldc, m0, m1, acc);
+                }
             }
             if (k0 + kc == k) /* the block's rows are final, and in cache */
-                nat_epi_apply(c + i0 * ldc + c0, ldc, i0, c0, mr, cols, epi);
+                nat_epi_apply(c + i0 * ldc + c0, ldc, i0, c0, mr, real_cols, epi);
         }
     }
 }
@@ -275,12 +341,15 @@ __attribute__((target("avx512f"))) void nat_pw_gemm(const float *a, int64_t lda,
                                                     int64_t c0, int64_t cols, bool accumulate,
                                                     const nat_epi *epi)
 {
-    pw_run(a, lda, pw, k * NR, NULL, c, ldc, rows, k, c0, cols, accumulate, epi);
+    pw_run(a, lda, pw, k * NR, NULL, c, ldc, rows, k, c0, cols, 0, 0, accumulate, epi);
 }
 
-__attribute__((target("avx512f"))) void
-nat_pw_gemm_offsets(const float *a, int64_t lda, const float *b, const int64_t *koff, float *c,
-                    int64_t ldc, int64_t rows, int64_t k, int64_t cols, const nat_epi *epi)
+__attribute__((target("avx512f"))) void nat_pw_gemm_offsets(const float *a, int64_t lda,
+                                                            const float *b, const int64_t *koff,
+                                                            float *c, int64_t ldc, int64_t rows,
+                                                            int64_t k, int64_t cols, int64_t vpitch,
+                                                            int64_t rlen, const nat_epi *epi)
 {
-    pw_run(a, lda, b, 0, koff, c, ldc, rows, k, 0, cols, false, epi);
+    assert(vpitch == 0 || (vpitch >= 16 && rlen >= 1 && rlen <= vpitch));
+    pw_run(a, lda, b, 0, koff, c, ldc, rows, k, 0, cols, vpitch, rlen, false, epi);
 }
