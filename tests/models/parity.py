@@ -42,6 +42,7 @@ SMALL = {  # model -> (native params, batch)
     "efficientnet_b0": ({"image": 64}, 1),
     "convnext_tiny": ({"image": 64}, 1),
     "whisper_tiny": ({"frames": 100, "layers": 2}, 1),
+    "vgg16": ({"image": 32}, 1),  # the classifier stays full size: 138M weights
 }
 
 
@@ -62,7 +63,7 @@ def randomize_norms(model, gen):
 def build(name, p, batch, gen):
     """The PyTorch model, its input tensor and a function computing the output."""
     if name in ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
-                "convnext_tiny"):
+                "convnext_tiny", "vgg16"):
         model = getattr(torchvision.models, name)(weights=None)
         x = torch.randn(batch, 3, p["image"], p["image"], generator=gen)
         return model, x, lambda: model(x)

@@ -262,8 +262,9 @@ static bool infer_pool(const gr_graph *g, gr_opk op, const int *in, const gr_att
     if (op == GR_ADAPTIVE_AVGPOOL2D) {
         o->d[2] = a->kernel[0];
         o->d[3] = a->kernel[1];
-        return a->kernel[0] >= 1 && a->kernel[1] >= 1 && a->kernel[0] <= x->dims[2] &&
-               a->kernel[1] <= x->dims[3];
+        /* any output size, as PyTorch: an output larger than the input
+         * averages windows of one or two inputs (VGG16's 7x7 below 224) */
+        return a->kernel[0] >= 1 && a->kernel[1] >= 1;
     }
     if (a->pad[0] * 2 > a->kernel[0] || a->pad[1] * 2 > a->kernel[1])
         return false;

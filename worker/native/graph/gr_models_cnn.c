@@ -180,11 +180,7 @@ int gr_vgg16(gb *b, const gr_cfg *c)
         snprintf(p, sizeof p, "features.%d", idx++);
         x = gb_act(b, GR_RELU, p, x);
     }
-    gr_attr seven = {.kernel = {7, 7}};
-    if (x >= 0 && gb_t(b, x)->dims[2] < 7) { /* torchvision would upsample; we refuse */
-        fb_err_set(b->err, FB_EINVAL, "params.image", "vgg16 needs an image of at least 224");
-        return -1;
-    }
+    gr_attr seven = {.kernel = {7, 7}}; /* below 224 it repeats inputs, as torchvision */
     x = gb_op1(b, GR_ADAPTIVE_AVGPOOL2D, "avgpool", x, &seven);
     gr_attr fl = {.axis = 1};
     x = gb_op1(b, GR_FLATTEN, "flatten", x, &fl);
