@@ -171,6 +171,31 @@ static void test_user_graph(void **state)
     nat_ctx_free(ctx);
 }
 
+/* conv c, then conv d, then relu(c + d): c's group takes the add and the relu
+ * although d is made after c, and runs after d (a group runs where its last
+ * node is). */
+static const char *k_graph_late_residual =
+    "{\"graph\":{\"tensors\":[{\"name\":\"input\",\"kind\":\"input\",\"shape\":[2,3,8,8]},"
+    "{\"name\":\"w\",\"kind\":\"weight\",\"shape\":[4,3,3,3]},"
+    "{\"name\":\"b\",\"kind\":\"weight\",\"shape\":[4],\"init\":\"small\"},"
+    "{\"name\":\"w2\",\"kind\":\"weight\",\"shape\":[4,3,3,3]}],"
+    "\"nodes\":[{\"op\":\"conv2d\",\"name\":\"c\",\"inputs\":[0,1,2],\"pad\":[1,1]},"
+    "{\"op\":\"conv2d\",\"name\":\"d\",\"inputs\":[0,3],\"pad\":[1,1]},"
+    "{\"op\":\"add\",\"inputs\":[4,5]},{\"op\":\"relu\",\"inputs\":[6]}]}}";
+
+static void test_user_graph_late_residual(void **state)
+{
+    (void)state;
+    nat_ctx *ctx = build_run("graph", k_graph_late_residual, 1); /* fused matches eager */
+    const nat_plan *f = &ctx->plans[NAT_FUSED];
+    assert_int_equal(ctx->plans[NAT_EAGER].n, 4);
+    assert_int_equal(f->n, 2);
+    assert_null(f->launches[0].rule); /* d alone */
+    assert_string_equal(f->launches[1].rule, "residual_epilogue");
+    assert_int_equal(f->launches[1].n_ops, 3); /* c, add, relu */
+    nat_ctx_free(ctx);
+}
+
 static void expect_graph_error(const char *params, const char *field)
 {
     fb_spec spec;
@@ -409,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_resnet18_counts_and_memory),
         cmocka_unit_test(test_disable_rules),
         cmocka_unit_test(test_user_graph),
+        cmocka_unit_test(test_user_graph_late_residual),
         cmocka_unit_test(test_user_graph_errors),
         cmocka_unit_test(test_graph_json_roundtrip),
         cmocka_unit_test(test_safetensors_header),

@@ -150,9 +150,10 @@ typedef struct nat_mlp_dims {
 } nat_mlp_dims;
 /* Workspace floats for m rows and hidden width h; sets mode, rb and slots. */
 int64_t nat_mlp_ws(int64_t m, int64_t h, int64_t *mode, int64_t *rb, int64_t *slots);
-/* out = act(x w1 + b1) w2 + b2, ws of nat_mlp_ws's size. */
+/* out = act(x w1 + b1) w2 + b2 [+ res] (res [m, d], NULL: none), ws of
+ * nat_mlp_ws's size. */
 void nat_mlp(const float *x, nat_weight w1, const float *b1, nat_weight w2, const float *b2,
-             float *out, float *ws, const nat_mlp_dims *d);
+             const float *res, float *out, float *ws, const nat_mlp_dims *d);
 
 /* ---- GEMM (nat_kern_gemm.c) ---- */
 

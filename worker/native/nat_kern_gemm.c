@@ -46,5 +46,5 @@ void nat_k_mlp_fused(const nat_launch *l)
                       .mode = NAT_MLP_ROWS,
                       .rb = l->i[3],
                       .slots = l->i[4]};
-    nat_mlp(l->p[0], w1, l->p[2], w2, l->p[4], l->p[5], l->p[6], &d);
+    nat_mlp(l->p[0], w1, l->p[2], w2, l->p[4], NULL, l->p[5], l->p[6], &d);
 }

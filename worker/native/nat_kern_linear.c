@@ -121,7 +121,7 @@ int64_t nat_mlp_ws(int64_t m, int64_t h, int64_t *mode, int64_t *rb, int64_t *sl
 }
 
 void nat_mlp(const float *x, nat_weight w1, const float *b1, nat_weight w2, const float *b2,
-             float *out, float *ws, const nat_mlp_dims *dm)
+             const float *res, float *out, float *ws, const nat_mlp_dims *dm)
 {
     int64_t m = dm->m, d = dm->d, h = dm->h, rb = dm->rb;
     int act = dm->act;
@@ -136,7 +136,7 @@ void nat_mlp(const float *x, nat_weight w1, const float *b1, nat_weight w2, cons
                 /* the implicit barrier: the hidden tensor is whole */
 #pragma omp for schedule(static)
             for (int64_t tile = 0; tile < t2.nrb * t2.ncb; tile++)
-                lin_tile(ws, w2, b2, NULL, out, m, d, h, NAT_ACT_NONE, &t2, tile);
+                lin_tile(ws, w2, b2, res, out, m, d, h, NAT_ACT_NONE, &t2, tile);
         }
         return;
     }
@@ -153,6 +153,7 @@ void nat_mlp(const float *x, nat_weight w1, const float *b1, nat_weight w2, cons
         lin_tiles t2 = {
             .rb = rows, .cb = LIN_CB_MAX, .nrb = 1, .ncb = (d + LIN_CB_MAX - 1) / LIN_CB_MAX};
         for (int64_t ti = 0; ti < t2.ncb; ti++)
-            lin_tile(hid, w2, b2, NULL, out + r0 * d, rows, d, h, NAT_ACT_NONE, &t2, ti);
+            lin_tile(hid, w2, b2, res ? res + r0 * d : NULL, out + r0 * d, rows, d, h, NAT_ACT_NONE,
+                     &t2, ti);
     }
 }

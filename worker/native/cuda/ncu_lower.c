@@ -564,8 +564,9 @@ static fb_code lower_zoo_linear(ncu_ctx *ctx, int v, const nat_launch *src, fb_e
                          src->n_ops, NULL, &e, err);
 }
 
-/* gr_k_mlp: out = act(x w1 + b1) w2 + b2 (act GELU, tanh GELU or ReLU; each
- * weight in either layout, bits of i[4]).  As lower_mlp: two cuBLASLt calls
+/* gr_k_mlp: out = act(x w1 + b1) w2 + b2 [+ res] (act GELU, tanh GELU or
+ * ReLU; each weight in either layout, bits of i[4]; res p[9], added by the
+ * second GEMM as a linear's residual is).  As lower_mlp: two cuBLASLt calls
  * through the plan's shared hidden buffer, the activation in the first one's
  * epilogue where cuBLASLt has it (lt_takes_act), else by our epilogue kernel
  * on the hidden tensor.  p[6..8] (the CPU's workspace and packed weights)
@@ -576,16 +577,18 @@ static fb_code lower_zoo_mlp(ncu_ctx *ctx, int v, const nat_launch *src, fb_err 
     int act = (int)src->i[3];
     ncu_gemm_args g1 = {.m = m, .n = h, .k = d, .nb = 1, .trans_b = (tb & 1) != 0};
     ncu_gemm_args g2 = {.m = m, .n = d, .k = h, .nb = 1, .trans_b = (tb & 2) != 0};
-    float *hid = ctx->hidden[v], *dp[6] = {0};
+    float *hid = ctx->hidden[v], *dp[6] = {0}, *res = NULL;
     fb_code rc = check_act(src, act, err);
     if (!rc && !hid)
         rc = fb_err_set(err, FB_EINTERNAL, NULL, "no hidden buffer for the MLP");
     for (int j = 0; j < 6 && !rc; j++)
         rc = ncu_dev_ptr(ctx, v, src->p[j], &dp[j], err);
+    if (!rc) /* p[9]: the residual of residual_epilogue, or NULL */
+        rc = ncu_dev_ptr(ctx, v, src->p[9], &res, err);
     if (rc)
         return rc;
     g1.a = dp[0], g1.bm = dp[1], g1.bias = dp[2], g1.c = hid;
-    g2.a = hid, g2.bm = dp[3], g2.bias = dp[4], g2.c = dp[5];
+    g2.a = hid, g2.bm = dp[3], g2.bias = dp[4], g2.c = dp[5], g2.res = res;
     bool lib_act = act == NCU_ACT_NONE || lt_takes_act(ctx, act, g1.bias, false);
     g1.epi = lt_epi(act, lib_act, g1.bias != NULL);
     g2.epi = g2.bias ? NCU_EPI_BIAS : NCU_EPI_NONE;

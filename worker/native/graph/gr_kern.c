@@ -59,7 +59,7 @@ void gr_k_mlp(const nat_launch *l)
                       .mode = l->i[5],
                       .rb = l->i[6],
                       .slots = l->i[7]};
-    nat_mlp(l->p[0], w1, l->p[2], w2, l->p[4], l->p[5], l->p[6], &d);
+    nat_mlp(l->p[0], w1, l->p[2], w2, l->p[4], l->p[9], l->p[5], l->p[6], &d);
 }
 
 /* ---- element chain ---- */

@@ -21,9 +21,10 @@ void gr_k_conv(const nat_launch *l);
  * columns and row blocks, each with its epilogue while it is in cache. */
 void gr_k_linear(const nat_launch *l);
 
-/* out = act(x w1 + b1) w2 + b2, one launch; the hidden tensor goes through
- * ws only.  p: x[m,d], w1, b1[h], w2, b2[d], out[m,d], ws, pw1, pw2 (packed
- * by nat_pw_pack, or NULL: OpenBLAS); i: m, d, h, act,
+/* out = act(x w1 + b1) w2 + b2 [+ res], one launch; the hidden tensor goes
+ * through ws only.  p: x[m,d], w1, b1[h], w2, b2[d], out[m,d], ws, pw1, pw2
+ * (packed by nat_pw_pack, or NULL: OpenBLAS), res[m,d] (NULL: none); i: m,
+ * d, h, act,
  * trans bits (bit 0: w1 is [h,d], bit 1: w2 is [d,h]; else [d,h] and [h,d]),
  * mode, rb, slots (from gr_mlp_ws). */
 enum { GR_MLP_COLUMNS = NAT_MLP_COLUMNS, GR_MLP_ROWS = NAT_MLP_ROWS };

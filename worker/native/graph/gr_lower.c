@@ -774,6 +774,9 @@ static fb_code emit_mlp(lower *L, const gr_group *grp)
 {
     const gr_node *l1 = nd(L, grp->nodes[0]), *a = nd(L, grp->nodes[1]);
     const gr_node *l2 = nd(L, grp->nodes[2]);
+    /* with residual_epilogue: out = ... + res, the add's other operand */
+    const gr_node *sum = grp->n > 3 ? nd(L, grp->nodes[3]) : NULL;
+    float *res = sum ? tp(L, sum->in[0] == l2->out ? sum->in[1] : sum->in[0]) : NULL;
     bool t1, t2;
     float *pw1, *pw2, *w1 = lin_w(L, l1, &t1, &pw1), *w2 = w1 ? lin_w(L, l2, &t2, &pw2) : NULL;
     if (!w2)
@@ -783,15 +786,16 @@ static fb_code emit_mlp(lower *L, const gr_group *grp)
     int64_t m, d, h = last_dim(ten(L, l1->out)), mode, rb, slots;
     rows_cols(ten(L, l1->in[0]), &m, &d);
     gr_mlp_ws(m, h, &mode, &rb, &slots);
-    float *p[9] = {tp(L, l1->in[0]),
-                   w1,
-                   tp(L, l1->in[2]),
-                   w2,
-                   tp(L, l2->in[2]),
-                   tp(L, l2->out),
-                   L->mlp_ws,
-                   pw1,
-                   pw2};
+    float *p[10] = {tp(L, l1->in[0]),
+                    w1,
+                    tp(L, l1->in[2]),
+                    w2,
+                    tp(L, l2->in[2]),
+                    tp(L, sum ? sum->out : l2->out),
+                    L->mlp_ws,
+                    pw1,
+                    pw2,
+                    res};
     memcpy(l->p, p, sizeof p);
     int64_t v[8] = {m, d, h, act_of(a->op), (int64_t)t1 | (int64_t)t2 << 1, mode, rb, slots};
     memcpy(l->i, v, sizeof v);

@@ -101,6 +101,22 @@ static int other_operand(const gr_node *nd, int t)
     return nd->in[1] == t ? nd->in[0] : -1;
 }
 
+/* residual_epilogue: takes into grp the add of its output and another tensor
+ * of the same shape.  That tensor may be made after the group's first node: a
+ * group runs where its last node is (gr_lower's emission order). */
+static bool take_residual(const planner *p, gr_group *grp)
+{
+    int out = last_out(p, grp), j = sole_free_reader(p, out);
+    if (j < 0 || node(p, j)->op != GR_ADD || !on(p, GR_R_RESIDUAL))
+        return false;
+    int o = other_operand(node(p, j), out);
+    if (o < 0 || o == out || !same_shape(&p->g->tensors[o], &p->g->tensors[out]))
+        return false;
+    push(grp, j);
+    grp->rules |= 1u << GR_R_RESIDUAL;
+    return true;
+}
+
 /* ---- rules ---- */
 
 static bool rule_attention(const planner *p, int i, gr_group *grp)
@@ -156,6 +172,7 @@ static bool rule_mlp(const planner *p, int i, gr_group *grp)
     push(grp, i);
     push(grp, a);
     push(grp, l2);
+    take_residual(p, grp); /* a pre-norm block's x + mlp(x): the add in the 2nd GEMM */
     return true;
 }
 
@@ -173,19 +190,11 @@ static bool rule_tensor(const planner *p, int i, gr_group *grp)
         grp->rules |= 1u << GR_R_BN_FOLD;
         j = sole_free_reader(p, last_out(p, grp));
     }
-    if (j >= 0 && node(p, j)->op == GR_ADD && on(p, GR_R_RESIDUAL)) {
-        int o = other_operand(node(p, j), last_out(p, grp));
-        if (o >= 0 && o != last_out(p, grp) &&
-            same_shape(&p->g->tensors[o], &p->g->tensors[last_out(p, grp)])) {
+    if (take_residual(p, grp)) {
+        j = sole_free_reader(p, last_out(p, grp));
+        if (j >= 0 && gr_opk_is_act(node(p, j)->op))
             push(grp, j);
-            grp->rules |= 1u << GR_R_RESIDUAL;
-            j = sole_free_reader(p, last_out(p, grp));
-            if (j >= 0 && gr_opk_is_act(node(p, j)->op)) {
-                push(grp, j);
-                return true;
-            }
-            return true;
-        }
+        return true;
     }
     if (j >= 0 && gr_opk_is_act(node(p, j)->op) && on(p, GR_R_EPILOGUE)) {
         push(grp, j);
@@ -352,6 +361,8 @@ const char *gr_group_rule(const gr_group *grp)
         return NULL;
     if (grp->kind == GR_G_TENSOR)
         return tensor_rule_name(grp->rules);
+    if (grp->kind == GR_G_MLP && (grp->rules & (1u << GR_R_RESIDUAL)))
+        return "mlp+residual_epilogue";
     for (int r = 0; r < GR_R_COUNT; r++)
         if (grp->rules & (1u << r))
             return rule_names[r];
