@@ -5,15 +5,15 @@ PyTorch eager / torch.compile (Inductor's C++ backend) side by side.
     PY=$(bench/venv.sh)   # or the project venv's python
     $PY bench/zoo.py --bin build/worker/fusionbench-run --threads 2 \
         [--models resnet50,bert_base] [--ablation resnet50,bert_base] \
-        [--torch resnet50,mobilenet_v2,bert_base] [--iterations 10] > zoo.md
+        [--torch resnet50,mobilenet_v2,bert_base] [--iterations 10] [--rounds 3] > zoo.md
 
 Native figures come from fusionbench-run --json (its own warmup, interleaved
 rounds, accuracy gate, profiled iteration): median latency, speedup, kernels per
 iteration, fusion groups by taxonomy kind, peak memory (weights + the planned
 activation arena + workspaces of the variant).  PyTorch runs the same model
 (torchvision / transformers, random weights), shapes, batch 1 and thread count,
-eager and torch.compile interleaved, median of the same iteration count; its
-compile time is reported apart.  Prints a markdown section on stdout."""
+eager and torch.compile interleaved, in rounds that alternate with ours (raw
+samples pooled, median of the pool); its compile time is reported apart.  Prints a markdown section on stdout."""
 import argparse
 import json
 import os
@@ -99,39 +99,67 @@ def torch_model(name):
     raise SystemExit(f"no PyTorch peer for {name}")
 
 
-def torch_side(name, threads, iters, warmup):
-    import torch
-    torch.set_num_threads(threads)
-    model, args = torch_model(name)
-    with torch.no_grad():
-        t0 = time.perf_counter()
-        comp = torch.compile(model)
-        comp(*args)
-        compile_s = time.perf_counter() - t0
-        for _ in range(warmup):
-            model(*args)
-            comp(*args)
+class TorchSide:
+    """One model in PyTorch, eager and torch.compile, prepared once (compile
+    time measured apart) and timed in rounds (measure)."""
+
+    def __init__(self, name, threads, warmup):
+        import torch
+        torch.set_num_threads(threads)
+        self.torch = torch
+        self.model, self.args = torch_model(name)
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            self.comp = torch.compile(self.model)
+            self.comp(*self.args)
+            self.compile_s = time.perf_counter() - t0
+            for _ in range(warmup):
+                self.model(*self.args)
+                self.comp(*self.args)
+
+    def measure(self, iters):
+        """Raw samples (ms) of eager and compiled, interleaved as METHOD.md asks."""
         te, tc = [], []
-        for _ in range(iters):  # interleaved rounds, as METHOD.md asks
-            t = time.perf_counter_ns()
-            model(*args)
-            te.append((time.perf_counter_ns() - t) / 1e6)
-            t = time.perf_counter_ns()
-            comp(*args)
-            tc.append((time.perf_counter_ns() - t) / 1e6)
-    return statistics.median(te), statistics.median(tc), compile_s
+        with self.torch.no_grad():
+            self.model(*self.args)  # warm again after the other side ran
+            self.comp(*self.args)
+            for _ in range(iters):
+                t = time.perf_counter_ns()
+                self.model(*self.args)
+                te.append((time.perf_counter_ns() - t) / 1e6)
+                t = time.perf_counter_ns()
+                self.comp(*self.args)
+                tc.append((time.perf_counter_ns() - t) / 1e6)
+        return te, tc
 
 
-def table_torch(binary, models, threads, iters, warmup):
+def table_torch(binary, models, threads, iters, warmup, rounds):
+    """Ours and PyTorch in alternating rounds (ours first in odd rounds, PyTorch
+    first in even ones), each side's raw samples pooled over the rounds: a burst
+    of load from elsewhere then hits both sides, not one."""
+    print(f"{rounds} rounds of {iters} iterations per side, alternating; medians of the"
+          " pooled samples.\n")
     print("| model | native eager ms | native fused ms | PyTorch eager ms | torch.compile ms |"
           " compile s | native eager / PyTorch eager | native fused / compile |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for m in models:
-        r = native(binary, m, threads, iters, warmup)
-        pe, pc, cs = torch_side(m, threads, iters, warmup)
-        ne, nf = med(r["eager"]), med(r["fused"])
-        print(f"| {m} | {ne:.1f} | {nf:.1f} | {pe:.1f} | {pc:.1f} | {cs:.0f} | {ne / pe:.2f} |"
-              f" {nf / pc:.2f} |", flush=True)
+        side = TorchSide(m, threads, warmup)
+        ne, nf, pe, pc = [], [], [], []
+        for rnd in range(rounds):
+            def ours():
+                r = native(binary, m, threads, iters, warmup)
+                ne.extend(r["eager"]["samples_ms"])
+                nf.extend(r["fused"]["samples_ms"])
+
+            def theirs():
+                e, c = side.measure(iters)
+                pe.extend(e)
+                pc.extend(c)
+            for step in ((ours, theirs) if rnd % 2 == 0 else (theirs, ours)):
+                step()
+        ne, nf, pe, pc = (statistics.median(x) for x in (ne, nf, pe, pc))
+        print(f"| {m} | {ne:.1f} | {nf:.1f} | {pe:.1f} | {pc:.1f} | {side.compile_s:.0f} |"
+              f" {ne / pe:.2f} | {nf / pc:.2f} |", flush=True)
 
 
 def main():
@@ -143,6 +171,8 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--ablation", default="resnet50,bert_base")
     ap.add_argument("--torch", default="resnet50,mobilenet_v2,bert_base")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternating rounds of the PyTorch side-by-side table")
     a = ap.parse_args()
     pick = lambda s: [x for x in s.split(",") if x]  # noqa: E731
     if pick(a.models):
@@ -151,7 +181,7 @@ def main():
         table_ablation(a.bin, m, a.threads, a.iterations, a.warmup)
     if pick(a.torch):
         print()
-        table_torch(a.bin, pick(a.torch), a.threads, a.iterations, a.warmup)
+        table_torch(a.bin, pick(a.torch), a.threads, a.iterations, a.warmup, a.rounds)
     return 0
 
 
