@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,13 +131,24 @@ static void run_conv_on(conv_case cc)
     if (cc.act == NAT_ACT_RELU6) /* outputs well past 6, so the clamp is exercised */
         for (size_t i = 0; i < n_in; i++)
             in[i] *= 8.0f;
-    size_t ws_n = nat_conv2d_workspace(&s);
+    size_t ws_n = nat_conv2d_workspace(&s, false);
     float *ws = ws_n ? malloc(ws_n * sizeof(float)) : NULL;
     double *ref = dbuf(n_out);
     const float *b = cc.bias ? bias : NULL, *r = cc.res ? res : NULL;
-    nat_conv2d(in, w, b, r, out, &s, cc.act, ws);
+    nat_conv2d(in, w, NULL, b, r, out, &s, cc.act, ws);
     conv_ref(in, w, b, r, ref, &s, cc.act);
     check_close(out, ref, n_out);
+    size_t prep_n = nat_conv2d_prep_floats(&s); /* the same with w made ready once */
+    if (prep_n) {
+        float *prep = malloc(prep_n * sizeof(float));
+        float *ws_p = malloc(nat_conv2d_workspace(&s, true) * sizeof(float)); /* exact, smaller */
+        assert_true(nat_conv2d_workspace(&s, true) < ws_n);
+        nat_conv2d_prepare(w, &s, prep);
+        memset(out, 0, n_out * sizeof(float));
+        nat_conv2d(in, w, prep, b, r, out, &s, cc.act, ws_p);
+        check_close(out, ref, n_out);
+        free(prep), free(ws_p);
+    }
     free(in), free(w), free(bias), free(res), free(out), free(ws), free(ref);
 }
 
@@ -193,6 +205,35 @@ static void test_conv_stride1_shapes(void **state)
     run_conv((conv_case){shp(1, 6, 5, 33, 4, 3, 3, 1, 1, 1, 2), true, true, NAT_ACT_RELU});
 }
 
+/* 3x3 stride 1 with 16+ channels: Winograd F(2x2, 3x3) (nat_kern_wino.c).
+ * Odd and even outputs (a last tile half outside), no padding and padding 2,
+ * rows of tiles wider than 16 and blocks spanning tile rows, batch 2, every
+ * epilogue path (in registers: bias, residual, ReLU, ReLU6; GELU, SiLU after),
+ * each with one thread per block and with the team on one block (3 threads,
+ * 1 or 2 blocks); 7 x 7 at batch 1 is left to the direct path. */
+static void test_conv_winograd(void **state)
+{
+    int threads = omp_get_max_threads();
+    nat_conv_shape s = shp(1, 24, 6, 70, 16, 3, 3, 1, 0, 1, 1);
+    s.pad_w = 1; /* unequal padding */
+    for (int t = 1; t <= 3; t += 2) {
+        omp_set_num_threads(t);
+        run_conv((conv_case){shp(2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1), true, true, NAT_ACT_RELU});
+        run_conv((conv_case){shp(1, 20, 13, 40, 17, 3, 3, 1, 0, 1, 1), true, false, NAT_ACT_RELU6});
+        run_conv((conv_case){shp(1, 32, 12, 12, 48, 3, 3, 1, 1, 1, 1), false, true, NAT_ACT_GELU});
+        run_conv((conv_case){shp(2, 17, 15, 34, 19, 3, 3, 1, 2, 1, 1), false, false, NAT_ACT_NONE});
+        run_conv((conv_case){s, true, true, NAT_ACT_SILU});
+    }
+    omp_set_num_threads(threads);
+    nat_conv_shape small = shp(1, 32, 7, 7, 32, 3, 3, 1, 1, 1, 1);
+    small.blas = false;
+    assert_true(nat_conv_shape_finish(&small));
+    assert_int_equal(nat_conv2d_prep_floats(&small), 0); /* 16 tiles: not Winograd */
+    small.n = 2;
+    assert_true((nat_conv2d_prep_floats(&small) > 0) == nat_pw_available());
+    run_conv((conv_case){shp(1, 32, 7, 7, 48, 3, 3, 1, 1, 1, 1), true, false, NAT_ACT_RELU});
+}
+
 static void test_conv_dilation(void **state)
 {
     run_conv((conv_case){shp(2, 4, 13, 11, 6, 3, 3, 1, 2, 2, 1), true, true, NAT_ACT_GELU});
@@ -241,17 +282,17 @@ static void test_conv_workspace(void **state)
     nat_conv_shape s = shp(1, 8, 10, 10, 4, 1, 1, 1, 0, 1, 1);
     assert_true(nat_conv_shape_finish(&s));
     assert_int_equal(s.ho, 10);
-    assert_int_equal(nat_conv2d_workspace(&s), 0); /* pointwise on OpenBLAS: direct GEMM */
+    assert_int_equal(nat_conv2d_workspace(&s, false), 0); /* pointwise on OpenBLAS: direct GEMM */
     s.blas = false; /* our GEMM reads the plane in place: only its row table (8 int64) */
-    assert_int_equal(nat_conv2d_workspace(&s), nat_pw_available() ? 2 * 8 : 0);
+    assert_int_equal(nat_conv2d_workspace(&s, false), nat_pw_available() ? 2 * 8 : 0);
     s = shp(1, 8, 10, 10, 8, 3, 3, 1, 1, 1, 8);
     assert_true(nat_conv_shape_finish(&s));
-    assert_int_equal(nat_conv2d_workspace(&s), 0); /* depthwise: loop kernel */
+    assert_int_equal(nat_conv2d_workspace(&s, false), 0); /* depthwise: loop kernel */
     s = shp(1, 8, 10, 12, 4, 3, 3, 1, 1, 1, 1);
     assert_true(nat_conv_shape_finish(&s));
     assert_int_equal(s.ho, 10);
     assert_int_equal(s.wo, 12);
-    size_t ws = nat_conv2d_workspace(&s);
+    size_t ws = nat_conv2d_workspace(&s, false);
     size_t row = (size_t)8 * 9 * 12; /* one output row of im2col */
     assert_true(ws >= row);
     assert_int_equal(ws % row, 0);
@@ -259,7 +300,7 @@ static void test_conv_workspace(void **state)
     s.blas = false; /* stride 1 on our GEMM: row table, padded input, per-thread output tiles */
     if (nat_pw_available()) {
         size_t table = 2 * 8 * 9, padded = (size_t)8 * 12 * 14;
-        ws = nat_conv2d_workspace(&s);
+        ws = nat_conv2d_workspace(&s, false);
         assert_true(ws > table + padded);
         /* a tile per thread holds at most the whole output with its pad columns */
         assert_true(ws <= table + padded + 64 + (size_t)256 * 4 * (10 * 14));
@@ -416,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_conv_3x3),
         cmocka_unit_test(test_conv_stride2_nonsquare),
         cmocka_unit_test(test_conv_stride1_shapes),
+        cmocka_unit_test(test_conv_winograd),
         cmocka_unit_test(test_conv_dilation),
         cmocka_unit_test(test_conv_groups),
         cmocka_unit_test(test_conv_depthwise),

@@ -85,16 +85,27 @@ typedef struct nat_conv_shape {
  * output, groups not dividing channels). */
 bool nat_conv_shape_finish(nat_conv_shape *s);
 
-/* Floats of workspace nat_conv2d needs (im2col or packing), 0 when none. */
-size_t nat_conv2d_workspace(const nat_conv_shape *s);
+/* Floats of workspace nat_conv2d needs (im2col, packing, Winograd's tiles),
+ * 0 when none; prepared: the calls pass w made ready (nat_conv2d_prepare),
+ * which then need not be made in the workspace. */
+size_t nat_conv2d_workspace(const nat_conv_shape *s, bool prepared);
 
 /* out[n,co,ho,wo] = act(conv(in, w) + bias[co] + residual[n,co,ho,wo]).
- * w is [co, ci/groups, kh, kw]; bias and residual may be NULL; workspace holds
- * nat_conv2d_workspace(s) floats (may be NULL when that is 0).  The epilogue
- * (bias, residual, act) runs on each output tile while it is in cache: with
- * bias == residual == NULL and act == NONE this is a bare convolution. */
-void nat_conv2d(const float *in, const float *w, const float *bias, const float *residual,
-                float *out, const nat_conv_shape *s, nat_act act, float *workspace);
+ * w is [co, ci/groups, kh, kw]; prep is w made ready by nat_conv2d_prepare
+ * (NULL: made in the workspace on every call); bias and residual may be NULL;
+ * workspace holds nat_conv2d_workspace(s, prep != NULL) floats (may be NULL when that is
+ * 0).  The epilogue (bias, residual, act) runs on each output tile while it is
+ * in cache: with bias == residual == NULL and act == NONE this is a bare
+ * convolution. */
+void nat_conv2d(const float *in, const float *w, const float *prep, const float *bias,
+                const float *residual, float *out, const nat_conv_shape *s, nat_act act,
+                float *workspace);
+
+/* Floats of w made ready for s once, when the plan is built (Winograd's
+ * transformed kernels), or 0 when the path for s uses w as it is. */
+size_t nat_conv2d_prep_floats(const nat_conv_shape *s);
+/* Makes w ready for s into prep (nat_conv2d_prep_floats(s) floats). */
+void nat_conv2d_prepare(const float *w, const nat_conv_shape *s, float *prep);
 
 /* ---- attention (nat_kern_attn.c) ---- */
 

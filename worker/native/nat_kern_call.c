@@ -24,7 +24,7 @@ void nat_k_conv2d(const nat_launch *l)
     nat_conv_shape s;
     if (!nat_conv_shape_of(l, &s))
         return; /* the pattern validated the shape at build time */
-    nat_conv2d(l->p[0], l->p[1], l->p[2], NULL, l->p[3], &s, (nat_act)l->i[7], l->p[4]);
+    nat_conv2d(l->p[0], l->p[1], l->p[5], l->p[2], NULL, l->p[3], &s, (nat_act)l->i[7], l->p[4]);
 }
 
 void nat_k_attention(const nat_launch *l)

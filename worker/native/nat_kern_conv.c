@@ -3,6 +3,9 @@
  * Paths, chosen from the shape:
  *  - direct: one input channel per group (depthwise): a loop kernel, since an
  *    im2col GEMM with K = kh*kw is mostly packing overhead;
+ *  - 3x3 stride 1 (groups 1, 16 channels and more) where the CPU has AVX-512:
+ *    Winograd F(2x2, 3x3), 16 GEMMs of 16/36 the multiply-adds
+ *    (nat_kern_wino.c);
  *  - stride 1 where the CPU has AVX-512 (and params.gemm is not "openblas"):
  *    no im2col at all.  The input is copied once with its padding into a
  *    buffer whose rows are w + 2 pad wide; then output pixel (oy, ox) reads
@@ -220,11 +223,13 @@ static conv_geom conv_geom_of(const nat_conv_shape *s)
     return g;
 }
 
-size_t nat_conv2d_workspace(const nat_conv_shape *s)
+size_t nat_conv2d_workspace(const nat_conv_shape *s, bool prepared)
 {
     assert(s != NULL && s->ho >= 1 && s->wo >= 1); /* finished by nat_conv_shape_finish */
     if (s->ho < 1 || s->wo < 1)
         return 0;
+    if (nat_wino_fits(s))
+        return nat_wino_workspace(s, prepared);
     conv_geom g = conv_geom_of(s);
     return g.shared + g.slot * (size_t)conv_slots();
 }
@@ -461,17 +466,9 @@ __attribute__((target("avx512f"))) static void im2col_panels(float *dst, const f
 
 /* ---- GEMM paths ---- */
 
-typedef struct conv_args {
-    const float *in, *w, *bias, *res;
-    float *out;
-    const nat_conv_shape *s;
-    nat_act act;
-    float *ws;
-} conv_args;
-
 /* One tile: image b, group grp, output rows [oy0, oy0+rows); col is this
  * thread's workspace slot (unused on the pointwise path). */
-static void conv_gemm_tile(const conv_args *a, const conv_geom *g, int b, int grp, int oy0,
+static void conv_gemm_tile(const nat_conv_args *a, const conv_geom *g, int b, int grp, int oy0,
                            int rows, float *col)
 {
     const nat_conv_shape *s = a->s;
@@ -543,7 +540,7 @@ static void pad_plane(float *dst, const float *in, const conv_geom *g, const nat
 /* One tile: image b, group grp, output rows [oy0, oy0+rows): the GEMM
  * writes the output, epilogue included; for kxk its columns are virtual
  * pixels (rows of wp, the last 2 pad_w of each dropped). */
-static void implicit_tile(const conv_args *a, const conv_geom *g, const int64_t *koff,
+static void implicit_tile(const nat_conv_args *a, const conv_geom *g, const int64_t *koff,
                           const float *padded, int b, int grp, int oy0, int rows)
 {
     const nat_conv_shape *s = a->s;
@@ -567,7 +564,7 @@ static void implicit_tile(const conv_args *a, const conv_geom *g, const int64_t 
                         g->wp, s->wo, &epi);
 }
 
-static void conv_gemm(const conv_args *a, const conv_geom *g)
+static void conv_gemm(const nat_conv_args *a, const conv_geom *g)
 {
     const nat_conv_shape *s = a->s;
     int64_t items = (int64_t)s->n * s->groups * g->ntiles;
@@ -621,7 +618,7 @@ static void dw_tap(float *acc, const float *src, float wt, int wo, int w, int st
 }
 
 /* Output row oy of output channel oc of image b, epilogue included. */
-static void dw_row(const conv_args *a, int b, int oc, int oy)
+static void dw_row(const nat_conv_args *a, int b, int oc, int oy)
 {
     const nat_conv_shape *s = a->s;
     int mult = s->co / s->groups;
@@ -650,7 +647,8 @@ static void dw_row(const conv_args *a, int b, int oc, int oy)
  * (masks per kernel column, shared by the kernel rows).  Bias and ReLU/ReLU6
  * are applied in registers; other epilogues run on the stored row. */
 #define DW_KW_MAX 16
-__attribute__((target("avx512f"))) static void dw_row_v(const conv_args *a, int b, int oc, int oy)
+__attribute__((target("avx512f"))) static void dw_row_v(const nat_conv_args *a, int b, int oc,
+                                                        int oy)
 {
     const nat_conv_shape *s = a->s;
     int mult = s->co / s->groups, st = s->stride_w;
@@ -705,7 +703,7 @@ __attribute__((target("avx512f"))) static void dw_row_v(const conv_args *a, int 
         epi_row(dst, s->wo, bias, a->res != NULL ? a->res + o_off : NULL, a->act);
 }
 
-static void conv_direct(const conv_args *a)
+static void conv_direct(const nat_conv_args *a)
 {
     const nat_conv_shape *s = a->s;
     int64_t rows = (int64_t)s->n * s->co * s->ho;
@@ -722,11 +720,27 @@ static void conv_direct(const conv_args *a)
     }
 }
 
-void nat_conv2d(const float *in, const float *w, const float *bias, const float *residual,
-                float *out, const nat_conv_shape *s, nat_act act, float *workspace)
+size_t nat_conv2d_prep_floats(const nat_conv_shape *s)
+{
+    return nat_wino_fits(s) ? nat_wino_prep_floats(s) : 0;
+}
+
+void nat_conv2d_prepare(const float *w, const nat_conv_shape *s, float *prep)
+{
+    if (nat_wino_fits(s))
+        nat_wino_prepare(w, s, prep);
+}
+
+void nat_conv2d(const float *in, const float *w, const float *prep, const float *bias,
+                const float *residual, float *out, const nat_conv_shape *s, nat_act act,
+                float *workspace)
 {
     assert(s->ho >= 1 && s->wo >= 1);
-    conv_args a = {in, w, bias, residual, out, s, act, workspace};
+    nat_conv_args a = {in, w, prep, bias, residual, out, s, act, workspace};
+    if (nat_wino_fits(s)) {
+        nat_wino_conv(&a);
+        return;
+    }
     conv_geom g = conv_geom_of(s);
     assert(workspace != NULL || (g.slot == 0 && g.shared == 0));
     if (g.direct)

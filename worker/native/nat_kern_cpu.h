@@ -124,6 +124,32 @@ void nat_act_vec(float *x, int64_t n, int act);
 #define NAT_SIMD_CLONES
 #endif
 
+/* ---- convolution internals (nat_kern_conv.c, nat_kern_wino.c) ---- */
+
+/* One nat_conv2d call's arguments. */
+typedef struct nat_conv_args {
+    const float *in, *w, *prep, *bias, *res;
+    float *out;
+    const nat_conv_shape *s;
+    nat_act act;
+    float *ws;
+} nat_conv_args;
+
+/* Whether nat_wino_conv takes shape s: 3x3, stride and dilation 1, groups 1,
+ * at least 16 input and output channels and 32 tiles of 2x2 outputs, AVX-512
+ * and not params.gemm "openblas". */
+bool nat_wino_fits(const nat_conv_shape *s);
+/* Workspace floats of nat_wino_conv (s finished, nat_wino_fits), prepared:
+ * with a->prep set (else U is made in it). */
+size_t nat_wino_workspace(const nat_conv_shape *s, bool prepared);
+/* Floats of the transformed kernels U (a->prep). */
+size_t nat_wino_prep_floats(const nat_conv_shape *s);
+/* U of w for s. */
+void nat_wino_prepare(const float *w, const nat_conv_shape *s, float *u);
+/* The convolution of a (a->ws of nat_wino_workspace floats) by Winograd's
+ * F(2x2, 3x3), on a->prep (NULL: U made in the workspace first). */
+void nat_wino_conv(const nat_conv_args *a);
+
 /* ---- linear and MLP on either GEMM (nat_kern_linear.c) ---- */
 
 /* A weight: w as stored ([n, k] when wt, PyTorch's nn.Linear layout, c = a
@@ -221,8 +247,9 @@ void nat_k_layernorm(const nat_launch *l);
 /* ---- adapters to nat_kern.h (nat_kern_call.c) ---- */
 
 /* out = act(conv2d(in, w) + bias), stride 1, square kernel, groups 1.
- * p: in, w, bias (NULL: none), out, workspace; i: n, ci, h, w, co, k, pad, act,
- * blas (nat_conv_shape.blas). */
+ * p: in, w, bias (NULL: none), out, workspace, w made ready
+ * (nat_conv2d_prepare; NULL: none); i: n, ci, h, w, co, k, pad, act, blas
+ * (nat_conv_shape.blas). */
 void nat_k_conv2d(const nat_launch *l);
 
 /* Fills s for nat_k_conv2d's arguments; false when the shape is impossible. */

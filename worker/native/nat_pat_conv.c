@@ -25,7 +25,7 @@ fb_code nat_pat_conv_dims(const nat_ctx *ctx, const fb_spec *spec, nat_pat_conv 
     nat_conv_shape s;
     if (!nat_conv_shape_of(&probe, &s))
         return fb_err_set(err, FB_EINVAL, "params.height", "impossible convolution shape");
-    d->ws_n = (int64_t)nat_conv2d_workspace(&s);
+    d->ws_n = (int64_t)nat_conv2d_workspace(&s, true); /* nat_pat_conv_add prepares */
     return nat_pat_size("height", d->ws_n, 1, 1, 1, err);
 }
 
@@ -46,6 +46,17 @@ fb_code nat_pat_conv_add(nat_ctx *ctx, int v, const nat_pat_conv *d, const char 
     l->p[2] = bias;
     l->p[3] = out;
     l->p[4] = ws;
+    /* w made ready once (Winograd's kernels) where the path has that form */
+    nat_conv_shape s;
+    if (!nat_conv_shape_of(l, &s))
+        return fb_err_set(err, FB_EINVAL, "params.height", "impossible convolution shape");
+    size_t k = nat_conv2d_prep_floats(&s);
+    if (k) {
+        l->p[5] = nat_buf_new(ctx, k, 1u << v, "conv.prep", err);
+        if (!l->p[5])
+            return err->code;
+        nat_conv2d_prepare(w, &s, l->p[5]);
+    }
     return FB_OK;
 }
 

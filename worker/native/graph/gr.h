@@ -74,7 +74,8 @@ typedef struct gr_tensor {
     int n_users;    /* nodes that read it */
     int view_of;    /* reshape/flatten: the tensor whose memory it shares, else -1 */
     float *data;    /* weights and inputs: set by the zoo at build; not owned */
-    float *packed;  /* linear weights: gr_lower's nat_pw_pack copy; not owned */
+    float *packed;  /* linear weights: gr_lower's nat_pw_pack copy; conv weights: their
+                       nat_conv2d_prepare form (Winograd); not owned */
     uint32_t init;  /* weights: gr_init_kind (how random weights are drawn) */
     int64_t fan_in; /* weights: for the default init */
 } gr_tensor;

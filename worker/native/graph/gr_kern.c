@@ -31,7 +31,8 @@ void gr_k_conv(const nat_launch *l)
     };
     if (!nat_conv_shape_finish(&s))
         return; /* validated when the plan was built */
-    nat_conv2d(l->p[0], l->p[1], l->p[2], l->p[3], l->p[4], &s, (nat_act)l->i[14], l->p[5]);
+    nat_conv2d(l->p[0], l->p[1], l->p[6], l->p[2], l->p[3], l->p[4], &s, (nat_act)l->i[14],
+               l->p[5]);
 }
 
 /* ---- linear and MLP: the launch layouts of gr_kern.h over nat_linear and

@@ -9,9 +9,10 @@
 #include "nat.h"
 #include "nat_kern_cpu.h"
 
-/* out = act(conv(in, w) + bias + res).  p: in, w, bias, res, out, ws (any of
- * bias, res, ws NULL); i: n, ci, h, w, co, kh, kw, sh, sw, ph, pw, dh, dw,
- * groups, act, blas (nat_conv_shape.blas).  A 1-D conv is h = kh = 1. */
+/* out = act(conv(in, w) + bias + res).  p: in, w, bias, res, out, ws, w made
+ * ready (nat_conv2d_prepare) (any of bias, res, ws, the last NULL); i: n, ci,
+ * h, w, co, kh, kw, sh, sw, ph, pw, dh, dw, groups, act, blas
+ * (nat_conv_shape.blas).  A 1-D conv is h = kh = 1. */
 void gr_k_conv(const nat_launch *l);
 
 /* out = act(a w + bias + res).  p: a[m,k], w, bias[n], res[m,n], out[m,n],

@@ -428,6 +428,30 @@ static fb_code emit_norm(lower *L, const gr_group *grp, const gr_node *n)
     return FB_OK;
 }
 
+/* The conv launch l's weights made ready once (nat_conv2d_prepare: Winograd's
+ * kernels), l->p[6], where its path has them: from the weight tensor (kept on
+ * it, shared by the variants) or from wf, the group's BN-folded weights. */
+static fb_code conv_prep(lower *L, const gr_node *n, const float *wf, nat_launch *l)
+{
+    nat_conv_shape s;
+    gr_tensor *w = ten(L, n->in[1]);
+    if (!conv_shape(L, n, &s))
+        return fb_err_set(L->err, FB_EINVAL, NULL, "node %s: impossible conv shape", n->name);
+    size_t k = nat_conv2d_prep_floats(&s);
+    if (k == 0 || (!wf && w->packed)) {
+        l->p[6] = k ? w->packed : NULL;
+        return FB_OK;
+    }
+    float *d = nat_buf_new(L->ctx, k, wf ? 1u << L->v : NAT_ALL_VARIANTS, "conv.prep", L->err);
+    if (!d)
+        return L->err->code;
+    nat_conv2d_prepare(wf ? wf : w->data, &s, d);
+    if (!wf)
+        w->packed = d;
+    l->p[6] = d;
+    return FB_OK;
+}
+
 static fb_code emit_gemm(lower *L, const gr_group *grp, const gr_node *n)
 {
     nat_launch *l;
@@ -439,7 +463,7 @@ static fb_code emit_gemm(lower *L, const gr_group *grp, const gr_node *n)
         l->p[2] = n->n_in > 2 ? tp(L, n->in[2]) : NULL;
         l->p[4] = tp(L, n->out);
         l->p[5] = L->conv_ws;
-        return FB_OK;
+        return conv_prep(L, n, NULL, l);
     }
     if (n->op == GR_LINEAR) {
         bool w_trans;
@@ -675,7 +699,7 @@ static fb_code emit_tensor(lower *L, const gr_group *grp)
     l->p[3] = res;
     l->p[4] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
     l->p[5] = L->conv_ws;
-    return FB_OK;
+    return conv_prep(L, t, w, l);
 }
 
 static fb_code emit_chain(lower *L, const gr_group *grp)
@@ -835,7 +859,7 @@ static fb_code workspaces(lower *L)
             if (!conv_shape(L, n, &s))
                 return fb_err_set(L->err, FB_EINVAL, NULL, "node %s: impossible conv shape",
                                   n->name);
-            int64_t w = (int64_t)nat_conv2d_workspace(&s);
+            int64_t w = (int64_t)nat_conv2d_workspace(&s, true); /* conv_prep */
             conv = w > conv ? w : conv;
         }
         if (grp->kind == GR_G_MLP) {
