@@ -2,11 +2,14 @@
 """Makes the model zoo's shipped inputs under data/ (run once; outputs are in git).
 
 data/images/*.ppm: binary PPM (P6) pictures the native engine decodes without an
-image library (gr_input.c).  No photograph with a clear public-domain licence was
-on the build machine, so these are synthetic, photo-like renderings (sky
-gradient, sun, layered hills, trees, a lake, sensor-like noise), made here from a
-fixed seed: public domain (CC0) as our own work.  Replace them with real photos
-(any RGB PPM) and the engine uses those instead.
+image library (gr_input.c): three real photographs from the sample data of
+scikit-image, as Debian ships it (package python3-skimage 0.19.3-8, folder
+skimage/data), each centre-cropped to a square and resized to 256 x 256:
+astronaut.png (Eileen Collins, NASA: public domain), chelsea.png (a cat, CC0 by
+Stefan van der Walt) and coffee.png (a coffee cup, CC0 by Rachel Michetti); the
+licences are those stated in skimage/data/_fetchers.py.  Get the folder with
+    apt-get download python3-skimage && dpkg -x python3-skimage_*.deb /tmp/sk
+and pass --photos /tmp/sk/usr/lib/python3/dist-packages/skimage/data.
 
 data/speech/sentence.wav: a spoken sentence made with espeak-ng (Debian package
 espeak-ng, GPL-3 program; its output audio is ours), and data/speech/mel80.f32:
@@ -19,41 +22,29 @@ resample to 16 kHz by linear interpolation (numpy only).
 
 data/text/vocab.txt is written by hand (a WordPiece vocabulary subset in BERT's
 layout: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103); nothing to do here.
-Needs Pillow and numpy (the project venv)."""
+Needs Pillow and numpy (the project venv).
+
+    scripts/make_inputs.py --photos DIR     (DIR: skimage/data, above)"""
+import argparse
 import os
 import sys
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFilter
+from PIL import Image
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "images")
 
 
-def landscape(seed, size=256):
-    rng = np.random.default_rng(seed)
-    img = Image.new("RGB", (size, size))
-    d = ImageDraw.Draw(img)
-    top, bottom = rng.integers(60, 140, 3), rng.integers(170, 240, 3)
-    for y in range(size):  # sky
-        t = y / size
-        d.line([(0, y), (size, y)], fill=tuple(int(a * (1 - t) + b * t) for a, b in zip(top, bottom)))
-    sx, sy, r = rng.integers(30, size - 30), rng.integers(20, 80), rng.integers(12, 24)
-    d.ellipse([sx - r, sy - r, sx + r, sy + r], fill=(255, 236, 180))
-    for layer in range(3):  # hills, far to near
-        base = size * (0.45 + 0.15 * layer)
-        xs = np.arange(0, size + 8, 8)
-        ys = base + np.cumsum(rng.normal(0, 4, xs.size))
-        col = tuple(int(c) for c in rng.integers([20, 70, 20], [70, 140, 60]))
-        d.polygon([(0, size)] + list(zip(xs.tolist(), ys.tolist())) + [(size, size)], fill=col)
-    for _ in range(int(rng.integers(6, 14))):  # trees
-        x, y = int(rng.integers(0, size)), int(rng.integers(int(size * 0.6), size))
-        h = int(rng.integers(15, 40))
-        d.rectangle([x - 2, y - h // 3, x + 2, y], fill=(70, 45, 25))
-        d.polygon([(x - h // 3, y - h // 3), (x + h // 3, y - h // 3), (x, y - h)], fill=(20, 90, 35))
-    d.ellipse([size * 0.1, size * 0.8, size * 0.7, size * 0.98], fill=(60, 110, 170))  # lake
-    img = img.filter(ImageFilter.GaussianBlur(1.2))
-    a = np.asarray(img).astype(np.float32) + rng.normal(0, 6, (size, size, 3))
-    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
+PHOTOS = ["astronaut.png", "chelsea.png", "coffee.png"]  # licences: the docstring
+
+
+def photo(path, size=256):
+    """The picture at path, centre-cropped to a square, resized to size x size RGB."""
+    img = Image.open(path).convert("RGB")
+    w, h = img.size
+    side = min(w, h)
+    left, top = (w - side) // 2, (h - side) // 2
+    return img.crop((left, top, left + side, top + side)).resize((size, size), Image.LANCZOS)
 
 
 SENTENCE = "FusionBench measures what kernel fusion buys each model on a graphics processor."
@@ -109,9 +100,15 @@ def speech(folder):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--photos", required=True, help="scikit-image's data folder (the docstring)")
+    a = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
-    for i, seed in enumerate([7, 23]):
-        landscape(seed).save(os.path.join(OUT, f"scene{i}.ppm"))
+    for name in PHOTOS:
+        src = os.path.join(a.photos, name)
+        if not os.path.exists(src):
+            raise SystemExit(f"make_inputs.py: {src} not found (see --help for where it comes from)")
+        photo(src).save(os.path.join(OUT, os.path.splitext(name)[0] + ".ppm"))
     sp = os.path.join(OUT, "..", "speech")
     os.makedirs(sp, exist_ok=True)
     speech(sp)
