@@ -18,76 +18,12 @@
 #include <libpq-fe.h>
 
 #include "db.h"
+#include "itest.h"
 
 #define CLAIM_JOBS 2000
 #define CLAIMERS   8
 
-static const char *g_url;
 static const char *const g_native[] = {"native"};
-
-/* ---- direct libpq helpers: tests may reach under db/ to set the scene ---- */
-
-static PGconn *raw_connect(void)
-{
-    PGconn *pg = PQconnectdb(g_url);
-    assert_int_equal(PQstatus(pg), CONNECTION_OK);
-    return pg;
-}
-
-static void raw_exec(const char *sql)
-{
-    PGconn *pg = raw_connect();
-    PGresult *r = PQexec(pg, sql);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", sql, PQresultErrorMessage(r));
-    PQclear(r);
-    PQfinish(pg);
-}
-
-/* First column of the first row as text ("" for NULL), in buf. */
-static const char *raw_text(const char *sql, char *buf, size_t cap)
-{
-    PGconn *pg = raw_connect();
-    PGresult *r = PQexec(pg, sql);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1)
-        fail_msg("%s: %s", sql, PQresultErrorMessage(r));
-    snprintf(buf, cap, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    PQfinish(pg);
-    return buf;
-}
-
-static long long raw_int(const char *sql)
-{
-    char buf[64];
-    return strtoll(raw_text(sql, buf, sizeof buf), NULL, 10);
-}
-
-/* ---- fixtures ---- */
-
-static int setup(void **state)
-{
-    db_conn *c = NULL;
-    fb_err err = {0};
-    if (db_connect(g_url, &c, &err) != FB_OK) {
-        fprintf(stderr, "connect: %s\n", err.msg);
-        return -1;
-    }
-    if (db_migrate(c, &err) != FB_OK) {
-        fprintf(stderr, "migrate: %s\n", err.msg);
-        db_close(c);
-        return -1;
-    }
-    raw_exec("TRUNCATE jobs, results, kernels, workers RESTART IDENTITY CASCADE");
-    *state = c;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    db_close(*state);
-    return 0;
-}
 
 static int64_t insert_job(db_conn *c, const char *workload, int priority, int max_attempts,
                           const char *labels)
@@ -161,7 +97,7 @@ static void *claim_loop(void *arg)
     fb_err err = {0};
     char name[32];
     snprintf(name, sizeof name, "host/cpu%p", arg);
-    cl->last = db_connect(g_url, &c, &err);
+    cl->last = db_connect(itest_url, &c, &err);
     while (cl->last == FB_OK && cl->n < CLAIM_JOBS) {
         db_claim got;
         cl->last = db_queue_claim(c, name, g_native, 1, "cpu", &got, &err);
@@ -429,7 +365,7 @@ static void *migrate_thread(void *arg)
     migrator *m = arg;
     db_conn *c = NULL;
     fb_err err = {0};
-    m->rc = db_connect(g_url, &c, &err);
+    m->rc = db_connect(itest_url, &c, &err);
     if (m->rc == FB_OK)
         m->rc = db_migrate(c, &err);
     if (m->rc)
@@ -717,7 +653,7 @@ static void test_wait_notify(void **state)
     db_conn *other = NULL;
     fb_err err = {0};
     bool woken = true;
-    assert_int_equal(db_connect(g_url, &other, &err), FB_OK);
+    assert_int_equal(db_connect(itest_url, &other, &err), FB_OK);
     assert_int_equal(db_queue_wait(c, 20, &woken, &err), FB_OK);
     assert_false(woken);
     (void)insert_job(other, "n", 0, 3, NULL);
@@ -774,24 +710,21 @@ static void test_reconnect(void **state)
 
 int main(void)
 {
-    g_url = getenv("FB_TEST_DATABASE_URL");
-    if (!g_url || !*g_url) {
-        printf("skipped: FB_TEST_DATABASE_URL not set\n");
-        return 77;
-    }
+    itest_url_or_skip();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_concurrent_claims, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_claim_order_and_filters, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stale_attempt_fenced, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rescue_backoff_and_give_up, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fail_and_release, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_migrations, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_list_pagination_filters, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kernels, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_workers_catalog_stats, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wait_notify, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_claims, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_claim_order_and_filters, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_stale_attempt_fenced, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_rescue_backoff_and_give_up, itest_setup,
+                                        itest_teardown),
+        cmocka_unit_test_setup_teardown(test_fail_and_release, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_migrations, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_list_pagination_filters, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_kernels, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_workers_catalog_stats, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_wait_notify, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_reconnect, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,55 +23,12 @@
 #include <libpq-fe.h>
 
 #include "db.h"
+#include "itest.h"
 #include "srv_submit.h"
 
 #define THREADS         16
 #define JOBS_PER_THREAD 500
 #define QUEUED          40 /* jobs queued behind a blocked batch */
-
-static const char *g_url;
-
-/* ---- direct libpq helpers: tests may reach under db/ to set the scene ---- */
-
-static PGconn *raw_connect(void)
-{
-    PGconn *pg = PQconnectdb(g_url);
-    assert_int_equal(PQstatus(pg), CONNECTION_OK);
-    return pg;
-}
-
-static void raw_on(PGconn *pg, const char *sql)
-{
-    PGresult *r = PQexec(pg, sql);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", sql, PQresultErrorMessage(r));
-    PQclear(r);
-}
-
-static void raw_exec(const char *sql)
-{
-    PGconn *pg = raw_connect();
-    raw_on(pg, sql);
-    PQfinish(pg);
-}
-
-static long long raw_int(const char *sql)
-{
-    PGconn *pg = raw_connect();
-    PGresult *r = PQexec(pg, sql);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1)
-        fail_msg("%s: %s", sql, PQresultErrorMessage(r));
-    long long v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    PQfinish(pg);
-    return v;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* Holds a lock on jobs that blocks every INSERT until raw_unlock. */
 static PGconn *raw_lock_jobs(void)
@@ -96,35 +53,9 @@ static void wait_blocked(void)
         if (raw_int("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
                     " AND datname = current_database()") > 0)
             return;
-        sleep_ms(10);
+        itest_sleep_ms(10);
     }
     fail_msg("no insert blocked on the jobs lock");
-}
-
-/* ---- fixtures ---- */
-
-static int setup(void **state)
-{
-    db_conn *c = NULL;
-    fb_err err = {0};
-    if (db_connect(g_url, &c, &err) != FB_OK) {
-        fprintf(stderr, "connect: %s\n", err.msg);
-        return -1;
-    }
-    if (db_migrate(c, &err) != FB_OK) {
-        fprintf(stderr, "migrate: %s\n", err.msg);
-        db_close(c);
-        return -1;
-    }
-    raw_exec("TRUNCATE jobs, results, kernels, workers RESTART IDENTITY CASCADE");
-    *state = c;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    db_close(*state);
-    return 0;
 }
 
 /* A job whose fields all derive from (t, i), so a row shows whose it is. */
@@ -304,7 +235,7 @@ static void test_batcher_many_threads(void **state)
     uint64_t batches = 0, jobs = 0;
     int n = 0;
 
-    assert_int_equal(srv_submit_start(g_url, SRV_SUBMIT_BATCH_MAX, &s, &err), FB_OK);
+    assert_int_equal(srv_submit_start(itest_url, SRV_SUBMIT_BATCH_MAX, &s, &err), FB_OK);
     for (int t = 0; t < THREADS; t++) {
         memset(&sms[t], 0, sizeof sms[t]);
         sms[t].s = s;
@@ -423,13 +354,13 @@ static void test_batcher_batches_and_bad_job(void **state)
     for (int i = 0; i <= QUEUED; i++)
         test_job_make(&a->tj[i], 4, i);
     a->tj[13].nj.max_attempts = 0; /* CHECK (max_attempts >= 1) */
-    assert_int_equal(srv_submit_start(g_url, SRV_SUBMIT_BATCH_MAX, &s, &err), FB_OK);
+    assert_int_equal(srv_submit_start(itest_url, SRV_SUBMIT_BATCH_MAX, &s, &err), FB_OK);
     PGconn *lock = raw_lock_jobs();
     async_enqueue(s, a, 0);
     wait_blocked();
     for (int i = 1; i <= QUEUED; i++)
         async_enqueue(s, a, i);
-    sleep_ms(50);
+    itest_sleep_ms(50);
     assert_int_equal(async_answered(a), 0); /* nothing answered before its commit */
     raw_unlock(lock);
     async_wait(a, QUEUED + 1);
@@ -483,7 +414,7 @@ static void test_batcher_database_away(void **state)
      * next batch's insert (never retried: it may have committed) fails (503 for
      * its requests, nothing stored), and the batch after connects again; a
      * connection idle for a while is pinged (and so reconnected) first. */
-    assert_int_equal(srv_submit_start(g_url, SRV_SUBMIT_BATCH_MAX, &s, &err), FB_OK);
+    assert_int_equal(srv_submit_start(itest_url, SRV_SUBMIT_BATCH_MAX, &s, &err), FB_OK);
     assert_int_equal(srv_submit_run(s, &tj.nj, &j, &err), FB_OK);
     db_job_free(&j);
     terminate_backends();
@@ -501,7 +432,7 @@ static void test_batcher_database_away(void **state)
     assert_int_equal(stored, rc == FB_OK ? 3 : 2);
 
     terminate_backends();
-    sleep_ms(SRV_SUBMIT_PING_IDLE_MS + 300);
+    itest_sleep_ms(SRV_SUBMIT_PING_IDLE_MS + 300);
     test_job_make(&tj, 5, 2);
     assert_int_equal(srv_submit_run(s, &tj.nj, &j, &err), FB_OK);
     assert_true(job_matches(&j, 5, 2));
@@ -521,17 +452,17 @@ static void test_batcher_direct(void **state)
 
     for (int i = 0; i < 3; i++)
         test_job_make(&a->tj[i], 7, i);
-    assert_int_equal(srv_submit_start(g_url, SRV_SUBMIT_BATCH_MAX, &s, &err), FB_OK);
+    assert_int_equal(srv_submit_start(itest_url, SRV_SUBMIT_BATCH_MAX, &s, &err), FB_OK);
     /* Idle: the first caller may create directly, a second not at the same time. */
     assert_true(srv_submit_direct_begin(s));
     assert_false(srv_submit_direct_begin(s));
     /* A job handed in meanwhile waits for that commit, then goes. */
     async_enqueue(s, a, 0);
-    sleep_ms(100);
+    itest_sleep_ms(100);
     assert_int_equal(async_answered(a), 0);
     srv_submit_direct_end(s);
     async_wait(a, 1);
-    sleep_ms(5);
+    itest_sleep_ms(5);
     assert_int_equal(a->items[0].res.rc, FB_OK);
     assert_true(job_matches(&a->items[0].res.job, 7, 0));
 
@@ -544,7 +475,7 @@ static void test_batcher_direct(void **state)
     assert_false(srv_submit_direct_begin(s));
     raw_unlock(lock);
     async_wait(a, 3);
-    sleep_ms(5); /* a quiet spell of SRV_SUBMIT_DIRECT_IDLE_US */
+    itest_sleep_ms(5); /* a quiet spell of SRV_SUBMIT_DIRECT_IDLE_US */
     assert_true(srv_submit_direct_begin(s));
     srv_submit_direct_end(s);
     srv_submit_counts(s, &batches, &jobs);
@@ -578,14 +509,14 @@ static void test_batcher_stop_drains(void **state)
 
     for (int i = 0; i <= QUEUED + 1; i++)
         test_job_make(&a->tj[i], 6, i);
-    assert_int_equal(srv_submit_start(g_url, 8, &s, &err), FB_OK);
+    assert_int_equal(srv_submit_start(itest_url, 8, &s, &err), FB_OK);
     PGconn *lock = raw_lock_jobs();
     async_enqueue(s, a, 0);
     wait_blocked();
     for (int i = 1; i <= QUEUED; i++)
         async_enqueue(s, a, i);
     assert_int_equal(pthread_create(&th, NULL, stop_main, s), 0);
-    sleep_ms(100);
+    itest_sleep_ms(100);
     assert_int_equal(async_answered(a), 0);
     raw_unlock(lock);
     assert_int_equal(pthread_join(th, NULL), 0);
@@ -611,19 +542,16 @@ static void test_batcher_stop_drains(void **state)
 
 int main(void)
 {
-    g_url = getenv("FB_TEST_DATABASE_URL");
-    if (!g_url || !*g_url) {
-        printf("skipped: FB_TEST_DATABASE_URL not set\n");
-        return 77;
-    }
+    itest_url_or_skip();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_create_many_direct, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_many_bad_rows, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batcher_many_threads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batcher_batches_and_bad_job, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batcher_database_away, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batcher_stop_drains, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batcher_direct, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_many_direct, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_create_many_bad_rows, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_batcher_many_threads, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_batcher_batches_and_bad_job, itest_setup,
+                                        itest_teardown),
+        cmocka_unit_test_setup_teardown(test_batcher_database_away, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_batcher_stop_drains, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_batcher_direct, itest_setup, itest_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
