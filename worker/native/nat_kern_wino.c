@@ -271,6 +271,22 @@ static int block_runs(const wg_geom *g, int blk, wg_run *runs)
     return nr;
 }
 
+/* Zeroes the lanes past the block's nt tiles in its last panel, channels
+ * [c0, c1) of every V[xi]: the GEMM reads whole panels (and drops those
+ * columns), and left over they could hold anything, denormals that slow it
+ * included. */
+static void v_clear_tail(float *v, const nat_conv_shape *s, int nt, int c0, int c1)
+{
+    int p = nt / WG_PANEL, lane = nt % WG_PANEL;
+    size_t xs = (size_t)(WG_BLK / WG_PANEL) * s->ci * WG_PANEL;
+    if (lane == 0)
+        return;
+    for (int xi = 0; xi < WG_XI; xi++)
+        for (int c = c0; c < c1; c++)
+            memset(v + xi * xs + ((size_t)p * s->ci + c) * WG_PANEL + lane, 0,
+                   (size_t)(WG_PANEL - lane) * sizeof(float));
+}
+
 /* GEMM xi of a block of nt tiles: M[xi] = U[xi] V[xi]. */
 static void block_gemm(const nat_conv_shape *s, const float *u, const float *v, float *m, int xi,
                        int nt)
@@ -290,6 +306,7 @@ static void block(const nat_conv_args *a, const wg_geom *g, const float *u, cons
     const float *pimg = pad + (size_t)b * s->ci * g->hp * g->wp;
     for (int r = 0; r < nr; r++)
         input_tf(v, pimg, s, g, &runs[r], 0, s->ci);
+    v_clear_tail(v, s, nt, 0, s->ci);
     for (int xi = 0; xi < WG_XI; xi++)
         block_gemm(s, u, v, m, xi, nt);
     for (int r = 0; r < nr; r++)
@@ -307,9 +324,11 @@ static void block_team(const nat_conv_args *a, const wg_geom *g, const float *u,
     int nr = block_runs(g, blk, runs), nt = runs[nr - 1].l0 + runs[nr - 1].n;
     const float *pimg = pad + (size_t)b * s->ci * g->hp * g->wp;
 #pragma omp for schedule(static)
-    for (int c = 0; c < s->ci; c++)
+    for (int c = 0; c < s->ci; c++) {
         for (int r = 0; r < nr; r++)
             input_tf(v, pimg, s, g, &runs[r], c, c + 1);
+        v_clear_tail(v, s, nt, c, c + 1);
+    }
 #pragma omp for schedule(static)
     for (int xi = 0; xi < WG_XI; xi++)
         block_gemm(s, u, v, m, xi, nt);
