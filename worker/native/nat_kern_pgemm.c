@@ -14,8 +14,9 @@
  * block, MR rows of a at a time meet every panel of the call (its 32 x KC
  * block, 32 KiB, streams from L2), so those rows stay in L1.  Rows whose
  * addresses crowd a few L1 sets (a row stride of 4 KiB puts all 12 in one
- * 8-way set) are first copied k-major into a 12 KiB buffer (pack_a): at
- * k = 1024 the copy took m = 512, n = 1024 from 10.8 to 10.1 ms on one core.
+ * 8-way set) are first copied k-major into a 12 KiB buffer (pack_a):
+ * gemm_bias_relu (m = 512, n = 1024) at k = 1024 on one core took 11.46 ms
+ * before, 10.92 after (at k = 1040, where rows do not alias, 10.50 before).
  * Once a block of rows is final (after the last k block), the caller's
  * epilogue (bias, residual, activation: nat_epi) runs on it while it is in
  * cache (12 rows of a 512-column tile: 24 KiB), instead of as a second pass
@@ -257,10 +258,12 @@ static int panel_csegs(int64_t p, int64_t cols, int64_t vpitch, int64_t rlen, pw
 
 /* B read through offsets is unaligned and scattered over the input's rows:
  * there it pays to hold one panel's k block (32 x KC, from a few input rows)
- * in L1 while every block of rows of a passes, and read a from L2, when a's
- * k block is at most this many floats (256 KiB).  A 3x3 convolution of 64
- * channels at 56 x 56 ran 4% faster on one core so than with the rows outer;
- * one of 512 channels at 7 x 7 (a's block 512 KiB) ran slower. */
+ * in L1 while every block of rows of a passes, and read a from L2, as long as
+ * a's k block fits this many floats (256 KiB).  While developing the stride-1
+ * convolution path (3x3 on 64 channels at 56 x 56, one core) this order ran
+ * 4% faster than rows outer; for 512 channels at 7 x 7 (a's block 512 KiB)
+ * slower.  (That path now takes at most 64 output channels, so its calls
+ * always come here.) */
 #define OFFSETS_A_BLOCK_MAX (64 * 1024)
 
 /* pw_run's loop for B through offsets with panels outside, rows inside; the
