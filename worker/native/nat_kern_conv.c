@@ -466,6 +466,17 @@ __attribute__((target("avx512f"))) static void im2col_panels(float *dst, const f
 
 /* ---- GEMM paths ---- */
 
+/* The epilogue of group grp's GEMM whose output starts at out + o_off: bias
+ * per output channel (a row of the GEMM), residual laid out as out. */
+static nat_epi conv_epi(const nat_conv_args *a, const conv_geom *g, int grp, size_t o_off)
+{
+    return (nat_epi){.bias = a->bias != NULL ? a->bias + (size_t)grp * g->cog : NULL,
+                     .bias_rows = true,
+                     .res = a->res != NULL ? a->res + o_off : NULL,
+                     .ldr = g->plane,
+                     .act = a->act};
+}
+
 /* One tile: image b, group grp, output rows [oy0, oy0+rows); col is this
  * thread's workspace slot (unused on the pointwise path). */
 static void conv_gemm_tile(const nat_conv_args *a, const conv_geom *g, int b, int grp, int oy0,
@@ -479,12 +490,7 @@ static void conv_gemm_tile(const nat_conv_args *a, const conv_geom *g, int b, in
     int cols = rows * s->wo;
     const float *bm = col;
     int ldb = cols;
-    /* bias per output channel (a row of the GEMM), residual laid out as out */
-    nat_epi epi = {.bias = a->bias != NULL ? a->bias + (size_t)grp * g->cog : NULL,
-                   .bias_rows = true,
-                   .res = a->res != NULL ? a->res + o_off : NULL,
-                   .ldr = g->plane,
-                   .act = a->act};
+    nat_epi epi = conv_epi(a, g, grp, o_off);
     if (g->packed) { /* the epilogue runs inside, on blocks of channels in cache */
         im2col_panels(col, in, s, g->cig, g->kdim, oy0, rows, g->pointwise);
         nat_pw_gemm(wg, g->kdim, col, a->out + o_off, g->plane, g->cog, g->kdim, 0, cols, false,
@@ -520,21 +526,16 @@ static void implicit_offsets(int64_t *koff, const conv_geom *g, const nat_conv_s
                 koff[kk++] = c * pplane + (int64_t)ky * s->dil_h * g->wp + (int64_t)kx * s->dil_w;
 }
 
-/* Plane pi (image * ci + channel) of the input into the padded buffer. */
-static void pad_plane(float *dst, const float *in, const conv_geom *g, const nat_conv_shape *s,
-                      int64_t pi)
+void nat_conv_pad_plane(float *dst, const float *src, const nat_conv_shape *s, int hp, int wp)
 {
-    const float *src = in + pi * s->h * s->w;
-    float *d = dst + pi * g->hp * g->wp;
-    size_t row = (size_t)s->w * sizeof(float), lpad = (size_t)s->pad_w * sizeof(float);
-    memset(d, 0, (size_t)s->pad_h * g->wp * sizeof(float));
-    d += (size_t)s->pad_h * g->wp;
-    for (int y = 0; y < s->h; y++, d += g->wp) {
-        memset(d, 0, lpad);
-        memcpy(d + s->pad_w, src + (size_t)y * s->w, row);
-        memset(d + s->pad_w + s->w, 0, lpad);
+    memset(dst, 0, (size_t)s->pad_h * wp * sizeof(float));
+    dst += (size_t)s->pad_h * wp;
+    for (int y = 0; y < s->h; y++, dst += wp) {
+        memset(dst, 0, (size_t)s->pad_w * sizeof(float));
+        memcpy(dst + s->pad_w, src + (size_t)y * s->w, (size_t)s->w * sizeof(float));
+        memset(dst + s->pad_w + s->w, 0, (size_t)(wp - s->pad_w - s->w) * sizeof(float));
     }
-    memset(d, 0, (size_t)s->pad_h * g->wp * sizeof(float));
+    memset(dst, 0, (size_t)(hp - s->pad_h - s->h) * wp * sizeof(float));
 }
 
 /* One tile: image b, group grp, output rows [oy0, oy0+rows): the GEMM
@@ -547,11 +548,7 @@ static void implicit_tile(const nat_conv_args *a, const conv_geom *g, const int6
     size_t o_off = ((size_t)b * s->co + (size_t)grp * g->cog) * g->plane + (size_t)oy0 * s->wo;
     size_t first_plane = (size_t)b * s->ci + (size_t)grp * g->cig;
     const float *wg = a->w + (size_t)grp * g->cog * g->kdim;
-    nat_epi epi = {.bias = a->bias != NULL ? a->bias + (size_t)grp * g->cog : NULL,
-                   .bias_rows = true,
-                   .res = a->res != NULL ? a->res + o_off : NULL,
-                   .ldr = g->plane,
-                   .act = a->act};
+    nat_epi epi = conv_epi(a, g, grp, o_off);
     if (g->pointwise) {
         const float *bsrc = a->in + first_plane * g->plane + (size_t)oy0 * s->wo;
         nat_pw_gemm_offsets(wg, g->kdim, bsrc, koff, a->out + o_off, g->plane, g->cog, g->kdim,
@@ -581,7 +578,8 @@ static void conv_gemm(const nat_conv_args *a, const conv_geom *g)
         if (g->implicit && !g->pointwise) {
 #pragma omp for schedule(static)
             for (int64_t pi = 0; pi < (int64_t)s->n * s->ci; pi++)
-                pad_plane(padded, a->in, g, s, pi);
+                nat_conv_pad_plane(padded + pi * g->hp * g->wp, a->in + pi * s->h * s->w, s, g->hp,
+                                   g->wp);
         } /* the for's barrier: the padded input is whole */
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < items; it++) {
@@ -654,6 +652,7 @@ static bool dw_epi_in_reg(const nat_conv_args *a)
     return a->res == NULL &&
            (a->act == NAT_ACT_NONE || a->act == NAT_ACT_RELU || a->act == NAT_ACT_RELU6);
 }
+
 __attribute__((target("avx512f"))) static void dw_row_v(const nat_conv_args *a, int b, int oc,
                                                         int oy)
 {

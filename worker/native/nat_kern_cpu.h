@@ -135,6 +135,10 @@ typedef struct nat_conv_args {
     float *ws;
 } nat_conv_args;
 
+/* The input plane src (s->h x s->w) into dst, hp x wp with s->pad_h rows and
+ * s->pad_w columns of zeros before it and zeros after it to fill. */
+void nat_conv_pad_plane(float *dst, const float *src, const nat_conv_shape *s, int hp, int wp);
+
 /* Whether nat_wino_conv takes shape s: 3x3, stride and dilation 1, groups 1,
  * at least 16 input and output channels and 32 tiles of 2x2 outputs, AVX-512
  * and not params.gemm "openblas". */

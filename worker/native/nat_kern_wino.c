@@ -119,22 +119,6 @@ static void weight_tf(float *u, const float *w, int co, int ci, int o)
     }
 }
 
-/* Plane pi of the input into the padded buffer (zeros around). */
-static void pad_plane(float *dst, const float *in, const nat_conv_shape *s, const wg_geom *g,
-                      int64_t pi)
-{
-    const float *src = in + pi * s->h * s->w;
-    float *d = dst + pi * g->hp * g->wp;
-    memset(d, 0, (size_t)s->pad_h * g->wp * sizeof(float));
-    d += (size_t)s->pad_h * g->wp;
-    for (int y = 0; y < s->h; y++, d += g->wp) {
-        memset(d, 0, (size_t)s->pad_w * sizeof(float));
-        memcpy(d + s->pad_w, src + (size_t)y * s->w, (size_t)s->w * sizeof(float));
-        memset(d + s->pad_w + s->w, 0, (size_t)(g->wp - s->pad_w - s->w) * sizeof(float));
-    }
-    memset(d, 0, (size_t)(g->hp - s->pad_h - s->h) * g->wp * sizeof(float));
-}
-
 static inline __mmask16 lanes16(int n)
 {
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n < 0 ? 0 : n)) - 1);
@@ -255,7 +239,8 @@ __attribute__((target("avx512f"))) static void output_tf(const float *m, const n
     }
 }
 
-static int block_runs(const wg_geom *g, int blk, wg_run *runs)
+/* Cuts block blk into runs; *nt: its tiles.  Returns how many runs. */
+static int block_runs(const wg_geom *g, int blk, wg_run *runs, int *nt)
 {
     int t0 = blk * WG_BLK, t1 = t0 + WG_BLK < g->th * g->tw ? t0 + WG_BLK : g->th * g->tw;
     int nr = 0;
@@ -268,6 +253,7 @@ static int block_runs(const wg_geom *g, int blk, wg_run *runs)
         runs[nr++] = (wg_run){ty, tx, n, l0};
         t += n;
     }
+    *nt = t1 - t0;
     return nr;
 }
 
@@ -302,7 +288,7 @@ static void block(const nat_conv_args *a, const wg_geom *g, const float *u, cons
 {
     const nat_conv_shape *s = a->s;
     wg_run runs[WG_BLK];
-    int nr = block_runs(g, blk, runs), nt = runs[nr - 1].l0 + runs[nr - 1].n;
+    int nt, nr = block_runs(g, blk, runs, &nt);
     const float *pimg = pad + (size_t)b * s->ci * g->hp * g->wp;
     for (int r = 0; r < nr; r++)
         input_tf(v, pimg, s, g, &runs[r], 0, s->ci);
@@ -321,7 +307,7 @@ static void block_team(const nat_conv_args *a, const wg_geom *g, const float *u,
 {
     const nat_conv_shape *s = a->s;
     wg_run runs[WG_BLK];
-    int nr = block_runs(g, blk, runs), nt = runs[nr - 1].l0 + runs[nr - 1].n;
+    int nt, nr = block_runs(g, blk, runs, &nt);
     const float *pimg = pad + (size_t)b * s->ci * g->hp * g->wp;
 #pragma omp for schedule(static)
     for (int c = 0; c < s->ci; c++) {
@@ -365,7 +351,7 @@ void nat_wino_conv(const nat_conv_args *a)
         }
 #pragma omp for schedule(static)
         for (int64_t pi = 0; pi < (int64_t)s->n * s->ci; pi++)
-            pad_plane(pad, a->in, s, &g, pi);
+            nat_conv_pad_plane(pad + pi * g.hp * g.wp, a->in + pi * s->h * s->w, s, g.hp, g.wp);
         /* the barrier: U and the padded input are whole */
         if (items >= omp_get_num_threads()) {
 #pragma omp for schedule(static)
