@@ -178,9 +178,22 @@ typedef struct db_worker_reg {
 /* Inserts or updates the worker, state "idle", last_heartbeat now. */
 FB_MUSTCHECK fb_code db_worker_register(db_conn *c, const db_worker_reg *w, fb_err *err);
 
-/* state "idle" | "busy" | "stopped"; current_job 0 = none. */
+/* state "idle" | "busy" | "draining" | "stopped"; current_job 0 = none.  *drain
+ * (may be NULL) is set to whether an operator asked this worker to drain
+ * (db_worker_drain). */
 FB_MUSTCHECK fb_code db_worker_heartbeat(db_conn *c, const char *id, const char *state,
-                                         int64_t current_job, fb_err *err);
+                                         int64_t current_job, bool *drain, fb_err *err);
+
+/* Asks the live worker id (heartbeat within stale_s) to drain: finish its
+ * running job, claim no more, exit.  FB_ENOTFOUND for an unknown id,
+ * FB_ECONFLICT for a stopped or lost worker. */
+FB_MUSTCHECK fb_code db_worker_drain(db_conn *c, const char *id, int stale_s, fb_err *err);
+
+/* Stores a built-in catalog (a JSON array of workload infos, each naming its
+ * devices) under source ("native/cpu,cuda": engine and devices built),
+ * replacing that source's earlier one. */
+FB_MUSTCHECK fb_code db_catalog_builtin_put(db_conn *c, const char *source,
+                                            const char *workloads_json, fb_err *err);
 
 /* Takes the session-level advisory lock of a GPU without waiting (key: a hash
  * of "fusionbench-gpu:" || uuid): one worker per GPU across every host that
@@ -195,8 +208,11 @@ FB_MUSTCHECK fb_code db_worker_lock_gpu(db_conn *c, const char *uuid, bool *got,
  * heartbeat is older than stale_s is reported with state "lost". */
 FB_MUSTCHECK fb_code db_worker_list(db_conn *c, int stale_s, char **items_json, fb_err *err);
 
-/* Union of the workloads that live workers (heartbeat within stale_s) offer, as a
- * JSON array text of workload infos, one per (name, engine), devices merged. */
+/* Union of the workloads that every registered worker and every built-in
+ * catalog offer, as a JSON array text of workload infos, one per (name, engine),
+ * devices merged, with "registered_devices" (offered by a worker that ever
+ * registered) and "alive_devices" (offered by a live worker now: heartbeat
+ * within stale_s). */
 FB_MUSTCHECK fb_code db_workload_catalog(db_conn *c, int stale_s, char **items_json, fb_err *err);
 
 /* ---- operations ---- */

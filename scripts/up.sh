@@ -165,14 +165,20 @@ worker_device() {
 }
 
 start_worker() {
-    local bin=$BUILD/worker/fusionbench-worker dev
+    local bin=$BUILD/worker/fusionbench-worker dev id
     dev=$(worker_device "$bin")
-    "$bin" --database-url "$DB_URL" --device "$dev" >>"$LOG_DIR/worker.log" 2>&1 &
+    id="${HOSTNAME:-$(uname -n)}/${dev}0"
+    "$bin" --database-url "$DB_URL" --device "$dev" --id "$id" >>"$LOG_DIR/worker.log" 2>&1 &
     worker_pid=$!
-    # The catalog is what registered workers offer: wait for ours to appear.
+    # Wait for our worker to be live: the demo's jobs then default to its device.
     local i
     for ((i = 0; i < 300; i++)); do
-        if curl -fsS "$BASE/api/v1/workloads" 2>/dev/null | grep -q '"gemm_bias_relu"'; then
+        if curl -fsS "$BASE/api/v1/workers" 2>/dev/null | python3 -c '
+import json, sys
+wid = sys.argv[1]
+items = json.load(sys.stdin)["items"]
+sys.exit(0 if any(w["id"] == wid and w["state"] in ("idle", "busy") for w in items) else 1)
+' "$id"; then
             say "worker started on $dev (log: $LOG_DIR/worker.log)"
             return
         fi

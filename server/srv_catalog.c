@@ -84,9 +84,22 @@ static fb_code check_or_pick(const cJSON *entry, const char *key, char *value, c
     if (array_has(entry, key, value))
         return FB_OK;
     return fb_err_set(err, FB_EUNSUPPORTED, what,
-                      "no registered worker offers %s %s for this "
-                      "workload (offered: %s)",
+                      "no worker or built-in engine offers %s %s for "
+                      "this workload (offered: %s)",
                       what, value, offer_list(NULL, entry, key, NULL, offered, sizeof offered));
+}
+
+/* The device: the spec's when offered at all (a job may wait in the queue for
+ * a worker to come), else cuda when a CUDA worker has registered for it, else
+ * cpu (API.md): a device only built into the server is not a default, or a
+ * CPU-only lab would queue jobs for GPUs it does not have. */
+static fb_code check_or_pick_device(const cJSON *entry, char *device, fb_err *err)
+{
+    if (!device[0] && array_has(entry, "registered_devices", "cuda")) {
+        snprintf(device, FB_NAME_MAX, "cuda");
+        return FB_OK;
+    }
+    return check_or_pick(entry, "devices", device, "cpu", NULL, "device", err);
 }
 
 static fb_code check_variants(const cJSON *entry, const fb_spec *spec, fb_err *err)
@@ -124,12 +137,15 @@ static fb_code find_checked(const cJSON *catalog, fb_spec *spec, const cJSON **e
     if (!cJSON_IsArray(catalog))
         return fb_err_set(err, FB_EINVAL, NULL, "workload catalog is not an array");
     if (!find_entry(catalog, spec->workload, ""))
-        return fb_err_set(err, FB_ENOTFOUND, "workload", "no registered worker offers workload %s",
+        return fb_err_set(err, FB_ENOTFOUND, "workload",
+                          "no worker has offered workload %s and no engine built into the server "
+                          "has it",
                           spec->workload);
     *entry = find_entry(catalog, spec->workload, spec->engine);
     if (!*entry)
         return fb_err_set(err, FB_EUNSUPPORTED, "engine",
-                          "no registered worker offers workload %s on engine %s (offered: %s)",
+                          "no worker or built-in engine offers workload %s on engine %s "
+                          "(offered: %s)",
                           spec->workload, spec->engine,
                           offer_list(catalog, NULL, NULL, spec->workload, offered, sizeof offered));
     return FB_OK;
@@ -147,7 +163,7 @@ fb_code srv_catalog_resolve(const cJSON *catalog, fb_spec *spec, fb_err *err)
     eng = cJSON_GetObjectItemCaseSensitive(entry, "engine");
     if (!spec->engine[0] && cJSON_IsString(eng))
         snprintf(spec->engine, sizeof spec->engine, "%s", eng->valuestring);
-    rc = check_or_pick(entry, "devices", spec->device, "cuda", "cpu", "device", err);
+    rc = check_or_pick_device(entry, spec->device, err);
     if (!rc)
         rc = check_or_pick(entry, "dtypes", spec->dtype, "float32", NULL, "dtype", err);
     if (!rc)

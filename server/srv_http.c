@@ -35,6 +35,7 @@ static const srv_route routes[] = {
     {"GET", "/api/v1/jobs/{id}/kernels", srv_jobs_kernels, true},
     {"GET", "/api/v1/workloads", srv_workloads_list, true},
     {"GET", "/api/v1/workers", srv_workers_list, true},
+    {"POST", "/api/v1/workers/{*}", srv_workers_action, true},
     {"GET", "/api/v1/jobs/{id}/trace", srv_export_trace, true},
     {"POST", "/api/v1/suites", srv_suites_create, true},
     {"GET", "/api/v1/suites", srv_suites_list, true},

@@ -10,6 +10,7 @@
 
 #include "db.h"
 #include "fb_log.h"
+#include "srv_builtin.h"
 #include "srv_http.h"
 #include "srv_parse.h"
 #include "srv_pool.h"
@@ -145,6 +146,8 @@ static fb_code connect_and_migrate(const char *url, fb_err *err)
         goto out;
     /* db_migrate holds an advisory lock: servers and workers may start together. */
     rc = db_migrate(c, err);
+    if (!rc)
+        rc = srv_builtin_store(c, err);
 out:
     if (c)
         db_close(c);
@@ -179,7 +182,7 @@ static void *db_init_main(void *arg)
         fb_err_clear(&err);
         if (connect_and_migrate(url, &err) == FB_OK) {
             atomic_store(&di->ctx->db_ready, true);
-            fb_info("database ready (migrations applied)");
+            fb_info("database ready (migrations applied, built-in catalog stored)");
             return NULL;
         }
         fb_warn("database not ready (%s: %s); retrying in %d s", fb_code_name(err.code), err.msg,

@@ -231,3 +231,55 @@ const char *srv_content_type_for(const char *name)
             return types[i].type;
     return NULL;
 }
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes src[0..len) into dst (size dstsz); printable ASCII only. */
+static bool decode_printable(const char *src, size_t len, char *dst, size_t dstsz)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)src[i];
+        if (c == '%') {
+            int hi = i + 2 < len ? hex_value(src[i + 1]) : -1;
+            int lo = hi >= 0 ? hex_value(src[i + 2]) : -1;
+            if (lo < 0)
+                return false;
+            c = hi * 16 + lo;
+            i += 2;
+        }
+        if (c < 0x21 || c > 0x7e || n + 1 >= dstsz)
+            return false;
+        dst[n++] = (char)c;
+    }
+    if (n == 0)
+        return false;
+    dst[n] = '\0';
+    return true;
+}
+
+bool srv_parse_worker_action(const char *s, char *id, size_t idsz, char *action, size_t actsz)
+{
+    const char *slash = s ? strrchr(s, '/') : NULL;
+    size_t alen;
+
+    if (!slash || slash == s)
+        return false;
+    alen = strlen(slash + 1);
+    if (alen == 0 || alen >= actsz)
+        return false;
+    if (!decode_printable(s, (size_t)(slash - s), id, idsz))
+        return false;
+    memcpy(action, slash + 1, alen + 1);
+    return true;
+}

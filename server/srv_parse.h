@@ -39,6 +39,13 @@ FB_MUSTCHECK bool srv_parse_int_range(const char *s, long lo, long hi, long *out
  * shorter than its buffer).  key and val are written only on success. */
 FB_MUSTCHECK bool srv_parse_label(const char *s, char *key, size_t keysz, char *val, size_t valsz);
 
+/* Splits "ID/ACTION" (the tail of /api/v1/workers/...) at its last slash into id,
+ * percent-decoded, and action.  False when either part is empty, a part does not
+ * fit its buffer, or the id is badly escaped or holds other than printable
+ * ASCII (no spaces).  id and action are written only on success. */
+FB_MUSTCHECK bool srv_parse_worker_action(const char *s, char *id, size_t idsz, char *action,
+                                          size_t actsz);
+
 /* True for a job state name of API.md. */
 bool srv_state_valid(const char *s);
 

@@ -277,17 +277,35 @@ async function showJob(id) {
 
 // ---- workers and catalog ----
 
+// A drain asked through the API shows before the worker reads it back.
+function workerState(w) {
+  const cell = el("td", {}, badge(w.state || "?"));
+  if (w.draining && w.state !== "draining" && w.state !== "stopped") cell.append(" ", badge("draining"));
+  return cell;
+}
+
+async function drainWorker(w) {
+  if (!confirm("Drain " + w.id + "? It finishes its running job, claims no more and exits.")) return;
+  try {
+    await api("/workers/" + encodeURIComponent(w.id) + "/drain", { method: "POST" });
+    await loadWorkers();
+  } catch (e) { setStatus("drain failed: " + e.message, true); }
+}
+
 async function loadWorkers() {
   const page = await api("/workers");
   fillTable("workers-table", page.items.map((w) => {
     const d = w.device || {};
+    const live = w.state === "idle" || w.state === "busy";
     return el("tr", {},
       el("td", {}, w.id), el("td", {}, w.host || "–"),
       el("td", {}, (d.kind || "?") + ": " + (d.name || "?")),
       el("td", { class: "num" }, fmtBytes(d.memory_bytes)),
-      el("td", {}, (w.engines || []).join(", ")), el("td", {}, badge(w.state || "?")),
+      el("td", {}, (w.engines || []).join(", ")), workerState(w),
       el("td", {}, w.current_job ? el("a", { href: "#/jobs/" + w.current_job }, w.current_job) : "–"),
-      el("td", {}, fmtTime(w.last_heartbeat)));
+      el("td", {}, fmtTime(w.last_heartbeat)),
+      el("td", {}, live && !w.draining
+        ? el("button", { type: "button", onclick: () => drainWorker(w) }, "Drain") : ""));
   }));
 }
 
@@ -303,7 +321,10 @@ async function loadCatalog() {
   const page = await api("/workloads");
   fillTable("catalog-table", page.items.map((w) => el("tr", {},
     el("td", {}, el("code", {}, w.name)), el("td", {}, w.engine), el("td", {}, w.domain || "–"),
-    el("td", {}, (w.devices || []).join(", ")), el("td", {}, (w.dtypes || []).join(", ")),
+    el("td", {}, (w.devices || []).join(", ")),
+    el("td", {}, (w.alive_devices || []).length ? w.alive_devices.join(", ")
+      : el("span", { class: "muted", title: "jobs wait in the queue until a worker for it starts" }, "none now")),
+    el("td", {}, (w.dtypes || []).join(", ")),
     el("td", {}, (w.variants || []).join(", ")), el("td", { class: "num" }, fmtNum(w.default_batch_size)),
     el("td", {}, w.description || ""),
     el("td", {}, el("button", { type: "button", onclick: () => submitJob(w) }, "Submit")))));

@@ -22,7 +22,7 @@ typedef struct cli_opts {
     const char *workload;
     const char *engine, *device, *dtype, *variants; /* NULL = default */
     int iterations, warmup, batch;                  /* -1 = default */
-    bool json, list;
+    bool json, list, catalog_json;
     cJSON *params; /* owned */
 } cli_opts;
 
@@ -32,9 +32,12 @@ static void usage(FILE *f)
                "         [--variants eager,fused] [--iterations N] [--warmup N] [--batch N]\n"
                "         [--dtype float32] [--param key=value ...] [--threads N]\n"
                "       fusionbench-run --list [--device cpu]\n"
+               "       fusionbench-run --catalog-json\n"
                "Runs one benchmark locally (warmup, interleaved timed rounds, accuracy gate,\n"
                "one profiled iteration) and prints a table, or JSON with --json.\n"
-               "Exit status: 0 all variants ok, 1 a variant or the run failed, 2 bad arguments.\n");
+               "Exit status: 0 all variants ok, 1 a variant or the run failed, 2 bad arguments.\n"
+               "--catalog-json prints the catalog built into this build (the native engine on\n"
+               "every device it was built for) as JSON: the server's built-in catalog.\n");
 }
 
 static int bad_arg(const char *arg, const char *why)
@@ -152,6 +155,10 @@ static int parse_one(cli_opts *o, int argc, char **argv, int *i)
         *(a[2] == 'j' ? &o->json : &o->list) = true;
         return 0;
     }
+    if (strcmp(a, "--catalog-json") == 0) {
+        o->catalog_json = true;
+        return 0;
+    }
     for (int k = 0; cli_valued[k]; k++) {
         size_t len = strlen(cli_valued[k]);
         if (strncmp(a, cli_valued[k], len) == 0 && (a[len] == '\0' || a[len] == '=')) {
@@ -183,7 +190,7 @@ static int parse_args(cli_opts *o, int argc, char **argv)
         if (rc)
             return rc;
     }
-    if (!o->workload && !o->list) {
+    if (!o->workload && !o->list && !o->catalog_json) {
         usage(stderr);
         return bad_arg("WORKLOAD", "missing");
     }
@@ -212,6 +219,73 @@ static void print_catalog(const char *device, FILE *f)
             fprintf(f, "  %s\n", w[i].description);
         }
     }
+}
+
+/* Adds the string s to the JSON array arr unless it holds it already. */
+static bool add_unique(cJSON *arr, const char *s)
+{
+    const cJSON *v;
+    cJSON_ArrayForEach(v, arr)
+    {
+        if (cJSON_IsString(v) && strcmp(v->valuestring, s) == 0)
+            return true;
+    }
+    return cJSON_AddItemToArray(arr, cJSON_CreateString(s));
+}
+
+/* Merges w, offered on device, into items: one entry per workload name, its
+ * devices those it is offered on, its dtypes the union over them. */
+static bool merge_info(cJSON *items, const fb_workload_info *w, const char *device)
+{
+    cJSON *item, *found = NULL;
+    cJSON_ArrayForEach(item, items)
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
+        if (cJSON_IsString(name) && strcmp(name->valuestring, w->name) == 0)
+            found = item;
+    }
+    if (!found) {
+        found = fb_workload_info_to_json(w);
+        if (!found || !cJSON_AddItemToArray(items, found)) {
+            cJSON_Delete(found);
+            return false;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(found, "devices");
+        if (!cJSON_AddArrayToObject(found, "devices"))
+            return false;
+    }
+    for (int i = 0; w->dtypes[i]; i++)
+        if (!add_unique(cJSON_GetObjectItemCaseSensitive(found, "dtypes"), w->dtypes[i]))
+            return false;
+    return add_unique(cJSON_GetObjectItemCaseSensitive(found, "devices"), device);
+}
+
+/* The native engine's catalog on every device: static tables, so the server can
+ * know them before any worker registered.  (The inductor engine's catalog comes
+ * from the worker's Python: known once such a worker registers.) */
+static int print_catalog_json(void)
+{
+    static const char *const devices[] = {"cpu", "cuda"};
+    const fb_engine *eng = fb_engine_find("native");
+    cJSON *items = cJSON_CreateArray();
+    char *text = NULL;
+    bool ok = items && eng;
+
+    for (size_t d = 0; ok && d < sizeof devices / sizeof devices[0]; d++) {
+        int n = 0;
+        const fb_workload_info *w = eng->catalog(devices[d], &n);
+        for (int i = 0; ok && w && i < n; i++)
+            ok = merge_info(items, &w[i], devices[d]);
+    }
+    text = ok ? cJSON_PrintUnformatted(items) : NULL;
+    cJSON_Delete(items);
+    if (!text) {
+        fprintf(stderr, "fusionbench-run: cannot build the catalog JSON\n");
+        return 1;
+    }
+    printf("%s\n", text);
+    cJSON_free(text);
+    return 0;
 }
 
 static void print_known(const char *device)
@@ -486,6 +560,10 @@ int main(int argc, char **argv)
         o.device = "cpu";
     if (o.list) {
         print_catalog(o.device, stdout);
+        goto out;
+    }
+    if (o.catalog_json) {
+        rc = print_catalog_json();
         goto out;
     }
     rc = build_spec(&o, &spec);

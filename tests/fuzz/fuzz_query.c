@@ -1,6 +1,6 @@
 /* libFuzzer target for the server's request parsing (server/srv_parse.c):
  * route patterns against arbitrary paths, ids, integers, labels, Content-Type
- * values and static file paths.  Besides crashes it checks invariants: captures
+ * values, static file paths and worker actions.  Besides crashes it checks invariants: captures
  * stay inside the path, an accepted static path has no "." segment start, an
  * accepted id prints back to the same digits. */
 #include <inttypes.h>
@@ -18,6 +18,7 @@ static const char *const patterns[] = {
     "/api/v1/jobs/{id}/cancel",
     "/api/v1/jobs/{id}/kernels",
     "/static/{*}",
+    "/api/v1/workers/{*}",
     "/{a}/{b}",
 };
 
@@ -53,6 +54,20 @@ static void check_id(const char *s)
         abort();
 }
 
+/* An accepted worker id is printable ASCII with no space; the action has no '/'. */
+static void check_worker_action(const char *s)
+{
+    char id[32], act[8];
+
+    if (!srv_parse_worker_action(s, id, sizeof id, act, sizeof act))
+        return;
+    if (!id[0] || !act[0] || strchr(act, '/') || strlen(id) >= sizeof id)
+        abort();
+    for (const char *p = id; *p; p++)
+        if (*p < 0x21 || *p > 0x7e)
+            abort();
+}
+
 static void check_static(const char *s)
 {
     if (!srv_static_path_ok(s))
@@ -76,6 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_paths(s);
     check_id(s);
     check_static(s);
+    check_worker_action(s);
     if (srv_parse_int_range(s, 1, 200, &v) && (v < 1 || v > 200))
         abort();
     if (srv_parse_label(s, key, sizeof key, val, sizeof val) && (!key[0] || !val[0]))

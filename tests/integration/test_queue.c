@@ -558,14 +558,32 @@ static cJSON *find_by(cJSON *arr, const char *key, const char *value)
     return NULL;
 }
 
-static const char *devices_of(cJSON *cat, const char *name, char *buf, size_t cap)
+/* The catalog entry name's key ("devices" or "alive_devices") as JSON text. */
+static const char *list_of(cJSON *cat, const char *name, const char *key, char *buf, size_t cap)
 {
     cJSON *w = find_by(cat, "name", name);
     assert_non_null(w);
-    char *s = cJSON_PrintUnformatted(cJSON_GetObjectItem(w, "devices"));
+    char *s = cJSON_PrintUnformatted(cJSON_GetObjectItem(w, key));
+    assert_non_null(s);
     snprintf(buf, cap, "%s", s);
     free(s);
     return buf;
+}
+
+static const char *devices_of(cJSON *cat, const char *name, char *buf, size_t cap)
+{
+    return list_of(cat, name, "devices", buf, cap);
+}
+
+static cJSON *catalog_now(db_conn *c)
+{
+    fb_err err = {0};
+    char *json = NULL;
+    assert_int_equal(db_workload_catalog(c, 30, &json, &err), FB_OK);
+    cJSON *cat = cJSON_Parse(json);
+    free(json);
+    assert_non_null(cat);
+    return cat;
 }
 
 #define GEMM_BOTH                                                                                  \
@@ -593,8 +611,8 @@ static void test_workers_catalog_stats(void **state)
         "pattern");
     cJSON_Delete(cat);
 
-    assert_int_equal(db_worker_heartbeat(c, "node1/cpu0", "busy", 7, &err), FB_OK);
-    assert_int_equal(db_worker_heartbeat(c, "nobody", "idle", 0, &err), FB_ENOTFOUND);
+    assert_int_equal(db_worker_heartbeat(c, "node1/cpu0", "busy", 7, NULL, &err), FB_OK);
+    assert_int_equal(db_worker_heartbeat(c, "nobody", "idle", 0, NULL, &err), FB_ENOTFOUND);
     raw_exec("UPDATE workers SET last_heartbeat = now() - interval '1 hour'"
              " WHERE id = 'node1/gpu0'");
 
@@ -613,11 +631,13 @@ static void test_workers_catalog_stats(void **state)
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(gpu, "current_job")));
     cJSON_Delete(list);
 
-    /* The lost GPU worker no longer offers cuda. */
-    assert_int_equal(db_workload_catalog(c, 30, &json, &err), FB_OK);
-    cat = cJSON_Parse(json);
-    free(json);
-    assert_string_equal(devices_of(cat, "gemm_bias_gelu", buf, sizeof buf), "[\"cpu\"]");
+    /* The lost GPU worker no longer serves cuda now, but cuda stays in the
+     * catalog: a job for it waits for a GPU worker (scale from zero). */
+    cat = catalog_now(c);
+    assert_string_equal(devices_of(cat, "gemm_bias_gelu", buf, sizeof buf), "[\"cpu\",\"cuda\"]");
+    assert_string_equal(list_of(cat, "gemm_bias_gelu", "alive_devices", buf, sizeof buf),
+                        "[\"cpu\"]");
+    assert_string_equal(list_of(cat, "mlp", "alive_devices", buf, sizeof buf), "[\"cpu\"]");
     cJSON_Delete(cat);
 
     int64_t q = insert_job(c, "s1", 0, 3, NULL);
@@ -645,6 +665,95 @@ static void terminate_fusionbench_backends(void)
 {
     raw_exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
              " WHERE application_name = 'fusionbench' AND pid <> pg_backend_pid()");
+}
+
+/* Drain through the database: only a live worker can be asked, its heartbeat
+ * reads the request back, registering again clears it; the list shows it. */
+static void test_worker_drain(void **state)
+{
+    db_conn *c = *state;
+    fb_err err = {0};
+    bool drain = true;
+    char *json = NULL;
+
+    register_worker(c, "node1/cpu0", "cpu", "[]");
+    register_worker(c, "node1/cpu1", "cpu", "[]");
+    assert_int_equal(db_worker_heartbeat(c, "node1/cpu0", "idle", 0, &drain, &err), FB_OK);
+    assert_false(drain);
+    assert_int_equal(db_worker_drain(c, "node1/cpu0", 30, &err), FB_OK);
+    assert_int_equal(db_worker_heartbeat(c, "node1/cpu0", "busy", 3, &drain, &err), FB_OK);
+    assert_true(drain);
+    assert_int_equal(db_worker_heartbeat(c, "node1/cpu1", "idle", 0, &drain, &err), FB_OK);
+    assert_false(drain); /* only the one asked */
+
+    assert_int_equal(db_worker_list(c, 30, &json, &err), FB_OK);
+    cJSON *list = cJSON_Parse(json);
+    free(json);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(find_by(list, "id", "node1/cpu0"), "draining")));
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(find_by(list, "id", "node1/cpu1"), "draining")));
+    cJSON_Delete(list);
+
+    /* A worker draining on its own (SIGTERM) reports the state itself. */
+    assert_int_equal(db_worker_heartbeat(c, "node1/cpu1", "draining", 0, &drain, &err), FB_OK);
+    assert_false(drain);
+    assert_int_equal(db_worker_list(c, 30, &json, &err), FB_OK);
+    list = cJSON_Parse(json);
+    free(json);
+    cJSON *w1 = find_by(list, "id", "node1/cpu1");
+    assert_string_equal(cJSON_GetObjectItem(w1, "state")->valuestring, "draining");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(w1, "draining")));
+    cJSON_Delete(list);
+
+    /* Unknown: 404; stopped or lost: 409, and nothing changes. */
+    assert_int_equal(db_worker_drain(c, "nobody", 30, &err), FB_ENOTFOUND);
+    assert_int_equal(db_worker_heartbeat(c, "node1/cpu1", "stopped", 0, NULL, &err), FB_OK);
+    assert_int_equal(db_worker_drain(c, "node1/cpu1", 30, &err), FB_ECONFLICT);
+    assert_non_null(strstr(err.msg, "stopped"));
+    raw_exec("UPDATE workers SET last_heartbeat = now() - interval '1 hour' WHERE id = 'node1/cpu1'"
+             " ; UPDATE workers SET state = 'idle' WHERE id = 'node1/cpu1'");
+    assert_int_equal(db_worker_drain(c, "node1/cpu1", 30, &err), FB_ECONFLICT);
+    assert_non_null(strstr(err.msg, "lost"));
+
+    /* A new process under the same id starts afresh. */
+    register_worker(c, "node1/cpu0", "cpu", "[]");
+    assert_int_equal(db_worker_heartbeat(c, "node1/cpu0", "idle", 0, &drain, &err), FB_OK);
+    assert_false(drain);
+}
+
+/* The built-in catalog: known before any worker registered, merged with the
+ * workers' registrations; alive only where a live worker serves it. */
+static void test_catalog_builtin(void **state)
+{
+    db_conn *c = *state;
+    fb_err err = {0};
+    char buf[128];
+
+    assert_int_equal(db_catalog_builtin_put(c, "native/cpu,cuda", "[" GEMM_BOTH "]", &err), FB_OK);
+    cJSON *cat = catalog_now(c);
+    assert_int_equal(cJSON_GetArraySize(cat), 1);
+    assert_string_equal(devices_of(cat, "gemm_bias_gelu", buf, sizeof buf), "[\"cpu\",\"cuda\"]");
+    assert_string_equal(list_of(cat, "gemm_bias_gelu", "alive_devices", buf, sizeof buf), "[]");
+    cJSON_Delete(cat);
+
+    /* A second put of the same source replaces it; another source adds to it. */
+    assert_int_equal(db_catalog_builtin_put(c, "native/cpu,cuda", "[]", &err), FB_OK);
+    assert_int_equal(db_catalog_builtin_put(c, "native/cpu",
+                                            "[{\"name\":\"mlp\",\"engine\":\"native\","
+                                            "\"devices\":[\"cpu\"]}]",
+                                            &err),
+                     FB_OK);
+    register_worker(c, "node1/gpu0", "cuda", "[" GEMM_BOTH "]");
+    cat = catalog_now(c);
+    assert_int_equal(cJSON_GetArraySize(cat), 2);
+    /* A GPU worker offers only its own kind, even when its info lists more. */
+    assert_string_equal(devices_of(cat, "gemm_bias_gelu", buf, sizeof buf), "[\"cuda\"]");
+    assert_string_equal(list_of(cat, "gemm_bias_gelu", "alive_devices", buf, sizeof buf),
+                        "[\"cuda\"]");
+    assert_string_equal(list_of(cat, "mlp", "alive_devices", buf, sizeof buf), "[]");
+    cJSON_Delete(cat);
+
+    /* Bad JSON is refused by the database, not stored. */
+    assert_int_not_equal(db_catalog_builtin_put(c, "x", "{}", &err), FB_OK);
 }
 
 static void test_wait_notify(void **state)
@@ -723,6 +832,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_pagination_filters, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_kernels, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_workers_catalog_stats, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_worker_drain, itest_setup, itest_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_builtin, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_wait_notify, itest_setup, itest_teardown),
         cmocka_unit_test_setup_teardown(test_reconnect, itest_setup, itest_teardown),
     };

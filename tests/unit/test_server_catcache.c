@@ -20,7 +20,8 @@
     "\"variants\":[\"eager\",\"fused\"],\"default_batch_size\":2}"
 #define W2_CUDA                                                                                    \
     "{\"name\":\"w2\",\"engine\":\"native\",\"devices\":[\"cpu\",\"cuda\"],"                       \
-    "\"dtypes\":[\"float32\"],\"variants\":[\"eager\",\"fused\"],\"default_batch_size\":1}"
+    "\"registered_devices\":[\"cpu\",\"cuda\"],\"dtypes\":[\"float32\"],\"variants\":[\"eager\","  \
+    "\"fused\"],\"default_batch_size\":1}"
 #define W2_CPU                                                                                     \
     "{\"name\":\"w2\",\"engine\":\"native\",\"devices\":[\"cpu\"],"                                \
     "\"dtypes\":[\"float32\"],\"variants\":[\"eager\",\"fused\"],\"default_batch_size\":1}"
@@ -123,7 +124,8 @@ static void test_read_error_reaches_caller(void **state)
 }
 
 /* The stale copy offers w2 on cpu only (default device cpu); the fresh one adds
- * cuda, which is preferred: the retry must not keep the stale "cpu" default. */
+ * a registered CUDA worker, which is preferred: the retry must not keep the
+ * stale "cpu" default. */
 static void test_retry_drops_stale_defaults(void **state)
 {
     fake_db db = {"[" W2_CPU "]", 0};

@@ -151,6 +151,30 @@ static void test_static_path(void **state)
     assert_false(srv_static_path_ok("a%2e"));
 }
 
+static void test_worker_action(void **state)
+{
+    char id[16], act[8];
+
+    assert_true(srv_parse_worker_action("host/gpu0/drain", id, sizeof id, act, sizeof act));
+    assert_string_equal(id, "host/gpu0");
+    assert_string_equal(act, "drain");
+    assert_true(srv_parse_worker_action("host%2Fcpu0/drain", id, sizeof id, act, sizeof act));
+    assert_string_equal(id, "host/cpu0");
+    assert_true(srv_parse_worker_action("a%2f%41/x", id, sizeof id, act, sizeof act));
+    assert_string_equal(id, "a/A");
+    assert_false(srv_parse_worker_action("drain", id, sizeof id, act, sizeof act));
+    assert_false(srv_parse_worker_action("/drain", id, sizeof id, act, sizeof act));
+    assert_false(srv_parse_worker_action("host/", id, sizeof id, act, sizeof act));
+    assert_false(srv_parse_worker_action("a%2/drain", id, sizeof id, act, sizeof act));
+    assert_false(srv_parse_worker_action("a%zz/drain", id, sizeof id, act, sizeof act));
+    assert_false(srv_parse_worker_action("a%20b/drain", id, sizeof id, act, sizeof act));
+    assert_false(srv_parse_worker_action("a%00b/drain", id, sizeof id, act, sizeof act));
+    assert_false(srv_parse_worker_action("host/toolongaction", id, sizeof id, act, sizeof act));
+    assert_false(srv_parse_worker_action("0123456789abcdef/drain", id, sizeof id, act, sizeof act));
+    assert_true(srv_parse_worker_action("0123456789abcde/drain", id, sizeof id, act, sizeof act));
+    assert_false(srv_parse_worker_action(NULL, id, sizeof id, act, sizeof act));
+}
+
 static void test_content_type_for(void **state)
 {
     assert_string_equal(srv_content_type_for("index.html"), "text/html; charset=utf-8");
@@ -211,7 +235,7 @@ static void test_catalog_defaults(void **state)
     cat_fixture *f = *state;
     assert_int_equal(resolve_text(f, "{\"workload\":\"gemm_bias_gelu\"}"), FB_OK);
     assert_string_equal(f->spec.engine, "native");
-    assert_string_equal(f->spec.device, "cuda"); /* offered on cuda: preferred */
+    assert_string_equal(f->spec.device, "cpu"); /* no CUDA worker registered: cpu */
     assert_string_equal(f->spec.dtype, "float32");
     assert_int_equal(f->spec.batch_size, 4);
     assert_int_equal(f->spec.n_variants, 2);
@@ -235,12 +259,43 @@ static void test_catalog_other_engine(void **state)
     assert_string_equal(f->spec.dtype, "float16"); /* float32 not offered */
 }
 
+/* The default device (API.md): cuda when a CUDA worker has registered for the
+ * workload, else cpu; a device only built into the server is never a default,
+ * but asked for explicitly it is accepted (the job waits for such a worker). */
+static void test_catalog_registered_devices(void **state)
+{
+    cat_fixture *f = *state;
+    cJSON *entry = cJSON_GetArrayItem(f->catalog, 0); /* gemm_bias_gelu, cpu and cuda */
+    const char *cpu_only[] = {"cpu"}, *both[] = {"cpu", "cuda"};
+
+    cJSON_AddItemToObject(entry, "registered_devices", cJSON_CreateStringArray(cpu_only, 1));
+    assert_int_equal(resolve_text(f, "{\"workload\":\"gemm_bias_gelu\"}"), FB_OK);
+    assert_string_equal(f->spec.device, "cpu");
+    fb_spec_free(&f->spec);
+    fb_spec_init(&f->spec);
+    assert_int_equal(resolve_text(f, "{\"workload\":\"gemm_bias_gelu\",\"device\":\"cuda\"}"),
+                     FB_OK);
+    assert_string_equal(f->spec.device, "cuda");
+    /* A CUDA worker registered once (scaled to zero now): cuda again. */
+    cJSON_ReplaceItemInObjectCaseSensitive(entry, "registered_devices",
+                                           cJSON_CreateStringArray(both, 2));
+    fb_spec_free(&f->spec);
+    fb_spec_init(&f->spec);
+    assert_int_equal(resolve_text(f, "{\"workload\":\"gemm_bias_gelu\"}"), FB_OK);
+    assert_string_equal(f->spec.device, "cuda");
+    /* Offered on cuda only (built in), no worker: cuda, the only choice. */
+    fb_spec_free(&f->spec);
+    fb_spec_init(&f->spec);
+    assert_int_equal(resolve_text(f, "{\"workload\":\"resnet18\"}"), FB_OK);
+    assert_string_equal(f->spec.device, "cuda");
+}
+
 static void test_catalog_unknown(void **state)
 {
     cat_fixture *f = *state;
     assert_int_equal(resolve_text(f, "{\"workload\":\"nope\"}"), FB_ENOTFOUND);
     assert_string_equal(f->err.field, "workload");
-    assert_non_null(strstr(f->err.msg, "no registered worker offers workload nope"));
+    assert_non_null(strstr(f->err.msg, "no worker has offered workload nope"));
 }
 
 static void test_catalog_empty(void **state)
@@ -289,9 +344,11 @@ int main(void)
         cmocka_unit_test(test_content_type),
         cmocka_unit_test(test_static_path),
         cmocka_unit_test(test_content_type_for),
+        cmocka_unit_test(test_worker_action),
         cmocka_unit_test_setup_teardown(test_catalog_defaults, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_cpu_only, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_other_engine, cat_setup, cat_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_registered_devices, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_unknown, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_empty, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_unsupported, cat_setup, cat_teardown),

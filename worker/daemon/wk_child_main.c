@@ -149,10 +149,13 @@ static void child_setup(const wk_config *cfg, pid_t parent, const child_io *io)
 {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
         _exit(4);
-    /* Its own process group: a terminal's ^C reaches the worker, which decides. */
+    /* Its own process group: a terminal's ^C reaches the worker, which decides.
+     * A stop signal sent to every process of a Slurm step or a container reaches
+     * this child too: ignored, since the worker decides whether the job drains
+     * to its end or is released (and kills it with SIGKILL then). */
     (void)setpgid(0, 0);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
     (void)fcntl(io->progress_fd, F_SETFL, O_NONBLOCK);
     fb_log_init("fusionbench-worker-job");

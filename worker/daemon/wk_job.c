@@ -124,6 +124,18 @@ static void settle_kind_only(job_run *jr, settle_kind kind)
     settle_job(jr, &s);
 }
 
+void wk_job_heartbeat_worker(wk_ctx *ctx, int64_t id)
+{
+    bool drain = false;
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (db_worker_heartbeat(ctx->db, ctx->cfg->id, wk_loop_draining() ? "draining" : "busy", id,
+                            &drain, &err) != FB_OK)
+        fb_debug("worker heartbeat: %s", err.msg);
+    wk_loop_drain_asked(drain);
+}
+
 /* Job and worker heartbeat.  False when the job has ended here (canceled, or
  * fenced out and dropped). */
 static bool heartbeat(job_run *jr)
@@ -137,8 +149,7 @@ static bool heartbeat(job_run *jr)
     fb_err_clear(&err);
     rc = db_queue_heartbeat(jr->ctx->db, jr->cl->id, jr->cl->attempt, prog, &cancel, &err);
     if (rc == FB_OK) {
-        if (db_worker_heartbeat(jr->ctx->db, jr->ctx->cfg->id, "busy", jr->cl->id, &err) != FB_OK)
-            fb_debug("worker heartbeat: %s", err.msg);
+        wk_job_heartbeat_worker(jr->ctx, jr->cl->id);
         jr->next_hb_ms = now + hb;
         jr->backoff_ms = hb;
         if (!cancel)
@@ -189,7 +200,9 @@ static void supervise(job_run *jr)
         int64_t now = wk_time_now_ms(), wait = jr->next_hb_ms - now;
         wk_child_poll(&jr->ch, (int)(wait < 0 ? 0 : wait > JOB_POLL_MS ? JOB_POLL_MS : wait));
         now = wk_time_now_ms();
-        if (wk_loop_stopping()) { /* before the exit check: ^C may have hit the child */
+        if (wk_loop_stopping()) { /* a drain's grace is over: give the job back */
+            fb_info("job %" PRId64 ": releasing it (stop, or the drain's grace is over)",
+                    jr->cl->id);
             wk_child_kill(&jr->ch);
             settle_kind_only(jr, SETTLE_RELEASE);
             return;

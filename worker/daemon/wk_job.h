@@ -11,4 +11,8 @@
  * returned: whatever happens the worker goes on. */
 void wk_job_run(wk_ctx *ctx, const db_claim *cl);
 
+/* The worker's heartbeat while it holds job id: state "busy", or "draining"
+ * once it claims no more; reads back an operator's drain.  Failures are logged. */
+void wk_job_heartbeat_worker(wk_ctx *ctx, int64_t id);
+
 #endif

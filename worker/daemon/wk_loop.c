@@ -3,7 +3,13 @@
  * Idle, the worker waits on LISTEN fb_jobs in short slices (so a stop request
  * and the heartbeat are never late) up to poll-ms, then tries to claim again:
  * NOTIFY wakes it early, polling is the safety net.  The rescuer runs every few
- * seconds from every worker; db_queue_rescue is safe to run concurrently. */
+ * seconds from every worker; db_queue_rescue is safe to run concurrently.
+ *
+ * Stopping has two depths.  Draining: claim nothing more, let a running job go
+ * on, exit when it is done (a SIGTERM/SIGINT, or an operator's drain read back
+ * with a heartbeat).  Stopping: release the running job now.  A signal's drain
+ * turns into a stop once --drain-grace has passed since it came (at once with
+ * the default 0), or at a second signal; an operator's drain never does. */
 #include "wk_loop.h"
 
 #include <inttypes.h>
@@ -22,17 +28,55 @@
 #define LOOP_BACKOFF_START_MS 250
 #define LOOP_BACKOFF_CAP_MS   30000
 
-static volatile sig_atomic_t loop_stop;
+static volatile sig_atomic_t loop_signals; /* SIGTERM/SIGINT received */
+static bool loop_stop;                     /* stop now: this worker lost its GPU */
+static bool loop_drain_asked;              /* an operator's drain (db_worker_drain) */
+static int64_t loop_grace_ms;              /* --drain-grace */
+static int64_t loop_signal_ms = -1;        /* when the first signal was noticed */
 
 static void on_stop_signal(int sig)
 {
     (void)sig;
-    loop_stop = 1;
+    if (loop_signals < 2)
+        loop_signals++;
+}
+
+/* Dates the first signal (the handler only counts). */
+static void notice_signal(void)
+{
+    if (loop_signals && loop_signal_ms < 0) {
+        loop_signal_ms = wk_time_now_ms();
+        fb_info("stop signal: draining (claiming no more; a running job may go on for %" PRId64
+                " s)",
+                loop_grace_ms / 1000);
+    }
 }
 
 bool wk_loop_stopping(void)
 {
-    return loop_stop != 0;
+    notice_signal();
+    if (loop_stop || loop_signals >= 2)
+        return true;
+    return loop_signals == 1 && wk_time_now_ms() - loop_signal_ms >= loop_grace_ms;
+}
+
+bool wk_loop_draining(void)
+{
+    notice_signal();
+    return loop_signals || loop_drain_asked || loop_stop;
+}
+
+void wk_loop_drain_asked(bool asked)
+{
+    if (asked && !loop_drain_asked) {
+        loop_drain_asked = true;
+        fb_info("drain requested by an operator: finishing the running job, claiming no more");
+    }
+}
+
+static const char *idle_state(void)
+{
+    return wk_loop_draining() ? "draining" : "idle";
 }
 
 /* No SA_RESTART: a signal must cut poll/select/nanosleep short. */
@@ -138,22 +182,27 @@ static bool hold_gpu(wk_ctx *ctx)
 
 static void worker_heartbeat(wk_ctx *ctx, const char *state)
 {
+    bool drain = false;
     fb_err err;
 
     if (!hold_gpu(ctx))
-        loop_stop = 1;
+        loop_stop = true;
     fb_err_clear(&err);
-    if (db_worker_heartbeat(ctx->db, ctx->cfg->id, state, 0, &err) != FB_OK)
+    if (db_worker_heartbeat(ctx->db, ctx->cfg->id, state, 0, &drain, &err) != FB_OK)
         fb_debug("worker heartbeat: %s", err.msg);
+    wk_loop_drain_asked(drain);
 }
 
-/* Waits up to poll-ms for a NOTIFY, in slices, keeping the worker heartbeat
- * and the rescuer going.  Returns early on a notification or a stop. */
+/* Waits up to poll-ms (or the --exit-when-idle deadline) for a NOTIFY, in
+ * slices, keeping the worker heartbeat and the rescuer going.  Returns early on
+ * a notification or a drain. */
 static void idle_wait(wk_ctx *ctx, int64_t *next_hb)
 {
     int64_t end = wk_time_now_ms() + ctx->cfg->poll_ms;
 
-    while (!wk_loop_stopping()) {
+    if (ctx->idle_deadline_ms > 0 && ctx->idle_deadline_ms < end)
+        end = ctx->idle_deadline_ms;
+    while (!wk_loop_draining()) {
         int64_t now = wk_time_now_ms(), left = end - now;
         bool woken = false;
         fb_err err;
@@ -162,6 +211,7 @@ static void idle_wait(wk_ctx *ctx, int64_t *next_hb)
         if (now >= *next_hb) {
             worker_heartbeat(ctx, "idle");
             *next_hb = now + ctx->cfg->heartbeat_ms;
+            continue; /* the heartbeat may have brought a drain */
         }
         wk_loop_rescue_maybe(ctx);
         fb_err_clear(&err);
@@ -187,7 +237,7 @@ static bool claim_and_run(wk_ctx *ctx, int64_t *backoff)
     fb_code rc;
 
     if (!hold_gpu(ctx)) { /* never claim for a GPU another worker holds */
-        loop_stop = 1;
+        loop_stop = true;
         return false;
     }
     memset(&cl, 0, sizeof cl);
@@ -202,29 +252,46 @@ static bool claim_and_run(wk_ctx *ctx, int64_t *backoff)
         return true; /* retry the claim itself, not the idle wait */
     }
     *backoff = LOOP_BACKOFF_START_MS;
-    if (db_worker_heartbeat(ctx->db, ctx->cfg->id, "busy", cl.id, &err) != FB_OK)
-        fb_debug("worker heartbeat: %s", err.msg);
+    wk_job_heartbeat_worker(ctx, cl.id);
     wk_job_run(ctx, &cl);
     db_claim_free(&cl);
     ctx->jobs_done++;
-    worker_heartbeat(ctx, "idle");
+    worker_heartbeat(ctx, idle_state());
     return true;
+}
+
+/* With --exit-when-idle: the time this worker gives up waiting, counted from
+ * its start or its last job. */
+static void idle_from_now(wk_ctx *ctx)
+{
+    if (ctx->cfg->exit_when_idle_s > 0)
+        ctx->idle_deadline_ms = wk_time_now_ms() + (int64_t)ctx->cfg->exit_when_idle_s * 1000;
 }
 
 static void serve(wk_ctx *ctx)
 {
     int64_t backoff = LOOP_BACKOFF_START_MS, next_hb = 0;
 
-    while (!wk_loop_stopping()) {
+    idle_from_now(ctx);
+    while (!wk_loop_draining()) {
         if (ctx->cfg->max_jobs > 0 && ctx->jobs_done >= ctx->cfg->max_jobs) {
             fb_info("done %d job(s) (--max-jobs); exiting", ctx->jobs_done);
             return;
         }
+        if (ctx->idle_deadline_ms > 0 && wk_time_now_ms() >= ctx->idle_deadline_ms) {
+            fb_info("nothing to claim for %d s (--exit-when-idle); exiting",
+                    ctx->cfg->exit_when_idle_s);
+            return;
+        }
+        int done = ctx->jobs_done;
         wk_loop_rescue_maybe(ctx);
-        if (!claim_and_run(ctx, &backoff))
+        bool again = claim_and_run(ctx, &backoff);
+        if (ctx->jobs_done != done)
+            idle_from_now(ctx);
+        if (!again)
             idle_wait(ctx, &next_hb);
     }
-    fb_info("stop requested; exiting");
+    fb_info("drained after %d job(s); exiting", ctx->jobs_done);
 }
 
 int wk_loop_run(const wk_config *cfg)
@@ -234,6 +301,7 @@ int wk_loop_run(const wk_config *cfg)
     fb_err err;
     int status = 1;
 
+    loop_grace_ms = (int64_t)cfg->drain_grace_s * 1000;
     install_signals();
     fb_err_clear(&err);
     if (wk_device_registration(cfg, &reg, &err) != FB_OK) {
@@ -255,9 +323,9 @@ int wk_loop_run(const wk_config *cfg)
         goto out;
     if (setup(&ctx, &reg) != FB_OK)
         goto out;
-    fb_info("worker %s ready on %s%s%s (heartbeat %d ms, stale %d s, poll %d ms)", cfg->id,
-            cfg->device, ctx.gpu_uuid ? " " : "", ctx.gpu_uuid ? reg.gpu.name : "",
-            cfg->heartbeat_ms, cfg->stale_s, cfg->poll_ms);
+    fb_info("worker %s ready on %s%s%s (heartbeat %d ms, stale %d s, poll %d ms, drain grace %d s)",
+            cfg->id, cfg->device, ctx.gpu_uuid ? " " : "", ctx.gpu_uuid ? reg.gpu.name : "",
+            cfg->heartbeat_ms, cfg->stale_s, cfg->poll_ms, cfg->drain_grace_s);
     serve(&ctx);
     worker_heartbeat(&ctx, "stopped");
     status = 0;

@@ -14,15 +14,25 @@ typedef struct wk_ctx {
     db_conn *db;
     int64_t next_rescue_ms;
     int jobs_done;
-    const char *gpu_uuid; /* --device cuda: the GPU this worker holds, else NULL */
+    int64_t idle_deadline_ms; /* --exit-when-idle: exit when idle past this; 0 = never */
+    const char *gpu_uuid;     /* --device cuda: the GPU this worker holds, else NULL */
 } wk_ctx;
 
 /* Runs the worker; returns the process exit status (0 after a clean stop or
  * --max-jobs, 1 when the database setup failed for good). */
 int wk_loop_run(const wk_config *cfg);
 
-/* True once SIGTERM or SIGINT arrived. */
+/* True when a running job must be released now: a second SIGTERM/SIGINT, the
+ * first one --drain-grace seconds ago, or the GPU lost to another worker. */
 bool wk_loop_stopping(void);
+
+/* True once the worker claims no more: a SIGTERM/SIGINT, an operator's drain
+ * (wk_loop_drain_asked), or a stop. */
+bool wk_loop_draining(void);
+
+/* Records what a worker heartbeat read back: whether an operator asked for a
+ * drain (sticky: a drain is not taken back). */
+void wk_loop_drain_asked(bool asked);
 
 /* Runs the rescuer when it is due (every few seconds), logging what it did. */
 void wk_loop_rescue_maybe(wk_ctx *ctx);

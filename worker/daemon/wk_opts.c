@@ -12,10 +12,21 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: fusionbench-worker [--database-url URL] [--device cpu|cuda] [--gpu N]\n"
                "         [--id ID] [--heartbeat-ms 2000] [--stale-s 30] [--poll-ms 5000]\n"
-               "         [--max-jobs N] [--threads N]\n"
+               "         [--max-jobs N] [--exit-when-idle SECONDS] [--drain-grace SECONDS]\n"
+               "         [--threads N]\n"
                "Pulls benchmark jobs from the PostgreSQL queue and runs each in a child\n"
-               "process.  DATABASE_URL and FUSIONBENCH_STALE_S are read from the environment;\n"
-               "arguments override them.  SIGTERM/SIGINT: releases a running job and exits.\n"
+               "process.  DATABASE_URL, FUSIONBENCH_STALE_S and FUSIONBENCH_DRAIN_GRACE_S are\n"
+               "read from the environment; arguments override them.\n"
+               "\n"
+               "Coming and going (docs/DEPLOY.md):\n"
+               "  --max-jobs N             exit 0 after N jobs\n"
+               "  --exit-when-idle S       exit 0 after S seconds with nothing to claim\n"
+               "  --drain-grace S          SIGTERM/SIGINT: claim nothing more; a running job\n"
+               "                           may finish within S seconds (default 0), else it is\n"
+               "                           released to the queue (its attempt not counted);\n"
+               "                           then exit 0.  A second signal releases at once.\n"
+               "  POST /api/v1/workers/{id}/drain: claim nothing more, let the running job\n"
+               "  finish (its own timeout bounds it), exit 0.\n"
                "--device cuda --gpu N: one worker per GPU; it holds GPU N exclusively (an\n"
                "advisory lock on its UUID) and its jobs see only that GPU.\n");
 }
@@ -75,6 +86,10 @@ static int apply(const char *name, const char *v, wk_config *cfg)
         return parse_int(name, v, 10, 600000, &cfg->poll_ms);
     if (strcmp(name, "--max-jobs") == 0)
         return parse_int(name, v, 1, 1000000000, &cfg->max_jobs);
+    if (strcmp(name, "--exit-when-idle") == 0)
+        return parse_int(name, v, 1, 86400 * 365, &cfg->exit_when_idle_s);
+    if (strcmp(name, "--drain-grace") == 0)
+        return parse_int(name, v, 0, 86400, &cfg->drain_grace_s);
     if (strcmp(name, "--threads") == 0)
         return parse_int(name, v, 1, 1024, &cfg->threads);
     return bad_arg(name, "unknown option (see --help)");
@@ -83,11 +98,14 @@ static int apply(const char *name, const char *v, wk_config *cfg)
 static int from_env(wk_config *cfg)
 {
     const char *url = getenv("DATABASE_URL"), *stale = getenv("FUSIONBENCH_STALE_S");
+    const char *grace = getenv("FUSIONBENCH_DRAIN_GRACE_S");
 
     if (url && url[0] && copy_str("DATABASE_URL", url, cfg->database_url, sizeof cfg->database_url))
         return WK_EXIT_USAGE;
-    if (stale && stale[0])
-        return parse_int("FUSIONBENCH_STALE_S", stale, 1, 86400, &cfg->stale_s);
+    if (stale && stale[0] && parse_int("FUSIONBENCH_STALE_S", stale, 1, 86400, &cfg->stale_s))
+        return WK_EXIT_USAGE;
+    if (grace && grace[0])
+        return parse_int("FUSIONBENCH_DRAIN_GRACE_S", grace, 0, 86400, &cfg->drain_grace_s);
     return 0;
 }
 
