@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # up.sh: the embedded default.  Installs what is missing, builds, starts a private
 # PostgreSQL (unless DATABASE_URL is set), the server and one worker, submits a
-# demo set of jobs and shows their results as they finish; then keeps everything
-# running until Ctrl-C / SIGTERM and stops it all cleanly.
+# demo suite (the ten fusion patterns) and shows its results as they finish; then
+# keeps everything running until Ctrl-C / SIGTERM and stops it all cleanly.
+#
+# The worker is supervised as systemd's Restart=on-failure would: if it dies (a
+# crash, SIGKILL, the OOM killer) it is restarted after a backoff (1 s doubling
+# to 30 s) while the server and the database stay up; its job is requeued by the
+# rescuer and runs again, once.  A worker that exits 0 (drained through the API)
+# is not restarted.
+#
+# As root, the private cluster runs as the postgres user, which must reach its
+# data folder: when a parent of FUSIONBENCH_HOME is closed to it (a clone under
+# /root, mode 0700), the cluster lives in /var/lib/fusionbench/pg-<hash of
+# FUSIONBENCH_HOME> instead and FUSIONBENCH_HOME/pg is a link to it.
 #
 # Environment:
 #   DATABASE_URL                use this PostgreSQL instead of the private cluster
@@ -14,6 +25,8 @@
 #   FUSIONBENCH_EXIT_AFTER_DEMO=1  exit once the demo's jobs are finished:
 #                               0 when all succeeded, 1 otherwise (for tests)
 #   FUSIONBENCH_DEMO_ITERATIONS timed iterations per variant of the demo (default 10)
+#   FUSIONBENCH_STALE_S         the worker's stale timeout (default 30): a killed
+#                               worker's job is requeued after this long
 #   FUSIONBENCH_SKIP_DEPS=1     do not run scripts/deps.sh
 set -euo pipefail
 
@@ -29,7 +42,7 @@ WORKLOADS=(gemm_bias_relu gemm_bias_gelu mlp conv_bn_relu conv_relu_conv
            elementwise_chain softmax layernorm add_layernorm attention)
 
 server_pid=""
-worker_pid=""
+worker_pid="" # the worker's supervisor (supervise_worker)
 watch_pid=""
 own_cluster=0
 
@@ -70,7 +83,7 @@ cleanup() {
     # Worker first: it releases a running job while the database is still up.
     if [[ -n "$worker_pid" ]]; then
         say "stopping worker"
-        stop_pid "$worker_pid" 15
+        stop_pid "$worker_pid" 20
     fi
     if [[ -n "$server_pid" ]]; then
         say "stopping server"
@@ -108,6 +121,24 @@ pg_port() {
     fi
 }
 
+# As root the cluster belongs to postgres, which needs to reach PG_DIR: when a
+# parent folder is closed to it, the cluster goes under /var/lib/fusionbench and
+# PG_DIR becomes a link there (pg.sh resolves it).
+place_cluster() {
+    local real
+    ((EUID == 0)) || return 0
+    id postgres >/dev/null 2>&1 || return 0
+    [[ -L "$PG_DIR" ]] && return 0 # placed by an earlier run
+    if runuser -u postgres -- test -x "$FB_HOME"; then
+        return 0
+    fi
+    [[ -e "$PG_DIR" ]] && die "user postgres cannot reach $PG_DIR (a parent folder is closed to it); move it away or set FUSIONBENCH_HOME"
+    real=/var/lib/fusionbench/pg-$(printf '%s' "$FB_HOME" | sha256sum | cut -c1-16)
+    mkdir -p "$real" || die "cannot create $real"
+    ln -s "$real" "$PG_DIR" || die "cannot link $PG_DIR to $real"
+    say "user postgres cannot reach $FB_HOME (a parent folder is closed to it): the private PostgreSQL lives in $real ($PG_DIR links to it)"
+}
+
 start_database() {
     if [[ -n "${DATABASE_URL:-}" ]]; then
         DB_URL=$DATABASE_URL
@@ -116,6 +147,7 @@ start_database() {
     fi
     local out port
     own_cluster=1
+    place_cluster
     port=$(pg_port)
     if ! out=$("$ROOT/scripts/pg.sh" start "$PG_DIR" "$port" 2>"$LOG_DIR/pg-start.log"); then
         # Last time's port may belong to someone else now: take a free one.
@@ -164,21 +196,59 @@ worker_device() {
     fi
 }
 
+# Runs the worker and restarts it when it dies, until told to stop (SIGTERM,
+# forwarded to the worker, which releases its job) or until it exits 0.
+supervise_worker() {
+    local bin=$1 dev=$2 id=$3 child=0 backoff=1 started rc stopping=0
+    trap 'stopping=1; ((child)) && kill -TERM "$child" 2>/dev/null' TERM
+    while true; do
+        started=$SECONDS
+        "$bin" --database-url "$DB_URL" --device "$dev" --id "$id" >>"$LOG_DIR/worker.log" 2>&1 &
+        child=$!
+        while true; do # wait returns early when the trap runs: wait again
+            rc=0
+            wait "$child" || rc=$? # (set -e: a failing wait must not end the supervisor)
+            kill -0 "$child" 2>/dev/null || break
+        done
+        child=0
+        ((stopping)) && exit 0
+        if ((rc == 0)); then
+            say "the worker exited cleanly (drained?); not restarting it"
+            exit 0
+        fi
+        ((SECONDS - started >= 60)) && backoff=1
+        say "the worker died ($( ((rc > 128)) && echo "signal $((rc - 128))" || echo "exit status $rc")); restarting it in $backoff s (log: $LOG_DIR/worker.log)"
+        sleep "$backoff" &
+        wait $! || true
+        ((stopping)) && exit 0
+        backoff=$((backoff * 2 > 30 ? 30 : backoff * 2))
+    done
+}
+
+# Prints the started_at of worker $1 as GET /workers says, or nothing.
+worker_started_at() {
+    curl -fsS "$BASE/api/v1/workers" 2>/dev/null | python3 -c '
+import json, sys
+for w in json.load(sys.stdin)["items"]:
+    if w["id"] == sys.argv[1] and w["state"] in ("idle", "busy"):
+        print(w["started_at"])
+' "$1" || true
+}
+
 start_worker() {
-    local bin=$BUILD/worker/fusionbench-worker dev id
+    local bin=$BUILD/worker/fusionbench-worker dev id before now
     dev=$(worker_device "$bin")
     id="${HOSTNAME:-$(uname -n)}/${dev}0"
-    "$bin" --database-url "$DB_URL" --device "$dev" --id "$id" >>"$LOG_DIR/worker.log" 2>&1 &
+    # A row of an earlier run may still look alive (a worker that could not say
+    # "stopped"): wait for a registration newer than it.
+    before=$(worker_started_at "$id")
+    supervise_worker "$bin" "$dev" "$id" &
     worker_pid=$!
     # Wait for our worker to be live: the demo's jobs then default to its device.
     local i
     for ((i = 0; i < 300; i++)); do
-        if curl -fsS "$BASE/api/v1/workers" 2>/dev/null | python3 -c '
-import json, sys
-wid = sys.argv[1]
-items = json.load(sys.stdin)["items"]
-sys.exit(0 if any(w["id"] == wid and w["state"] in ("idle", "busy") for w in items) else 1)
-' "$id"; then
+        now=$(worker_started_at "$id")
+        if [[ -n "$now" && "$now" != "$before" ]]; then
             say "worker started on $dev (log: $LOG_DIR/worker.log)"
             return
         fi
@@ -192,19 +262,24 @@ sys.exit(0 if any(w["id"] == wid and w["state"] in ("idle", "busy") for w in ite
     die "the worker did not register in 30 s (log: $LOG_DIR/worker.log)"
 }
 
-# Submits one job per workload; prints the new job ids, one a line.
+# Submits the demo as one suite (one job per workload), so that it lands on the
+# dashboard's overview; prints the suite id, then the job ids, one a line.
 submit_demo() {
-    local w body out
-    for w in "${WORKLOADS[@]}"; do
-        body=$(printf '{"workload":"%s","variants":["eager","fused"],"warmup":3,"iterations":%s,"labels":{"demo":"up"}}' \
-            "$w" "$DEMO_ITERS")
-        out=$(curl -sS -X POST -H 'Content-Type: application/json' --data "$body" \
-            -w '\n%{http_code}' "$BASE/api/v1/jobs") || die "POST /api/v1/jobs failed"
-        if [[ "$(tail -n 1 <<<"$out")" != "201" ]]; then
-            die "submitting $w failed: $(head -n -1 <<<"$out")"
-        fi
-        head -n -1 <<<"$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'
-    done
+    local body out names
+    names=$(printf '"%s",' "${WORKLOADS[@]}")
+    body=$(printf '{"name":"demo: the ten fusion patterns (up.sh)","workloads":[%s],"variants":["eager","fused"],"warmup":3,"iterations":%s,"labels":{"demo":"up"}}' \
+        "${names%,}" "$DEMO_ITERS")
+    out=$(curl -sS -X POST -H 'Content-Type: application/json' --data "$body" \
+        -w '\n%{http_code}' "$BASE/api/v1/suites") || die "POST /api/v1/suites failed"
+    if [[ "$(tail -n 1 <<<"$out")" != "201" ]]; then
+        die "submitting the demo suite failed: $(head -n -1 <<<"$out")"
+    fi
+    head -n -1 <<<"$out" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print(s["id"])
+for row in s["rows"]:
+    print(row["job_id"])'
 }
 
 # Polls the demo's jobs and prints a line as each finishes, then a summary.
@@ -270,7 +345,8 @@ print_help() {
     cat <<EOF
 
 FusionBench is up.
-  dashboard   $BASE/
+  dashboard   $BASE/   (the overview: the demo suite's speedups, kernels and
+              memory as its jobs finish; this suite: $BASE/#/suites/$1)
   jobs        curl -s '$BASE/api/v1/jobs?label=demo:up' | python3 -m json.tool
   submit      curl -s -X POST -H 'Content-Type: application/json' \\
                 -d '{"workload":"softmax","iterations":20}' $BASE/api/v1/jobs
@@ -283,13 +359,19 @@ Ctrl-C stops the worker, the server and the private PostgreSQL (data is kept).
 EOF
 }
 
-# Waits for a signal; a child that dies on its own ends the script with an error.
+# Waits for a signal; a server that dies ends the script with an error.  The
+# worker's supervisor ends only when the worker exited 0 (drained): the server
+# and the database stay up.
 idle() {
     while true; do
         sleep 1 &
         wait $! || true
         kill -0 "$server_pid" 2>/dev/null || { server_pid=""; die "the server stopped (log: $LOG_DIR/server.log)"; }
-        kill -0 "$worker_pid" 2>/dev/null || { worker_pid=""; die "the worker stopped (log: $LOG_DIR/worker.log)"; }
+        if [[ -n "$worker_pid" ]] && ! kill -0 "$worker_pid" 2>/dev/null; then
+            wait "$worker_pid" 2>/dev/null || true
+            worker_pid=""
+            say "no worker now: jobs wait in the queue (start one, or Ctrl-C and run up.sh again)"
+        fi
     done
 }
 
@@ -305,11 +387,13 @@ main() {
     start_database
     start_server
     start_worker
-    local ids
+    local ids suite
     mapfile -t ids < <(submit_demo)
-    ((${#ids[@]} == ${#WORKLOADS[@]})) || die "submitting the demo failed"
-    say "submitted ${#ids[@]} demo jobs (label demo:up): ids ${ids[*]}"
-    print_help
+    ((${#ids[@]} == ${#WORKLOADS[@]} + 1)) || die "submitting the demo failed"
+    suite=${ids[0]}
+    ids=("${ids[@]:1}")
+    say "submitted the demo suite $suite: ${#ids[@]} jobs (label demo:up), ids ${ids[*]}"
+    print_help "$suite"
     # In the background so that a signal interrupts the wait at once.
     local demo_rc=0
     watch_demo "${ids[@]}" &

@@ -3,14 +3,20 @@
 
 With FUSIONBENCH_HOME in a temp folder, a free port and
 FUSIONBENCH_EXIT_AFTER_DEMO=1, up.sh starts its private PostgreSQL, the server and a
-worker, runs the demo (one job per workload) and exits 0.  Run twice: the second
-run finds the first run's jobs (the data is kept).  Afterwards nothing is left
-running.  A port already in use gives a clear error at once.
+worker, runs the demo (a suite of one job per workload) and exits 0.  Run twice:
+the second run finds the first run's jobs (the data is kept).  Afterwards nothing
+is left running.  A port already in use gives a clear error at once.
+
+As root the temp folder is closed (mode 0700, like /root): the postgres user
+cannot reach it, so up.sh must place the cluster elsewhere and say so.  In the
+second run the worker is SIGKILLed mid-job: up.sh restarts it, the server stays
+up, and the killed job is requeued and succeeds, with exactly one result.
 
 Builds when build/ is not there yet: give it a generous ctest timeout."""
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -35,13 +41,51 @@ def up_env(home, port, pg_port):
     return env
 
 
+UP = os.path.join(fbtest.source_dir(), "scripts", "up.sh")
+
+
 def run_up(env, timeout):
-    script = os.path.join(fbtest.source_dir(), "scripts", "up.sh")
     t0 = time.monotonic()
-    r = subprocess.run([script], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+    r = subprocess.run([UP], env=env, stdin=subprocess.DEVNULL, capture_output=True,
                        text=True, timeout=timeout)
     log("up.sh exited %d after %.1f s" % (r.returncode, time.monotonic() - t0))
     return r
+
+
+def descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        kids = fbtest.children_of(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def kill_worker_mid_job(p, timeout=120):
+    """SIGKILLs up.sh's worker while it runs a job (its job child, a fork of the
+    worker, exists: the job is claimed and not yet settled; the inductor probe,
+    a python child at start, is not one); returns the worker's pid."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        check(p.poll() is None, "up.sh exited before its worker ran a job")
+        workers = [d for d in descendants(p.pid) if cmdline(d).endswith("fusionbench-worker")]
+        for w in workers:  # the worker is the one whose parent is no worker
+            if w in [k for x in workers for k in fbtest.children_of(x)]:
+                continue
+            if any(cmdline(k).endswith("fusionbench-worker") for k in fbtest.children_of(w)):
+                os.kill(w, signal.SIGKILL)
+                log("SIGKILLed up.sh's worker %d mid-job" % w)
+                return w
+        time.sleep(0.01)
+    raise fbtest.TestFailure("no job ran within %s s" % timeout)
 
 
 def port_open(port):
@@ -62,24 +106,40 @@ def t_port_in_use(home):
 
 
 def demo_jobs(home):
-    """(id, state) of the demo jobs in the private cluster, which is started
-    for the query and stopped again."""
+    """(id, state, attempt, results) of the demo jobs in the private cluster,
+    which is started for the query and stopped again."""
     pg = os.path.join(fbtest.source_dir(), "scripts", "pg.sh")
     r = subprocess.run([pg, "start", os.path.join(home, "pg"), str(fbtest.free_port())],
                        capture_output=True, text=True)
     check(r.returncode == 0, "pg.sh start of up.sh's cluster failed: %s" % r.stderr[-1000:])
     url = r.stdout.strip().splitlines()[-1]
     try:
-        rows = fbtest.psql(url, "SELECT id, state FROM jobs "
-                                "WHERE spec->'labels'->>'demo' = 'up' ORDER BY id")
+        rows = fbtest.psql(url, "SELECT j.id, j.state, j.attempt,"
+                                " (SELECT count(*) FROM results r WHERE r.job_id = j.id)"
+                                " FROM jobs j WHERE spec->'labels'->>'demo' = 'up' ORDER BY id")
     finally:
         subprocess.run([pg, "stop", os.path.join(home, "pg")], capture_output=True)
-    return [(int(i), s) for i, s in rows]
+    return [(int(i), s, int(a), int(n)) for i, s, a, n in rows]
 
 
-def run_demo(home, n_run):
+def run_demo(home, n_run, kill_worker=False):
     port, pg_port = fbtest.free_port(), fbtest.free_port()
-    r = run_up(up_env(home, port, pg_port), RUN_TIMEOUT)
+    env = up_env(home, port, pg_port)
+    if kill_worker:
+        env["FUSIONBENCH_STALE_S"] = "3"  # the killed job is requeued after 3 s
+        t0 = time.monotonic()
+        p = subprocess.Popen([UP], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            kill_worker_mid_job(p)
+            out, err = p.communicate(timeout=RUN_TIMEOUT)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        r = subprocess.CompletedProcess([UP], p.returncode, out, err)
+        log("up.sh exited %d after %.1f s" % (r.returncode, time.monotonic() - t0))
+    else:
+        r = run_up(env, RUN_TIMEOUT)
     if r.returncode != 0:
         print(r.stdout[-4000:], "\n---- stderr ----\n", r.stderr[-4000:], flush=True)
         for name in ("server.log", "worker.log"):
@@ -94,31 +154,48 @@ def run_demo(home, n_run):
         check(w in r.stdout, "live summary names %s" % w)
     check(not port_open(port), "server still listening after up.sh exited")
     check(not port_open(pg_port), "private PostgreSQL still running after up.sh exited")
+    check("#/suites/" in r.stdout, "the demo suite's page printed")
+    if kill_worker:
+        check("the worker died (signal 9); restarting it" in r.stderr,
+              "up.sh says it restarts the killed worker: %r" % r.stderr[-1500:])
     return r
 
 
-def run(home):
+def run(home, closed):
     t_port_in_use(home)
-    run_demo(home, 1)
+    r = run_demo(home, 1)
+    if closed:
+        check("user postgres cannot reach" in r.stderr and os.path.islink(os.path.join(home, "pg")),
+              "a closed folder: up.sh places the cluster elsewhere and says so: %r"
+              % r.stderr[-1500:])
     first = demo_jobs(home)
     check_eq(len(first), 10, "demo jobs after run 1")
-    check(all(s == "succeeded" for _, s in first), "run 1 jobs all succeeded: %r" % first)
-    run_demo(home, 2)
+    check(all(j[1:] == ("succeeded", 1, 1) for j in first),
+          "run 1 jobs all succeeded at the first attempt, one result each: %r" % first)
+    run_demo(home, 2, kill_worker=True)
     both = demo_jobs(home)
     check_eq(len(both), 20, "demo jobs after run 2 (run 1's are kept)")
     check(set(first) <= set(both), "run 1's jobs unchanged after run 2")
-    check(all(s == "succeeded" for _, s in both), "all demo jobs succeeded: %r" % both)
+    check(all(s == "succeeded" and n == 1 for _, s, _, n in both),
+          "all demo jobs succeeded, exactly one result each: %r" % both)
+    again = [j for j in both if j[2] == 2]
+    check_eq(len(again), 1, "jobs run twice (the killed worker's): %r" % both)
+    log("the killed worker's job %d succeeded at attempt 2, one result" % again[0][0])
 
 
 def main():
     if not os.environ.get("FB_TEST_DATABASE_URL"):
         print("skipped: FB_TEST_DATABASE_URL not set", flush=True)
         sys.exit(fbtest.SKIP)
-    home = tempfile.mkdtemp(prefix="fb-e2e-up-")
-    os.chmod(home, 0o755)  # the cluster's owner (postgres, as root) must enter it
+    # As root, a closed folder (like /root, 0700) around FUSIONBENCH_HOME.
+    closed = os.geteuid() == 0
+    top = tempfile.mkdtemp(prefix="fb-e2e-up-")
+    os.chmod(top, 0o700 if closed else 0o755)
+    home = os.path.join(top, "clone", ".fusionbench")
+    os.makedirs(home)
     ok = False
     try:
-        run(home)
+        run(home, closed)
         ok = True
     except Exception as e:
         import traceback
@@ -127,7 +204,10 @@ def main():
     finally:
         pg = os.path.join(fbtest.source_dir(), "scripts", "pg.sh")
         subprocess.run([pg, "stop", os.path.join(home, "pg")], capture_output=True)
-        shutil.rmtree(home, ignore_errors=True)
+        real = os.path.realpath(os.path.join(home, "pg"))
+        if real.startswith("/var/lib/fusionbench/"):
+            shutil.rmtree(real, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
     print("up: %s" % ("PASSED" if ok else "FAILED"), flush=True)
     sys.exit(0 if ok else 1)
 
