@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # test.sh: every test, one command.
 #
+#   scripts/test.sh          the default tier: everything below but the tests
+#                            labelled "full" (a first run takes under 20 minutes
+#                            once packages and the venv are in)
+#   scripts/test.sh --full   everything: adds the full tier (every model's
+#                            PyTorch parity, the inductor ladder on real models,
+#                            docker compose and Slurm for real); CI runs it too
+#
 #   1. packages (scripts/deps.sh --test) and the project's Python environment
 #      (scripts/venv.sh: PyTorch & co. from PyPI, once per machine)
 #   2. build in build/ and run ctest (unit, integration, e2e, inductor, models,
@@ -15,9 +22,13 @@
 # ctest's summary, every other stage counted as one test.  Exit status 1 when
 # anything failed.
 #
+# Each stage's time is printed at the end.
+#
 # Environment: FB_TEST_JOBS (ctest -j, default 2), FB_FUZZ_SECONDS (default 20),
 # FB_TEST_SKIP_ASAN=1 / FB_TEST_SKIP_FUZZ=1 to leave those stages out (counted
-# as skipped), FB_TEST_KEEP=1 keeps the temp folder.
+# as skipped), FB_TEST_KEEP=1 keeps the temp folder, FB_TEST_ONLY_FULL=1 (with
+# --full) runs the full tier's tests alone: CI's second pass after the default
+# one, so nothing runs twice.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,14 +38,63 @@ FUZZ_SECONDS=${FB_FUZZ_SECONDS:-20}
 NCPU=$(nproc)
 ((NCPU > 2)) && NCPU_BUILD=$NCPU || NCPU_BUILD=2
 
+FULL=0
+ONLY_FULL=0
+case "${1:-}" in
+"") ;;
+--full) FULL=1 ;;
+-h | --help)
+    sed -n '2,30p' "$0"
+    exit 0
+    ;;
+*)
+    echo "usage: $0 [--full]" >&2
+    exit 2
+    ;;
+esac
+if [[ "${FB_TEST_ONLY_FULL:-0}" == "1" ]]; then
+    ((FULL)) || { echo "FB_TEST_ONLY_FULL=1 needs --full" >&2; exit 2; }
+    ONLY_FULL=1
+fi
+# ctest's label filters for this tier (GPU tests have their own stage).
+if ((ONLY_FULL)); then
+    CTEST_TIER=(-L full -LE gpu)
+elif ((FULL)); then
+    CTEST_TIER=(-LE gpu)
+else
+    CTEST_TIER=(-LE 'gpu|full')
+fi
+
 PASSED=0
 FAILED=0
 SKIPPED=0
 FAILED_NAMES=()
+STAGE_NAMES=()
+STAGE_SECS=()
 TMP=""
 PG_DIR=""
 
 stage() { printf '\n==== %s ====\n' "$*"; }
+
+# Runs a stage function and records how long it took.
+timed() {
+    local name=$1 t0=$SECONDS
+    shift
+    "$@"
+    local rc=$?
+    STAGE_NAMES+=("$name")
+    STAGE_SECS+=($((SECONDS - t0)))
+    return $rc
+}
+
+print_times() {
+    local i
+    echo
+    echo "stage times:"
+    for i in "${!STAGE_NAMES[@]}"; do
+        printf '  %-28s %5d s\n' "${STAGE_NAMES[$i]}" "${STAGE_SECS[$i]}"
+    done
+}
 pass() {
     PASSED=$((PASSED + 1))
     echo "PASS: $1"
@@ -147,10 +207,13 @@ start_cluster() {
 }
 
 ctest_main() {
-    stage "ctest: unit, integration, e2e (build/)"
+    local what="unit, integration, e2e, inductor, models, browser, deploy; default tier"
+    ((FULL)) && what="every label, full tier included"
+    ((ONLY_FULL)) && what="the full tier alone"
+    stage "ctest ($what): build/"
     # GPU tests (label gpu) have their own stage below.
-    ctest --test-dir "$ROOT/build" --output-on-failure -j"$JOBS" -LE gpu --timeout 1500 2>&1 |
-        tee "$TMP/ctest.log"
+    ctest --test-dir "$ROOT/build" --output-on-failure -j"$JOBS" "${CTEST_TIER[@]}" \
+        --timeout 2400 2>&1 | tee "$TMP/ctest.log"
     count_ctest "$TMP/ctest.log" "ctest"
 }
 
@@ -279,6 +342,7 @@ gpu_stage() {
 }
 
 finish() {
+    print_times
     echo
     if ((${#FAILED_NAMES[@]} > 0)); then
         echo "failed: ${FAILED_NAMES[*]}"
@@ -292,18 +356,23 @@ main() {
     TMP=$(mktemp -d /tmp/fb-test.XXXXXX)
     chmod 755 "$TMP" # the cluster's owner (postgres, when run as root) must enter it
     local t0=$SECONDS
-    run_deps
-    python_env
-    if build_main; then
-        if start_cluster; then
-            ctest_main
+    timed packages run_deps
+    timed "python environment" python_env
+    if timed build build_main; then
+        if timed "postgresql" start_cluster; then
+            timed ctest ctest_main
         fi
     fi
-    asan_stage
-    fuzz_stage
-    format_stage
-    gpu_stage
-    echo "(took $((SECONDS - t0)) s)"
+    if ((ONLY_FULL)); then
+        echo "(ASan, fuzz, format and GPU stages: run by the default pass)"
+    else
+        timed asan asan_stage
+        timed fuzz fuzz_stage
+        timed clang-format format_stage
+        timed gpu gpu_stage
+    fi
+    STAGE_NAMES+=("total")
+    STAGE_SECS+=($((SECONDS - t0)))
     finish
 }
 
