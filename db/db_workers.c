@@ -9,8 +9,8 @@
 
 /* A worker is alive while it heartbeats within $1 seconds and has not stopped. */
 #define LIVE "state <> 'stopped' AND last_heartbeat >= now() - $1::integer * interval '1 second'"
-/* Whether a worker's row holds a drain, asked for or under way. */
-#define DRAINING "(drain_requested OR state = 'draining')"
+/* Whether a worker drains, asked to or on its own; a stopped one no longer does. */
+#define DRAINING "(state <> 'stopped' AND (drain_requested OR state = 'draining'))"
 
 static const db_stmt st_register = {
     "worker register",

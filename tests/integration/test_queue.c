@@ -709,6 +709,13 @@ static void test_worker_drain(void **state)
     assert_int_equal(db_worker_heartbeat(c, "node1/cpu1", "stopped", 0, NULL, &err), FB_OK);
     assert_int_equal(db_worker_drain(c, "node1/cpu1", 30, &err), FB_ECONFLICT);
     assert_non_null(strstr(err.msg, "stopped"));
+    /* node1/cpu0 was asked to drain and has stopped: it drains no more. */
+    assert_int_equal(db_worker_heartbeat(c, "node1/cpu0", "stopped", 0, NULL, &err), FB_OK);
+    assert_int_equal(db_worker_list(c, 30, &json, &err), FB_OK);
+    list = cJSON_Parse(json);
+    free(json);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(find_by(list, "id", "node1/cpu0"), "draining")));
+    cJSON_Delete(list);
     raw_exec("UPDATE workers SET last_heartbeat = now() - interval '1 hour' WHERE id = 'node1/cpu1'"
              " ; UPDATE workers SET state = 'idle' WHERE id = 'node1/cpu1'");
     assert_int_equal(db_worker_drain(c, "node1/cpu1", 30, &err), FB_ECONFLICT);
