@@ -462,11 +462,16 @@ sg_id=${sg_id%%;*}
 log "submitted pilots $tl_id (--time=1 --signal=B:TERM@20) and $sg_id (to be signalled)"
 t7=$EPOCHREALTIME
 gone() { [ -z "$(squeue -h -j "$1" -o %i)" ]; }
-for _ in $(seq 120); do
-    gone "$other_job" && break
-    sleep 0.5
-done
-gone "$other_job" || die "pilot $other_job did not exit when idle"
+# Waits up to $2 seconds for Slurm job $1 to leave the queue; false if it stays.
+wait_gone() {
+    local _
+    for _ in $(seq $(($2 * 2))); do
+        gone "$1" && return 0
+        sleep 0.5
+    done
+    gone "$1"
+}
+wait_gone "$other_job" 60 || die "pilot $other_job did not exit when idle"
 idle_gone=$(elapsed "$t7")
 awk -v t="$idle_gone" 'BEGIN { exit !(t < 5 + 30) }' ||
     die "pilot $other_job took $idle_gone s to leave, want < exit-when-idle (5 s) + 30 s"
@@ -489,21 +494,13 @@ else
     log "ok: scancel --signal=TERM without --batch did not reach the worker (batch step not signalled)"
 fi
 scancel --batch --signal=TERM "$sg_id" || die "scancel --batch --signal=TERM $sg_id failed"
-for _ in $(seq 60); do
-    gone "$sg_id" && break
-    sleep 0.5
-done
-gone "$sg_id" || die "pilot $sg_id did not exit after scancel --batch --signal=TERM"
+wait_gone "$sg_id" 30 || die "pilot $sg_id did not exit after scancel --batch --signal=TERM"
 info=$(jobinfo "$sg_id")
 [ "$info" = "JobState=COMPLETED ExitCode=0:0 " ] || die "pilot $sg_id: '$info', want COMPLETED, 0:0"
 grep -q "drained after 0 job(s); exiting" "$sg_out" || die "$sg_out: the pilot did not drain and exit"
 log "pilot $sg_id: scancel --batch --signal=TERM: drained and exited, $info"
 
-for _ in $(seq 180); do
-    gone "$tl_id" && break
-    sleep 0.5
-done
-gone "$tl_id" || die "the time-limit pilot $tl_id never left squeue"
+wait_gone "$tl_id" 90 || die "the time-limit pilot $tl_id never left squeue"
 tl_gone=$(elapsed "$t7")
 tl_out=$(outfile "$tl_id")
 info=$(jobinfo "$tl_id")
