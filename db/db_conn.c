@@ -140,7 +140,14 @@ static fb_code check_result(db_conn *c, const char *name, const char *sql, PGres
     fb_log(level, "db: %s failed (%s, sqlstate %s): %s -- statement: %.400s", name,
            fb_code_name(rc), st ? st : "-", msg, sql);
     PQclear(res);
-    return fb_err_set(err, rc, NULL, "database: %s: %s", name, msg);
+    /* The database's own words stay in the log: they can quote the input, the
+     * schema or the server, and the error goes to clients.  Inputs are checked
+     * before SQL; what slips through is answered in general terms. */
+    if (rc == FB_EINVAL)
+        return fb_err_set(err, rc, NULL, "a value was malformed or out of range (%s)", name);
+    if (rc == FB_ECONFLICT)
+        return fb_err_set(err, rc, NULL, "it already exists (%s)", name);
+    return fb_err_set(err, rc, NULL, "database error in %s (details in the server's log)", name);
 }
 
 /* Runs st once, prepared (prep) or not.  A statement is prepared on its first run

@@ -69,6 +69,13 @@ static void reply_set(srv_req *r, int status, const char *content_type, struct M
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    /* One policy on every response, API answers included (a JSON body opened as
+     * a page must not run anything either): the dashboard loads only its own
+     * files, has no <base> to hijack, posts no forms elsewhere, is framed by no
+     * one.  No HSTS: the server speaks plain HTTP; the TLS proxy in front of it
+     * sets that (docs/DEPLOY.md). */
+    MHD_add_response_header(resp, "Content-Security-Policy", SRV_CSP);
+    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
     r->resp = resp;
     r->status = status;
 }

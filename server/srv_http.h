@@ -21,6 +21,9 @@
 
 #define SRV_WORKER_STALE_S 60   /* a worker silent this long is not offered/alive */
 #define SRV_POOL_WAIT_MS   5000 /* longest wait for a free database connection */
+#define SRV_CSP                                                                                    \
+    "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "              \
+    "frame-ancestors 'none'"
 
 typedef struct srv_config {
     const char *database_url; /* NULL: libpq's own defaults (PG* environment) */

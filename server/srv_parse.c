@@ -283,3 +283,58 @@ bool srv_parse_worker_action(const char *s, char *id, size_t idsz, char *action,
     memcpy(action, slash + 1, alen + 1);
     return true;
 }
+
+/* n digits at s as a number in lo..hi, else -1. */
+static int digits(const char *s, int n, int lo, int hi)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v >= lo && v <= hi ? v : -1;
+}
+
+static int days_in_month(int y, int m)
+{
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m == 2 && leap ? 29 : days[m - 1];
+}
+
+/* "Z", or "+HH:MM" / "-HH:MM": the rest of the string. */
+static bool zone_ok(const char *s)
+{
+    if ((s[0] == 'Z' || s[0] == 'z') && s[1] == '\0')
+        return true;
+    return (s[0] == '+' || s[0] == '-') && digits(s + 1, 2, 0, 23) >= 0 && s[3] == ':' &&
+           digits(s + 4, 2, 0, 59) >= 0 && s[6] == '\0';
+}
+
+bool srv_parse_rfc3339(const char *s)
+{
+    int y, m, d;
+
+    if (!s || strnlen(s, 11) < 10)
+        return false;
+    y = digits(s, 4, 1, 9999);
+    m = s[4] == '-' ? digits(s + 5, 2, 1, 12) : -1;
+    d = m > 0 && s[7] == '-' ? digits(s + 8, 2, 1, 31) : -1;
+    if (y < 0 || m < 0 || d < 0 || d > days_in_month(y, m))
+        return false;
+    if (s[10] == '\0')
+        return true;
+    s += 10;
+    if (!(s[0] == 'T' || s[0] == 't' || s[0] == ' ') || digits(s + 1, 2, 0, 23) < 0 ||
+        s[3] != ':' || digits(s + 4, 2, 0, 59) < 0 || s[6] != ':' || digits(s + 7, 2, 0, 60) < 0)
+        return false;
+    s += 9;
+    if (s[0] == '.') {
+        size_t frac = strspn(s + 1, "0123456789");
+        if (frac == 0 || frac > 9)
+            return false;
+        s += 1 + frac;
+    }
+    return zone_ok(s);
+}

@@ -46,6 +46,12 @@ FB_MUSTCHECK bool srv_parse_label(const char *s, char *key, size_t keysz, char *
 FB_MUSTCHECK bool srv_parse_worker_action(const char *s, char *id, size_t idsz, char *action,
                                           size_t actsz);
 
+/* True when s is a date that exists ("2026-11-22") or an RFC 3339 date-time
+ * ("2026-11-22T10:00:00Z", "...T10:00:00.5+01:00"; 'T' or a space, seconds up
+ * to 60 for a leap second, years 0001..9999), so the database never sees a
+ * time it would refuse. */
+bool srv_parse_rfc3339(const char *s);
+
 /* True for a job state name of API.md. */
 bool srv_state_valid(const char *s);
 

@@ -40,13 +40,6 @@ static bool device_param(srv_req *r, const char **out)
     return false;
 }
 
-/* "2026-11-22", "2026-11-22T10:00:00Z": digits, '-', ':', 'T', 'Z', '.', '+'. */
-static bool since_ok(const char *s)
-{
-    size_t n = strlen(s);
-    return n >= 10 && n <= 40 && strspn(s, "0123456789-:TZ.+ ") == n;
-}
-
 static bool int_param(srv_req *r, const char *key, long lo, long hi, long *out)
 {
     const char *v = srv_req_query(r, key);
@@ -68,8 +61,10 @@ static bool read_filter(srv_req *r, db_results_filter *f)
         !int_param(r, "limit", 1, DB_RESULTS_LIMIT_MAX, &lim))
         return false;
     f->since = srv_req_query(r, "since");
-    if (f->since && !since_ok(f->since)) {
-        srv_reply_error(r, 400, "invalid_argument", "since", "since must be an RFC 3339 time");
+    if (f->since && !srv_parse_rfc3339(f->since)) {
+        srv_reply_error(r, 400, "invalid_argument", "since",
+                        "since must be a date (2026-11-22) or an RFC 3339 time "
+                        "(2026-11-22T10:00:00Z) that exists");
         return false;
     }
     if (cursor && !srv_parse_id(cursor, strlen(cursor), &f->after)) {

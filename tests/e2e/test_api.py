@@ -230,6 +230,25 @@ def t_ops(env):
     check(re.search(r"^fusionbench_workers_alive 1(\.0)?$", text, re.M), "workers_alive 1")
 
 
+def t_hardening(env):
+    """No database words in answers (issue 13, item 7); one strict CSP on every
+    response, API answers included (item 8)."""
+    for since in ("2026-13-45", "2026-02-30", "2026-11-22T25:00:00Z"):
+        resp = env.get("/api/v1/results?since=" + since)
+        check_error(resp, 400, "invalid_argument", "since", "since=" + since)
+        msg = resp[2]["error"]["message"]
+        check(not any(w in msg for w in ("ERROR", "database", "SQL", "postgres")),
+              "since=%s: the database's words reach the client: %r" % (since, msg))
+    check_eq(env.get("/api/v1/results?since=2024-02-29")[0], 200, "a leap day is a day")
+    for path in ("/healthz", "/api/v1/jobs", "/api/v1/nope", "/", "/static/app.js"):
+        st, hdrs, _ = env.get(path)
+        csp = hdrs.get("Content-Security-Policy") or ""
+        for part in ("default-src 'self'", "base-uri 'none'", "form-action 'self'",
+                     "frame-ancestors 'none'"):
+            check(part in csp, "%s (%d): CSP lacks %s: %r" % (path, st, part, csp))
+        check_eq(hdrs.get("X-Content-Type-Options"), "nosniff", path + ": nosniff")
+
+
 def over_limit(env, size):
     """POSTs a body of size bytes over a raw socket (the server may answer before
     reading it all); returns the status code."""
@@ -327,6 +346,7 @@ def run(env):
     t_listing(env, job["id"])
     t_catalog(env, worker.wid)
     t_ops(env)
+    t_hardening(env)
     t_errors(env, job["id"])
     t_cancel_queued(env, worker)
 

@@ -97,6 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (srv_parse_label(s, key, sizeof key, val, sizeof val) && (!key[0] || !val[0]))
         abort();
     (void)srv_content_type_is_json(s);
+    if (srv_parse_rfc3339(s) && (strlen(s) < 10 || strlen(s) > 35))
+        abort();
     (void)srv_state_valid(s);
     free(s);
     return 0;

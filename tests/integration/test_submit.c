@@ -371,7 +371,7 @@ static void test_batcher_batches_and_bad_job(void **state)
         const db_job_outcome *o = &a->items[i].res;
         if (i == 13) {
             assert_int_equal(o->rc, FB_EINVAL);
-            assert_non_null(strstr(o->err.msg, "check"));
+            assert_non_null(strstr(o->err.msg, "malformed or out of range"));
             continue;
         }
         assert_int_equal(o->rc, FB_OK);

@@ -175,6 +175,51 @@ static void test_worker_action(void **state)
     assert_false(srv_parse_worker_action(NULL, id, sizeof id, act, sizeof act));
 }
 
+static void test_rfc3339(void **state)
+{
+    static const char *const good[] = {
+        "2026-11-22",
+        "2024-02-29",
+        "2026-11-22T10:00:00Z",
+        "2026-11-22 10:00:00Z",
+        "2026-11-22t23:59:60z",
+        "2026-11-22T10:00:00.123456+01:00",
+        "0001-01-01T00:00:00-12:30",
+    };
+    static const char *const bad[] = {
+        "2026-13-45",
+        "2026-02-29",
+        "2100-02-29",
+        "2026-04-31",
+        "2026-00-10",
+        "2026-11-00",
+        "0000-01-01",
+        "2026-1-22",
+        "2026/11/22",
+        "2026-11-22T",
+        "2026-11-22T24:00:00Z",
+        "2026-11-22T10:60:00Z",
+        "2026-11-22T10:00:61Z",
+        "2026-11-22T10:00:00",
+        "2026-11-22T10:00:00.Z",
+        "2026-11-22T10:00:00+1:00",
+        "2026-11-22T10:00:00+01:00x",
+        "2026-11-22x",
+        "2026-11-22T10:00:00.1234567890Z",
+        "",
+        "now",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        if (!srv_parse_rfc3339(good[i]))
+            fail_msg("refused %s", good[i]);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (srv_parse_rfc3339(bad[i]))
+            fail_msg("accepted %s", bad[i]);
+    }
+    assert_false(srv_parse_rfc3339(NULL));
+}
+
 static void test_content_type_for(void **state)
 {
     assert_string_equal(srv_content_type_for("index.html"), "text/html; charset=utf-8");
@@ -345,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_static_path),
         cmocka_unit_test(test_content_type_for),
         cmocka_unit_test(test_worker_action),
+        cmocka_unit_test(test_rfc3339),
         cmocka_unit_test_setup_teardown(test_catalog_defaults, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_cpu_only, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_other_engine, cat_setup, cat_teardown),
