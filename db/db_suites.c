@@ -49,7 +49,7 @@ static const db_stmt st_get = {
 
 static const db_stmt st_list = {
     "suite list",
-    "SELECT s.id, jsonb_build_object('id', s.id, 'name', s.name, 'spec', s.spec,"
+    "SELECT s.id, jsonb_build_object('id', s.id, 'name', s.name,"
     "  'created_at', " DB_TS(
         "s.created_at") ", 'jobs', c.n, 'states', c.states,"
                         "  'device', COALESCE(s.spec ->> 'device',"

@@ -233,6 +233,32 @@ static bool suite_name(srv_req *r, const cJSON *body, char *name)
 
 static void reply_suite(srv_req *r, int status, int64_t id);
 
+/* Strict decoding, as for a job spec: a member the suite body does not define
+ * is refused, naming it, so what is stored is only the decoded spec (junk
+ * members once went into every suite list the dashboard fetches). */
+static bool suite_fields_known(srv_req *r, const cJSON *body)
+{
+    static const char *const own[] = {"name", "workloads", "batch_sizes"};
+    const cJSON *m;
+
+    cJSON_ArrayForEach(m, body)
+    {
+        bool known = false;
+        for (size_t i = 0; !known && i < sizeof own / sizeof own[0]; i++)
+            known = strcmp(m->string, own[i]) == 0;
+        for (size_t i = 0; !known && i < sizeof job_fields / sizeof job_fields[0]; i++)
+            known = strcmp(m->string, job_fields[i]) == 0;
+        if (!known) {
+            srv_reply_error(r, 400, "invalid_argument", m->string,
+                            "unknown field (a suite takes name, workloads, batch_sizes and the "
+                            "job fields engine, device, dtype, variants, params, warmup, "
+                            "iterations, priority, labels, max_attempts, timeout_s)");
+            return false;
+        }
+    }
+    return true;
+}
+
 void srv_suites_create(srv_req *r)
 {
     const char *ct =
@@ -255,7 +281,8 @@ void srv_suites_create(srv_req *r)
         srv_reply_error(r, 400, "invalid_json", NULL, "the body must be a JSON object");
         goto out;
     }
-    if (!suite_name(r, body, name) || !suite_batches(r, body, bs, &n_bs))
+    if (!suite_fields_known(r, body) || !suite_name(r, body, name) ||
+        !suite_batches(r, body, bs, &n_bs))
         goto out;
     catalog = load_catalog(r);
     names = catalog ? suite_workloads(r, body, catalog) : NULL;

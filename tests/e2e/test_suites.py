@@ -26,6 +26,9 @@ def suite_api(env):
     check_eq(b["error"]["field"], "batch_sizes", "bad batch size field")
     st, _, b = env.post("/api/v1/suites", {"workloads": ["softmax"], "variants": ["eager", "nope"]})
     check_eq(st, 422, "unknown variant")
+    st, _, b = env.post("/api/v1/suites", {"workloads": ["softmax"], "junk": "x" * 100000})
+    check_eq((st, b["error"]["field"]), (400, "junk"), "an unknown member is refused, named")
+    check_eq(env.get("/api/v1/suites")[2]["items"], [], "nothing stored for refused suites")
 
     st, hd, s = env.post("/api/v1/suites", {
         "name": "e2e", "workloads": ["gemm_bias_relu", "softmax"], "batch_sizes": [1, 2],
@@ -60,6 +63,9 @@ def suite_api(env):
     check_eq(st, 200, "GET /suites")
     check_eq(lst["items"][0]["id"], s["id"], "newest suite first")
     check_eq(lst["items"][0]["states"], {"succeeded": 4}, "suite states")
+    check(all("spec" not in it for it in lst["items"]), "the list holds summaries, no specs")
+    check_eq(env.get("/api/v1/suites/%d" % s["id"])[2]["spec"]["iterations"], 8,
+             "one suite's spec")
 
     st, hd, text = env.get("/api/v1/suites/%d?format=csv" % s["id"])
     check_eq(st, 200, "suite CSV")
