@@ -330,13 +330,38 @@ static void run_with_db(srv_req *r)
     r->db = NULL;
 }
 
+/* A state-changing request must say it is an API call: a JSON content type
+ * or the X-FusionBench-Client header.  A page elsewhere can send neither
+ * without a CORS preflight, which this server never grants, so a form or an
+ * <img> on another site cannot cancel jobs (CSRF). */
+static bool csrf_safe(const srv_req *r)
+{
+    if (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0)
+        return true;
+    return srv_content_type_is_json(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                                MHD_HTTP_HEADER_CONTENT_TYPE)) ||
+           MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-FusionBench-Client") != NULL;
+}
+
 static void dispatch(srv_req *r)
 {
+    const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+
     if (r->body_too_big)
         srv_reply_error(r, 413, "payload_too_large", NULL, "request body over %zu bytes",
                         r->srv->cfg.max_body);
+    else if (!srv_host_allowed(host, r->srv->cfg.allowed_hosts))
+        srv_reply_error(r, 403, "forbidden", NULL,
+                        "Host '%.100s' is not a name of this server (allowed: %s; see "
+                        "--allowed-hosts)",
+                        host ? host : "", r->srv->cfg.allowed_hosts);
     else if (!r->route)
         route_miss(r);
+    else if (!csrf_safe(r))
+        srv_reply_error(r, 415, "unsupported_media_type", NULL,
+                        "a %s needs Content-Type: application/json (or an X-FusionBench-Client "
+                        "header)",
+                        r->method);
     else if (r->route->needs_db)
         run_with_db(r);
     else

@@ -32,6 +32,10 @@ typedef struct srv_config {
     const char *web_dir;
     size_t max_body;
     int threads;
+    /* Comma-separated names the Host header must match (DNS rebinding); NULL
+     * or "" checks nothing.  Bound to a loopback address, the default is
+     * localhost,127.0.0.1,::1. */
+    const char *allowed_hosts;
 } srv_config;
 
 /* Process-wide server state; lives from srv_http_start to srv_http_stop. */

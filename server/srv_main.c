@@ -44,6 +44,9 @@ static void usage(FILE *f)
         "  --max-body BYTES    largest request body, over it 413 (default %d)\n"
         "  --threads N         HTTP threads = database connections, 1..%d (default %d),\n"
         "                      and one more connection for submits (group commit)\n"
+        "  --allowed-hosts L   comma-separated names the Host header must match (DNS\n"
+        "                      rebinding); default $FUSIONBENCH_ALLOWED_HOSTS, else, bound\n"
+        "                      to a loopback address, localhost,127.0.0.1,::1; \"\" = any\n"
         "  --help              this text\n"
         "\n"
         "Migrations are applied at start.  If the database is unreachable the server\n"
@@ -62,6 +65,15 @@ static bool opt_long(const char *name, const char *s, long lo, long hi, long *ou
     return false;
 }
 
+#define LOOPBACK_HOSTS "localhost,127.0.0.1,::1"
+
+/* 127.0.0.0/8 or ::1: only this machine reaches the server, so a browser page
+ * can reach it only through DNS rebinding, which the Host check stops. */
+static bool is_loopback(const char *addr)
+{
+    return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0;
+}
+
 /* Fills cfg from the environment, then the command line.  Returns 0 to run, 1 on
  * a usage error, 2 when --help was printed. */
 static int parse_args(int argc, char **argv, srv_config *cfg)
@@ -73,6 +85,7 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
         {"web-dir", required_argument, NULL, 'w'},
         {"max-body", required_argument, NULL, 'm'},
         {"threads", required_argument, NULL, 't'},
+        {"allowed-hosts", required_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -80,8 +93,12 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
     long v = DEFAULT_PORT;
     int c;
 
-    *cfg = (srv_config){getenv("DATABASE_URL"), "127.0.0.1",    DEFAULT_PORT, FB_WEB_DIR,
-                        DEFAULT_MAX_BODY,       DEFAULT_THREADS};
+    *cfg = (srv_config){.database_url = getenv("DATABASE_URL"),
+                        .bind_addr = "127.0.0.1",
+                        .port = DEFAULT_PORT,
+                        .web_dir = FB_WEB_DIR,
+                        .max_body = DEFAULT_MAX_BODY,
+                        .threads = DEFAULT_THREADS};
     if (env_port && env_port[0]) {
         if (!opt_long("port (FUSIONBENCH_PORT)", env_port, 0, 65535, &v))
             return 1;
@@ -113,6 +130,9 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
                 return 1;
             cfg->threads = (int)v;
             break;
+        case 'a':
+            cfg->allowed_hosts = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 2;
@@ -125,6 +145,10 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
         fprintf(stderr, "fusionbench-server: unexpected argument '%s'\n", argv[optind]);
         return 1;
     }
+    if (!cfg->allowed_hosts)
+        cfg->allowed_hosts = getenv("FUSIONBENCH_ALLOWED_HOSTS");
+    if (!cfg->allowed_hosts && is_loopback(cfg->bind_addr))
+        cfg->allowed_hosts = LOOPBACK_HOSTS;
     return 0;
 }
 
@@ -196,6 +220,9 @@ static void *db_init_main(void *arg)
 static void log_listening(const srv_ctx *ctx)
 {
     bool v6 = strchr(ctx->cfg.bind_addr, ':') != NULL;
+    fb_info("Host names accepted: %s", ctx->cfg.allowed_hosts && ctx->cfg.allowed_hosts[0]
+                                           ? ctx->cfg.allowed_hosts
+                                           : "any (--allowed-hosts unset)");
     fb_info("listening on http://%s%s%s:%d", v6 ? "[" : "", ctx->cfg.bind_addr, v6 ? "]" : "",
             ctx->bound_port);
 }

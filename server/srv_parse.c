@@ -338,3 +338,47 @@ bool srv_parse_rfc3339(const char *s)
     }
     return zone_ok(s);
 }
+
+/* The name part of a Host header value: "[::1]:80" -> "::1", "a:80" -> "a". */
+static bool host_name(const char *host, char *out, size_t size)
+{
+    const char *end;
+    size_t n;
+
+    if (host[0] == '[') {
+        end = strchr(host, ']');
+        if (!end || (end[1] != '\0' && end[1] != ':'))
+            return false;
+        host++;
+    } else {
+        end = strchr(host, ':');
+        if (!end)
+            end = host + strlen(host);
+    }
+    n = (size_t)(end - host);
+    if (n == 0 || n >= size)
+        return false;
+    memcpy(out, host, n);
+    out[n] = '\0';
+    return true;
+}
+
+bool srv_host_allowed(const char *host, const char *allowed)
+{
+    char name[256];
+    const char *p = allowed;
+
+    if (!allowed || !allowed[0])
+        return true;
+    if (!host || !host_name(host, name, sizeof name))
+        return false;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        if (n == strlen(name) && strncasecmp(p, name, n) == 0)
+            return true;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}

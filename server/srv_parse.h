@@ -52,6 +52,12 @@ FB_MUSTCHECK bool srv_parse_worker_action(const char *s, char *id, size_t idsz, 
  * time it would refuse. */
 bool srv_parse_rfc3339(const char *s);
 
+/* True when the Host header value host ("name", "name:port", "[v6]:port")
+ * names one of allowed (a comma-separated list of host names or addresses,
+ * compared without the port, case-insensitively).  An empty or NULL allowed list
+ * allows every host; a missing host is refused when there is a list. */
+bool srv_host_allowed(const char *host, const char *allowed);
+
 /* True for a job state name of API.md. */
 bool srv_state_valid(const char *s);
 

@@ -13,8 +13,12 @@ let kernelChoice = { job: null, variant: null }; // kept across auto-refreshes
 
 // ---- helpers ----
 
+// Every call says it is the dashboard: the server refuses a state-changing
+// request that carries neither a JSON body nor this header (CSRF).
 async function api(path, options) {
-  const resp = await fetch(API + path, options);
+  const opts = Object.assign({}, options);
+  opts.headers = Object.assign({ "X-FusionBench-Client": "dashboard" }, opts.headers);
+  const resp = await fetch(API + path, opts);
   const text = await resp.text();
   let body = null;
   try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }

@@ -88,6 +88,8 @@ def http(base, method, path, body=None, headers=None, raw=None, timeout=30):
     hdrs = dict(headers or {})
     if data is not None and "Content-Type" not in hdrs:
         hdrs["Content-Type"] = "application/json"
+    if method == "POST" and data is None:  # a body-less POST says it is an API call
+        hdrs.setdefault("X-FusionBench-Client", "e2e")
     req = urllib.request.Request(base + path, data=data, method=method, headers=hdrs)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:

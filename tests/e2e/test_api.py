@@ -5,6 +5,8 @@ A small job runs to the end and every field of the job and its result is checked
 then kernels, listing with filters and cursor pagination, catalog, workers,
 operations endpoints, and every error the API promises."""
 
+import http.client
+import json
 import re
 import socket
 import sys
@@ -249,12 +251,41 @@ def t_hardening(env):
         check_eq(hdrs.get("X-Content-Type-Options"), "nosniff", path + ": nosniff")
 
 
+def t_csrf_and_host(env, done_id):
+    """A page elsewhere cannot change state (item 2): a body-less POST needs the
+    client header or a JSON type, which a form cannot send; a Host that is not
+    this server's name (DNS rebinding) is refused on every route."""
+    queued = env.submit({"workload": "softmax", "iterations": 3, "priority": -5})
+    for ctype in (None, "application/x-www-form-urlencoded", "text/plain", "multipart/form-data"):
+        conn = http.client.HTTPConnection("127.0.0.1", env.port, timeout=30)
+        try:  # exactly the headers a cross-site form sends: no client header
+            conn.request("POST", "/api/v1/jobs/%d/cancel" % queued["id"], body=b"a=1",
+                         headers={"Content-Type": ctype} if ctype else {})
+            r = conn.getresponse()
+            body = json.loads(r.read())
+        finally:
+            conn.close()
+        check_error((r.status, None, body), 415, "unsupported_media_type", None,
+                    "cancel as a form (%s)" % ctype)
+    check(env.job(queued["id"])["state"] != "canceled", "a form-like POST canceled a job")
+    resp = fbtest.http(env.base, "POST", "/api/v1/jobs/%d/cancel" % queued["id"],
+                       headers={"X-FusionBench-Client": "curl"})
+    check_eq(resp[0], 200, "cancel with the client header")
+    for host in ("evil.example", "evil.example:%d" % env.port, "127.0.0.1.evil.example"):
+        for path in ("/api/v1/jobs", "/healthz", "/"):
+            resp = fbtest.http(env.base, "GET", path, headers={"Host": host})
+            check_error(resp, 403, "forbidden", None, "Host %s on %s" % (host, path))
+    for host in ("localhost:%d" % env.port, "127.0.0.1", "[::1]:%d" % env.port, "LOCALHOST"):
+        check_eq(fbtest.http(env.base, "GET", "/healthz", headers={"Host": host})[0], 200,
+                 "Host %s" % host)
+
+
 def over_limit(env, size):
     """POSTs a body of size bytes over a raw socket (the server may answer before
     reading it all); returns the status code."""
     s = socket.create_connection(("127.0.0.1", env.port), timeout=30)
     try:
-        s.sendall(("POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        s.sendall(("POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                    "Content-Length: %d\r\nConnection: close\r\n\r\n" % size).encode())
         chunk = b"[" + b" " * 65535
         sent = 0
@@ -347,6 +378,7 @@ def run(env):
     t_catalog(env, worker.wid)
     t_ops(env)
     t_hardening(env)
+    t_csrf_and_host(env, job["id"])
     t_errors(env, job["id"])
     t_cancel_queued(env, worker)
 

@@ -220,6 +220,29 @@ static void test_rfc3339(void **state)
     assert_false(srv_parse_rfc3339(NULL));
 }
 
+static void test_host_allowed(void **state)
+{
+    const char *lo = "localhost,127.0.0.1,::1";
+
+    assert_true(srv_host_allowed("localhost", lo));
+    assert_true(srv_host_allowed("LocalHost:8080", lo));
+    assert_true(srv_host_allowed("127.0.0.1:1", lo));
+    assert_true(srv_host_allowed("[::1]:8080", lo));
+    assert_true(srv_host_allowed("[::1]", lo));
+    assert_false(srv_host_allowed("evil.example", lo));
+    assert_false(srv_host_allowed("127.0.0.1.evil.example", lo));
+    assert_false(srv_host_allowed("localhost.evil", lo));
+    assert_false(srv_host_allowed("local", lo));
+    assert_false(srv_host_allowed("[::1", lo));
+    assert_false(srv_host_allowed("[::1]x", lo));
+    assert_false(srv_host_allowed("", lo));
+    assert_false(srv_host_allowed(":8080", lo));
+    assert_false(srv_host_allowed(NULL, lo));
+    assert_true(srv_host_allowed("anything", ""));
+    assert_true(srv_host_allowed(NULL, NULL));
+    assert_true(srv_host_allowed("bench.lab.example:443", "a,bench.lab.example"));
+}
+
 static void test_content_type_for(void **state)
 {
     assert_string_equal(srv_content_type_for("index.html"), "text/html; charset=utf-8");
@@ -391,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_content_type_for),
         cmocka_unit_test(test_worker_action),
         cmocka_unit_test(test_rfc3339),
+        cmocka_unit_test(test_host_allowed),
         cmocka_unit_test_setup_teardown(test_catalog_defaults, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_cpu_only, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_other_engine, cat_setup, cat_teardown),
