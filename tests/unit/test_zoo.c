@@ -150,6 +150,32 @@ static void test_disable_rules(void **state)
     fb_spec_free(&spec);
 }
 
+/* A job never names a file on the host (issue 13, item 1): a path is refused
+ * before anything is opened, and so is a name the weights folder lacks. */
+static void test_weights_stay_in_folder(void **state)
+{
+    static const char *const params[] = {
+        "{\"image\":32,\"weights\":\"/etc/passwd\"}",
+        "{\"image\":32,\"weights\":\"../../etc/passwd\"}",
+        "{\"image\":32,\"input\":\"/dev/zero\"}",
+        "{\"image\":32,\"weights\":\"no-such-file.safetensors\"}",
+    };
+    static const char *const fields[] = {"params.weights", "params.weights", "params.input",
+                                         "params.weights"};
+    (void)state;
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        nat_ctx *ctx = NULL;
+        fb_spec spec;
+        fb_err err = {0};
+        make_spec(&spec, "resnet18", params[i], 1);
+        assert_int_equal(nat_ctx_build(&spec, &ctx, &err), FB_EINVAL);
+        assert_string_equal(err.field, fields[i]);
+        assert_null(strstr(err.msg, "/etc"));
+        assert_null(strstr(err.msg, "/dev"));
+        fb_spec_free(&spec);
+    }
+}
+
 /* ---- user graphs ---- */
 
 static const char *k_graph =
@@ -433,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_models_fused_match_eager),
         cmocka_unit_test(test_resnet18_counts_and_memory),
         cmocka_unit_test(test_disable_rules),
+        cmocka_unit_test(test_weights_stay_in_folder),
         cmocka_unit_test(test_user_graph),
         cmocka_unit_test(test_user_graph_late_residual),
         cmocka_unit_test(test_user_graph_errors),

@@ -110,11 +110,9 @@ out:
     return rc;
 }
 
-static fb_code map_file(const char *path, gr_st *st, const char *field, fb_err *err)
+/* Maps the file open on fd (closed here in every case). */
+static fb_code map_fd(int fd, const char *path, gr_st *st, const char *field, fb_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fb_err_set(err, FB_EINVAL, field, "cannot open %.200s", path);
     struct stat sb;
     fb_code rc = FB_OK;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < 8) {
@@ -134,8 +132,17 @@ static fb_code map_file(const char *path, gr_st *st, const char *field, fb_err *
 
 fb_code gr_st_open(const char *path, gr_st *st, const char *field, fb_err *err)
 {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     memset(st, 0, sizeof *st);
-    fb_code rc = map_file(path, st, field, err);
+    if (fd < 0)
+        return fb_err_set(err, FB_EINVAL, field, "cannot open %.200s", path);
+    return gr_st_open_fd(fd, path, st, field, err);
+}
+
+fb_code gr_st_open_fd(int fd, const char *name, gr_st *st, const char *field, fb_err *err)
+{
+    memset(st, 0, sizeof *st);
+    fb_code rc = map_fd(fd, name, st, field, err);
     if (rc)
         return rc;
     uint64_t hl = 0;

@@ -41,6 +41,11 @@ FB_MUSTCHECK fb_code gr_st_parse_header(const char *json, size_t len, uint64_t d
 /* Opens and maps path, parses its header. */
 FB_MUSTCHECK fb_code gr_st_open(const char *path, gr_st *st, const char *field, fb_err *err);
 
+/* gr_st_open on a file already open on fd (closed here in every case: the
+ * mapping outlives it); name is for messages only. */
+FB_MUSTCHECK fb_code gr_st_open_fd(int fd, const char *name, gr_st *st, const char *field,
+                                   fb_err *err);
+
 /* The tensor named name, or NULL. */
 const gr_st_tensor *gr_st_find(const gr_st *st, const char *name);
 

@@ -2,17 +2,20 @@
  * Building a model: read its sizes from params (standard defaults), build the
  * graph, allocate and fill the input (real data, or params.input) and the
  * weights (seeded PyTorch-like random, or params.weights: a safetensors file
+ * named inside the worker's weights folder, gr_files.h
  * with the PyTorch state_dict names), plan the eager and fused groups
  * (params.disable_rules switches rules off) and lower both into the ctx.
  * The graph itself is freed at the end: the plans keep only buffers of the
  * ctx and static strings, and the ctx a compact copy for the result.
  *
  * Params: image, seq, frames, layers, hidden, heads, inter, vocab, classes
- * (model sizes), weights, input (safetensors paths), disable_rules, gemm, graph
+ * (model sizes), weights, input (safetensors names in the weights folder),
+ * disable_rules, gemm, graph
  * (workload "graph": a user's graph in gr_to_json's form). */
 #include <stdio.h>
 #include <string.h>
 
+#include "gr_files.h"
 #include "gr_input.h"
 #include "gr_models.h"
 #include "gr_plan.h"
@@ -62,7 +65,7 @@ static fb_code param_path(const fb_spec *spec, const char *key, const char **out
     char field[64];
     snprintf(field, sizeof field, "params.%s", key);
     if (!cJSON_IsString(j) || !j->valuestring[0] || strlen(j->valuestring) > PATH_MAX_LEN)
-        return fb_err_set(err, FB_EINVAL, field, "must be a file path");
+        return fb_err_set(err, FB_EINVAL, field, "must name a file in the worker's weights folder");
     *out = j->valuestring;
     return FB_OK;
 }
@@ -100,10 +103,18 @@ static void fill_random(nat_ctx *ctx, const gr_tensor *t)
     }
 }
 
+/* A safetensors file a job names: inside the weights folder only (gr_files). */
+static fb_code open_named(const char *name, gr_st *st, const char *field, fb_err *err)
+{
+    int fd = -1;
+    fb_code rc = gr_files_open(name, field, &fd, err);
+    return rc ? rc : gr_st_open_fd(fd, name, st, field, err);
+}
+
 static fb_code load_weights(nat_ctx *ctx, gr_graph *g, const char *path, fb_err *err)
 {
     gr_st st = {0};
-    fb_code rc = path ? gr_st_open(path, &st, "params.weights", err) : FB_OK;
+    fb_code rc = path ? open_named(path, &st, "params.weights", err) : FB_OK;
     for (int i = 0; i < g->n_tensors && !rc; i++) {
         gr_tensor *t = &g->tensors[i];
         if (t->kind != GR_T_WEIGHT)
@@ -127,7 +138,7 @@ static fb_code load_input(nat_ctx *ctx, gr_graph *g, const zoo_model *m, const g
         return rc;
     if (path) {
         gr_st st = {0};
-        rc = gr_st_open(path, &st, "params.input", err);
+        rc = open_named(path, &st, "params.input", err);
         if (!rc)
             rc = gr_st_read(&st, "input", t->rank, t->dims, t->data, "params.input", err);
         gr_st_close(&st);
