@@ -22,8 +22,12 @@
 #include "srv_suites.h"
 #include "srv_vendor.h"
 
-#define SRV_CONN_TIMEOUT_S 30
-#define SRV_CONN_LIMIT     1000
+#define SRV_CONN_TIMEOUT_S 30   /* idle: no byte for this long closes a connection */
+#define SRV_CONN_LIMIT     1000 /* connections in all */
+#define SRV_CONN_PER_IP                                                                            \
+    64                          /* connections from one address: one client cannot hold            \
+                                   the server (a byte every 29 s kept 1,000 open) */
+#define SRV_REQUEST_DEADLINE 60 /* s from the headers to the end of the body */
 
 /* The route table: API.md's endpoints, then operations, then the web files.
  * The first route whose pattern and method match wins. */
@@ -440,6 +444,13 @@ static void body_append(srv_req *r, const char *data, size_t n)
     r->body[r->body_len] = '\0';
 }
 
+static bool past_deadline(const srv_req *r)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec - r->t0.tv_sec > SRV_REQUEST_DEADLINE;
+}
+
 static enum MHD_Result queue_reply(srv_req *r)
 {
     enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)r->status, r->resp);
@@ -466,8 +477,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return queue_reply(r);
     }
     if (*upload_data_size > 0) {
+        if (r->status) { /* answered early (413 on Content-Length): drop the rest */
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
         body_append(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
+        /* A body past the limit (chunked, or longer than declared) or one that
+         * trickles past the deadline: close the connection rather than read on. */
+        if (r->body_too_big || past_deadline(r)) {
+            fb_warn("%s %s: %s; closing the connection", r->method, r->path,
+                    r->body_too_big ? "body over the limit"
+                                    : "body still arriving past the request deadline");
+            return MHD_NO;
+        }
         return MHD_YES;
     }
     if (r->suspended) { /* back after srv_req_resume: the handler finishes */
@@ -560,7 +583,8 @@ fb_code srv_http_start(srv_ctx *ctx, fb_err *err)
         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa.sa, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)ctx->cfg.threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)SRV_CONN_LIMIT, MHD_OPTION_END);
+        (unsigned)SRV_CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)SRV_CONN_PER_IP,
+        MHD_OPTION_END);
     if (!ctx->daemon)
         return fb_err_set(err, FB_EIO, NULL, "cannot listen on %s:%d", ctx->cfg.bind_addr,
                           ctx->cfg.port);

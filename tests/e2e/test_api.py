@@ -10,6 +10,7 @@ import json
 import re
 import socket
 import sys
+import time
 import os
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -280,6 +281,52 @@ def t_csrf_and_host(env, done_id):
                  "Host %s" % host)
 
 
+def t_connection_limits(env):
+    """One client cannot hold the server (item 5): a chunked body past the limit
+    gets the connection closed instead of being read without end, and one
+    address holds at most 64 connections while the others are still served."""
+    s = socket.create_connection(("127.0.0.1", env.port), timeout=30)
+    sent, closed = 0, False
+    try:
+        s.sendall(b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n" % 65536 + b" " * 65536 + b"\r\n"
+        while sent < 64 * 1024 * 1024:
+            s.sendall(chunk)
+            sent += 65536
+    except (BrokenPipeError, ConnectionResetError):
+        closed = True
+    finally:
+        s.close()
+    check(closed and sent <= 8 * 1024 * 1024,
+          "a chunked body over the 1 MiB limit: closed %s after %d bytes" % (closed, sent))
+    held = []
+    try:
+        for _ in range(64):  # from another loopback address: another client
+            c = socket.socket()
+            c.bind(("127.0.0.2", 0))
+            c.connect(("127.0.0.1", env.port))
+            held.append(c)
+        time.sleep(0.5)
+        extra = socket.socket()
+        extra.bind(("127.0.0.2", 0))
+        extra.settimeout(10)
+        extra.connect(("127.0.0.1", env.port))
+        try:
+            extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answer = extra.recv(100)
+        except (ConnectionResetError, BrokenPipeError):
+            answer = b""
+        finally:
+            extra.close()
+        check(answer == b"", "the 65th connection of one address was served: %r" % answer[:40])
+        check_eq(env.get("/healthz")[0], 200, "/healthz from another address meanwhile")
+    finally:
+        for c in held:
+            c.close()
+    log("chunked body closed after %d bytes; 64 connections per address" % sent)
+
+
 def over_limit(env, size):
     """POSTs a body of size bytes over a raw socket (the server may answer before
     reading it all); returns the status code."""
@@ -379,6 +426,7 @@ def run(env):
     t_ops(env)
     t_hardening(env)
     t_csrf_and_host(env, job["id"])
+    t_connection_limits(env)
     t_errors(env, job["id"])
     t_cancel_queued(env, worker)
 
