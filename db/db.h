@@ -25,6 +25,10 @@ typedef struct db_conn db_conn;
 /* Connects with a libpq conninfo string or URL.  *out is the caller's, freed with
  * db_close.  FB_EUNAVAIL when the server does not answer. */
 FB_MUSTCHECK fb_code db_connect(const char *conninfo, db_conn **out, fb_err *err);
+
+/* Sets the session's statement_timeout (ms, 0 = none): a statement that runs
+ * longer is canceled and its call returns FB_ETIMEOUT. */
+FB_MUSTCHECK fb_code db_set_statement_timeout(db_conn *c, int ms, fb_err *err);
 void db_close(db_conn *c);
 
 /* Applies db/migrations/NNNN_*.sql (embedded at build time) that are not yet

@@ -116,6 +116,8 @@ static fb_code status_code(PGconn *pg, const PGresult *res)
         return FB_EINVAL;
     if (!strcmp(st, "23505")) /* unique violation */
         return FB_ECONFLICT;
+    if (!strcmp(st, "57014")) /* canceled: statement_timeout (db_set_statement_timeout) */
+        return FB_ETIMEOUT;
     return FB_EDB;
 }
 
@@ -147,6 +149,11 @@ static fb_code check_result(db_conn *c, const char *name, const char *sql, PGres
         return fb_err_set(err, rc, NULL, "a value was malformed or out of range (%s)", name);
     if (rc == FB_ECONFLICT)
         return fb_err_set(err, rc, NULL, "it already exists (%s)", name);
+    if (rc == FB_ETIMEOUT)
+        return fb_err_set(err, rc, NULL,
+                          "%s ran past the server's time limit for a statement: ask for less "
+                          "(fewer points, series or rows) or retry",
+                          name);
     return fb_err_set(err, rc, NULL, "database error in %s (details in the server's log)", name);
 }
 
@@ -295,4 +302,21 @@ const char *db_i64_text(int64_t v, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%" PRId64, v);
     return buf;
+}
+
+static const db_stmt st_timeout = {"set statement_timeout",
+                                   "SELECT set_config('statement_timeout', $1, false)", false};
+
+fb_code db_set_statement_timeout(db_conn *c, int ms, fb_err *err)
+{
+    char v[24];
+    const char *params[] = {v};
+    PGresult *res = NULL;
+
+    if (ms < 0)
+        return fb_err_set(err, FB_EINVAL, "statement_timeout", "must be >= 0, got %d", ms);
+    snprintf(v, sizeof v, "%d", ms);
+    fb_code rc = db_exec(c, &st_timeout, 1, params, &res, err);
+    PQclear(res);
+    return rc;
 }

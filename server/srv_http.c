@@ -22,12 +22,18 @@
 #include "srv_suites.h"
 #include "srv_vendor.h"
 
-#define SRV_CONN_TIMEOUT_S 30   /* idle: no byte for this long closes a connection */
-#define SRV_CONN_LIMIT     1000 /* connections in all */
-#define SRV_CONN_PER_IP                                                                            \
-    64                          /* connections from one address: one client cannot hold            \
-                                   the server (a byte every 29 s kept 1,000 open) */
-#define SRV_REQUEST_DEADLINE 60 /* s from the headers to the end of the body */
+/* Idle: no byte for this long closes a connection. */
+#define SRV_CONN_TIMEOUT_S 30
+/* Connections in all, and from one address: one client cannot hold the server
+ * (a byte every 29 s once kept all 1,000 open). */
+#define SRV_CONN_LIMIT  1000
+#define SRV_CONN_PER_IP 64
+/* Seconds from a request's headers to the end of its body. */
+#define SRV_REQUEST_DEADLINE 60
+/* HTTP threads beyond the database connections: with every connection held by
+ * slow reads, these still serve /healthz, /readyz and the static files (and
+ * answer 503 to what needs the database once the pool wait ends). */
+#define SRV_SPARE_THREADS 2
 
 /* The route table: API.md's endpoints, then operations, then the web files.
  * The first route whose pattern and method match wins. */
@@ -204,6 +210,9 @@ static int fb_code_status(fb_code c, const char **code)
         return 422;
     case FB_EUNAVAIL:
         return 503;
+    case FB_ETIMEOUT:
+        *code = "timeout";
+        return 503;
     default:
         *code = "internal";
         return 500;
@@ -244,9 +253,10 @@ const char *srv_req_query(const srv_req *r, const char *key)
 
 void srv_req_suspend(srv_req *r, void (*resumed)(srv_req *r))
 {
+    if (!r->resumed) /* counted once, however often it suspends */
+        atomic_fetch_add(&r->srv->suspended, 1);
     r->suspended = true;
     r->resumed = resumed;
-    atomic_fetch_add(&r->srv->suspended, 1);
     MHD_suspend_connection(r->conn);
 }
 
@@ -315,8 +325,46 @@ static void route_miss(srv_req *r)
     srv_reply_header(r, MHD_HTTP_HEADER_ALLOW, allow);
 }
 
+static void no_connection(srv_req *r, const fb_err *err)
+{
+    fb_warn("%s %s: no database connection: %s", r->method, r->path, err->msg);
+    srv_reply_error(r, 503, "unavailable", NULL, "the database is unavailable, retry later");
+}
+
+/* The handler on r->db, which goes back to the pool right after. */
+static void handle_with_db(srv_req *r)
+{
+    r->route->handler(r);
+    srv_pool_release(r->srv->pool, r->db, r->db_broken);
+    r->db = NULL;
+}
+
+/* A slot came free for a queued request (any thread): wake its connection. */
+static void pool_ready(srv_pool_waiter *w)
+{
+    srv_req *r = (srv_req *)((char *)w - offsetof(srv_req, pool_wait));
+    srv_req_resume(r);
+}
+
+static void resumed_with_db(srv_req *r)
+{
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (srv_pool_take(r->srv->pool, &r->pool_wait, &r->db, &err) != FB_OK) {
+        no_connection(r, &err);
+        return;
+    }
+    handle_with_db(r);
+}
+
+/* With every connection busy the request waits suspended, holding no HTTP
+ * thread: the threads stay free for what needs no database (/healthz) and a
+ * burst of slow reads cannot stall the server.  Each statement is bounded by
+ * the pool's statement timeout, so a slot always comes free. */
 static void run_with_db(srv_req *r)
 {
+    bool queued = false;
     fb_err err;
 
     fb_err_clear(&err);
@@ -324,14 +372,16 @@ static void run_with_db(srv_req *r)
         srv_reply_error(r, 503, "unavailable", NULL, "the database is not ready yet");
         return;
     }
-    if (srv_pool_acquire(r->srv->pool, SRV_POOL_WAIT_MS, &r->db, &err) != FB_OK) {
-        fb_warn("%s %s: no database connection: %s", r->method, r->path, err.msg);
-        srv_reply_error(r, 503, "unavailable", NULL, "the database is unavailable, retry later");
+    r->pool_wait.ready = pool_ready;
+    if (srv_pool_acquire_or_queue(r->srv->pool, &r->pool_wait, &r->db, &queued, &err) != FB_OK) {
+        no_connection(r, &err);
         return;
     }
-    r->route->handler(r);
-    srv_pool_release(r->srv->pool, r->db, r->db_broken);
-    r->db = NULL;
+    if (queued) {
+        srv_req_suspend(r, resumed_with_db);
+        return;
+    }
+    handle_with_db(r);
 }
 
 /* A state-changing request must say it is an API call: a JSON content type
@@ -496,6 +546,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->suspended) { /* back after srv_req_resume: the handler finishes */
         r->suspended = false;
         r->resumed(r);
+        if (r->suspended) /* suspended again (a queued request's handler did) */
+            return MHD_YES;
         if (!r->resp)
             srv_reply_error(r, 500, "internal", NULL, "handler set no response");
         return queue_reply(r);
@@ -581,10 +633,10 @@ fb_code srv_http_start(srv_ctx *ctx, fb_err *err)
     ctx->daemon = MHD_start_daemon(
         flags, (uint16_t)ctx->cfg.port, NULL, NULL, on_request, ctx, MHD_OPTION_EXTERNAL_LOGGER,
         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa.sa, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)ctx->cfg.threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)SRV_CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)SRV_CONN_PER_IP,
-        MHD_OPTION_END);
+        (unsigned)(ctx->cfg.threads + SRV_SPARE_THREADS), MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        ctx, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)SRV_CONN_PER_IP, MHD_OPTION_END);
     if (!ctx->daemon)
         return fb_err_set(err, FB_EIO, NULL, "cannot listen on %s:%d", ctx->cfg.bind_addr,
                           ctx->cfg.port);

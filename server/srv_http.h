@@ -19,8 +19,7 @@
 #include "srv_pool.h"
 #include "srv_submit.h"
 
-#define SRV_WORKER_STALE_S 60   /* a worker silent this long is not offered/alive */
-#define SRV_POOL_WAIT_MS   5000 /* longest wait for a free database connection */
+#define SRV_WORKER_STALE_S 60 /* a worker silent this long is not offered/alive */
 #define SRV_CSP                                                                                    \
     "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "              \
     "frame-ancestors 'none'"
@@ -36,6 +35,7 @@ typedef struct srv_config {
      * or "" checks nothing.  Bound to a loopback address, the default is
      * localhost,127.0.0.1,::1. */
     const char *allowed_hosts;
+    int statement_timeout_ms; /* a request's query runs at most this long (0 = no limit) */
 } srv_config;
 
 /* Process-wide server state; lives from srv_http_start to srv_http_stop. */
@@ -76,6 +76,7 @@ typedef struct srv_req {
     void (*resumed)(struct srv_req *r);
     void *data;
     void (*data_free)(void *data);
+    srv_pool_waiter pool_wait; /* while queued for a database connection */
 } srv_req;
 
 typedef void (*srv_handler)(srv_req *r);

@@ -13,6 +13,7 @@
 #include "srv_builtin.h"
 #include "srv_http.h"
 #include "srv_parse.h"
+#include "srv_ops.h"
 #include "srv_pool.h"
 #include "srv_submit.h"
 
@@ -20,14 +21,15 @@
 #define FB_WEB_DIR "web"
 #endif
 
-#define DEFAULT_PORT     8080
-#define DEFAULT_MAX_BODY (1024 * 1024)
-#define DEFAULT_THREADS  4
-#define MAX_THREADS      64
-#define MAX_BODY_LIMIT   (64L * 1024 * 1024)
-#define DB_RETRY_FIRST_S 1
-#define DB_RETRY_MAX_S   30
-#define SRV_DRAIN_MS     2000 /* at stop, longest wait for answers being sent */
+#define DEFAULT_PORT                 8080
+#define DEFAULT_MAX_BODY             (1024 * 1024)
+#define DEFAULT_THREADS              4
+#define DEFAULT_STATEMENT_TIMEOUT_MS 15000
+#define MAX_THREADS                  64
+#define MAX_BODY_LIMIT               (64L * 1024 * 1024)
+#define DB_RETRY_FIRST_S             1
+#define DB_RETRY_MAX_S               30
+#define SRV_DRAIN_MS                 2000 /* at stop, longest wait for answers being sent */
 
 static void usage(FILE *f)
 {
@@ -44,6 +46,8 @@ static void usage(FILE *f)
         "  --max-body BYTES    largest request body, over it 413 (default %d)\n"
         "  --threads N         HTTP threads = database connections, 1..%d (default %d),\n"
         "                      and one more connection for submits (group commit)\n"
+        "  --statement-timeout-ms N  longest a request's query may run, then 503 timeout\n"
+        "                      (default %d; 0 = none): no read holds a connection longer\n"
         "  --allowed-hosts L   comma-separated names the Host header must match (DNS\n"
         "                      rebinding); default $FUSIONBENCH_ALLOWED_HOSTS, else, bound\n"
         "                      to a loopback address, localhost,127.0.0.1,::1; \"\" = any\n"
@@ -53,7 +57,8 @@ static void usage(FILE *f)
         "still starts: /healthz answers 200, /readyz and the API 503, and it retries\n"
         "with backoff (up to %d s apart) until the database answers.  SIGINT or SIGTERM\n"
         "stop it cleanly.  FUSIONBENCH_LOG=debug logs one line per request.\n",
-        DEFAULT_PORT, FB_WEB_DIR, DEFAULT_MAX_BODY, MAX_THREADS, DEFAULT_THREADS, DB_RETRY_MAX_S);
+        DEFAULT_PORT, FB_WEB_DIR, DEFAULT_MAX_BODY, MAX_THREADS, DEFAULT_THREADS,
+        DEFAULT_STATEMENT_TIMEOUT_MS, DB_RETRY_MAX_S);
 }
 
 static bool opt_long(const char *name, const char *s, long lo, long hi, long *out)
@@ -86,6 +91,7 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
         {"max-body", required_argument, NULL, 'm'},
         {"threads", required_argument, NULL, 't'},
         {"allowed-hosts", required_argument, NULL, 'a'},
+        {"statement-timeout-ms", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -98,7 +104,8 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
                         .port = DEFAULT_PORT,
                         .web_dir = FB_WEB_DIR,
                         .max_body = DEFAULT_MAX_BODY,
-                        .threads = DEFAULT_THREADS};
+                        .threads = DEFAULT_THREADS,
+                        .statement_timeout_ms = DEFAULT_STATEMENT_TIMEOUT_MS};
     if (env_port && env_port[0]) {
         if (!opt_long("port (FUSIONBENCH_PORT)", env_port, 0, 65535, &v))
             return 1;
@@ -132,6 +139,11 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
             break;
         case 'a':
             cfg->allowed_hosts = optarg;
+            break;
+        case 's':
+            if (!opt_long("statement-timeout-ms", optarg, 0, 3600000, &v))
+                return 1;
+            cfg->statement_timeout_ms = (int)v;
             break;
         case 'h':
             usage(stdout);
@@ -288,7 +300,7 @@ int main(int argc, char **argv)
     atomic_init(&ctx.db_ready, false);
     atomic_init(&ctx.suspended, 0);
     if (srv_pool_create(ctx.cfg.database_url ? ctx.cfg.database_url : "", ctx.cfg.threads,
-                        &ctx.pool, &err) != FB_OK) {
+                        ctx.cfg.statement_timeout_ms, &ctx.pool, &err) != FB_OK) {
         fb_error("%s", err.msg);
         return 1;
     }
@@ -301,6 +313,7 @@ int main(int argc, char **argv)
     }
     rc = serve(&ctx, &stop_set);
     srv_submit_destroy(ctx.submit);
+    srv_ops_close();
     srv_pool_destroy(ctx.pool);
     fb_info("stopped");
     return rc;

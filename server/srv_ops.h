@@ -7,4 +7,7 @@
 void srv_ops_healthz(srv_req *r);
 void srv_ops_readyz(srv_req *r);
 
+/* Closes /readyz's own database connection (at stop). */
+void srv_ops_close(void);
+
 #endif

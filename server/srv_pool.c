@@ -16,12 +16,15 @@ typedef struct pool_slot {
 struct srv_pool {
     pthread_mutex_t mu;
     pthread_cond_t freed;
+    srv_pool_waiter *wait_head, *wait_tail; /* queued borrowers, first come first served */
     char *conninfo;
     int size;
+    int statement_timeout_ms;
     pool_slot *slots;
 };
 
-fb_code srv_pool_create(const char *conninfo, int size, srv_pool **out, fb_err *err)
+fb_code srv_pool_create(const char *conninfo, int size, int statement_timeout_ms, srv_pool **out,
+                        fb_err *err)
 {
     srv_pool *p;
 
@@ -39,6 +42,7 @@ fb_code srv_pool_create(const char *conninfo, int size, srv_pool **out, fb_err *
         return fb_err_set(err, FB_ENOMEM, NULL, "out of memory");
     }
     p->size = size;
+    p->statement_timeout_ms = statement_timeout_ms;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->freed, NULL);
     *out = p;
@@ -93,35 +97,106 @@ static int wait_free(srv_pool *p, int wait_ms)
     return i;
 }
 
-fb_code srv_pool_acquire(srv_pool *p, int wait_ms, db_conn **out, fb_err *err)
+static void srv_pool_release_slot(srv_pool *p, int i);
+
+/* The connection of slot i, which the caller holds (busy): connected when
+ * needed with the session settings; on failure the slot is freed again. */
+static fb_code slot_connect(srv_pool *p, int i, db_conn **out, fb_err *err)
 {
     fb_code rc = FB_OK;
-    int i;
 
-    pthread_mutex_lock(&p->mu);
-    i = wait_free(p, wait_ms);
-    if (i >= 0)
-        p->slots[i].busy = true;
-    pthread_mutex_unlock(&p->mu);
-    if (i < 0)
-        return fb_err_set(err, FB_EUNAVAIL, NULL, "no database connection free");
     /* Connecting happens outside the lock: the slot is ours while busy. */
-    if (!p->slots[i].conn)
+    if (!p->slots[i].conn) {
         rc = db_connect(p->conninfo, &p->slots[i].conn, err);
+        if (!rc)
+            rc = db_set_statement_timeout(p->slots[i].conn, p->statement_timeout_ms, err);
+    }
     if (rc) {
+        db_close(p->slots[i].conn);
         p->slots[i].conn = NULL;
-        pthread_mutex_lock(&p->mu);
-        p->slots[i].busy = false;
-        pthread_cond_signal(&p->freed);
-        pthread_mutex_unlock(&p->mu);
+        srv_pool_release_slot(p, i);
         return rc == FB_ENOMEM ? rc : FB_EUNAVAIL;
     }
     *out = p->slots[i].conn;
     return FB_OK;
 }
 
+fb_code srv_pool_acquire(srv_pool *p, int wait_ms, db_conn **out, fb_err *err)
+{
+    int i;
+
+    pthread_mutex_lock(&p->mu);
+    i = p->wait_head ? -1 : wait_free(p, wait_ms); /* no jumping the queue */
+    if (i >= 0)
+        p->slots[i].busy = true;
+    pthread_mutex_unlock(&p->mu);
+    if (i < 0)
+        return fb_err_set(err, FB_EUNAVAIL, NULL, "no database connection free");
+    return slot_connect(p, i, out, err);
+}
+
+fb_code srv_pool_acquire_or_queue(srv_pool *p, srv_pool_waiter *w, db_conn **out, bool *queued,
+                                  fb_err *err)
+{
+    int i;
+
+    *queued = false;
+    pthread_mutex_lock(&p->mu);
+    i = p->wait_head ? -1 : find_free(p);
+    if (i >= 0) {
+        p->slots[i].busy = true;
+    } else {
+        w->next = NULL;
+        w->slot = -1;
+        if (p->wait_tail)
+            p->wait_tail->next = w;
+        else
+            p->wait_head = w;
+        p->wait_tail = w;
+        *queued = true;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return i >= 0 ? slot_connect(p, i, out, err) : FB_OK;
+}
+
+fb_code srv_pool_take(srv_pool *p, srv_pool_waiter *w, db_conn **out, fb_err *err)
+{
+    return slot_connect(p, w->slot, out, err);
+}
+
+/* Frees slot i (locks): to the first queued waiter, else to the pool. */
+static void release_slot_locked(srv_pool *p, int i, srv_pool_waiter **woken)
+{
+    srv_pool_waiter *w = p->wait_head;
+
+    *woken = NULL;
+    if (w) { /* the slot stays busy: it is the waiter's now */
+        p->wait_head = w->next;
+        if (!p->wait_head)
+            p->wait_tail = NULL;
+        w->slot = i;
+        *woken = w;
+        return;
+    }
+    p->slots[i].busy = false;
+    pthread_cond_signal(&p->freed);
+}
+
+static void srv_pool_release_slot(srv_pool *p, int i)
+{
+    srv_pool_waiter *w;
+
+    pthread_mutex_lock(&p->mu);
+    release_slot_locked(p, i, &w);
+    pthread_mutex_unlock(&p->mu);
+    if (w)
+        w->ready(w);
+}
+
 void srv_pool_release(srv_pool *p, db_conn *c, bool broken)
 {
+    srv_pool_waiter *w = NULL;
+
     if (!c)
         return;
     pthread_mutex_lock(&p->mu);
@@ -132,9 +207,10 @@ void srv_pool_release(srv_pool *p, db_conn *c, bool broken)
             db_close(c);
             p->slots[i].conn = NULL;
         }
-        p->slots[i].busy = false;
+        release_slot_locked(p, i, &w);
         break;
     }
-    pthread_cond_signal(&p->freed);
     pthread_mutex_unlock(&p->mu);
+    if (w)
+        w->ready(w);
 }

@@ -14,9 +14,12 @@
 
 typedef struct srv_pool srv_pool;
 
-/* Creates a pool of size slots (1..256) for conninfo (copied).  *out is the
- * caller's, freed with srv_pool_destroy.  Connects nothing yet. */
-FB_MUSTCHECK fb_code srv_pool_create(const char *conninfo, int size, srv_pool **out, fb_err *err);
+/* Creates a pool of size slots (1..256) for conninfo (copied); each connection
+ * gets statement_timeout_ms (0 = none) as it connects, so no request's query
+ * holds a connection longer.  *out is the caller's, freed with
+ * srv_pool_destroy.  Connects nothing yet. */
+FB_MUSTCHECK fb_code srv_pool_create(const char *conninfo, int size, int statement_timeout_ms,
+                                     srv_pool **out, fb_err *err);
 
 /* Closes every connection and frees the pool; no borrower may be left.  NULL ok. */
 void srv_pool_destroy(srv_pool *p);
@@ -26,7 +29,28 @@ void srv_pool_destroy(srv_pool *p);
  * in time.  *out stays the pool's: give it back with srv_pool_release. */
 FB_MUSTCHECK fb_code srv_pool_acquire(srv_pool *p, int wait_ms, db_conn **out, fb_err *err);
 
-/* Gives c back; broken = true closes it (the last call saw FB_EUNAVAIL). */
+/* Gives c back; broken = true closes it (the last call saw FB_EUNAVAIL).  When
+ * a waiter is queued (srv_pool_acquire_or_queue) the slot goes to it. */
 void srv_pool_release(srv_pool *p, db_conn *c, bool broken);
+
+/* A borrower that waits without holding a thread.  The pool calls ready(w)
+ * once, from the thread that freed a slot, after handing the slot to w; the
+ * owner then takes the connection with srv_pool_take.  The waiter is the
+ * owner's memory and must stay valid until ready ran. */
+typedef struct srv_pool_waiter {
+    void (*ready)(struct srv_pool_waiter *w);
+    int slot;                     /* the pool's */
+    struct srv_pool_waiter *next; /* the pool's */
+} srv_pool_waiter;
+
+/* A free connection now (FB_OK, *out set, *queued false), or, when every slot
+ * is busy, w queued (*queued true, FB_OK): w->ready runs when a slot frees.
+ * Errors as srv_pool_acquire. */
+FB_MUSTCHECK fb_code srv_pool_acquire_or_queue(srv_pool *p, srv_pool_waiter *w, db_conn **out,
+                                               bool *queued, fb_err *err);
+
+/* After w->ready: the connection of the slot handed to w, connected when
+ * needed (FB_EUNAVAIL, and the slot freed, when the database does not answer). */
+FB_MUSTCHECK fb_code srv_pool_take(srv_pool *p, srv_pool_waiter *w, db_conn **out, fb_err *err);
 
 #endif

@@ -49,6 +49,10 @@ static bool int_param(srv_req *r, const char *key, long lo, long hi, long *out)
     return false;
 }
 
+/* A request's cost: the points it reads and encodes.  500 x 500 took seconds
+ * of an HTTP thread; 25,000 is 50 series of 500 points, or 500 of 50. */
+#define RESULTS_POINTS_TOTAL_MAX 25000
+
 static bool read_filter(srv_req *r, db_results_filter *f)
 {
     long bs = 0, pts = POINTS_DEFAULT, lim = LIMIT_DEFAULT;
@@ -60,6 +64,13 @@ static bool read_filter(srv_req *r, db_results_filter *f)
         !int_param(r, "points", 1, DB_RESULTS_POINTS_MAX, &pts) ||
         !int_param(r, "limit", 1, DB_RESULTS_LIMIT_MAX, &lim))
         return false;
+    if (pts * lim > RESULTS_POINTS_TOTAL_MAX) {
+        srv_reply_error(r, 400, "invalid_argument", "points",
+                        "points x limit must be at most %d per request (asked %ld x %ld): page "
+                        "through the series with cursor",
+                        RESULTS_POINTS_TOTAL_MAX, pts, lim);
+        return false;
+    }
     f->since = srv_req_query(r, "since");
     if (f->since && !srv_parse_rfc3339(f->since)) {
         srv_reply_error(r, 400, "invalid_argument", "since",
