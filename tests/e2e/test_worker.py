@@ -64,11 +64,37 @@ def t_cancel_running(env, w):
     log("cancel of a running job ok")
 
 
+def t_memory_budget(env):
+    """A job past the worker's memory budget fails alone (issue 13, item 6):
+    three 8192 x 8192 matrices and their packed copies need over 768 MiB; with
+    --job-memory-mib 512 the allocation fails in the job's process, the job ends
+    out of memory (not by its timeout, which it would reach if it ran), and the
+    worker runs the next job."""
+    w = env.start_worker(["--job-memory-mib", "512"], wid="e2e-worker/budget")
+    big = {"workload": "gemm_bias_relu", "params": {"m": 8192, "k": 8192, "n": 8192},
+           "warmup": 1, "iterations": 2, "timeout_s": 120}
+    job = env.wait_job(env.submit(big)["id"], timeout=150)
+    err = (job.get("error") or {})
+    statuses = [v.get("status") for v in (job.get("result") or {}).get("variants", [])]
+    check(err.get("code") in ("out_of_memory", "oom", "crashed") or
+          (statuses and all(s == "oom" for s in statuses)),
+          "a job past its memory budget: %s, error %r, variants %r" % (job["state"], err, statuses))
+    check(err.get("code") != "timeout", "the budget did not stop it: it ran to its timeout")
+    jid = env.submit(fbtest.SMALL)["id"]
+    check_eq(env.wait_job(jid, timeout=60)["state"], "succeeded", "the next job on that worker")
+    check(w.poll() is None, "worker still running after a job over its budget")
+    log("job over its 512 MiB budget: %s %s; the worker went on"
+        % (job["state"], err.get("code") or statuses))
+
+
 def run(env):
     env.start_server()
     w = t_sigterm_releases(env)
     t_timeout(env, w)
     t_cancel_running(env, w)
+    w.terminate()
+    w.wait(timeout=30)
+    t_memory_budget(env)
 
 
 if __name__ == "__main__":

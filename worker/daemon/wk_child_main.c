@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -156,6 +157,15 @@ static void child_setup(const wk_config *cfg, pid_t parent, const child_io *io)
     (void)setpgid(0, 0);
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
+    /* The job's memory budget: an allocation past it fails in this process
+     * (the engine reports out_of_memory) instead of the machine's OOM killer
+     * picking a victim.  CPU only: the CUDA driver's own mappings are not the
+     * job's data, and a GPU's memory is bounded by the GPU. */
+    if (cfg->job_memory_mib > 0 && strcmp(cfg->device, "cpu") == 0) {
+        struct rlimit rl;
+        rl.rlim_cur = rl.rlim_max = (rlim_t)cfg->job_memory_mib << 20;
+        (void)setrlimit(RLIMIT_DATA, &rl);
+    }
     signal(SIGPIPE, SIG_IGN);
     (void)fcntl(io->progress_fd, F_SETFL, O_NONBLOCK);
     fb_log_init("fusionbench-worker-job");

@@ -186,6 +186,13 @@ static void finish(job_run *jr)
                     .kernels_json = oc.kernels_json};
         settle_job(jr, &s);
     } else {
+        const wk_config *cfg = jr->ctx->cfg;
+        if (strcmp(oc.code, "crashed") == 0 && cfg->job_memory_mib > 0 &&
+            strcmp(cfg->device, "cpu") == 0) {
+            size_t n = strlen(oc.message);
+            snprintf(oc.message + n, sizeof oc.message - n,
+                     " (its memory budget was %d MiB: --job-memory-mib)", cfg->job_memory_mib);
+        }
         fb_warn("job %" PRId64 ": %s: %s", jr->cl->id, oc.code, oc.message);
         settle_fail(jr, oc.code, oc.message, false);
     }

@@ -13,7 +13,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: fusionbench-worker [--database-url URL] [--device cpu|cuda] [--gpu N]\n"
                "         [--id ID] [--heartbeat-ms 2000] [--stale-s 30] [--poll-ms 5000]\n"
                "         [--max-jobs N] [--exit-when-idle SECONDS] [--drain-grace SECONDS]\n"
-               "         [--threads N]\n"
+               "         [--threads N] [--job-memory-mib N]\n"
                "Pulls benchmark jobs from the PostgreSQL queue and runs each in a child\n"
                "process.  DATABASE_URL, FUSIONBENCH_STALE_S and FUSIONBENCH_DRAIN_GRACE_S are\n"
                "read from the environment; arguments override them.\n"
@@ -27,6 +27,9 @@ static void usage(FILE *f)
                "                           then exit 0.  A second signal releases at once.\n"
                "  POST /api/v1/workers/{id}/drain: claim nothing more, let the running job\n"
                "  finish (its own timeout bounds it), exit 0.\n"
+               "--job-memory-mib N (--device cpu): a job's process may hold at most N MiB of\n"
+               "data (RLIMIT_DATA; default 90%% of the machine's memory): a job past it fails\n"
+               "alone, the worker goes on.\n"
                "--device cuda --gpu N: one worker per GPU; it holds GPU N exclusively (an\n"
                "advisory lock on its UUID) and its jobs see only that GPU.\n");
 }
@@ -90,6 +93,8 @@ static int apply(const char *name, const char *v, wk_config *cfg)
         return parse_int(name, v, 1, 86400 * 365, &cfg->exit_when_idle_s);
     if (strcmp(name, "--drain-grace") == 0)
         return parse_int(name, v, 0, 86400, &cfg->drain_grace_s);
+    if (strcmp(name, "--job-memory-mib") == 0)
+        return parse_int(name, v, 0, 1 << 30, &cfg->job_memory_mib);
     if (strcmp(name, "--threads") == 0)
         return parse_int(name, v, 1, 1024, &cfg->threads);
     return bad_arg(name, "unknown option (see --help)");
@@ -104,9 +109,29 @@ static int from_env(wk_config *cfg)
         return WK_EXIT_USAGE;
     if (stale && stale[0] && parse_int("FUSIONBENCH_STALE_S", stale, 1, 86400, &cfg->stale_s))
         return WK_EXIT_USAGE;
-    if (grace && grace[0])
-        return parse_int("FUSIONBENCH_DRAIN_GRACE_S", grace, 0, 86400, &cfg->drain_grace_s);
+    const char *mem = getenv("FUSIONBENCH_JOB_MEMORY_MIB");
+    if (grace && grace[0] &&
+        parse_int("FUSIONBENCH_DRAIN_GRACE_S", grace, 0, 86400, &cfg->drain_grace_s))
+        return WK_EXIT_USAGE;
+    if (mem && mem[0])
+        return parse_int("FUSIONBENCH_JOB_MEMORY_MIB", mem, 0, 1 << 30, &cfg->job_memory_mib);
     return 0;
+}
+
+/* 90% of MemTotal in MiB, or 0 (no limit) when /proc/meminfo is unreadable. */
+static int default_job_memory_mib(void)
+{
+    char line[256];
+    long long kb = -1;
+    FILE *f = fopen("/proc/meminfo", "r");
+
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %lld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb > 0 ? (int)(kb / 1024 * 9 / 10) : 0;
 }
 
 static void defaults(wk_config *cfg)
@@ -114,6 +139,7 @@ static void defaults(wk_config *cfg)
     char host[64] = "localhost";
 
     memset(cfg, 0, sizeof *cfg);
+    cfg->job_memory_mib = default_job_memory_mib();
     snprintf(cfg->device, sizeof cfg->device, "cpu");
     cfg->heartbeat_ms = 2000;
     cfg->stale_s = 30;

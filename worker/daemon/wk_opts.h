@@ -20,11 +20,12 @@ typedef struct wk_config {
     int max_jobs;                  /* 0 = no limit */
     int exit_when_idle_s;          /* 0 = never; else exit after this long with no job */
     int drain_grace_s;             /* after SIGTERM, how long a running job may still run */
+    int job_memory_mib;            /* --device cpu: a job's data limit (RLIMIT_DATA); 0 = none */
     int threads;                   /* 0 = OpenMP's default */
 } wk_config;
 
-/* Fills cfg from the defaults, then DATABASE_URL, FUSIONBENCH_STALE_S and
- * FUSIONBENCH_DRAIN_GRACE_S, then
+/* Fills cfg from the defaults, then DATABASE_URL, FUSIONBENCH_STALE_S,
+ * FUSIONBENCH_DRAIN_GRACE_S and FUSIONBENCH_JOB_MEMORY_MIB, then
  * the arguments (arguments win).  Returns 0, or WK_EXIT_USAGE after printing a
  * message naming the bad argument; -1 when --help was printed (exit 0). */
 int wk_opts_parse(int argc, char **argv, wk_config *cfg);
