@@ -7,7 +7,7 @@
 # once, and only when something is missing.
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcjson-dev libpq-dev
+pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcjson-dev libpq-dev libssl-dev
       libopenblas-dev libcmocka-dev postgresql postgresql-contrib python3 curl
       clang-format libjs-chart.js)
 if [[ "${1:-}" == "--test" ]]; then

@@ -10,6 +10,7 @@
 
 #include "db.h"
 #include "fb_log.h"
+#include "srv_admin.h"
 #include "srv_builtin.h"
 #include "srv_http.h"
 #include "srv_parse.h"
@@ -280,6 +281,22 @@ static int serve(srv_ctx *ctx, const sigset_t *stop_set)
     return 0;
 }
 
+/* "fusionbench-server [--database-url URL] user|token ...": runs it and
+ * returns its exit status, or -1 when argv is no admin command. */
+static int admin_command(int argc, char **argv)
+{
+    const char *url = getenv("DATABASE_URL");
+    int cmd = 1;
+
+    if (argc > 2 && strcmp(argv[1], "--database-url") == 0) {
+        url = argv[2];
+        cmd = 3;
+    }
+    if (cmd >= argc || !srv_admin_is_command(argv[cmd]))
+        return -1;
+    return srv_admin_main(url, argc - cmd, argv + cmd);
+}
+
 int main(int argc, char **argv)
 {
     static srv_ctx ctx;
@@ -289,6 +306,9 @@ int main(int argc, char **argv)
 
     fb_log_init("server");
     fb_err_clear(&err);
+    rc = admin_command(argc, argv);
+    if (rc >= 0)
+        return rc;
     rc = parse_args(argc, argv, &ctx.cfg);
     if (rc)
         return rc == 2 ? 0 : 2;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "srv_parse.h"
+#include "srv_token.h"
 
 static const char *const patterns[] = {
     "/",
@@ -68,6 +69,20 @@ static void check_worker_action(const char *s)
             abort();
 }
 
+/* A token found in a header lies inside it; a parsed one has the key id of
+ * the shape the database's CHECK takes. */
+static void check_token(const char *s)
+{
+    char key[SRV_TOKEN_KEYID_LEN + 1];
+    size_t len = 0;
+    const char *t = srv_token_from_header(s, &len);
+
+    if (t && (t < s || t + len > s + strlen(s) || len == 0))
+        abort();
+    if (srv_token_parse(s, strlen(s), key) && strlen(key) != SRV_TOKEN_KEYID_LEN)
+        abort();
+}
+
 static void check_static(const char *s)
 {
     if (!srv_static_path_ok(s))
@@ -101,6 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (srv_host_allowed(s, "localhost,127.0.0.1,::1") && strlen(s) > 300)
         abort();
+    check_token(s);
     (void)srv_state_valid(s);
     free(s);
     return 0;

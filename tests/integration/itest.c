@@ -36,7 +36,8 @@ int itest_setup(void **state)
         db_close(c);
         return -1;
     }
-    raw_exec("TRUNCATE jobs, results, kernels, workers, catalog_builtin RESTART IDENTITY CASCADE");
+    raw_exec("TRUNCATE jobs, results, kernels, workers, catalog_builtin, users, tokens RESTART "
+             "IDENTITY CASCADE");
     *state = c;
     return 0;
 }
