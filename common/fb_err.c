@@ -66,6 +66,8 @@ const char *fb_code_name(fb_code code)
         return "oom";
     case FB_EINTERNAL:
         return "internal";
+    case FB_EFORBIDDEN:
+        return "forbidden";
     }
     return "unknown";
 }

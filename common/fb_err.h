@@ -31,6 +31,7 @@ typedef enum fb_code {
     FB_EDEVICE,      /* device (CUDA) error */
     FB_EOOM,         /* device out of memory */
     FB_EINTERNAL,    /* a bug: an invariant did not hold */
+    FB_EFORBIDDEN,   /* the signed-in user's role or ownership does not allow it */
 } fb_code;
 
 #define FB_ERR_MSG_MAX   512

@@ -54,6 +54,8 @@ typedef struct db_job {
     char *error_json;  /* owned {"code":..,"message":..} text, or NULL */
     char *result_json; /* owned, or NULL until succeeded */
     bool cancel_requested;
+    int64_t owner_id; /* 0: none (submitted with authentication off) */
+    char owner[64];   /* the owner's user name, "" when none */
 } db_job;
 
 void db_job_free(db_job *j); /* frees owned strings; the struct is the caller's */
@@ -62,6 +64,7 @@ typedef struct db_new_job {
     const char *spec_json; /* the validated spec with defaults applied */
     const char *workload, *engine, *device, *dtype;
     int batch_size, priority, max_attempts, timeout_s;
+    int64_t owner_id; /* the submitting user, 0 = none */
 } db_new_job;
 
 /* Inserts a queued job and NOTIFYs fb_jobs.  *id is set. */
@@ -101,6 +104,7 @@ typedef struct db_job_filter {
     const char *label_key, *label_value;            /* both or neither */
     int limit;                                      /* 1..200 */
     int64_t before_id;                              /* cursor: ids < this; 0 = from newest */
+    int64_t owner_id;                               /* this user's jobs only; 0 = anyone's */
 } db_job_filter;
 
 /* Newest first.  *items is a malloc'd array of *n jobs (free each with

@@ -2,6 +2,7 @@
  * get, list, cancel, kernel rows. */
 #include "db_int.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,18 +12,23 @@
 #define LIST_MAX 200
 
 /* Columns of a job, in the order row_to_job reads them. */
+/* clang-format off */
 #define JOB_COLUMNS                                                                                \
-    "j.id, j.state, j.spec::text, j.attempt, j.max_attempts, j.progress::text, "                   \
-    "COALESCE(j.worker, ''), " DB_TS("j.created_at") ", " DB_TS("j.started_at") ", " DB_TS(        \
-        "j.finished_at") ", j.error::text, r.result::text, j.cancel_requested"
+    "j.id, j.state, j.spec::text, j.attempt, j.max_attempts, j.progress::text,"                    \
+    " COALESCE(j.worker, ''), " DB_TS("j.created_at") ", " DB_TS("j.started_at") ","               \
+    " " DB_TS("j.finished_at") ", j.error::text, r.result::text, j.cancel_requested,"              \
+    " COALESCE(j.owner_id, 0),"                                                                    \
+    " COALESCE((SELECT u.name FROM users u WHERE u.id = j.owner_id), '')"
+/* clang-format on */
 #define JOB_FROM " FROM jobs j LEFT JOIN results r ON r.job_id = j.id "
 
 static const db_stmt st_insert = {
     "job insert",
     "WITH ins AS ("
     " INSERT INTO jobs (spec, workload, engine, device, dtype, batch_size, priority,"
-    "                   max_attempts, timeout_s)"
-    " VALUES ($1::jsonb, $2, $3, $4, $5, $6::integer, $7::integer, $8::integer, $9::integer)"
+    "                   max_attempts, timeout_s, owner_id)"
+    " VALUES ($1::jsonb, $2, $3, $4, $5, $6::integer, $7::integer, $8::integer, $9::integer,"
+    "         NULLIF($10::bigint, 0))"
     " RETURNING id)"
     " SELECT id, pg_notify('fb_jobs', id::text) FROM ins",
     false}; /* a retry could insert the job twice */
@@ -34,8 +40,9 @@ static const db_stmt st_create = {
     "job create",
     "WITH j AS ("
     " INSERT INTO jobs (spec, workload, engine, device, dtype, batch_size, priority,"
-    "                   max_attempts, timeout_s)"
-    " VALUES ($1::jsonb, $2, $3, $4, $5, $6::integer, $7::integer, $8::integer, $9::integer)"
+    "                   max_attempts, timeout_s, owner_id)"
+    " VALUES ($1::jsonb, $2, $3, $4, $5, $6::integer, $7::integer, $8::integer, $9::integer,"
+    "         NULLIF($10::bigint, 0))"
     " RETURNING *)"
     " SELECT " JOB_COLUMNS ", pg_notify('fb_jobs', j.id::text)"
     " FROM j LEFT JOIN results r ON false",
@@ -52,6 +59,7 @@ static const db_stmt st_list = {
     " AND ($4::text IS NULL OR j.device = $4)"
     " AND ($5::text IS NULL OR j.spec -> 'labels' @> jsonb_build_object($5::text, $6::text))"
     " AND ($7::bigint = 0 OR j.id < $7::bigint)"
+    " AND ($9::bigint = 0 OR j.owner_id = $9::bigint)"
     " ORDER BY j.id DESC LIMIT $8::integer",
     true};
 
@@ -115,6 +123,10 @@ static fb_code row_to_job(const PGresult *res, int row, db_job *j, fb_err *err)
         rc = db_get_text(res, row, 11, &j->result_json, err);
     if (!rc)
         j->cancel_requested = PQgetvalue(res, row, 12)[0] == 't';
+    if (!rc)
+        rc = db_get_i64(res, row, 13, &j->owner_id, err);
+    if (!rc)
+        rc = db_get_buf(res, row, 14, j->owner, sizeof j->owner, err);
     if (rc)
         db_job_free(j);
     return rc;
@@ -123,8 +135,8 @@ static fb_code row_to_job(const PGresult *res, int row, db_job *j, fb_err *err)
 /* The text parameters of st_insert and st_create; the numbers go into the
  * caller's buffers. */
 typedef struct new_job_params {
-    char batch[16], prio[16], maxa[16], tmo[16];
-    const char *v[9];
+    char batch[16], prio[16], maxa[16], tmo[16], owner[24];
+    const char *v[10];
 } new_job_params;
 
 static fb_code new_job_params_fill(const db_new_job *nj, new_job_params *p, fb_err *err)
@@ -137,8 +149,9 @@ static fb_code new_job_params_fill(const db_new_job *nj, new_job_params *p, fb_e
     snprintf(p->prio, sizeof p->prio, "%d", nj->priority);
     snprintf(p->maxa, sizeof p->maxa, "%d", nj->max_attempts);
     snprintf(p->tmo, sizeof p->tmo, "%d", nj->timeout_s);
+    snprintf(p->owner, sizeof p->owner, "%" PRId64, nj->owner_id);
     const char *v[] = {nj->spec_json, nj->workload, nj->engine, nj->device, nj->dtype,
-                       p->batch,      p->prio,      p->maxa,    p->tmo};
+                       p->batch,      p->prio,      p->maxa,    p->tmo,     p->owner};
     memcpy(p->v, v, sizeof v);
     return FB_OK;
 }
@@ -150,7 +163,7 @@ fb_code db_job_insert(db_conn *c, const db_new_job *nj, int64_t *id, fb_err *err
     fb_code rc = new_job_params_fill(nj, &p, err);
 
     if (!rc)
-        rc = db_exec_prep(c, &st_insert, 9, p.v, &res, err);
+        rc = db_exec_prep(c, &st_insert, 10, p.v, &res, err);
     if (!rc)
         rc = db_get_i64(res, 0, 0, id, err);
     PQclear(res);
@@ -165,7 +178,7 @@ fb_code db_job_create(db_conn *c, const db_new_job *nj, db_job *out, fb_err *err
 
     memset(out, 0, sizeof *out);
     if (!rc)
-        rc = db_exec_prep(c, &st_create, 9, p.v, &res, err);
+        rc = db_exec_prep(c, &st_create, 10, p.v, &res, err);
     if (!rc && PQntuples(res) != 1)
         rc = fb_err_set(err, FB_EINTERNAL, NULL, "job create returned %d rows", PQntuples(res));
     if (!rc)
@@ -176,16 +189,17 @@ fb_code db_job_create(db_conn *c, const db_new_job *nj, db_job *out, fb_err *err
 
 /* ---- group commit (db_job_create_many) ---- */
 
-/* The batch of st_create_many as nine PostgreSQL array literals ("{...}"), one
- * per column of db_new_job, all within DB_JOB_BATCH_BYTES together. */
+/* The batch of st_create_many as PostgreSQL array literals ("{...}"), one per
+ * column of db_new_job, all within DB_JOB_BATCH_BYTES together. */
+#define BATCH_COLUMNS 10
 typedef struct batch_arrays {
-    char *a[9];
-    size_t len[9], cap[9], total;
+    char *a[BATCH_COLUMNS];
+    size_t len[BATCH_COLUMNS], cap[BATCH_COLUMNS], total;
 } batch_arrays;
 
 static void batch_arrays_free(batch_arrays *b)
 {
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < BATCH_COLUMNS; i++)
         free(b->a[i]);
 }
 
@@ -229,12 +243,12 @@ static fb_code arr_put_text(batch_arrays *b, int i, char c, const char *s, fb_er
     return FB_OK;
 }
 
-static fb_code arr_put_int(batch_arrays *b, int i, char c, int v, fb_err *err)
+static fb_code arr_put_int(batch_arrays *b, int i, char c, int64_t v, fb_err *err)
 {
-    fb_code rc = arr_reserve(b, i, 16, err);
+    fb_code rc = arr_reserve(b, i, 24, err);
     if (rc)
         return rc;
-    int w = snprintf(b->a[i] + b->len[i], 16, "%c%d", c, v);
+    int w = snprintf(b->a[i] + b->len[i], 24, "%c%" PRId64, c, v);
     b->len[i] += (size_t)w;
     b->total += (size_t)w;
     return FB_OK;
@@ -249,14 +263,15 @@ static fb_code batch_arrays_fill(batch_arrays *b, const db_new_job *const *nj, c
     for (int k = 0; k < m && !rc; k++) {
         const db_new_job *j = nj[idx[k]];
         const char *texts[] = {j->spec_json, j->workload, j->engine, j->device, j->dtype};
-        const int ints[] = {j->batch_size, j->priority, j->max_attempts, j->timeout_s};
+        const int64_t ints[] = {j->batch_size, j->priority, j->max_attempts, j->timeout_s,
+                                j->owner_id};
         char c = k ? ',' : '{';
         for (int i = 0; i < 5 && !rc; i++)
             rc = arr_put_text(b, i, c, texts[i], err);
-        for (int i = 0; i < 4 && !rc; i++)
+        for (int i = 0; i < 5 && !rc; i++)
             rc = arr_put_int(b, 5 + i, c, ints[i], err);
     }
-    for (int i = 0; i < 9 && !rc; i++) {
+    for (int i = 0; i < BATCH_COLUMNS && !rc; i++) {
         rc = arr_reserve(b, i, 2, err);
         if (!rc)
             memcpy(b->a[i] + b->len[i], "}", 2); /* the NUL is not counted in len */
@@ -273,14 +288,14 @@ static const db_stmt st_create_many = {
     "WITH src AS MATERIALIZED ("
     " SELECT nextval('jobs_id_seq') AS id, u.*"
     " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],"
-    "             $6::integer[], $7::integer[], $8::integer[], $9::integer[])"
+    "             $6::integer[], $7::integer[], $8::integer[], $9::integer[], $10::bigint[])"
     "  WITH ORDINALITY AS u(spec, workload, engine, device, dtype, batch_size, priority,"
-    "                       max_attempts, timeout_s, ord)),"
+    "                       max_attempts, timeout_s, owner_id, ord)),"
     " j AS ("
     " INSERT INTO jobs (id, spec, workload, engine, device, dtype, batch_size, priority,"
-    "                   max_attempts, timeout_s)"
+    "                   max_attempts, timeout_s, owner_id)"
     " SELECT id, spec::jsonb, workload, engine, device, dtype, batch_size, priority,"
-    "        max_attempts, timeout_s FROM src"
+    "        max_attempts, timeout_s, NULLIF(owner_id, 0) FROM src"
     " RETURNING *),"
     " n AS (SELECT pg_notify('fb_jobs', max(id)::text) FROM j)"
     " SELECT " JOB_COLUMNS ", src.ord"
@@ -288,7 +303,7 @@ static const db_stmt st_create_many = {
     " ORDER BY src.ord",
     false}; /* a retry could insert the jobs twice */
 
-#define ORD_COLUMN 13 /* after JOB_COLUMNS */
+#define ORD_COLUMN 15 /* after JOB_COLUMNS */
 
 /* Reads the committed rows of st_create_many into out[idx[...]].  A row that
  * cannot be read fails alone; a job with no row fails with FB_EINTERNAL (it
@@ -327,7 +342,7 @@ static fb_code create_batch(db_conn *c, const db_new_job *const *nj, const int *
     fb_code rc = batch_arrays_fill(&b, nj, idx, m, err);
 
     if (!rc)
-        rc = db_exec_prep(c, &st_create_many, 9, (const char *const *)b.a, &res, err);
+        rc = db_exec_prep(c, &st_create_many, BATCH_COLUMNS, (const char *const *)b.a, &res, err);
     if (!rc)
         batch_read(res, idx, m, out);
     PQclear(res);
@@ -434,7 +449,7 @@ static fb_code rows_to_jobs(const PGresult *res, int n, db_job **items, fb_err *
 fb_code db_job_list(db_conn *c, const db_job_filter *f, db_job **items, int *n,
                     int64_t *next_before, fb_err *err)
 {
-    char before[24], limit[16];
+    char before[24], limit[16], owner[24];
     PGresult *res = NULL;
     fb_code rc;
 
@@ -454,8 +469,9 @@ fb_code db_job_list(db_conn *c, const db_job_filter *f, db_job **items, int *n,
                             f->label_key,
                             f->label_value,
                             db_i64_text(f->before_id > 0 ? f->before_id : 0, before, sizeof before),
-                            limit};
-    rc = db_exec(c, &st_list, 8, params, &res, err);
+                            limit,
+                            db_i64_text(f->owner_id > 0 ? f->owner_id : 0, owner, sizeof owner)};
+    rc = db_exec(c, &st_list, 9, params, &res, err);
     if (rc)
         goto out;
     int rows = PQntuples(res);

@@ -2,6 +2,7 @@
 #include "db_int.h"
 #include "db_results.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,15 +12,18 @@
 #define SUITE_LIST_MAX 200
 
 /* $3 is a JSON array of jobs: {spec, workload, engine, device, dtype, batch_size,
- * priority, max_attempts, timeout_s}; one statement, so all or nothing. */
+ * priority, max_attempts, timeout_s}; $4 the owner (0 = none) of the suite and
+ * every job; one statement, so all or nothing. */
 static const db_stmt st_insert = {
     "suite insert",
-    "WITH s AS (INSERT INTO suites (name, spec) VALUES ($1, $2::jsonb) RETURNING id),"
+    "WITH s AS (INSERT INTO suites (name, spec, owner_id)"
+    "  VALUES ($1, $2::jsonb, NULLIF($4::bigint, 0)) RETURNING id),"
     " j AS (INSERT INTO jobs (spec, workload, engine, device, dtype, batch_size, priority,"
-    "                         max_attempts, timeout_s, suite_id)"
+    "                         max_attempts, timeout_s, suite_id, owner_id)"
     "  SELECT e -> 'spec', e ->> 'workload', e ->> 'engine', e ->> 'device', e ->> 'dtype',"
     "   (e ->> 'batch_size')::integer, (e ->> 'priority')::integer,"
-    "   (e ->> 'max_attempts')::integer, (e ->> 'timeout_s')::integer, s.id"
+    "   (e ->> 'max_attempts')::integer, (e ->> 'timeout_s')::integer, s.id,"
+    "   NULLIF($4::bigint, 0)"
     "  FROM s, jsonb_array_elements($3::jsonb) WITH ORDINALITY x(e, ord) ORDER BY x.ord"
     "  RETURNING id)"
     " SELECT (SELECT id FROM s), (SELECT count(*) FROM j), pg_notify('fb_jobs', 'suite')",
@@ -126,8 +130,10 @@ fb_code db_suite_insert(db_conn *c, const char *name, const char *spec_json, con
     rc = jobs_text(jobs, n, &arr, err);
     if (rc)
         goto out;
-    const char *params[] = {name ? name : "", spec_json ? spec_json : "{}", arr};
-    rc = db_exec(c, &st_insert, 3, params, &res, err);
+    char owner[24];
+    snprintf(owner, sizeof owner, "%" PRId64, jobs[0].owner_id);
+    const char *params[] = {name ? name : "", spec_json ? spec_json : "{}", arr, owner};
+    rc = db_exec(c, &st_insert, 4, params, &res, err);
     if (!rc)
         rc = db_get_i64(res, 0, 0, id, err);
 out:

@@ -38,26 +38,26 @@
 /* The route table: API.md's endpoints, then operations, then the web files.
  * The first route whose pattern and method match wins. */
 static const srv_route routes[] = {
-    {"POST", "/api/v1/jobs", srv_jobs_create, true},
-    {"GET", "/api/v1/jobs", srv_jobs_list, true},
-    {"GET", "/api/v1/jobs/{id}", srv_jobs_get, true},
-    {"POST", "/api/v1/jobs/{id}/cancel", srv_jobs_cancel, true},
-    {"GET", "/api/v1/jobs/{id}/kernels", srv_jobs_kernels, true},
-    {"GET", "/api/v1/workloads", srv_workloads_list, true},
-    {"GET", "/api/v1/workers", srv_workers_list, true},
-    {"POST", "/api/v1/workers/{*}", srv_workers_action, true},
-    {"GET", "/api/v1/jobs/{id}/trace", srv_export_trace, true},
-    {"POST", "/api/v1/suites", srv_suites_create, true},
-    {"GET", "/api/v1/suites", srv_suites_list, true},
-    {"GET", "/api/v1/suites/{id}", srv_suites_get, true},
-    {"GET", "/api/v1/results", srv_results_list, true},
-    {"GET", "/api/v1/compare", srv_compare_get, true},
-    {"GET", "/healthz", srv_ops_healthz, false},
-    {"GET", "/readyz", srv_ops_readyz, false},
-    {"GET", "/metrics", srv_metrics_handle, false},
-    {"GET", "/", srv_static_index, false},
-    {"GET", "/static/vendor/{*}", srv_vendor_file, false},
-    {"GET", "/static/{*}", srv_static_file, false},
+    {"POST", "/api/v1/jobs", srv_jobs_create, true, SRV_ROLE_USER},
+    {"GET", "/api/v1/jobs", srv_jobs_list, true, SRV_ROLE_VIEWER},
+    {"GET", "/api/v1/jobs/{id}", srv_jobs_get, true, SRV_ROLE_VIEWER},
+    {"POST", "/api/v1/jobs/{id}/cancel", srv_jobs_cancel, true, SRV_ROLE_USER},
+    {"GET", "/api/v1/jobs/{id}/kernels", srv_jobs_kernels, true, SRV_ROLE_VIEWER},
+    {"GET", "/api/v1/workloads", srv_workloads_list, true, SRV_ROLE_VIEWER},
+    {"GET", "/api/v1/workers", srv_workers_list, true, SRV_ROLE_VIEWER},
+    {"POST", "/api/v1/workers/{*}", srv_workers_action, true, SRV_ROLE_ADMIN},
+    {"GET", "/api/v1/jobs/{id}/trace", srv_export_trace, true, SRV_ROLE_VIEWER},
+    {"POST", "/api/v1/suites", srv_suites_create, true, SRV_ROLE_USER},
+    {"GET", "/api/v1/suites", srv_suites_list, true, SRV_ROLE_VIEWER},
+    {"GET", "/api/v1/suites/{id}", srv_suites_get, true, SRV_ROLE_VIEWER},
+    {"GET", "/api/v1/results", srv_results_list, true, SRV_ROLE_VIEWER},
+    {"GET", "/api/v1/compare", srv_compare_get, true, SRV_ROLE_VIEWER},
+    {"GET", "/healthz", srv_ops_healthz, false, SRV_ROLE_NONE},
+    {"GET", "/readyz", srv_ops_readyz, false, SRV_ROLE_NONE},
+    {"GET", "/metrics", srv_metrics_handle, false, SRV_ROLE_NONE},
+    {"GET", "/", srv_static_index, false, SRV_ROLE_NONE},
+    {"GET", "/static/vendor/{*}", srv_vendor_file, false, SRV_ROLE_NONE},
+    {"GET", "/static/{*}", srv_static_file, false, SRV_ROLE_NONE},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 
@@ -213,6 +213,8 @@ static int fb_code_status(fb_code c, const char **code)
     case FB_ETIMEOUT:
         *code = "timeout";
         return 503;
+    case FB_EFORBIDDEN:
+        return 403;
     default:
         *code = "internal";
         return 500;
@@ -331,10 +333,14 @@ static void no_connection(srv_req *r, const fb_err *err)
     srv_reply_error(r, 503, "unavailable", NULL, "the database is unavailable, retry later");
 }
 
-/* The handler on r->db, which goes back to the pool right after. */
+/* The handler on r->db, which goes back to the pool right after; with
+ * authentication on, only for a token of the route's role. */
 static void handle_with_db(srv_req *r)
 {
-    r->route->handler(r);
+    if (!r->srv->cfg.auth)
+        r->user = (srv_user){.id = 0, .role = SRV_ROLE_ADMIN};
+    if (!r->srv->cfg.auth || r->route->need == SRV_ROLE_NONE || srv_auth_request(r, r->route->need))
+        r->route->handler(r);
     srv_pool_release(r->srv->pool, r->db, r->db_broken);
     r->db = NULL;
 }

@@ -15,6 +15,7 @@
 
 #include "db.h"
 #include "fb_err.h"
+#include "srv_auth.h"
 #include "srv_parse.h"
 #include "srv_pool.h"
 #include "srv_submit.h"
@@ -36,6 +37,7 @@ typedef struct srv_config {
      * localhost,127.0.0.1,::1. */
     const char *allowed_hosts;
     int statement_timeout_ms; /* a request's query runs at most this long (0 = no limit) */
+    bool auth;                /* API routes need a token (srv_auth.h) */
 } srv_config;
 
 /* Process-wide server state; lives from srv_http_start to srv_http_stop. */
@@ -77,6 +79,7 @@ typedef struct srv_req {
     void *data;
     void (*data_free)(void *data);
     srv_pool_waiter pool_wait; /* while queued for a database connection */
+    srv_user user;             /* who asks: set before an API handler runs */
 } srv_req;
 
 typedef void (*srv_handler)(srv_req *r);
@@ -86,6 +89,7 @@ struct srv_route {
     const char *pattern; /* srv_path_match pattern; also the metrics route label */
     srv_handler handler;
     bool needs_db; /* srv_http borrows r->db first, or answers 503 */
+    srv_role need; /* with authentication on: the least role (SRV_ROLE_NONE: public) */
 };
 
 /* Starts the daemon on ctx->cfg (ctx is the caller's and must outlive the

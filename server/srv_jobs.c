@@ -55,8 +55,9 @@ static cJSON *job_to_json(const db_job *j)
     cJSON_AddItemToObject(o, "error", stored_json(j->error_json, j->id, "error"));
     cJSON_AddItemToObject(o, "result", stored_json(j->result_json, j->id, "result"));
     cJSON_AddBoolToObject(o, "cancel_requested", j->cancel_requested);
+    cJSON_AddItemToObject(o, "owner", str_or_null(j->owner));
     /* Every Add above allocates; one check at the end is enough to catch ENOMEM. */
-    if (cJSON_GetArraySize(o) != 13) {
+    if (cJSON_GetArraySize(o) != 14) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -96,13 +97,38 @@ void srv_jobs_get(srv_req *r)
         reply_job(r, 200, id);
 }
 
+/* Only its owner or an admin changes a job; false after answering 403/404. */
+static bool may_change(srv_req *r, int64_t id)
+{
+    db_job j;
+    fb_err err;
+    bool ok;
+
+    if (r->user.role >= SRV_ROLE_ADMIN)
+        return true;
+    memset(&j, 0, sizeof j);
+    fb_err_clear(&err);
+    if (db_job_get(r->db, id, &j, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        return false;
+    }
+    ok = j.owner_id != 0 && j.owner_id == r->user.id;
+    if (!ok)
+        srv_reply_error(r, 403, "forbidden", NULL,
+                        "job %" PRId64 " is %s%s's; only its owner "
+                        "or an admin may change it",
+                        id, j.owner[0] ? "" : "no one", j.owner);
+    db_job_free(&j);
+    return ok;
+}
+
 void srv_jobs_cancel(srv_req *r)
 {
     int64_t id;
     fb_err err;
 
     fb_err_clear(&err);
-    if (!job_id(r, &id))
+    if (!job_id(r, &id) || !may_change(r, id))
         return;
     if (db_job_cancel(r->db, id, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);
@@ -159,7 +185,21 @@ static fb_code resolve(srv_req *r, fb_spec *spec, fb_err *err)
     return srv_catcache_resolve(fetch_catalog, r->db, spec, err);
 }
 
-fb_code srv_jobs_encode(const fb_spec *spec, char **text, db_new_job *nj, fb_err *err)
+fb_code srv_jobs_admit(fb_spec *spec, const srv_user *u, fb_err *err)
+{
+    if (u->role >= SRV_ROLE_ADMIN)
+        return FB_OK;
+    if (spec->priority > 0)
+        return fb_err_set(err, FB_EFORBIDDEN, "priority",
+                          "a priority above 0 is for admins (%s is %s)", u->name,
+                          srv_role_name(u->role));
+    if (spec->timeout_s > SRV_USER_TIMEOUT_MAX)
+        spec->timeout_s = SRV_USER_TIMEOUT_MAX;
+    return FB_OK;
+}
+
+fb_code srv_jobs_encode(const fb_spec *spec, const srv_user *u, char **text, db_new_job *nj,
+                        fb_err *err)
 {
     cJSON *json = fb_spec_to_json(spec);
     *text = json ? cJSON_PrintUnformatted(json) : NULL;
@@ -174,7 +214,8 @@ fb_code srv_jobs_encode(const fb_spec *spec, char **text, db_new_job *nj, fb_err
                        .batch_size = spec->batch_size,
                        .priority = spec->priority,
                        .max_attempts = spec->max_attempts,
-                       .timeout_s = spec->timeout_s};
+                       .timeout_s = spec->timeout_s,
+                       .owner_id = u->id};
     return FB_OK;
 }
 
@@ -242,7 +283,8 @@ static bool create_prepare(srv_req *r, create_wait *w)
         reply_resolve_err(r, &err);
         return false;
     }
-    if (srv_jobs_encode(&w->spec, &w->text, &w->item.nj, &err) != FB_OK) {
+    if (srv_jobs_admit(&w->spec, &r->user, &err) != FB_OK ||
+        srv_jobs_encode(&w->spec, &r->user, &w->text, &w->item.nj, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);
         return false;
     }
@@ -301,6 +343,7 @@ static bool list_query_read(srv_req *r, list_query *q)
 {
     const char *state = srv_req_query(r, "state"), *label = srv_req_query(r, "label");
     const char *limit = srv_req_query(r, "limit"), *cursor = srv_req_query(r, "cursor");
+    const char *owner = srv_req_query(r, "owner");
     long lim = LIST_LIMIT_DEFAULT;
 
     memset(q, 0, sizeof *q);
@@ -325,6 +368,16 @@ static bool list_query_read(srv_req *r, list_query *q)
         srv_reply_error(r, 400, "invalid_argument", "cursor", "not a cursor from next_cursor");
         return false;
     }
+    if (owner && strcmp(owner, "me") != 0) {
+        srv_reply_error(r, 400, "invalid_argument", "owner", "owner takes me (your own jobs)");
+        return false;
+    }
+    if (owner && r->user.id == 0) {
+        srv_reply_error(r, 400, "invalid_argument", "owner",
+                        "owner=me needs a signed-in user: this server runs without tokens");
+        return false;
+    }
+    q->f.owner_id = owner ? r->user.id : 0;
     q->f.state = state;
     q->f.limit = (int)lim;
     if (label) {

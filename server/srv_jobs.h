@@ -6,9 +6,14 @@
 #include "fb_spec.h"
 #include "srv_http.h"
 
-/* Encodes a resolved spec for db_job_insert/db_job_create: *text is the spec's
- * JSON (caller frees), nj's strings point into spec and *text. */
-FB_MUSTCHECK fb_code srv_jobs_encode(const fb_spec *spec, char **text, db_new_job *nj, fb_err *err);
+/* What the user's role allows of a resolved spec: a priority above 0 only for
+ * admins (FB_EFORBIDDEN), a timeout clamped to SRV_USER_TIMEOUT_MAX below. */
+FB_MUSTCHECK fb_code srv_jobs_admit(fb_spec *spec, const srv_user *u, fb_err *err);
+
+/* Encodes a resolved spec for db_job_insert/db_job_create, owned by u: *text is
+ * the spec's JSON (caller frees), nj's strings point into spec and *text. */
+FB_MUSTCHECK fb_code srv_jobs_encode(const fb_spec *spec, const srv_user *u, char **text,
+                                     db_new_job *nj, fb_err *err);
 
 void srv_jobs_create(srv_req *r);  /* POST /api/v1/jobs */
 void srv_jobs_list(srv_req *r);    /* GET /api/v1/jobs */

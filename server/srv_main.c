@@ -49,6 +49,9 @@ static void usage(FILE *f)
         "                      and one more connection for submits (group commit)\n"
         "  --statement-timeout-ms N  longest a request's query may run, then 503 timeout\n"
         "                      (default %d; 0 = none): no read holds a connection longer\n"
+        "  --auth              API requests need a token (Authorization: Bearer), even\n"
+        "                      bound to 127.0.0.1; bound elsewhere that is the default\n"
+        "  --insecure-no-auth  bound elsewhere, take requests without a token anyway\n"
         "  --allowed-hosts L   comma-separated names the Host header must match (DNS\n"
         "                      rebinding); default $FUSIONBENCH_ALLOWED_HOSTS, else, bound\n"
         "                      to a loopback address, localhost,127.0.0.1,::1; \"\" = any\n"
@@ -93,10 +96,13 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
         {"threads", required_argument, NULL, 't'},
         {"allowed-hosts", required_argument, NULL, 'a'},
         {"statement-timeout-ms", required_argument, NULL, 's'},
+        {"auth", no_argument, NULL, 'A'},
+        {"insecure-no-auth", no_argument, NULL, 'I'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *env_port = getenv("FUSIONBENCH_PORT");
+    bool auth_on = false, auth_off = false;
     long v = DEFAULT_PORT;
     int c;
 
@@ -146,6 +152,12 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
                 return 1;
             cfg->statement_timeout_ms = (int)v;
             break;
+        case 'A':
+            auth_on = true;
+            break;
+        case 'I':
+            auth_off = true;
+            break;
         case 'h':
             usage(stdout);
             return 2;
@@ -158,6 +170,13 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
         fprintf(stderr, "fusionbench-server: unexpected argument '%s'\n", argv[optind]);
         return 1;
     }
+    if (auth_on && auth_off) {
+        fprintf(stderr, "fusionbench-server: --auth and --insecure-no-auth contradict\n");
+        return 1;
+    }
+    /* Off only for a server that only this machine reaches, or when asked for
+     * by name: a lab's server asks every request who it is. */
+    cfg->auth = auth_on || (!is_loopback(cfg->bind_addr) && !auth_off);
     if (!cfg->allowed_hosts)
         cfg->allowed_hosts = getenv("FUSIONBENCH_ALLOWED_HOSTS");
     if (!cfg->allowed_hosts && is_loopback(cfg->bind_addr))
@@ -233,6 +252,11 @@ static void *db_init_main(void *arg)
 static void log_listening(const srv_ctx *ctx)
 {
     bool v6 = strchr(ctx->cfg.bind_addr, ':') != NULL;
+    fb_info("authentication %s", ctx->cfg.auth ? "on: API requests need a token"
+                                               : "off: every request acts as an admin");
+    if (!ctx->cfg.auth && !is_loopback(ctx->cfg.bind_addr))
+        fb_warn("--insecure-no-auth: anyone who reaches %s may submit, cancel and drain",
+                ctx->cfg.bind_addr);
     fb_info("Host names accepted: %s", ctx->cfg.allowed_hosts && ctx->cfg.allowed_hosts[0]
                                            ? ctx->cfg.allowed_hosts
                                            : "any (--allowed-hosts unset)");

@@ -126,15 +126,17 @@ static char *job_spec_text(const cJSON *body, const char *workload, int batch, c
 
 /* One job: parse as POST /jobs does, resolve against the catalog, encode.
  * nj's strings point into *spec and *text (caller frees both). */
-static fb_code build_job(const char *in, const cJSON *catalog, fb_spec *spec, char **text,
-                         db_new_job *nj, fb_err *err)
+static fb_code build_job(const char *in, const cJSON *catalog, const srv_user *u, fb_spec *spec,
+                         char **text, db_new_job *nj, fb_err *err)
 {
     fb_code rc = fb_spec_parse(in, strlen(in), spec, err);
     if (!rc)
         rc = srv_catalog_resolve(catalog, spec, err);
+    if (!rc)
+        rc = srv_jobs_admit(spec, u, err);
     if (rc)
         return rc;
-    return srv_jobs_encode(spec, text, nj, err);
+    return srv_jobs_encode(spec, u, text, nj, err);
 }
 
 typedef struct suite_build {
@@ -182,14 +184,18 @@ static bool build_all(srv_req *r, const cJSON *body, const cJSON *names, const i
             char *in = job_spec_text(body, w->valuestring, bs[k], name);
             fb_spec_init(&b->specs[i]);
             b->n = i + 1;
-            fb_code rc = in ? build_job(in, catalog, &b->specs[i], &b->texts[i], &b->jobs[i], &err)
-                            : fb_err_set(&err, FB_ENOMEM, NULL, "out of memory");
+            fb_code rc =
+                in ? build_job(in, catalog, &r->user, &b->specs[i], &b->texts[i], &b->jobs[i], &err)
+                   : fb_err_set(&err, FB_ENOMEM, NULL, "out of memory");
             free(in);
             if (rc) {
-                int status = rc == FB_ENOTFOUND || rc == FB_EUNSUPPORTED ? 422 : 400;
+                int status = rc == FB_ENOTFOUND || rc == FB_EUNSUPPORTED ? 422
+                             : rc == FB_EFORBIDDEN                       ? 403
+                                                                         : 400;
                 srv_reply_error(r, rc == FB_ENOMEM ? 500 : status,
                                 rc == FB_ENOTFOUND      ? "unknown_workload"
                                 : rc == FB_EUNSUPPORTED ? "unsupported"
+                                : rc == FB_EFORBIDDEN   ? "forbidden"
                                                         : "invalid_argument",
                                 err.field, "%s (workload %s): %s", err.field[0] ? err.field : "job",
                                 w->valuestring, err.msg);

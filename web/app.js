@@ -13,15 +13,55 @@ let kernelChoice = { job: null, variant: null }; // kept across auto-refreshes
 
 // ---- helpers ----
 
+// The API token, when the server asks for one: kept in this tab's
+// sessionStorage only (never a cookie, never in a URL), sent as a Bearer header.
+const TOKEN_KEY = "fusionbench-token";
+function apiToken() { return sessionStorage.getItem(TOKEN_KEY); }
+
+function showSignIn(message) {
+  const box = document.getElementById("signin");
+  document.getElementById("signin-message").textContent = message;
+  box.hidden = false;
+  document.getElementById("signin-token").focus();
+}
+
+function signIn(ev) {
+  ev.preventDefault();
+  const field = document.getElementById("signin-token");
+  const t = field.value.trim();
+  field.value = "";
+  if (!t) return;
+  sessionStorage.setItem(TOKEN_KEY, t);
+  document.getElementById("signin").hidden = true;
+  updateSignedIn();
+  route();
+}
+
+function signOut() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  updateSignedIn();
+  route();
+}
+
+function updateSignedIn() {
+  document.getElementById("signout").hidden = !apiToken();
+}
+
 // Every call says it is the dashboard: the server refuses a state-changing
 // request that carries neither a JSON body nor this header (CSRF).
 async function api(path, options) {
   const opts = Object.assign({}, options);
   opts.headers = Object.assign({ "X-FusionBench-Client": "dashboard" }, opts.headers);
+  if (apiToken()) opts.headers.Authorization = "Bearer " + apiToken();
   const resp = await fetch(API + path, opts);
   const text = await resp.text();
   let body = null;
   try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
+  if (resp.status === 401) {
+    if (apiToken()) sessionStorage.removeItem(TOKEN_KEY);
+    updateSignedIn();
+    showSignIn(body && body.error ? body.error.message : "this server needs an API token");
+  }
   if (!resp.ok) {
     const err = body && body.error ? body.error : { code: String(resp.status), message: text };
     throw new Error(err.message + (err.field ? " (" + err.field + ")" : ""));
@@ -380,6 +420,9 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("queue-form").addEventListener("submit", submitQueueForm);
   document.getElementById("qf-kind").addEventListener("change", () =>
     fillQueueForm().catch((e) => setStatus(e.message, true)));
+  document.getElementById("signin-form").addEventListener("submit", signIn);
+  document.getElementById("signout").addEventListener("click", signOut);
+  updateSignedIn();
   window.addEventListener("hashchange", route);
   route();
 });

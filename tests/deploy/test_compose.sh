@@ -463,9 +463,22 @@ wait_for() { # wait_for SECONDS WHAT COMMAND...
 ready() { curl -fsS -o /dev/null --max-time 5 "$BASE/readyz" 2>/dev/null; }
 wait_for 180 "server ready on $BASE/readyz" ready
 
+# The server binds 0.0.0.0 in its container, so it asks every API request for
+# a token (issue 13): an admin's, made with the server's own CLI in its container.
+code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 5 "$BASE/api/v1/jobs") || code=none
+[[ "$code" == 401 ]] || fail "GET /api/v1/jobs without a token: HTTP $code, want 401"
+dc exec -T server fusionbench-server user add ci --role admin >/dev/null 2>&1 ||
+    fail "fusionbench-server user add ci (in the server container)"
+TOKEN=$(dc exec -T server fusionbench-server token create ci 2>/dev/null | tr -d '\r') ||
+    fail "fusionbench-server token create ci (in the server container)"
+[[ "$TOKEN" == fbu_* ]] || fail "token create printed no token"
+AUTH=(-H "Authorization: Bearer $TOKEN")
+say "API token made in the server container"
+
 worker_registered() {
-    curl -fsS --max-time 5 "$BASE/api/v1/workloads" 2>/dev/null | grep -q '"gemm_bias_relu"' || return 1
-    curl -fsS --max-time 5 "$BASE/api/v1/workers" 2>/dev/null | python3 -c '
+    curl -fsS --max-time 5 "${AUTH[@]}" "$BASE/api/v1/workloads" 2>/dev/null |
+        grep -q '"gemm_bias_relu"' || return 1
+    curl -fsS --max-time 5 "${AUTH[@]}" "$BASE/api/v1/workers" 2>/dev/null | python3 -c '
 import json, sys
 items = json.load(sys.stdin).get("items", [])
 sys.exit(0 if any(w.get("id") == "worker-cpu0/cpu0" and w.get("state") != "lost" for w in items) else 1)'
@@ -478,7 +491,7 @@ curl -fsS --max-time 5 -o /dev/null "$BASE/static/vendor/chart.min.js" ||
 
 # ------------------------------------------------------------ job
 stage job
-out=$(curl -sS -X POST -H 'Content-Type: application/json' -w '\n%{http_code}' \
+out=$(curl -sS -X POST -H 'Content-Type: application/json' "${AUTH[@]}" -w '\n%{http_code}' \
     -d '{"workload":"softmax","variants":["eager","fused"],"iterations":5,"warmup":1}' \
     "$BASE/api/v1/jobs") || fail "POST /api/v1/jobs"
 code=$(tail -n 1 <<<"$out")
@@ -490,7 +503,8 @@ say "job $job submitted"
 t0=$SECONDS
 state=""
 while :; do
-    body=$(curl -fsS --max-time 10 "$BASE/api/v1/jobs/$job") || fail "GET /api/v1/jobs/$job"
+    body=$(curl -fsS --max-time 10 "${AUTH[@]}" "$BASE/api/v1/jobs/$job") ||
+        fail "GET /api/v1/jobs/$job"
     state=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' <<<"$body")
     case "$state" in
     succeeded) break ;;
