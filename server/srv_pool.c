@@ -97,7 +97,7 @@ static int wait_free(srv_pool *p, int wait_ms)
     return i;
 }
 
-static void srv_pool_release_slot(srv_pool *p, int i);
+static void pool_free_slot(srv_pool *p, int i);
 
 /* The connection of slot i, which the caller holds (busy): connected when
  * needed with the session settings; on failure the slot is freed again. */
@@ -114,7 +114,7 @@ static fb_code slot_connect(srv_pool *p, int i, db_conn **out, fb_err *err)
     if (rc) {
         db_close(p->slots[i].conn);
         p->slots[i].conn = NULL;
-        srv_pool_release_slot(p, i);
+        pool_free_slot(p, i);
         return rc == FB_ENOMEM ? rc : FB_EUNAVAIL;
     }
     *out = p->slots[i].conn;
@@ -182,7 +182,7 @@ static void release_slot_locked(srv_pool *p, int i, srv_pool_waiter **woken)
     pthread_cond_signal(&p->freed);
 }
 
-static void srv_pool_release_slot(srv_pool *p, int i)
+static void pool_free_slot(srv_pool *p, int i)
 {
     srv_pool_waiter *w;
 
