@@ -1,6 +1,11 @@
 /* queue_claims: how fast the PostgreSQL job queue hands out work.
  *
- *   queue_claims [--database-url URL] [--jobs N] [--workers W]
+ *   queue_claims [--database-url URL] [--jobs N] [--workers W] [--owners K]
+ *
+ * --owners K: the jobs belong to K users in turn (made for the run) and the W
+ * workers are registered, so every claim goes through the fair share (migration
+ * 0007: the least-used owner first, each owner capped at its share of the
+ * workers); without it the jobs have no owner, as with authentication off.
  *
  * Inserts N no-op jobs (db_job_insert, one connection), then W threads, each with
  * its own db_conn, loop db_queue_claim + db_queue_complete with a tiny result
@@ -20,8 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "db.h"
+#include "db_auth.h"
 #include "fb_err.h"
 
 #define QB_MAX_JOBS    1000000
@@ -31,7 +38,7 @@
 
 typedef struct qb_opts {
     const char *url;
-    int jobs, workers;
+    int jobs, workers, owners;
 } qb_opts;
 
 /* One worker thread: its connection, its latencies (ms, at most jobs each) and
@@ -70,6 +77,7 @@ static int qb_parse_args(int argc, char **argv, qb_opts *o)
     o->url = getenv("DATABASE_URL");
     o->jobs = 20000;
     o->workers = 8;
+    o->owners = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = v == NULL;
@@ -79,12 +87,14 @@ static int qb_parse_args(int argc, char **argv, qb_opts *o)
             bad = qb_parse_int(v, 1, QB_MAX_JOBS, &o->jobs);
         else if (!bad && strcmp(a, "--workers") == 0)
             bad = qb_parse_int(v, 1, QB_MAX_WORKERS, &o->workers);
+        else if (!bad && strcmp(a, "--owners") == 0)
+            bad = qb_parse_int(v, 0, 64, &o->owners);
         else
             bad = 1;
         if (bad) {
             fprintf(stderr,
                     "queue_claims: bad argument '%s'\nusage: queue_claims "
-                    "[--database-url URL] [--jobs 1..%d] [--workers 1..%d]\n",
+                    "[--database-url URL] [--jobs 1..%d] [--workers 1..%d] [--owners 0..64]\n",
                     a, QB_MAX_JOBS, QB_MAX_WORKERS);
             return -1;
         }
@@ -97,8 +107,33 @@ static int qb_parse_args(int argc, char **argv, qb_opts *o)
     return 0;
 }
 
-/* Inserts o->jobs queued no-op jobs through one connection. */
-static FB_MUSTCHECK fb_code qb_insert(db_conn *c, int jobs, fb_err *err)
+/* --owners: K users named for this run, and the W workers registered (the
+ * fair share divides the live workers among the owners waiting). */
+static FB_MUSTCHECK fb_code qb_owners(db_conn *c, const qb_opts *o, int64_t *ids, fb_err *err)
+{
+    fb_code rc = FB_OK;
+    for (int k = 0; k < o->owners && rc == FB_OK; k++) {
+        char name[48];
+        snprintf(name, sizeof name, "bench%ld-%d", (long)getpid(), k);
+        rc = db_user_add(c, name, "user", &ids[k], err);
+    }
+    for (int w = 0; w < o->workers && rc == FB_OK && o->owners > 0; w++) {
+        char id[48];
+        snprintf(id, sizeof id, "queue-bench/%ld-%d", (long)getpid(), w);
+        db_worker_reg reg = {.id = id,
+                             .host = "queue-bench",
+                             .device_json = "{\"kind\":\"cpu\",\"name\":\"bench\"}",
+                             .engines_json = "[\"" QB_ENGINE "\"]",
+                             .workloads_json = "[]"};
+        rc = db_worker_register(c, &reg, err);
+    }
+    return rc;
+}
+
+/* Inserts o->jobs queued no-op jobs through one connection, owned by owners[]
+ * in turn when there are any. */
+static FB_MUSTCHECK fb_code qb_insert(db_conn *c, int jobs, const int64_t *owners, int n_owners,
+                                      fb_err *err)
 {
     static const char spec[] = "{\"workload\":\"noop\",\"engine\":\"" QB_ENGINE
                                "\",\"device\":\"cpu\",\"dtype\":\"float32\",\"batch_size\":1,"
@@ -117,6 +152,7 @@ static FB_MUSTCHECK fb_code qb_insert(db_conn *c, int jobs, fb_err *err)
     fb_code rc = FB_OK;
     for (int i = 0; i < jobs && rc == FB_OK; i++) {
         int64_t id = 0;
+        nj.owner_id = n_owners > 0 ? owners[i % n_owners] : 0;
         rc = db_job_insert(c, &nj, &id, err);
     }
     return rc;
@@ -303,6 +339,7 @@ static FB_MUSTCHECK fb_code qb_run(const qb_opts *o, fb_err *err)
     double *lat = calloc((size_t)o->jobs, sizeof *lat);
     int64_t *ids = calloc((size_t)o->jobs, sizeof *ids), before = 0, after = 0;
     double insert_ms = 0, wall_ms = 0;
+    int64_t owners[64] = {0};
     fb_code rc = FB_ENOMEM;
     pthread_barrier_init(&start, NULL, (unsigned)o->workers + 1);
     if (!lat || !ids)
@@ -314,8 +351,11 @@ static FB_MUSTCHECK fb_code qb_run(const qb_opts *o, fb_err *err)
         rc = qb_succeeded(c, &before, err);
     if (rc != FB_OK)
         goto out;
+    rc = qb_owners(c, o, owners, err);
+    if (rc != FB_OK)
+        goto out;
     insert_ms = qb_now_ms();
-    rc = qb_insert(c, o->jobs, err);
+    rc = qb_insert(c, o->jobs, owners, o->owners, err);
     insert_ms = qb_now_ms() - insert_ms;
     if (rc == FB_OK)
         rc = qb_workers_init(o, &start, ws, err);
