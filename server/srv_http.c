@@ -370,7 +370,7 @@ static void resumed_with_db(srv_req *r)
  * the pool's statement timeout, so a slot always comes free. */
 static void run_with_db(srv_req *r)
 {
-    bool queued = false;
+    bool got = false;
     fb_err err;
 
     fb_err_clear(&err);
@@ -378,16 +378,18 @@ static void run_with_db(srv_req *r)
         srv_reply_error(r, 503, "unavailable", NULL, "the database is not ready yet");
         return;
     }
-    r->pool_wait.ready = pool_ready;
-    if (srv_pool_acquire_or_queue(r->srv->pool, &r->pool_wait, &r->db, &queued, &err) != FB_OK) {
+    if (srv_pool_try(r->srv->pool, &r->db, &got, &err) != FB_OK) {
         no_connection(r, &err);
         return;
     }
-    if (queued) {
-        srv_req_suspend(r, resumed_with_db);
+    if (got) {
+        handle_with_db(r);
         return;
     }
-    handle_with_db(r);
+    /* Suspended before queued: the slot may come free (and resume us) at once. */
+    r->pool_wait.ready = pool_ready;
+    srv_req_suspend(r, resumed_with_db);
+    srv_pool_wait(r->srv->pool, &r->pool_wait);
 }
 
 /* A state-changing request must say it is an API call: a JSON content type

@@ -135,28 +135,43 @@ fb_code srv_pool_acquire(srv_pool *p, int wait_ms, db_conn **out, fb_err *err)
     return slot_connect(p, i, out, err);
 }
 
-fb_code srv_pool_acquire_or_queue(srv_pool *p, srv_pool_waiter *w, db_conn **out, bool *queued,
-                                  fb_err *err)
+fb_code srv_pool_try(srv_pool *p, db_conn **out, bool *got, fb_err *err)
 {
     int i;
 
-    *queued = false;
+    *got = false;
+    pthread_mutex_lock(&p->mu);
+    i = p->wait_head ? -1 : find_free(p); /* no jumping the queue */
+    if (i >= 0)
+        p->slots[i].busy = true;
+    pthread_mutex_unlock(&p->mu);
+    if (i < 0)
+        return FB_OK;
+    *got = true;
+    return slot_connect(p, i, out, err);
+}
+
+void srv_pool_wait(srv_pool *p, srv_pool_waiter *w)
+{
+    int i;
+
+    w->next = NULL;
+    w->slot = -1;
     pthread_mutex_lock(&p->mu);
     i = p->wait_head ? -1 : find_free(p);
-    if (i >= 0) {
+    if (i >= 0) { /* freed since srv_pool_try: the slot is w's now */
         p->slots[i].busy = true;
+        w->slot = i;
     } else {
-        w->next = NULL;
-        w->slot = -1;
         if (p->wait_tail)
             p->wait_tail->next = w;
         else
             p->wait_head = w;
         p->wait_tail = w;
-        *queued = true;
     }
     pthread_mutex_unlock(&p->mu);
-    return i >= 0 ? slot_connect(p, i, out, err) : FB_OK;
+    if (i >= 0)
+        w->ready(w);
 }
 
 fb_code srv_pool_take(srv_pool *p, srv_pool_waiter *w, db_conn **out, fb_err *err)

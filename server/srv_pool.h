@@ -30,12 +30,13 @@ void srv_pool_destroy(srv_pool *p);
 FB_MUSTCHECK fb_code srv_pool_acquire(srv_pool *p, int wait_ms, db_conn **out, fb_err *err);
 
 /* Gives c back; broken = true closes it (the last call saw FB_EUNAVAIL).  When
- * a waiter is queued (srv_pool_acquire_or_queue) the slot goes to it. */
+ * a waiter is queued (srv_pool_wait) the slot goes to it. */
 void srv_pool_release(srv_pool *p, db_conn *c, bool broken);
 
 /* A borrower that waits without holding a thread.  The pool calls ready(w)
- * once, from the thread that freed a slot, after handing the slot to w; the
- * owner then takes the connection with srv_pool_take.  The waiter is the
+ * once, from the thread that freed a slot (or from srv_pool_wait's caller),
+ * after handing the slot to w; the owner then takes the connection with
+ * srv_pool_take.  The waiter is the
  * owner's memory and must stay valid until ready ran. */
 typedef struct srv_pool_waiter {
     void (*ready)(struct srv_pool_waiter *w);
@@ -43,11 +44,15 @@ typedef struct srv_pool_waiter {
     struct srv_pool_waiter *next; /* the pool's */
 } srv_pool_waiter;
 
-/* A free connection now (FB_OK, *out set, *queued false), or, when every slot
- * is busy, w queued (*queued true, FB_OK): w->ready runs when a slot frees.
+/* A free connection now, without waiting or queueing: *got true and *out set
+ * (FB_OK), or *got false when every slot is busy or others are queued.
  * Errors as srv_pool_acquire. */
-FB_MUSTCHECK fb_code srv_pool_acquire_or_queue(srv_pool *p, srv_pool_waiter *w, db_conn **out,
-                                               bool *queued, fb_err *err);
+FB_MUSTCHECK fb_code srv_pool_try(srv_pool *p, db_conn **out, bool *got, fb_err *err);
+
+/* Queues w for the next free slot; when one is free already, hands it to w and
+ * calls w->ready at once (on this thread).  So a caller that must be ready to
+ * be woken (a suspended request) gets ready first, then calls this. */
+void srv_pool_wait(srv_pool *p, srv_pool_waiter *w);
 
 /* After w->ready: the connection of the slot handed to w, connected when
  * needed (FB_EUNAVAIL, and the slot freed, when the database does not answer). */
