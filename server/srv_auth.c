@@ -57,13 +57,6 @@ const char *srv_role_name(srv_role r)
     return r >= SRV_ROLE_NONE && r <= SRV_ROLE_ADMIN ? names[r] : "none";
 }
 
-void srv_auth_cache_clear(void)
-{
-    pthread_mutex_lock(&cache_mu);
-    memset(cache, 0, sizeof cache);
-    pthread_mutex_unlock(&cache_mu);
-}
-
 /* The token's row: from the cache when checked within SRV_AUTH_CACHE_MS, else
  * from the database (and then last_used_at is written). */
 static fb_code token_row(srv_req *r, const char *key_id, db_token_row *row, fb_err *err)

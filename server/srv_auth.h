@@ -44,7 +44,4 @@ struct srv_req;
  * (a role below need).  Needs r->db. */
 bool srv_auth_request(struct srv_req *r, srv_role need);
 
-/* Forgets every cached token (tests, and a server that stops). */
-void srv_auth_cache_clear(void);
-
 #endif

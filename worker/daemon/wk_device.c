@@ -16,8 +16,7 @@
 
 #define WK_MAX_ENGINES 8
 
-/* MemTotal from /proc/meminfo in bytes, or -1 when unreadable. */
-static int64_t mem_total_bytes(void)
+int64_t wk_device_mem_total(void)
 {
     char line[256];
     int64_t kb = -1;
@@ -98,7 +97,7 @@ static cJSON *device_json(const wk_config *cfg)
     fb_env_capture(&env, cfg->device);
     snprintf(d.kind, sizeof d.kind, "%s", cfg->device);
     snprintf(d.name, sizeof d.name, "%s", env.device_name[0] ? env.device_name : env.cpu);
-    d.memory_bytes = mem_total_bytes();
+    d.memory_bytes = wk_device_mem_total();
     d.threads = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
     return fb_device_info_to_json(&d);
 }

@@ -27,6 +27,9 @@ void wk_registration_free(wk_registration *r);
 /* A db_worker_reg whose strings point into cfg and r (valid while both live). */
 db_worker_reg wk_device_reg(const wk_config *cfg, const wk_registration *r);
 
+/* MemTotal from /proc/meminfo in bytes, or -1 when unreadable. */
+int64_t wk_device_mem_total(void);
+
 /* Names of the engines compiled in (static storage, NULL-terminated) and count. */
 const char *const *wk_device_engines(int *n);
 

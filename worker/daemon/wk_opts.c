@@ -1,6 +1,7 @@
 /* wk_opts: argument and environment parsing for fusionbench-worker. */
 #include "wk_opts.h"
 #include "fb_parse.h"
+#include "wk_device.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -121,17 +122,8 @@ static int from_env(wk_config *cfg)
 /* 90% of MemTotal in MiB, or 0 (no limit) when /proc/meminfo is unreadable. */
 static int default_job_memory_mib(void)
 {
-    char line[256];
-    long long kb = -1;
-    FILE *f = fopen("/proc/meminfo", "r");
-
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemTotal: %lld kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb > 0 ? (int)(kb / 1024 * 9 / 10) : 0;
+    int64_t bytes = wk_device_mem_total();
+    return bytes > 0 ? (int)(bytes / (1024 * 1024) * 9 / 10) : 0;
 }
 
 static void defaults(wk_config *cfg)
