@@ -2,6 +2,7 @@
  * what arrives here is a key id and the SHA-256 of the token, never a token. */
 #include "db_auth.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,12 +15,60 @@ static const db_stmt st_user_add = {
 static const db_stmt st_user_list = {
     "user list",
     "SELECT COALESCE(jsonb_agg(jsonb_build_object('id', u.id, 'name', u.name, 'role', u.role,"
+    "  'quota_hours', u.quota_hours, 'max_running', u.max_running,"
     "  'created_at', " DB_TS(
         "u.created_at") ","
                         "  'tokens', (SELECT count(*) FROM tokens t WHERE t.user_id = u.id"
                         "    AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > "
                         "now())))"
                         "  ORDER BY u.name), '[]'::jsonb)::text FROM users u",
+    true};
+
+/* $2..$5: role, quota hours, max running ("" = leave, "none" = no limit);
+ * held_until follows the new quota at once. */
+static const db_stmt st_user_set = {
+    "user set",
+    "UPDATE users SET"
+    "  role = COALESCE(NULLIF($2, ''), role),"
+    "  quota_hours = CASE $3 WHEN '' THEN quota_hours WHEN 'none' THEN NULL"
+    "    ELSE $3::double precision END,"
+    "  max_running = CASE $4 WHEN '' THEN max_running WHEN 'none' THEN NULL"
+    "    ELSE $4::integer END"
+    " WHERE name = $1 RETURNING id",
+    false};
+
+static const db_stmt st_user_hold = {
+    "user hold", "UPDATE users SET held_until = fb_quota_release(id, quota_hours) WHERE id = $1",
+    false};
+
+/* Each user's share, quota and queue ($1: one name, or '' for all). */
+static const db_stmt st_user_usage = {
+    "user usage",
+    "WITH a AS (SELECT owner_id,"
+    "    count(*) FILTER (WHERE state = 'running') AS running,"
+    "    count(*) FILTER (WHERE state = 'queued') AS queued"
+    "  FROM jobs WHERE state IN ('queued', 'running') AND owner_id IS NOT NULL"
+    "  GROUP BY owner_id)"
+    " SELECT COALESCE(jsonb_agg(jsonb_build_object('name', u.name, 'role', u.role,"
+    "  'max_running', u.max_running, 'running', COALESCE(a.running, 0),"
+    "  'queued', COALESCE(a.queued, 0),"
+    "  'fair_share_usage_hours', round((f.usage / 3600)::numeric, 4),"
+    "  'quota', jsonb_build_object("
+    "    'window_hours', EXTRACT(EPOCH FROM fb_quota_window()) / 3600,"
+    "    'device_hours', u.quota_hours,"
+    "    'used_device_hours', round((q.used / 3600)::numeric, 4),"
+    "    'remaining_device_hours', CASE WHEN u.quota_hours IS NOT NULL THEN"
+    "      round(GREATEST(0, u.quota_hours - q.used / 3600)::numeric, 4) END,"
+    "    'held_until', CASE WHEN u.held_until > now() THEN " DB_TS(
+        "u.held_until") " END))"
+                        "  ORDER BY u.name), '[]'::jsonb)::text"
+                        " FROM users u LEFT JOIN a ON a.owner_id = u.id"
+                        " CROSS JOIN LATERAL (SELECT fb_quota_used(u.id) AS used) q"
+                        " CROSS JOIN LATERAL (SELECT COALESCE(sum(uu.usage * power(0.5, "
+                        "EXTRACT(EPOCH FROM"
+                        "    now() - uu.at) / fb_usage_half_life())), 0) AS usage"
+                        "    FROM user_usage uu WHERE uu.user_id = u.id) f"
+                        " WHERE $1 = '' OR u.name = $1",
     true};
 
 static const db_stmt st_token_add = {
@@ -53,7 +102,8 @@ static const db_stmt st_token_revoke = {
 static const db_stmt st_token_lookup = {
     "token lookup",
     "SELECT encode(t.digest, 'hex'), u.id, u.name, u.role,"
-    "  t.revoked_at IS NOT NULL, t.expires_at IS NOT NULL AND t.expires_at <= now()"
+    "  t.revoked_at IS NOT NULL, t.expires_at IS NOT NULL AND t.expires_at <= now(),"
+    "  COALESCE(u.quota_hours, 0), COALESCE(EXTRACT(EPOCH FROM u.held_until), 0)"
     " FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.key_id = $1",
     true};
 
@@ -102,6 +152,45 @@ static fb_code json_of(db_conn *c, const db_stmt *st, int n, const char *const *
 fb_code db_user_list(db_conn *c, char **json, fb_err *err)
 {
     return json_of(c, &st_user_list, 0, NULL, json, err);
+}
+
+fb_code db_user_set(db_conn *c, const char *name, const db_user_limits *l, fb_err *err)
+{
+    char quota[32] = "", running[16] = "", id_text[24];
+    const char *params[] = {name, l->role ? l->role : "", quota, running};
+    PGresult *res = NULL;
+    int64_t id = 0;
+    fb_code rc;
+
+    if (l->role && !db_role_valid(l->role))
+        return fb_err_set(err, FB_EINVAL, "role", "role must be viewer, user or admin");
+    if (l->quota_hours < 0)
+        snprintf(quota, sizeof quota, "none");
+    else if (l->quota_hours > 0)
+        snprintf(quota, sizeof quota, "%.17g", l->quota_hours);
+    if (l->max_running < 0)
+        snprintf(running, sizeof running, "none");
+    else if (l->max_running > 0)
+        snprintf(running, sizeof running, "%d", l->max_running);
+    rc = db_exec(c, &st_user_set, 4, params, &res, err);
+    if (!rc && PQntuples(res) == 0)
+        rc = fb_err_set(err, FB_ENOTFOUND, "user", "no user named %s", name);
+    if (!rc)
+        rc = db_get_i64(res, 0, 0, &id, err);
+    PQclear(res);
+    if (rc)
+        return rc;
+    snprintf(id_text, sizeof id_text, "%" PRId64, id);
+    params[0] = id_text;
+    rc = db_exec(c, &st_user_hold, 1, params, &res, err);
+    PQclear(res);
+    return rc;
+}
+
+fb_code db_user_usage(db_conn *c, const char *name, char **json, fb_err *err)
+{
+    const char *params[] = {name ? name : ""};
+    return json_of(c, &st_user_usage, 1, params, json, err);
 }
 
 fb_code db_token_add(db_conn *c, const db_new_token *t, fb_err *err)
@@ -170,6 +259,8 @@ fb_code db_token_lookup(db_conn *c, const char *key_id, db_token_row *out, fb_er
         snprintf(out->role, sizeof out->role, "%s", PQgetvalue(res, 0, 3));
         out->revoked = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
         out->expired = strcmp(PQgetvalue(res, 0, 5), "t") == 0;
+        out->quota_hours = strtod(PQgetvalue(res, 0, 6), NULL);
+        out->held_until = strtod(PQgetvalue(res, 0, 7), NULL);
     }
     PQclear(res);
     return rc;

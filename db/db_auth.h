@@ -22,6 +22,25 @@ FB_MUSTCHECK fb_code db_user_add(db_conn *c, const char *name, const char *role,
 /* Every user as a JSON array text {id, name, role, created_at, tokens} (caller frees). */
 FB_MUSTCHECK fb_code db_user_list(db_conn *c, char **json, fb_err *err);
 
+/* What `user set` changes: role (NULL = keep); quota_hours and max_running:
+ * 0 = keep, < 0 = no limit, > 0 = the new limit. */
+typedef struct db_user_limits {
+    const char *role;
+    double quota_hours;
+    int max_running;
+} db_user_limits;
+
+/* Changes a user's role and limits, and whether it is held by its quota now;
+ * FB_ENOTFOUND when there is no such user. */
+FB_MUSTCHECK fb_code db_user_set(db_conn *c, const char *name, const db_user_limits *l,
+                                 fb_err *err);
+
+/* Each user (or only name's) as a JSON array text: name, role, max_running,
+ * running, queued, fair_share_usage_hours and quota {window_hours,
+ * device_hours, used_device_hours, remaining_device_hours, held_until}
+ * (API-EXTENSIONS.md, "Quotas and rate limits"). */
+FB_MUSTCHECK fb_code db_user_usage(db_conn *c, const char *name, char **json, fb_err *err);
+
 typedef struct db_new_token {
     const char *user;   /* the owner's name */
     const char *key_id; /* the token's public part */
@@ -46,6 +65,8 @@ typedef struct db_token_row {
     char user[DB_USER_NAME_MAX];
     char role[8];
     bool revoked, expired;
+    double quota_hours; /* 0: none */
+    double held_until;  /* Unix seconds the quota holds the user until; 0: not held */
 } db_token_row;
 
 /* The token with key_id and its user; FB_ENOTFOUND when none. */

@@ -1,7 +1,10 @@
 /* srv_admin: administration without a web form (issue 13):
  *
- *   fusionbench-server user add NAME --role viewer|user|admin
+ *   fusionbench-server user add NAME --role viewer|user|admin [LIMITS]
+ *   fusionbench-server user set NAME [--role R] [LIMITS]
  *   fusionbench-server user list
+ *     LIMITS: --quota-hours H|none (device-hours per rolling 24 h)
+ *             --max-running N|none (jobs running at once)
  *   fusionbench-server token create USER [--name LABEL] [--expires-days N]
  *   fusionbench-server token list [USER]
  *   fusionbench-server token revoke KEY_ID
@@ -29,6 +32,10 @@ static int usage(void)
     fprintf(
         stderr,
         "usage: fusionbench-server [--database-url URL] user add NAME --role viewer|user|admin\n"
+        "                                               [--quota-hours H] [--max-running N]\n"
+        "       fusionbench-server [--database-url URL] user set NAME [--role R]\n"
+        "                                               [--quota-hours H|none]\n"
+        "                                               [--max-running N|none]\n"
         "       fusionbench-server [--database-url URL] user list\n"
         "       fusionbench-server [--database-url URL] token create USER [--name LABEL]\n"
         "                                               [--expires-days N]\n"
@@ -70,7 +77,7 @@ static void print_table(const char *json, const char *const *keys, int n)
             if (cJSON_IsString(v))
                 printf("%s%s", k ? "\t" : "", v->valuestring);
             else if (cJSON_IsNumber(v))
-                printf("%s%.0f", k ? "\t" : "", v->valuedouble);
+                printf("%s%g", k ? "\t" : "", v->valuedouble);
             else
                 printf("%s-", k ? "\t" : "");
         }
@@ -79,10 +86,46 @@ static void print_table(const char *json, const char *const *keys, int n)
     cJSON_Delete(arr);
 }
 
+/* --quota-hours H|none and --max-running N|none into l; 0 when argv[*i] is
+ * neither, -1 after a bad value (message printed), 1 when taken. */
+static int limit_opt(int argc, char **argv, int *i, db_user_limits *l)
+{
+    const char *v;
+    char *end;
+
+    if ((v = opt_value(argc, argv, i, "--quota-hours"))) {
+        if (strcmp(v, "none") == 0) {
+            l->quota_hours = -1;
+            return 1;
+        }
+        l->quota_hours = strtod(v, &end);
+        if (end != v && !*end && l->quota_hours > 0 && l->quota_hours <= 1e6)
+            return 1;
+        fprintf(stderr,
+                "fusionbench-server: --quota-hours takes device-hours in (0, 1e6] or "
+                "none, got '%s'\n",
+                v);
+        return -1;
+    }
+    if ((v = opt_value(argc, argv, i, "--max-running"))) {
+        if (strcmp(v, "none") == 0) {
+            l->max_running = -1;
+            return 1;
+        }
+        if (fb_parse_int(v, 1, 100000, &l->max_running))
+            return 1;
+        fprintf(stderr, "fusionbench-server: --max-running takes 1..100000 or none, got '%s'\n", v);
+        return -1;
+    }
+    return 0;
+}
+
 static int user_cmd(db_conn *c, int argc, char **argv)
 {
-    static const char *const cols[] = {"name", "role", "tokens", "created_at"};
-    const char *role = NULL;
+    static const char *const cols[] = {"name",        "role",        "tokens",
+                                       "quota_hours", "max_running", "created_at"};
+    db_user_limits l = {0};
+    bool add;
     char *json = NULL;
     int64_t id = 0;
     fb_err err = {0};
@@ -90,20 +133,28 @@ static int user_cmd(db_conn *c, int argc, char **argv)
     if (argc == 1 && strcmp(argv[0], "list") == 0) {
         if (db_user_list(c, &json, &err) != FB_OK)
             return fail(&err);
-        print_table(json, cols, 4);
+        print_table(json, cols, 6);
         free(json);
         return 0;
     }
-    if (argc < 2 || strcmp(argv[0], "add") != 0)
+    if (argc < 2 || (strcmp(argv[0], "add") != 0 && strcmp(argv[0], "set") != 0))
         return usage();
-    for (int i = 2; i < argc; i++)
-        if (!(role = opt_value(argc, argv, &i, "--role")))
+    add = strcmp(argv[0], "add") == 0;
+    for (int i = 2; i < argc; i++) {
+        int taken = limit_opt(argc, argv, &i, &l);
+        if (taken < 0)
+            return ADMIN_USAGE;
+        if (!taken && !(l.role = opt_value(argc, argv, &i, "--role")))
             return usage();
-    if (!role)
+    }
+    if (add && !l.role)
         return usage();
-    if (db_user_add(c, argv[1], role, &id, &err) != FB_OK)
+    if (add && db_user_add(c, argv[1], l.role, &id, &err) != FB_OK)
         return fail(&err);
-    fprintf(stderr, "user %s added (%s)\n", argv[1], role);
+    if ((!add || l.quota_hours != 0 || l.max_running != 0) &&
+        db_user_set(c, argv[1], &l, &err) != FB_OK)
+        return fail(&err);
+    fprintf(stderr, "user %s %s\n", argv[1], add ? "added" : "changed");
     return 0;
 }
 

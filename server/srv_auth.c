@@ -1,6 +1,7 @@
 /* srv_auth: see srv_auth.h. */
 #include "srv_auth.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "db_auth.h"
 #include "fb_log.h"
 #include "srv_http.h"
+#include "srv_ratelimit.h"
 #include "srv_token.h"
 
 #define CACHE_SLOTS 256
@@ -126,9 +128,57 @@ bool srv_auth_request(srv_req *r, srv_role need)
     r->user.id = row.user_id;
     snprintf(r->user.name, sizeof r->user.name, "%s", row.user);
     r->user.role = srv_role_parse(row.role);
+    snprintf(r->user.key_id, sizeof r->user.key_id, "%s", key_id);
+    r->user.quota_hours = row.quota_hours;
+    r->user.held_until = row.held_until;
     if (r->user.role < need) {
         srv_reply_error(r, 403, "forbidden", NULL, "%s needs the role %s; %s is %s", r->path,
                         srv_role_name(need), r->user.name, srv_role_name(r->user.role));
+        return false;
+    }
+    return true;
+}
+
+/* Retry-After: whole seconds, at least 1. */
+static void retry_after(srv_req *r, double seconds)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%.0f", seconds < 1 ? 1 : ceil(seconds));
+    srv_reply_header(r, MHD_HTTP_HEADER_RETRY_AFTER, text);
+}
+
+bool srv_auth_submit_allowed(srv_req *r, srv_ratelimit *rl)
+{
+    struct timespec wall, mono;
+    double now, wait;
+
+    if (r->user.id == 0)
+        return true;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    now = (double)wall.tv_sec + wall.tv_nsec * 1e-9;
+    if (r->user.held_until > now) {
+        time_t until = (time_t)r->user.held_until;
+        struct tm tm;
+        char at[32];
+        gmtime_r(&until, &tm);
+        strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        srv_reply_error(r, 429, "quota_exceeded", NULL,
+                        "%s has used its %g device-hours of the last 24 hours; queued jobs "
+                        "wait, and new ones are taken again from %s",
+                        r->user.name, r->user.quota_hours, at);
+        retry_after(r, r->user.held_until - now);
+        return false;
+    }
+    if (!rl)
+        return true;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    wait = srv_ratelimit_take(rl, r->user.key_id, (double)mono.tv_sec + mono.tv_nsec * 1e-9);
+    if (wait > 0) {
+        srv_reply_error(r, 429, "rate_limited", NULL,
+                        "too many submits with this token; retry in %.0f s (a suite submits "
+                        "many jobs in one request)",
+                        wait < 1 ? 1 : ceil(wait));
+        retry_after(r, wait);
         return false;
     }
     return true;

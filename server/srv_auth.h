@@ -31,6 +31,9 @@ typedef struct srv_user {
     int64_t id; /* 0: nobody (authentication off) */
     char name[64];
     srv_role role;
+    char key_id[16];    /* the token's public part ("" with authentication off) */
+    double quota_hours; /* device-hours per rolling window; 0: no quota */
+    double held_until;  /* Unix seconds its quota holds it until; 0: not held */
 } srv_user;
 
 /* "viewer" -> SRV_ROLE_VIEWER ...; SRV_ROLE_NONE for anything else. */
@@ -43,5 +46,12 @@ struct srv_req;
  * false after answering 401 (no, a bad, a revoked or an expired token) or 403
  * (a role below need).  Needs r->db. */
 bool srv_auth_request(struct srv_req *r, srv_role need);
+
+/* Before a submit (POST /jobs, /suites) by a signed-in user: its quota (held
+ * until the window has room: 429 quota_exceeded) and its token's submit rate
+ * (rl, NULL = no limit: 429 rate_limited), each with Retry-After.  False
+ * after answering. */
+struct srv_ratelimit;
+bool srv_auth_submit_allowed(struct srv_req *r, struct srv_ratelimit *rl);
 
 #endif

@@ -13,6 +13,7 @@
 #include "srv_metrics.h"
 #include "srv_ops.h"
 #include "srv_static.h"
+#include "srv_users.h"
 #include "srv_workers.h"
 #include "srv_workloads.h"
 /* issue 6: suites, results, compare, exports, vendor files */
@@ -52,6 +53,8 @@ static const srv_route routes[] = {
     {"GET", "/api/v1/suites/{id}", srv_suites_get, true, SRV_ROLE_VIEWER},
     {"GET", "/api/v1/results", srv_results_list, true, SRV_ROLE_VIEWER},
     {"GET", "/api/v1/compare", srv_compare_get, true, SRV_ROLE_VIEWER},
+    {"GET", "/api/v1/users", srv_users_list, true, SRV_ROLE_VIEWER},
+    {"GET", "/api/v1/users/me", srv_users_me, true, SRV_ROLE_VIEWER},
     {"GET", "/healthz", srv_ops_healthz, false, SRV_ROLE_NONE},
     {"GET", "/readyz", srv_ops_readyz, false, SRV_ROLE_NONE},
     {"GET", "/metrics", srv_metrics_handle, false, SRV_ROLE_NONE},

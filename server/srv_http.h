@@ -38,15 +38,18 @@ typedef struct srv_config {
     const char *allowed_hosts;
     int statement_timeout_ms; /* a request's query runs at most this long (0 = no limit) */
     bool auth;                /* API routes need a token (srv_auth.h) */
+    double submit_rate;       /* submits per second per token (0: no limit) */
+    double submit_burst;      /* ... and at once */
 } srv_config;
 
 /* Process-wide server state; lives from srv_http_start to srv_http_stop. */
 typedef struct srv_ctx {
     srv_config cfg;
     srv_pool *pool;
-    srv_submit *submit;   /* POST /jobs's group commit (srv_jobs.c) */
-    atomic_bool db_ready; /* set once migrations have been applied */
-    atomic_int suspended; /* requests suspended once and not yet finished */
+    srv_submit *submit;              /* POST /jobs's group commit (srv_jobs.c) */
+    struct srv_ratelimit *ratelimit; /* submits per token (srv_auth.c); NULL: none */
+    atomic_bool db_ready;            /* set once migrations have been applied */
+    atomic_int suspended;            /* requests suspended once and not yet finished */
     struct MHD_Daemon *daemon;
     int bound_port;
 } srv_ctx;

@@ -305,7 +305,7 @@ void srv_jobs_create(srv_req *r)
     fb_spec_init(&w->spec);
     r->data = w;
     r->data_free = create_wait_free;
-    if (!create_prepare(r, w))
+    if (!srv_auth_submit_allowed(r, r->srv->ratelimit) || !create_prepare(r, w))
         return;
     if (srv_submit_direct_begin(r->srv->submit)) {
         w->item.res.rc = db_job_create(r->db, &w->item.nj, &w->item.res.job, &w->item.res.err);

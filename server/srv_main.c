@@ -13,6 +13,7 @@
 #include "srv_admin.h"
 #include "srv_builtin.h"
 #include "srv_http.h"
+#include "srv_ratelimit.h"
 #include "srv_parse.h"
 #include "srv_ops.h"
 #include "srv_pool.h"
@@ -30,6 +31,8 @@
 #define MAX_BODY_LIMIT               (64L * 1024 * 1024)
 #define DB_RETRY_FIRST_S             1
 #define DB_RETRY_MAX_S               30
+#define DEFAULT_SUBMIT_RATE          10.0
+#define DEFAULT_SUBMIT_BURST         100
 #define SRV_DRAIN_MS                 2000 /* at stop, longest wait for answers being sent */
 
 static void usage(FILE *f)
@@ -52,6 +55,9 @@ static void usage(FILE *f)
         "  --auth              API requests need a token (Authorization: Bearer), even\n"
         "                      bound to 127.0.0.1; bound elsewhere that is the default\n"
         "  --insecure-no-auth  bound elsewhere, take requests without a token anyway\n"
+        "  --submit-rate R     submits per second per API token, then 429 rate_limited\n"
+        "                      (default %g; 0 = no limit; with authentication on)\n"
+        "  --submit-burst N    submits per token at once before the rate applies (default %d)\n"
         "  --allowed-hosts L   comma-separated names the Host header must match (DNS\n"
         "                      rebinding); default $FUSIONBENCH_ALLOWED_HOSTS, else, bound\n"
         "                      to a loopback address, localhost,127.0.0.1,::1; \"\" = any\n"
@@ -62,7 +68,7 @@ static void usage(FILE *f)
         "with backoff (up to %d s apart) until the database answers.  SIGINT or SIGTERM\n"
         "stop it cleanly.  FUSIONBENCH_LOG=debug logs one line per request.\n",
         DEFAULT_PORT, FB_WEB_DIR, DEFAULT_MAX_BODY, MAX_THREADS, DEFAULT_THREADS,
-        DEFAULT_STATEMENT_TIMEOUT_MS, DB_RETRY_MAX_S);
+        DEFAULT_STATEMENT_TIMEOUT_MS, DEFAULT_SUBMIT_RATE, DEFAULT_SUBMIT_BURST, DB_RETRY_MAX_S);
 }
 
 static bool opt_long(const char *name, const char *s, long lo, long hi, long *out)
@@ -98,6 +104,8 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
         {"statement-timeout-ms", required_argument, NULL, 's'},
         {"auth", no_argument, NULL, 'A'},
         {"insecure-no-auth", no_argument, NULL, 'I'},
+        {"submit-rate", required_argument, NULL, 'r'},
+        {"submit-burst", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -112,7 +120,9 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
                         .web_dir = FB_WEB_DIR,
                         .max_body = DEFAULT_MAX_BODY,
                         .threads = DEFAULT_THREADS,
-                        .statement_timeout_ms = DEFAULT_STATEMENT_TIMEOUT_MS};
+                        .statement_timeout_ms = DEFAULT_STATEMENT_TIMEOUT_MS,
+                        .submit_rate = DEFAULT_SUBMIT_RATE,
+                        .submit_burst = DEFAULT_SUBMIT_BURST};
     if (env_port && env_port[0]) {
         if (!opt_long("port (FUSIONBENCH_PORT)", env_port, 0, 65535, &v))
             return 1;
@@ -151,6 +161,22 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
             if (!opt_long("statement-timeout-ms", optarg, 0, 3600000, &v))
                 return 1;
             cfg->statement_timeout_ms = (int)v;
+            break;
+        case 'r': {
+            char *end;
+            cfg->submit_rate = strtod(optarg, &end);
+            if (end == optarg || *end || !(cfg->submit_rate >= 0 && cfg->submit_rate <= 1e9)) {
+                fprintf(stderr,
+                        "fusionbench-server: --submit-rate must be a number in 0..1e9, got '%s'\n",
+                        optarg);
+                return 1;
+            }
+            break;
+        }
+        case 'B':
+            if (!opt_long("submit-burst", optarg, 1, 1000000000, &v))
+                return 1;
+            cfg->submit_burst = (double)v;
             break;
         case 'A':
             auth_on = true;
@@ -355,7 +381,15 @@ int main(int argc, char **argv)
         srv_pool_destroy(ctx.pool);
         return 1;
     }
+    if (ctx.cfg.auth && ctx.cfg.submit_rate > 0 &&
+        !(ctx.ratelimit = srv_ratelimit_new(ctx.cfg.submit_rate, ctx.cfg.submit_burst))) {
+        fb_error("out of memory");
+        srv_submit_destroy(ctx.submit);
+        srv_pool_destroy(ctx.pool);
+        return 1;
+    }
     rc = serve(&ctx, &stop_set);
+    srv_ratelimit_free(ctx.ratelimit);
     srv_submit_destroy(ctx.submit);
     srv_ops_close();
     srv_pool_destroy(ctx.pool);

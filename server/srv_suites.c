@@ -277,6 +277,8 @@ void srv_suites_create(srv_req *r)
     fb_err err;
 
     fb_err_clear(&err);
+    if (!srv_auth_submit_allowed(r, r->srv->ratelimit))
+        goto out;
     if (!srv_content_type_is_json(ct)) {
         srv_reply_error(r, 415, "unsupported_media_type", NULL,
                         "Content-Type must be application/json");

@@ -160,6 +160,7 @@ class Env:
         self.base = None
         self.server = None
         self.n_workers = 0
+        self.token = None  # with authentication on: the token get/post/submit send
 
     def _spawn(self, label, argv):
         path = os.path.join(self.tmp, "%s.log" % label)
@@ -200,11 +201,16 @@ class Env:
         p.wid = wid
         return p
 
-    def get(self, path):
-        return http(self.base, "GET", path)
+    def _auth(self, kw):
+        if self.token:
+            kw["headers"] = dict(kw.get("headers") or {}, Authorization="Bearer " + self.token)
+        return kw
+
+    def get(self, path, **kw):
+        return http(self.base, "GET", path, **self._auth(kw))
 
     def post(self, path, body=None, **kw):
-        return http(self.base, "POST", path, body, **kw)
+        return http(self.base, "POST", path, body, **self._auth(kw))
 
     def submit(self, spec):
         st, hd, body = self.post("/api/v1/jobs", spec)

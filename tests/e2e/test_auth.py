@@ -63,14 +63,17 @@ def matrix(env, t):
         tok = t.get(who)
         for method, path in (("GET", "/api/v1/jobs"), ("GET", "/api/v1/workloads"),
                              ("GET", "/api/v1/suites"), ("GET", "/api/v1/results"),
+                             ("GET", "/api/v1/users"), ("GET", "/api/v1/users/me"),
                              ("POST", "/api/v1/jobs"), ("POST", "/api/v1/suites")):
             expect(env, who, tok, method, path, u401, SPEC if method == "POST" else None)
     check("Bearer" in str(fbtest.http(env.base, "GET", "/api/v1/jobs")[1].get(
         "WWW-Authenticate")), "401 names the Bearer scheme")
     for who in ("vera", "alice", "root"):
         for path in ("/api/v1/jobs", "/api/v1/workloads", "/api/v1/workers", "/api/v1/suites",
-                     "/api/v1/results"):
+                     "/api/v1/results", "/api/v1/users"):
             expect(env, who, t[who], "GET", path, 200)
+        check_eq(expect(env, who, t[who], "GET", "/api/v1/users/me", 200)["name"], who,
+                 "users/me names the caller")
     expect(env, "vera", t["vera"], "POST", "/api/v1/jobs", f403, SPEC)
     expect(env, "vera", t["vera"], "POST", "/api/v1/suites", f403, {"workloads": ["softmax"]})
     a = expect(env, "alice", t["alice"], "POST", "/api/v1/jobs", 201, SPEC)
