@@ -46,7 +46,9 @@ static const db_stmt st_list = {
  * and three device lists: "devices" over all sources, "registered_devices"
  * over workers only (the default device follows them, API.md), "alive_devices"
  * over live workers.  A worker adds only its own device kind: a CPU worker
- * offers nothing on "cuda"; a built-in catalog names its devices itself. */
+ * offers nothing on "cuda"; a built-in catalog names its devices itself.
+ * "job_memory_bytes": per device, the most a job may use on the largest worker
+ * that registered it (srv_catalog's admission; null when none said). */
 #define CATALOG_DEVICES(cond)                                                                      \
     "COALESCE((SELECT jsonb_agg(DISTINCT d.dev ORDER BY d.dev) FROM d"                             \
     " WHERE d.name = g.name AND d.engine = g.engine" cond "), '[]'::jsonb)"
@@ -55,13 +57,15 @@ static const db_stmt st_list = {
 static const db_stmt st_catalog = {
     "workload catalog",
     "WITH s AS (SELECT l.id, l.last_heartbeat AS seen, l.device ->> 'kind' AS kind,"
-    "    (" LIVE ") AS live, true AS reg, x.info"
+    "    (" LIVE ") AS live, true AS reg, x.info,"
+    "    CASE WHEN jsonb_typeof(l.device -> 'job_memory_bytes') = 'number'"
+    "      THEN (l.device ->> 'job_memory_bytes')::float8 END AS budget"
     "  FROM workers l, jsonb_array_elements(l.workloads) x(info)"
-    "  UNION ALL SELECT NULL, b.updated_at, NULL, false, false, x.info"
+    "  UNION ALL SELECT NULL, b.updated_at, NULL, false, false, x.info, NULL"
     "  FROM catalog_builtin b, jsonb_array_elements(b.workloads) x(info)),"
     " w AS (SELECT s.*, s.info ->> 'name' AS name, COALESCE(s.info ->> 'engine', '') AS engine"
     "  FROM s WHERE jsonb_typeof(s.info) = 'object' AND s.info ? 'name'),"
-    " d AS (SELECT w.name, w.engine, w.live, w.reg, dev.value AS dev FROM w,"
+    " d AS (SELECT w.name, w.engine, w.live, w.reg, w.budget, dev.value AS dev FROM w,"
     "   jsonb_array_elements_text(CASE WHEN jsonb_typeof(w.info -> 'devices') = 'array'"
     "     THEN w.info -> 'devices' ELSE '[]'::jsonb END) dev(value)"
     "   WHERE w.kind IS NULL OR dev.value = w.kind),"
@@ -70,7 +74,10 @@ static const db_stmt st_catalog = {
     " SELECT COALESCE(jsonb_agg(g.info || jsonb_build_object("
     "   'devices', " CATALOG_DEVICES("") ","
     "   'registered_devices', " CATALOG_DEVICES(" AND d.reg") ","
-    "   'alive_devices', " CATALOG_DEVICES(" AND d.live") ")"
+    "   'alive_devices', " CATALOG_DEVICES(" AND d.live") ","
+    "   'job_memory_bytes', (SELECT jsonb_object_agg(m.dev, m.budget) FROM"
+    "     (SELECT d.dev, max(d.budget) AS budget FROM d WHERE d.name = g.name"
+    "       AND d.engine = g.engine AND d.budget IS NOT NULL GROUP BY d.dev) m))"
     "   ORDER BY g.name, g.engine), '[]'::jsonb)::text FROM g",
     true};
 /* clang-format on */

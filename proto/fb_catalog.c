@@ -61,6 +61,7 @@ cJSON *fb_device_info_to_json(const fb_device_info *d)
     bool ok = o && cat_put(o, "kind", cat_str(d->kind)) && cat_put(o, "name", cat_str(d->name)) &&
               cat_put(o, "uuid", cat_str(d->uuid)) &&
               cat_put(o, "memory_bytes", cat_pos(d->memory_bytes)) &&
+              cat_put(o, "job_memory_bytes", cat_pos(d->job_memory_bytes)) &&
               cat_put(o, "driver", cat_str(d->driver)) &&
               cat_put(o, "compute_capability", cat_str(d->compute_capability)) &&
               cat_put(o, "threads", cat_pos(d->threads));

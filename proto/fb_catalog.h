@@ -31,6 +31,7 @@ typedef struct fb_device_info {
     char name[128]; /* CPU model or GPU name */
     char uuid[64];  /* GPU UUID, or "" */
     int64_t memory_bytes;
+    int64_t job_memory_bytes; /* the most one job may use (its memory cap, the GPU's memory) */
     char driver[64];
     char compute_capability[16]; /* "9.0", or "" on CPU */
     int threads;

@@ -713,3 +713,33 @@ fb_code fb_spec_param_bool(const fb_spec *spec, const char *key, bool def, bool 
     return fb_err_set(err, FB_EINVAL, path, "%s must be true or false, got %s", path,
                       spec_describe(item, got, sizeof got));
 }
+
+/* params.key when it is a positive number, else dflt. */
+static double param_or(const fb_spec *spec, const char *key, double dflt)
+{
+    const cJSON *v = spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, key) : NULL;
+    return cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : dflt;
+}
+
+double fb_spec_input_bytes(const fb_spec *spec, const char *domain)
+{
+    double batch = spec->batch_size > 0 ? spec->batch_size : 1;
+    double dt = strcmp(spec->dtype, "float16") == 0 || strcmp(spec->dtype, "bfloat16") == 0 ? 2 : 4;
+
+    if (!domain)
+        return 0;
+    if (strcmp(domain, "vision") == 0 || strcmp(domain, "test") == 0) {
+        double size = param_or(spec, "image_size", strcmp(domain, "vision") == 0 ? 224 : 32);
+        return batch * 3 * size * size * dt;
+    }
+    if (strcmp(domain, "nlp") == 0) /* t5-small's 512 is the smallest hidden size */
+        return batch * param_or(spec, "seq_len", 128) * param_or(spec, "hidden", 512) * dt;
+    if (strcmp(domain, "speech") == 0) {
+        const cJSON *mel =
+            spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "mel_frames") : NULL;
+        if (cJSON_IsNumber(mel) && mel->valuedouble > 0)
+            return batch * 80 * mel->valuedouble * dt;
+        return batch * 16000 * param_or(spec, "audio_s", 1.0) * dt; /* 16 kHz samples */
+    }
+    return 0;
+}

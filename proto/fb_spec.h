@@ -51,6 +51,16 @@ typedef struct fb_spec {
 /* Initializes a spec to "nothing set" (the sentinels above). */
 void fb_spec_init(fb_spec *spec);
 
+/* The least memory a job of spec needs, for a workload of domain ("vision",
+ * "test", "nlp", "speech"): its input tensors, or for "nlp" the embedding
+ * output every transformer makes, from the batch size, the dtype and the
+ * params that size them (image_size; seq_len and hidden; mel_frames or
+ * audio_s), each missing param at the smallest default of the zoo's models of
+ * that domain.  0 for domains whose inputs are not modelled (patterns,
+ * graphs).  A floor, not a forecast: admission refuses a job that cannot fit
+ * (srv_catalog), the worker's memory cap fails one that does not. */
+double fb_spec_input_bytes(const fb_spec *spec, const char *domain);
+
 /* Frees what the spec owns (params); the struct itself is the caller's. */
 void fb_spec_free(fb_spec *spec);
 

@@ -151,6 +151,41 @@ static fb_code find_checked(const cJSON *catalog, fb_spec *spec, const cJSON **e
     return FB_OK;
 }
 
+/* Refuses a job whose memory floor (fb_spec_input_bytes) is over what the
+ * largest worker of its device takes (the catalog's job_memory_bytes: the
+ * workers' memory caps, their GPUs' memory).  No worker has said: no check. */
+static void fmt_bytes(char *buf, size_t cap, double bytes)
+{
+    if (bytes < 1024.0 * 1024.0 * 1024.0)
+        snprintf(buf, cap, "%.0f MiB", bytes / (1024.0 * 1024.0));
+    else
+        snprintf(buf, cap, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+static fb_code check_memory(const cJSON *entry, const fb_spec *spec, fb_err *err)
+{
+    const cJSON *domain = cJSON_GetObjectItemCaseSensitive(entry, "domain");
+    const cJSON *budgets = cJSON_GetObjectItemCaseSensitive(entry, "job_memory_bytes");
+    const cJSON *budget = cJSON_GetObjectItemCaseSensitive(budgets, spec->device);
+    char need_text[32], budget_text[32];
+    double need;
+
+    if (!cJSON_IsString(domain) || !cJSON_IsNumber(budget) || !(budget->valuedouble > 0))
+        return FB_OK;
+    need = fb_spec_input_bytes(spec, domain->valuestring);
+    if (need <= budget->valuedouble)
+        return FB_OK;
+    fmt_bytes(need_text, sizeof need_text, need);
+    fmt_bytes(budget_text, sizeof budget_text, budget->valuedouble);
+    return fb_err_set(err, FB_EUNSUPPORTED, "batch_size",
+                      "%s at batch_size %d needs at least %s (its %s alone), more than the "
+                      "%s the largest %s worker gives a job: lower batch_size or the "
+                      "params that size the input",
+                      spec->workload, spec->batch_size, need_text,
+                      strcmp(domain->valuestring, "nlp") == 0 ? "embedding output" : "input",
+                      budget_text, spec->device);
+}
+
 fb_code srv_catalog_resolve(const cJSON *catalog, fb_spec *spec, fb_err *err)
 {
     const char *variants[FB_MAX_VARIANTS + 1];
@@ -175,5 +210,5 @@ fb_code srv_catalog_resolve(const cJSON *catalog, fb_spec *spec, fb_err *err)
     default_variants(entry, variants);
     fb_spec_apply_defaults(spec, device, cJSON_IsNumber(bs) && bs->valueint >= 1 ? bs->valueint : 1,
                            variants);
-    return FB_OK;
+    return check_memory(entry, spec, err);
 }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -265,7 +266,8 @@ static const char catalog_text[] =
     "\"variants\":[\"eager\",\"fused\"],\"description\":\"d\",\"default_batch_size\":1},"
     "{\"name\":\"resnet18\",\"engine\":\"inductor\",\"domain\":\"vision\","
     "\"devices\":[\"cuda\"],\"dtypes\":[\"float16\"],"
-    "\"variants\":[\"eager\",\"inductor\"],\"description\":\"d\",\"default_batch_size\":8}]";
+    "\"variants\":[\"eager\",\"inductor\"],\"description\":\"d\",\"default_batch_size\":8,"
+    "\"job_memory_bytes\":{\"cuda\":85899345920}}]";
 
 typedef struct cat_fixture {
     cJSON *catalog;
@@ -325,6 +327,46 @@ static void test_catalog_other_engine(void **state)
     assert_int_equal(resolve_text(f, "{\"workload\":\"resnet18\"}"), FB_OK);
     assert_string_equal(f->spec.engine, "inductor");
     assert_string_equal(f->spec.dtype, "float16"); /* float32 not offered */
+}
+
+/* Admission by memory: a job whose input alone is over the largest worker's
+ * budget (80 GiB GPUs here) is refused naming batch_size and both sizes. */
+static void test_catalog_memory(void **state)
+{
+    cat_fixture *f = *state;
+    assert_int_equal(resolve_text(f, "{\"workload\":\"resnet18\",\"batch_size\":65536,"
+                                     "\"params\":{\"image_size\":1024}}"),
+                     FB_EUNSUPPORTED);
+    assert_string_equal(f->err.field, "batch_size");
+    assert_non_null(strstr(f->err.msg, "384.0 GiB")); /* 65536 x 3 x 1024^2 x 2 B */
+    assert_non_null(strstr(f->err.msg, "80.0 GiB"));
+    fb_spec_free(&f->spec);
+    assert_int_equal(resolve_text(f, "{\"workload\":\"resnet18\",\"batch_size\":4096}"),
+                     FB_OK); /* 1.15 GiB of input: let the worker find out */
+    fb_spec_free(&f->spec);
+    /* Patterns are not modelled: no floor, no refusal. */
+    assert_int_equal(resolve_text(f, "{\"workload\":\"softmax\",\"batch_size\":65536}"), FB_OK);
+}
+
+static void test_input_bytes(void **state)
+{
+    fb_spec s;
+    (void)state;
+    fb_spec_init(&s);
+    s.batch_size = 2;
+    snprintf(s.dtype, sizeof s.dtype, "float32");
+    s.params = cJSON_Parse("{\"seq_len\":10}");
+    assert_float_equal(fb_spec_input_bytes(&s, "nlp"), 2.0 * 10 * 512 * 4, 0);
+    assert_float_equal(fb_spec_input_bytes(&s, "vision"), 2.0 * 3 * 224 * 224 * 4, 0);
+    assert_float_equal(fb_spec_input_bytes(&s, "test"), 2.0 * 3 * 32 * 32 * 4, 0);
+    assert_float_equal(fb_spec_input_bytes(&s, "speech"), 2.0 * 16000 * 4, 0);
+    assert_float_equal(fb_spec_input_bytes(&s, "pattern"), 0, 0);
+    cJSON_Delete(s.params);
+    s.params = cJSON_Parse("{\"mel_frames\":3000,\"image_size\":\"big\"}");
+    snprintf(s.dtype, sizeof s.dtype, "bfloat16");
+    assert_float_equal(fb_spec_input_bytes(&s, "speech"), 2.0 * 80 * 3000 * 2, 0);
+    assert_float_equal(fb_spec_input_bytes(&s, "vision"), 2.0 * 3 * 224 * 224 * 2, 0);
+    fb_spec_free(&s);
 }
 
 /* The default device (API.md): cuda when a CUDA worker has registered for the
@@ -418,6 +460,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_catalog_defaults, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_cpu_only, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_other_engine, cat_setup, cat_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_memory, cat_setup, cat_teardown),
+        cmocka_unit_test(test_input_bytes),
         cmocka_unit_test_setup_teardown(test_catalog_registered_devices, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_unknown, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_empty, cat_setup, cat_teardown),

@@ -77,6 +77,7 @@ static cJSON *gpu_device_json(const fb_gpu *g)
     snprintf(d.driver, sizeof d.driver, "%s", g->driver);
     snprintf(d.compute_capability, sizeof d.compute_capability, "%s", g->compute_capability);
     d.memory_bytes = g->memory_bytes;
+    d.job_memory_bytes = g->memory_bytes;
     d.threads = omp_get_num_procs();
     o = fb_device_info_to_json(&d);
     if (o && (!cJSON_AddStringToObject(o, "cuda", g->cuda) ||
@@ -98,6 +99,8 @@ static cJSON *device_json(const wk_config *cfg)
     snprintf(d.kind, sizeof d.kind, "%s", cfg->device);
     snprintf(d.name, sizeof d.name, "%s", env.device_name[0] ? env.device_name : env.cpu);
     d.memory_bytes = wk_device_mem_total();
+    d.job_memory_bytes =
+        cfg->job_memory_mib > 0 ? (int64_t)cfg->job_memory_mib << 20 : d.memory_bytes;
     d.threads = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
     return fb_device_info_to_json(&d);
 }
