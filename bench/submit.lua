@@ -6,6 +6,9 @@
 
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+if os.getenv("FB_SUBMIT_TOKEN") then -- bench/submit.sh with SUBMIT_AUTH=1
+  wrk.headers["Authorization"] = "Bearer " .. os.getenv("FB_SUBMIT_TOKEN")
+end
 wrk.body = os.getenv("FB_SUBMIT_BODY") or
   '{"workload":"gemm_bias_relu","engine":"native","device":"cpu",' ..
   '"variants":["eager","fused"],"iterations":5,"warmup":1,' ..

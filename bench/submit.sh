@@ -12,7 +12,10 @@
 # many jobs shared each durable commit.
 # Env: SUBMIT_DURATION (10s), SUBMIT_CONNECTIONS (32), SUBMIT_WRK_THREADS (1),
 #      SUBMIT_SERVER_THREADS (server default when unset), SUBMIT_PG_PORT (55470),
-#      SUBMIT_HTTP_PORT (18470), FB_PG_FAST=1 (fsync off: the no-durability bound).
+#      SUBMIT_HTTP_PORT (18470), FB_PG_FAST=1 (fsync off: the no-durability bound),
+#      SUBMIT_AUTH=1: the server runs with --auth and every request carries a user's
+#      API token (the jobs get an owner, as on a lab's server); the token's rate
+#      limit is set past reach (--submit-rate 1e9), so it is checked but never hit.
 #
 # Why the worker is registered by SQL and not run: a live worker would claim the
 # submitted jobs and run them on the same two cores that serve the requests, so
@@ -60,6 +63,7 @@ sql() { "$psql_bin" -X -q -v ON_ERROR_STOP=1 -tA -d "$url" -c "$1"; }
 # The server migrates at start; wait for it before registering the worker.
 server_args=(--database-url "$url" --port "$http_port" --bind 127.0.0.1)
 [ -n "${SUBMIT_SERVER_THREADS:-}" ] && server_args+=(--threads "$SUBMIT_SERVER_THREADS")
+[ "${SUBMIT_AUTH:-0}" = 1 ] && server_args+=(--auth --submit-rate 1e9)
 FUSIONBENCH_LOG=warn "$server" "${server_args[@]}" >"$tmp/server.log" 2>&1 &
 server_pid=$!
 base="http://127.0.0.1:$http_port"
@@ -80,14 +84,23 @@ sql "INSERT INTO workers (id, host, device, engines, workloads)
     exit 0; done) &
 beat_pid=$!
 
+auth=()
+if [ "${SUBMIT_AUTH:-0}" = 1 ]; then
+    FUSIONBENCH_LOG=warn "$server" --database-url "$url" user add bench --role user 2>/dev/null
+    FB_SUBMIT_TOKEN=$(FUSIONBENCH_LOG=warn "$server" --database-url "$url" token create bench 2>/dev/null)
+    export FB_SUBMIT_TOKEN
+    auth=(-H "Authorization: Bearer $FB_SUBMIT_TOKEN")
+fi
+
 # One request by hand first: a harness that only ever sees errors must stop here.
 code=$(curl -s -o "$tmp/first.json" -w '%{http_code}' -H 'Content-Type: application/json' \
-    --data '{"workload":"gemm_bias_relu"}' "$base/api/v1/jobs")
+    "${auth[@]}" --data '{"workload":"gemm_bias_relu"}' "$base/api/v1/jobs")
 [ "$code" = 201 ] || die "first POST answered $code: $(cat "$tmp/first.json")"
 before=$(sql "SELECT count(*) FROM jobs")
 
 echo "wrk -t$wrk_threads -c$conns -d$duration -s bench/submit.lua $base/api/v1/jobs" \
-    "(PostgreSQL fsync $([ "${FB_PG_FAST:-0}" = 1 ] && echo off || echo on))"
+    "(PostgreSQL fsync $([ "${FB_PG_FAST:-0}" = 1 ] && echo off || echo on);" \
+    "authentication $([ "${SUBMIT_AUTH:-0}" = 1 ] && echo on || echo off))"
 wrk -t"$wrk_threads" -c"$conns" -d"$duration" --latency -s "$root/bench/submit.lua" \
     "$base/api/v1/jobs" | tee "$tmp/wrk.out"
 after=$(sql "SELECT count(*) FROM jobs")
@@ -109,3 +122,8 @@ if [ -n "$commits" ] && [ "$commits" -gt 0 ]; then
 fi
 [ "${bad:-1}" = 0 ] && [ -z "$non2xx" ] || die "some answers were not 201"
 [ "$((after - before))" -ge "$created" ] || die "fewer jobs in the table than 201s"
+if [ "${SUBMIT_AUTH:-0}" = 1 ]; then
+    owned=$(sql "SELECT count(*) FROM jobs j JOIN users u ON u.id = j.owner_id WHERE u.name = 'bench'")
+    echo "jobs owned by the token's user: $owned"
+    [ "$owned" = "$after" ] || die "$((after - owned)) jobs without the token's owner"
+fi
