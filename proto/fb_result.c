@@ -5,6 +5,8 @@
  * Every encoder builds into one tree and returns NULL (freeing it) on ENOMEM. */
 #include "fb_result.h"
 
+#include "fb_stats.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +65,9 @@ void fb_variant_result_init(fb_variant_result *v, const char *name)
     v->kernels = v->fused_kernels = v->fused_ops = v->peak_mem_bytes = -1;
     v->kernel_time_ms = v->busy_ms = v->idle_ms = v->max_rel_error = NAN;
     v->memcpy_ms = NAN;
+    v->speedup = v->speedup_lo = v->speedup_hi = NAN;
+    v->change = FB_CHANGE_UNKNOWN;
+    v->unstable = false;
     v->memcpy_bytes = v->dropped_records = v->dram_read_bytes = v->dram_write_bytes = -1;
     for (int i = 0; i < FB_KC_COUNT; i++)
         v->categories_ms[i] = NAN;
@@ -73,8 +78,50 @@ void fb_result_init(fb_result *r)
     memset(r, 0, sizeof *r);
     snprintf(r->baseline, sizeof r->baseline, "eager");
     r->plan_ms = NAN;
+    r->interference = (fb_interference){.timed_ms = NAN,
+                                        .steal_ms = NAN,
+                                        .invol_switches = -1,
+                                        .minor_faults = -1,
+                                        .major_faults = -1};
     for (int i = 0; i < FB_MAX_VARIANTS; i++)
         fb_variant_result_init(&r->variants[i], "");
+}
+
+const char *fb_change_name(fb_change c)
+{
+    switch (c) {
+    case FB_CHANGE_FASTER:
+        return "faster";
+    case FB_CHANGE_SLOWER:
+        return "slower";
+    case FB_CHANGE_NONE:
+        return "no_difference";
+    default:
+        return NULL;
+    }
+}
+
+void fb_result_judge(fb_result *r, const char *device)
+{
+    const fb_variant_result *b = NULL;
+    double cv_max = fb_stats_unstable_cv(device);
+
+    for (int i = 0; i < r->n_variants && i < FB_MAX_VARIANTS; i++) {
+        fb_variant_result *v = &r->variants[i];
+        if (strcmp(v->name, r->baseline) == 0)
+            b = v;
+        v->unstable = v->status == FB_VS_OK && v->n_samples >= 2 && v->latency.cv > cv_max;
+    }
+    for (int i = 0; i < r->n_variants && i < FB_MAX_VARIANTS; i++) {
+        fb_variant_result *v = &r->variants[i];
+        v->speedup = v->speedup_lo = v->speedup_hi = NAN;
+        v->change = FB_CHANGE_UNKNOWN;
+        if (!b || v == b || b->status != FB_VS_OK || v->status != FB_VS_OK)
+            continue;
+        if (fb_stats_speedup_ci(b->samples_ms, b->n_samples, v->samples_ms, v->n_samples, 0.95,
+                                &v->speedup, &v->speedup_lo, &v->speedup_hi))
+            v->change = fb_stats_change(v->speedup, v->speedup_lo, v->speedup_hi);
+    }
 }
 
 void fb_result_free(fb_result *r)
@@ -294,7 +341,8 @@ static cJSON *res_variant(const fb_variant_result *v)
               res_put(o, "status", cJSON_CreateString(fb_vstatus_name(v->status))) &&
               (v->status == FB_VS_OK || res_put(o, "message", cJSON_CreateString(v->message))) &&
               res_put(o, "latency_ms", res_latency(&v->latency)) &&
-              res_put(o, "samples_ms", res_samples(v)) && res_variant_metrics(o, v) &&
+              res_put(o, "samples_ms", res_samples(v)) &&
+              res_put(o, "unstable", cJSON_CreateBool(v->unstable)) && res_variant_metrics(o, v) &&
               res_node_groups(o, v) && res_extra(o, v);
     if (!ok) {
         cJSON_Delete(o);
@@ -333,7 +381,19 @@ static bool res_put_ratio(cJSON *map, const char *key, double x)
 
 /* Fills the three maps.  Only variants with status ok against an ok baseline get
  * entries: a speedup of a wrong answer (accuracy_failed) is no speedup. */
-static bool res_fill_comparison(const fb_result *r, cJSON *speed, cJSON *kern, cJSON *mem)
+/* The judged speedup's interval and change, when fb_result_judge found them. */
+static bool res_put_change(cJSON *ci, cJSON *change, const fb_variant_result *v)
+{
+    const char *c = fb_change_name(v->change);
+    if (!c)
+        return true;
+    double pair[2] = {v->speedup_lo, v->speedup_hi};
+    return res_put(ci, v->name, cJSON_CreateDoubleArray(pair, 2)) &&
+           res_put(change, v->name, cJSON_CreateString(c));
+}
+
+static bool res_fill_comparison(const fb_result *r, cJSON *speed, cJSON *kern, cJSON *mem,
+                                cJSON *ci, cJSON *change)
 {
     const fb_variant_result *b = res_find(r, r->baseline);
     if (!b || b->status != FB_VS_OK)
@@ -346,7 +406,8 @@ static bool res_fill_comparison(const fb_result *r, cJSON *speed, cJSON *kern, c
             res_put_ratio(speed, v->name, res_ratio(b->latency.median, v->latency.median)) &&
             res_put_ratio(kern, v->name, res_ratio(res_known(v->kernels), res_known(b->kernels))) &&
             res_put_ratio(mem, v->name,
-                          res_ratio(res_known(v->peak_mem_bytes), res_known(b->peak_mem_bytes)));
+                          res_ratio(res_known(v->peak_mem_bytes), res_known(b->peak_mem_bytes))) &&
+            res_put_change(ci, change, v);
         if (!ok)
             return false;
     }
@@ -360,7 +421,9 @@ static cJSON *res_comparison(const fb_result *r)
     cJSON *speed = ok ? cJSON_AddObjectToObject(o, "speedup") : NULL;
     cJSON *kern = speed ? cJSON_AddObjectToObject(o, "kernel_ratio") : NULL;
     cJSON *mem = kern ? cJSON_AddObjectToObject(o, "memory_ratio") : NULL;
-    if (!mem || !res_fill_comparison(r, speed, kern, mem)) {
+    cJSON *ci = mem ? cJSON_AddObjectToObject(o, "speedup_ci95") : NULL;
+    cJSON *change = ci ? cJSON_AddObjectToObject(o, "change") : NULL;
+    if (!change || !res_fill_comparison(r, speed, kern, mem, ci, change)) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -379,10 +442,42 @@ static cJSON *res_variants(const fb_result *r)
     return arr;
 }
 
+static cJSON *res_interference(const fb_interference *f)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !res_put(o, "timed_ms", fb_json_num_or_null(f->timed_ms)) ||
+        !res_put(o, "steal_ms", fb_json_num_or_null(f->steal_ms)) ||
+        !res_put(o, "involuntary_switches", fb_json_int_or_null(f->invol_switches)) ||
+        !res_put(o, "minor_faults", fb_json_int_or_null(f->minor_faults)) ||
+        !res_put(o, "major_faults", fb_json_int_or_null(f->major_faults))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* null when the engine timed on its own (no rounds here). */
+static cJSON *res_repetition(const fb_repetition *p)
+{
+    if (!p->stop[0])
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !res_put(o, "rounds_requested", cJSON_CreateNumber(p->rounds_requested)) ||
+        !res_put(o, "rounds", cJSON_CreateNumber(p->rounds)) ||
+        !res_put(o, "budget_s", fb_json_num_or_null(p->budget_s)) ||
+        !res_put(o, "stop", cJSON_CreateString(p->stop))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
 cJSON *fb_result_to_json(const fb_result *r)
 {
     cJSON *o = cJSON_CreateObject();
     bool ok = o && res_put(o, "env", res_env(&r->env)) &&
+              res_put(o, "interference", res_interference(&r->interference)) &&
+              res_put(o, "repetition", res_repetition(&r->repetition)) &&
               res_put(o, "plan_ms", fb_json_num_or_null(r->plan_ms)) &&
               res_put(o, "variants", res_variants(r)) &&
               res_put(o, "comparison", res_comparison(r)) &&

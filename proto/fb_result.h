@@ -32,6 +32,17 @@ typedef enum fb_vstatus {
 
 const char *fb_vstatus_name(fb_vstatus s); /* "ok", "accuracy_failed", ... */
 
+/* A variant's speedup over the baseline, as its CI says (fb_stats_change). */
+typedef enum fb_change {
+    FB_CHANGE_UNKNOWN = 0, /* no speedup (the baseline itself, a failed side) */
+    FB_CHANGE_FASTER,
+    FB_CHANGE_SLOWER,
+    FB_CHANGE_NONE, /* no significant difference */
+} fb_change;
+
+/* "faster", "slower", "no_difference"; NULL for unknown. */
+const char *fb_change_name(fb_change c);
+
 /* Kernel categories (DESIGN.md profiling). */
 typedef enum fb_kcat {
     FB_KC_GEMM,        /* "gemm" (GEMM and conv) */
@@ -94,7 +105,13 @@ typedef struct fb_variant_result {
     int64_t fused_kernels, fused_ops;        /* -1 unknown */
     int64_t peak_mem_bytes;                  /* -1 unknown */
     double max_rel_error;                    /* NaN when not checked */
-    double categories_ms[FB_KC_COUNT];       /* NaN for "none seen" */
+    /* Against the baseline's samples (fb_result_judge): the speedup (baseline
+     * median / this median), its 95% bootstrap CI, what it says; NaN and
+     * unknown for the baseline itself and when either side has no samples. */
+    double speedup, speedup_lo, speedup_hi;
+    fb_change change;
+    bool unstable;                     /* latency CV over the device's threshold */
+    double categories_ms[FB_KC_COUNT]; /* NaN for "none seen" */
     /* From CUPTI (GPU); unknown elsewhere.  DRAM bytes come from the range
      * profiler, which the driver may refuse: then -1 and dram_reason says why. */
     double memcpy_ms;                          /* NaN unknown */
@@ -124,8 +141,28 @@ typedef struct fb_env {
     int threads;
 } fb_env;
 
+/* What else ran while the variants were timed (the noise's causes); NaN / -1
+ * unknown. */
+typedef struct fb_interference {
+    double timed_ms;        /* wall time of the timed rounds */
+    double steal_ms;        /* CPU time the hypervisor gave others (/proc/stat, all CPUs) */
+    int64_t invol_switches; /* involuntary context switches of the process */
+    int64_t minor_faults, major_faults;
+} fb_interference;
+
+/* Adaptive repetition (METHOD.md in docs/): rounds asked for, rounds run, the
+ * extra time allowed and why it stopped: "stable" (nothing to add),
+ * "converged", "time_budget", "max_rounds"; "" when the engine timed alone. */
+typedef struct fb_repetition {
+    int rounds_requested, rounds;
+    double budget_s;
+    char stop[16];
+} fb_repetition;
+
 typedef struct fb_result {
     fb_env env;
+    fb_interference interference;
+    fb_repetition repetition;
     int n_variants;
     fb_variant_result variants[FB_MAX_VARIANTS];
     char baseline[FB_NAME_MAX]; /* "eager" unless the spec has none */
@@ -140,6 +177,12 @@ typedef struct fb_result {
 void fb_variant_result_init(fb_variant_result *v, const char *name);
 void fb_result_init(fb_result *r);
 void fb_result_free(fb_result *r); /* frees samples, kernel rows, groups and the graph */
+
+/* Fills each variant's unstable flag (latency CV over device's threshold) and
+ * each non-baseline variant's speedup, bootstrap CI and change against the
+ * baseline's samples.  Only variants with status ok against an ok baseline get
+ * a speedup. */
+void fb_result_judge(fb_result *r, const char *device);
 
 /* Encodes the result, comparison included (speedup, kernel_ratio, memory_ratio
  * against the baseline, only for variants with status ok; a variant that failed

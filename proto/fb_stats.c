@@ -18,6 +18,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,4 +206,123 @@ double fb_mann_whitney_p(const double *a, int na, const double *b, int nb)
     z = (fabs(u - mu) - 0.5) / sqrt(var);
     p = erfc(z / sqrt(2.0));
     return p > 1.0 ? 1.0 : (p < 0.0 ? 0.0 : p);
+}
+
+/* ---- the speedup's interval (bootstrap) ---- */
+
+/* splitmix64: a small, well-mixed generator; the bootstrap needs speed and a
+ * fixed sequence, not cryptographic quality. */
+static uint64_t mix_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The k-th smallest of a[0..n) (0-based), a reordered: Hoare's selection. */
+static double select_kth(double *a, int n, int k)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = a[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot)
+                i++;
+            while (a[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return a[k];
+    }
+    return a[k];
+}
+
+/* The median of a[0..n) (numpy's: the mean of the middle two for even n). */
+static double median_select(double *a, int n)
+{
+    double hi = select_kth(a, n, n / 2);
+    if (n % 2)
+        return hi;
+    double lo = a[0];
+    for (int i = 1; i < n / 2; i++) /* after selection a[0..n/2) holds the smaller half */
+        lo = a[i] > lo ? a[i] : lo;
+    return (lo + hi) / 2.0;
+}
+
+/* The median of n draws with replacement from s, into buf (n long). */
+static double resample_median(const double *s, int n, double *buf, uint64_t *rng)
+{
+    for (int i = 0; i < n; i++)
+        buf[i] = s[mix_next(rng) % (uint64_t)n];
+    return median_select(buf, n);
+}
+
+bool fb_stats_speedup_ci(const double *base, int nb, const double *var, int nv, double level,
+                         double *speedup, double *lo, double *hi)
+{
+    enum { B = FB_BOOTSTRAP_RESAMPLES };
+    double *buf, *ratios, mb, mv;
+    uint64_t rng = 0x5eedf00dull;
+    int n = nb > nv ? nb : nv, k_lo, k_hi;
+
+    *speedup = *lo = *hi = NAN;
+    if (!base || !var || nb < 2 || nv < 2 || !(level > 0.0 && level < 1.0))
+        return false;
+    buf = malloc((size_t)n * sizeof *buf);
+    ratios = malloc(B * sizeof *ratios);
+    if (!buf || !ratios) {
+        free(buf);
+        free(ratios);
+        return false;
+    }
+    memcpy(buf, base, (size_t)nb * sizeof *buf);
+    mb = median_select(buf, nb);
+    memcpy(buf, var, (size_t)nv * sizeof *buf);
+    mv = median_select(buf, nv);
+    if (!(mb > 0.0) || !(mv > 0.0)) {
+        free(buf);
+        free(ratios);
+        return false;
+    }
+    for (int b = 0; b < B; b++) {
+        double rb = resample_median(base, nb, buf, &rng);
+        double rv = resample_median(var, nv, buf, &rng);
+        ratios[b] = rv > 0.0 ? rb / rv : INFINITY;
+    }
+    qsort(ratios, B, sizeof *ratios, cmp_double);
+    k_lo = (int)floor((1.0 - level) / 2.0 * B);
+    k_hi = (int)ceil((1.0 + level) / 2.0 * B) - 1;
+    *speedup = mb / mv;
+    *lo = ratios[k_lo < 0 ? 0 : k_lo];
+    *hi = ratios[k_hi >= B ? B - 1 : k_hi];
+    free(buf);
+    free(ratios);
+    return true;
+}
+
+fb_change fb_stats_change(double speedup, double lo, double hi)
+{
+    if (isnan(speedup) || isnan(lo) || isnan(hi))
+        return FB_CHANGE_UNKNOWN;
+    if (lo > 1.0 + FB_NOISE_THRESHOLD)
+        return FB_CHANGE_FASTER;
+    if (hi < 1.0 / (1.0 + FB_NOISE_THRESHOLD))
+        return FB_CHANGE_SLOWER;
+    return FB_CHANGE_NONE;
+}
+
+double fb_stats_unstable_cv(const char *device)
+{
+    return device && strcmp(device, "cuda") == 0 ? FB_UNSTABLE_CV_GPU : FB_UNSTABLE_CV_CPU;
 }

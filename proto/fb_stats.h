@@ -20,6 +20,32 @@ void fb_stats_compute(const double *samples, int n, fb_stats *out);
 FB_MUSTCHECK bool fb_stats_median_ci(const double *samples, int n, double level, double *lo,
                                      double *hi);
 
+/* Resamples of the speedup's bootstrap; the speedup's noise threshold (a
+ * significant change smaller than this is reported as no difference, as
+ * criterion does); the CV past which a variant's timing is unstable, per
+ * device kind (METHOD.md in docs/). */
+#define FB_BOOTSTRAP_RESAMPLES 2000
+#define FB_NOISE_THRESHOLD     0.01
+#define FB_UNSTABLE_CV_CPU     0.10
+#define FB_UNSTABLE_CV_GPU     0.05
+
+/* The speedup median(base) / median(var) and its percentile bootstrap CI at
+ * level: FB_BOOTSTRAP_RESAMPLES resamples with replacement of each side, the
+ * ratio of their medians each time.  Deterministic (a fixed seed): the same
+ * samples give the same interval.  false when a side has fewer than 2
+ * samples, a median is not positive, or on ENOMEM. */
+FB_MUSTCHECK bool fb_stats_speedup_ci(const double *base, int nb, const double *var, int nv,
+                                      double level, double *speedup, double *lo, double *hi);
+
+/* What a speedup with CI [lo, hi] says: faster when the whole CI is above 1 +
+ * FB_NOISE_THRESHOLD, slower when it is all below 1 / (1 + FB_NOISE_THRESHOLD),
+ * else no (significant) difference; unknown when any is NaN.  As criterion's
+ * noise threshold: a change the interval cannot put past 1% is not reported. */
+fb_change fb_stats_change(double speedup, double lo, double hi);
+
+/* The unstable threshold for a device kind ("cuda": GPU, else CPU). */
+double fb_stats_unstable_cv(const char *device);
+
 /* Mann-Whitney U two-sided p-value (normal approximation with tie correction). */
 double fb_mann_whitney_p(const double *a, int na, const double *b, int nb);
 

@@ -328,19 +328,50 @@ static bool variant_ok(const cJSON *result, const char *name)
     return st && strcmp(st, "ok") == 0;
 }
 
-/* Accumulates one variant over the jobs. */
+/* The variant's speedup CI in a job's comparison: [lo, hi] into ci; false
+ * when the result has none (older results, a failed side). */
+static bool speedup_ci(const cJSON *cmp, const char *variant, double ci[2])
+{
+    const cJSON *pair = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cmp, "speedup_ci95"), variant);
+    const cJSON *lo = cJSON_GetArrayItem(pair, 0), *hi = cJSON_GetArrayItem(pair, 1);
+    if (!cJSON_IsNumber(lo) || !cJSON_IsNumber(hi) || !(lo->valuedouble > 0) ||
+        !(hi->valuedouble >= lo->valuedouble))
+        return false;
+    ci[0] = lo->valuedouble;
+    ci[1] = hi->valuedouble;
+    return true;
+}
+
+/* True when the job's baseline or variant was timed unstably. */
+static bool job_unstable(const cJSON *res, const char *base, const char *variant)
+{
+    return cJSON_IsTrue(
+               cJSON_GetObjectItemCaseSensitive(srv_result_variant(res, base), "unstable")) ||
+           cJSON_IsTrue(
+               cJSON_GetObjectItemCaseSensitive(srv_result_variant(res, variant), "unstable"));
+}
+
+/* Accumulates one variant over the jobs.  The geomean's interval is its
+ * measurement uncertainty: each job's 95% CI read as a normal interval on
+ * log(speedup) (half-width / 1.96 = its standard error), combined over the
+ * mean of logs; it says how sure the figure is, not how much the workloads
+ * differ.  Only when every passed job has an interval. */
 static cJSON *variant_summary(const cJSON *jobs, const char *variant)
 {
     const cJSON *j;
-    double log_sum = 0;
-    int passed = 0, total = 0;
+    double log_sum = 0, var_sum = 0;
+    int passed = 0, total = 0, unstable = 0, with_ci = 0;
+    int changes[3] = {0, 0, 0}; /* faster, slower, no_difference */
     cJSON_ArrayForEach(j, jobs)
     {
         const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
         const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(res, "comparison");
         const char *base = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cmp, "baseline"));
-        double sp = num(cJSON_GetObjectItemCaseSensitive(cmp, "speedup"), variant);
+        double sp = num(cJSON_GetObjectItemCaseSensitive(cmp, "speedup"), variant), ci[2];
         const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "state"));
+        const char *change = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(cmp, "change"), variant));
         if (st && (strcmp(st, "queued") == 0 || strcmp(st, "running") == 0))
             continue; /* not finished: neither passed nor failed yet */
         total++;
@@ -348,14 +379,34 @@ static cJSON *variant_summary(const cJSON *jobs, const char *variant)
             continue;
         passed++;
         log_sum += log(sp);
+        unstable += job_unstable(res, base, variant);
+        if (speedup_ci(cmp, variant, ci)) {
+            double se = (log(ci[1]) - log(ci[0])) / (2 * 1.959963984540054);
+            var_sum += se * se;
+            with_ci++;
+        }
+        if (change)
+            changes[strcmp(change, "faster") == 0 ? 0 : strcmp(change, "slower") == 0 ? 1 : 2]++;
     }
     cJSON *o = cJSON_CreateObject();
+    double mean = passed ? log_sum / passed : NAN,
+           half = 1.959963984540054 * sqrt(var_sum) / passed;
     cJSON_AddItemToObject(o, "geomean_speedup",
-                          passed ? cJSON_CreateNumber(exp(log_sum / passed)) : cJSON_CreateNull());
+                          passed ? cJSON_CreateNumber(exp(mean)) : cJSON_CreateNull());
+    if (passed && with_ci == passed) {
+        double pair[2] = {exp(mean - half), exp(mean + half)};
+        cJSON_AddItemToObject(o, "geomean_ci95", cJSON_CreateDoubleArray(pair, 2));
+    } else {
+        cJSON_AddNullToObject(o, "geomean_ci95");
+    }
     cJSON_AddNumberToObject(o, "passed", passed);
     cJSON_AddNumberToObject(o, "total", total);
     cJSON_AddItemToObject(o, "pass_rate",
                           total ? cJSON_CreateNumber((double)passed / total) : cJSON_CreateNull());
+    cJSON_AddNumberToObject(o, "unstable", unstable);
+    cJSON_AddNumberToObject(o, "faster", changes[0]);
+    cJSON_AddNumberToObject(o, "slower", changes[1]);
+    cJSON_AddNumberToObject(o, "no_difference", changes[2]);
     return o;
 }
 
@@ -448,8 +499,11 @@ static cJSON *job_row(const cJSON *j)
             cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(
                                 cJSON_GetObjectItemCaseSensitive(v, "latency_ms"), "median"),
                             1));
-        static const char *const ratios[] = {"speedup", "kernel_ratio", "memory_ratio"};
-        for (size_t i = 0; o && i < 3; i++) {
+        cJSON_AddItemToObject(o, "unstable",
+                              cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(v, "unstable"), 1));
+        static const char *const ratios[] = {"speedup", "kernel_ratio", "memory_ratio",
+                                             "speedup_ci95", "change"};
+        for (size_t i = 0; o && i < sizeof ratios / sizeof ratios[0]; i++) {
             const cJSON *x = cJSON_GetObjectItemCaseSensitive(
                 cJSON_GetObjectItemCaseSensitive(cmp, ratios[i]), name);
             cJSON_AddItemToObject(o, ratios[i], x ? cJSON_Duplicate(x, 1) : cJSON_CreateNull());
@@ -495,6 +549,13 @@ static cJSON *csv_rows(const cJSON *rows)
                     cJSON_AddItemToObject(o, keys[i], cJSON_Duplicate(x, 1));
             }
             cJSON_AddStringToObject(o, "variant", v->string);
+            const cJSON *ci = cJSON_GetObjectItemCaseSensitive(v, "speedup_ci95");
+            if (cJSON_GetArraySize(ci) == 2) { /* two columns: CSV cells hold numbers */
+                cJSON_AddItemToObject(o, "speedup_ci95_lo",
+                                      cJSON_Duplicate(cJSON_GetArrayItem(ci, 0), 1));
+                cJSON_AddItemToObject(o, "speedup_ci95_hi",
+                                      cJSON_Duplicate(cJSON_GetArrayItem(ci, 1), 1));
+            }
             cJSON_AddItemToArray(out, o);
         }
     }
@@ -502,9 +563,9 @@ static cJSON *csv_rows(const cJSON *rows)
 }
 
 static const char *const suite_cols[] = {
-    "job_id",       "workload",       "batch_size",  "state",   "variant",
-    "status",       "median_ms",      "speedup",     "kernels", "fused_kernels",
-    "kernel_ratio", "peak_mem_bytes", "memory_ratio"};
+    "job_id",    "workload",      "batch_size",      "state",           "variant",     "status",
+    "median_ms", "speedup",       "speedup_ci95_lo", "speedup_ci95_hi", "change",      "unstable",
+    "kernels",   "fused_kernels", "kernel_ratio",    "peak_mem_bytes",  "memory_ratio"};
 
 static void reply_suite_fmt(srv_req *r, int status, int64_t id, bool csv)
 {

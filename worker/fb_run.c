@@ -9,9 +9,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fb_log.h"
+#include "fb_stats.h"
+
+/* Adaptive repetition (METHOD.md in docs/): while a variant is unstable or a
+ * speedup's CI is wider than this share of the speedup, more rounds, in
+ * chunks, until the time budget (params.time_budget_s; by default as long as
+ * the first rounds took, at least 1 s and at most 60 s) or this many times the
+ * rounds asked for. */
+#define RUN_WIDE_CI          0.10
+#define RUN_MAX_ROUNDS_X     10
+#define RUN_BUDGET_MIN_S     1
+#define RUN_BUDGET_MAX_S     60
+#define RUN_BUDGET_PARAM_MAX 3600
 
 /* Timing progress: every this many rounds, and no more often than this. */
 #define RUN_PROGRESS_EVERY  10
@@ -26,6 +40,8 @@ typedef struct run_state {
     double last_report_ms;
     int baseline; /* index of the baseline variant */
     bool tf32;
+    int64_t budget_s;               /* params.time_budget_s, -1 unset */
+    int cap;                        /* samples each variant's array holds */
     fb_code codes[FB_MAX_VARIANTS]; /* why a variant failed, for the call's error */
 } run_state;
 
@@ -111,12 +127,55 @@ static void time_one(run_state *st, int v, int it)
     vr->n_samples = it + 1;
 }
 
-static void timing(run_state *st)
-{
-    int total = st->spec->iterations;
+/* ---- interference: what else ran while we timed ---- */
 
-    report(st, "timing", NULL, 0, total);
-    for (int it = 0; it < total; it++) {
+typedef struct probe {
+    double wall_ms, steal_ms;
+    struct rusage ru;
+    bool have_ru;
+} probe;
+
+/* Steal time of all CPUs so far (the 8th value of /proc/stat's "cpu" line, in
+ * USER_HZ ticks), in ms; NaN when unknown (not Linux, not virtualized). */
+static double steal_now_ms(void)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    int n;
+
+    if (!f)
+        return NAN;
+    n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6], &v[7]);
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    return n == 8 && hz > 0 ? (double)v[7] * 1000.0 / (double)hz : NAN;
+}
+
+static void probe_take(probe *p, int who)
+{
+    p->wall_ms = now_ms();
+    p->steal_ms = steal_now_ms();
+    p->have_ru = getrusage(who, &p->ru) == 0;
+}
+
+/* The interference between a and b into f. */
+static void probe_diff(const probe *a, const probe *b, fb_interference *f)
+{
+    f->timed_ms = b->wall_ms - a->wall_ms;
+    f->steal_ms = b->steal_ms - a->steal_ms;
+    if (a->have_ru && b->have_ru) {
+        f->invol_switches = b->ru.ru_nivcsw - a->ru.ru_nivcsw;
+        f->minor_faults = b->ru.ru_minflt - a->ru.ru_minflt;
+        f->major_faults = b->ru.ru_majflt - a->ru.ru_majflt;
+    }
+}
+
+/* ---- the timed rounds ---- */
+
+static void timed_rounds(run_state *st, int from, int to, int total)
+{
+    for (int it = from; it < to; it++) {
         for (int v = 0; v < st->spec->n_variants; v++) {
             if (variant_alive(st, v))
                 time_one(st, v, it);
@@ -125,11 +184,96 @@ static void timing(run_state *st)
             now_ms() - st->last_report_ms >= RUN_PROGRESS_MIN_MS)
             report(st, "timing", NULL, it + 1, total);
     }
+}
+
+static void compute_stats(run_state *st)
+{
     for (int v = 0; v < st->spec->n_variants; v++) {
         fb_variant_result *vr = &st->res->variants[v];
         if (variant_alive(st, v) && vr->n_samples > 0)
             fb_stats_compute(vr->samples_ms, vr->n_samples, &vr->latency);
     }
+    fb_result_judge(st->res, st->spec->device);
+}
+
+/* True while a variant is unstable or a speedup's CI is wide. */
+static bool unsettled(const run_state *st)
+{
+    for (int v = 0; v < st->spec->n_variants; v++) {
+        const fb_variant_result *vr = &st->res->variants[v];
+        if (!variant_alive(st, v))
+            continue;
+        if (vr->unstable)
+            return true;
+        if (isfinite(vr->speedup) && (vr->speedup_hi - vr->speedup_lo) > RUN_WIDE_CI * vr->speedup)
+            return true;
+    }
+    return false;
+}
+
+/* Room for n samples per variant; false (and nothing lost) on ENOMEM. */
+static bool grow_samples(run_state *st, int n)
+{
+    for (int v = 0; v < st->spec->n_variants && n > st->cap; v++) {
+        fb_variant_result *vr = &st->res->variants[v];
+        if (!vr->samples_ms)
+            continue;
+        double *p = realloc(vr->samples_ms, (size_t)n * sizeof *p);
+        if (!p)
+            return false;
+        vr->samples_ms = p;
+    }
+    if (n > st->cap)
+        st->cap = n;
+    return true;
+}
+
+static void timing(run_state *st)
+{
+    int asked = st->spec->iterations, done = asked, most = asked * RUN_MAX_ROUNDS_X;
+    fb_repetition *rep = &st->res->repetition;
+    probe p0, p1;
+    double t_first, budget_ms, t_extra;
+
+    if (most > FB_MAX_ITERATIONS)
+        most = asked > FB_MAX_ITERATIONS ? asked : FB_MAX_ITERATIONS;
+    report(st, "timing", NULL, 0, asked);
+    probe_take(&p0, RUSAGE_SELF);
+    timed_rounds(st, 0, asked, asked);
+    t_first = now_ms() - p0.wall_ms;
+    compute_stats(st);
+    budget_ms = st->budget_s >= 0
+                    ? (double)st->budget_s * 1000.0
+                    : fmin(fmax(t_first, RUN_BUDGET_MIN_S * 1000.0), RUN_BUDGET_MAX_S * 1000.0);
+    snprintf(rep->stop, sizeof rep->stop, "stable");
+    t_extra = now_ms();
+    while (unsettled(st)) {
+        int chunk = asked / 2 > 5 ? asked / 2 : 5;
+        if (done >= most) {
+            snprintf(rep->stop, sizeof rep->stop, "max_rounds");
+            break;
+        }
+        if (now_ms() - t_extra >= budget_ms) {
+            snprintf(rep->stop, sizeof rep->stop, "time_budget");
+            break;
+        }
+        if (chunk > most - done)
+            chunk = most - done;
+        if (!grow_samples(st, done + chunk)) {
+            snprintf(rep->stop, sizeof rep->stop, "max_rounds");
+            break;
+        }
+        report(st, "timing", NULL, done, done + chunk);
+        timed_rounds(st, done, done + chunk, done + chunk);
+        done += chunk;
+        compute_stats(st);
+        snprintf(rep->stop, sizeof rep->stop, "converged");
+    }
+    probe_take(&p1, RUSAGE_SELF);
+    probe_diff(&p0, &p1, &st->res->interference);
+    rep->rounds_requested = asked;
+    rep->rounds = done;
+    rep->budget_s = budget_ms / 1000.0;
 }
 
 /* Error unless the output is finite and not all zeros: an all-zero output means
@@ -258,6 +402,7 @@ static fb_code setup_result(run_state *st, fb_err *err)
         if (strcmp(spec->variants[v], "eager") == 0)
             st->baseline = v;
     }
+    st->cap = spec->iterations;
     snprintf(res->baseline, sizeof res->baseline, "%s", spec->variants[st->baseline]);
     return FB_OK;
 }
@@ -288,6 +433,9 @@ static fb_code prepare(run_state *st, const fb_engine **eng, fb_err *err)
         return fb_err_set(err, FB_EUNSUPPORTED, "engine", "unknown engine '%s'", st->spec->engine);
     rc = fb_spec_param_bool(st->spec, "tf32", false, &st->tf32, err);
     if (rc == FB_OK)
+        rc = fb_spec_param_int(st->spec, "time_budget_s", -1, 0, RUN_BUDGET_PARAM_MAX,
+                               &st->budget_s, err);
+    if (rc == FB_OK)
         rc = setup_result(st, err);
     if (rc != FB_OK)
         return rc;
@@ -311,8 +459,14 @@ static fb_code run_whole(const fb_spec *spec, const fb_engine *eng, fb_progress_
 
     if (rc != FB_OK)
         return rc;
+    probe p0, p1;
+
     fb_env_capture(&out->env, spec->device);
+    probe_take(&p0, RUSAGE_CHILDREN); /* the engine's process is a child, waited for */
     rc = eng->run_whole(spec, progress, ud, out, err);
+    probe_take(&p1, RUSAGE_CHILDREN);
+    probe_diff(&p0, &p1, &out->interference);
+    fb_result_judge(out, spec->device);
     for (int v = 0; rc == FB_OK && v < out->n_variants; v++) {
         fb_vstatus s = out->variants[v].status;
         if (s == FB_VS_OK || s == FB_VS_ACCURACY_FAILED)
@@ -340,6 +494,7 @@ fb_code fb_run_benchmark(const fb_spec *spec, fb_progress_fn progress, void *ud,
     warmup(&st);
     timing(&st);
     accuracy_gate(&st);
+    fb_result_judge(out, spec->device); /* again: no speedup for a wrong answer */
     profile_all(&st);
     rc = any_ran(&st, err);
     report(&st, "done", NULL, 1, 1);

@@ -59,12 +59,12 @@ def check_variant(v, iterations):
           "variant %s: ci95 %r does not hold the median %r" % (name, ci, lat["median"]))
     samples = v.get("samples_ms")
     check(isinstance(samples, list), "variant %s: samples_ms missing" % name)
-    check_eq(len(samples), iterations, "variant %s: len(samples_ms)" % name)
+    check_eq(len(samples), iterations, "variant %s: len(samples_ms) (the rounds run)" % name)
     check(all(is_num(s) and s > 0 for s in samples), "variant %s: samples > 0" % name)
     check(abs(min(samples) - lat["min"]) < 1e-9 and abs(max(samples) - lat["max"]) < 1e-9,
           "variant %s: min/max disagree with samples" % name)
     srt = sorted(samples)
-    med = (srt[(iterations - 1) // 2] + srt[iterations // 2]) / 2
+    med = (srt[(len(srt) - 1) // 2] + srt[len(srt) // 2]) / 2
     check(abs(med - lat["median"]) <= 1e-9 * max(1.0, med),
           "variant %s: median %r, samples give %r" % (name, lat["median"], med))
     for k in ("kernels", "fused_kernels", "fused_ops", "peak_mem_bytes"):
@@ -97,8 +97,13 @@ def check_finished_job(env, job, wid):
     check(isinstance(res, dict), "result missing")
     names = [v["name"] for v in res["variants"]]
     check_eq(names, ["eager", "fused"], "result variant names")
+    rep = res["repetition"]
+    check(rep["rounds_requested"] == 20 and 20 <= rep["rounds"] <= 200 and
+          rep["stop"] in ("stable", "converged", "time_budget", "max_rounds"),
+          "repetition %r" % rep)
     for v in res["variants"]:
-        check_variant(v, 20)
+        check_variant(v, rep["rounds"])
+        check(isinstance(v.get("unstable"), bool), "variant %s: unstable flag" % v["name"])
     eager, fused = res["variants"]
     check(eager["kernels"] > fused["kernels"], "eager kernels > fused kernels")
     check_eq(eager["fused_kernels"], 0, "eager fused_kernels")
@@ -110,6 +115,12 @@ def check_finished_job(env, job, wid):
     check(is_num(sp) and sp > 0, "speedup.fused = %r" % sp)
     want = eager["latency_ms"]["median"] / fused["latency_ms"]["median"]
     check(abs(sp - want) <= 1e-6 * want, "speedup %r != eager/fused medians %r" % (sp, want))
+    lo, hi = cmp_["speedup_ci95"]["fused"]
+    check(lo <= sp <= hi, "speedup %r within its CI [%r, %r]" % (sp, lo, hi))
+    check(cmp_["change"]["fused"] in ("faster", "slower", "no_difference"), "change.fused")
+    intf = res["interference"]
+    check(is_num(intf["timed_ms"]) and intf["timed_ms"] > 0 and
+          isinstance(intf["involuntary_switches"], int), "interference %r" % intf)
     check(is_num(cmp_["kernel_ratio"].get("fused")), "kernel_ratio.fused")
     check(is_num(cmp_["memory_ratio"].get("fused")), "memory_ratio.fused")
     e = res["env"]

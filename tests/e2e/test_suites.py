@@ -48,14 +48,26 @@ def suite_api(env):
     check_eq(s["progress"]["done"], 4, "suite done")
     check_eq(s["progress"]["fraction"], 1, "suite fraction")
     # Geometric mean of the fused speedups, recomputed from the jobs themselves.
-    sps = []
+    sps, ses, unstable, changes = [], [], 0, []
     for r in s["rows"]:
         res = env.job(r["job_id"])["result"]
         sps.append(res["comparison"]["speedup"]["fused"])
-    want = math.exp(sum(math.log(x) for x in sps) / len(sps))
+        lo, hi = res["comparison"]["speedup_ci95"]["fused"]
+        ses.append(math.log(hi / lo) / (2 * 1.959963984540054))
+        unstable += any(v["unstable"] for v in res["variants"])
+        changes.append(res["comparison"]["change"]["fused"])
+    mean = sum(math.log(x) for x in sps) / len(sps)
+    want = math.exp(mean)
     got = s["summary"]["variants"]["fused"]
     check(abs(got["geomean_speedup"] - want) < 1e-9 * want,
           "geomean %r, want %r" % (got["geomean_speedup"], want))
+    half = 1.959963984540054 * math.sqrt(sum(x * x for x in ses)) / len(ses)
+    check(all(abs(a - b) < 1e-9 * b for a, b in
+              zip(got["geomean_ci95"], (math.exp(mean - half), math.exp(mean + half)))),
+          "geomean_ci95 %r from the jobs' intervals" % got["geomean_ci95"])
+    check_eq((got["unstable"], got["faster"] + got["slower"] + got["no_difference"]),
+             (unstable, 4), "unstable members and verdicts")
+    check_eq(got["faster"], changes.count("faster"), "members faster")
     check_eq((got["passed"], got["total"], got["pass_rate"]), (4, 4, 1), "pass rate")
     check_eq(s["summary"]["baseline"], "eager", "baseline")
 

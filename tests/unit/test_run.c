@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fb_run.h"
 #include "nat.h"
@@ -48,6 +49,15 @@ static fb_code fake_run(fb_instance *inst, int v, fb_err *err)
         return fb_err_set(err, FB_EDEVICE, NULL, "kernel launch failed");
     if (strcmp(name, "unsup") == 0)
         return fb_err_set(err, FB_EUNSUPPORTED, NULL, "not on this device");
+    if (strcmp(name, "noisy") == 0) { /* 0.1 ms and 1 ms in turn: CV near 90% */
+        struct timespec t0, t;
+        double want = fi->runs[v] % 2 ? 0.1 : 1.0, ms;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            ms = (t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) / 1e6;
+        } while (ms < want);
+    }
     if (strcmp(name, "close") == 0)
         scale = 1.0f + 5e-5f;
     if (strcmp(name, "off") == 0)
@@ -190,8 +200,8 @@ static void test_native_gemm_bias_relu(void **state)
     fb_err err;
     prog_log pl = {.n = 0};
 
-    make_spec(&spec, "native", "gemm_bias_relu", "{\"m\":64,\"k\":64,\"n\":64,\"threads\":1}", NULL,
-              2, 12);
+    make_spec(&spec, "native", "gemm_bias_relu",
+              "{\"m\":64,\"k\":64,\"n\":64,\"threads\":1,\"time_budget_s\":0}", NULL, 2, 12);
     assert_int_equal(fb_run_benchmark(&spec, on_progress, &pl, &res, &err), FB_OK);
     assert_int_equal(res.n_variants, 2);
     assert_string_equal(res.baseline, "eager");
@@ -286,7 +296,7 @@ static void run_fake(const char *const *variants, int warmup, int iterations, fb
     fb_err err;
 
     fake_log_n = 0;
-    make_spec(&spec, "fake", "fake", "{}", variants, warmup, iterations);
+    make_spec(&spec, "fake", "fake", "{\"time_budget_s\":0}", variants, warmup, iterations);
     assert_int_equal(fb_run_benchmark(&spec, NULL, NULL, res, &err), want);
     fb_spec_free(&spec);
 }
@@ -308,6 +318,46 @@ static void test_interleaved_order(void **state)
     assert_int_equal(res.variants[0].kernels, 7);
     assert_true(res.plan_ms == 1.5);
     fb_result_free(&res);
+}
+
+/* Adaptive repetition: an unstable variant gets more interleaved rounds, up
+ * to the time budget or 10x the rounds asked for, and the result says how
+ * many and why it stopped; with a budget of 0 there are none. */
+static void test_adaptive_rounds(void **state)
+{
+    static const char *const vs[] = {"eager", "noisy", NULL};
+    fb_spec spec;
+    fb_result res;
+    fb_err err;
+
+    make_spec(&spec, "fake", "fake", "{\"time_budget_s\":2}", vs, 1, 10);
+    assert_int_equal(fb_run_benchmark(&spec, NULL, NULL, &res, &err), FB_OK);
+    assert_true(res.variants[1].unstable);
+    assert_true(res.repetition.rounds > 10 && res.repetition.rounds <= 100);
+    assert_int_equal(res.repetition.rounds_requested, 10);
+    assert_true(strcmp(res.repetition.stop, "max_rounds") == 0 ||
+                strcmp(res.repetition.stop, "time_budget") == 0);
+    for (int v = 0; v < 2; v++) {
+        assert_int_equal(res.variants[v].n_samples, res.repetition.rounds);
+        assert_int_equal(res.variants[v].latency.n, res.repetition.rounds);
+    }
+    assert_true(res.interference.timed_ms >= 0.1 * res.repetition.rounds / 2);
+    assert_true(res.interference.invol_switches >= 0 && res.interference.minor_faults >= 0);
+    cJSON *j = fb_result_to_json(&res);
+    cJSON *rep = cJSON_GetObjectItem(j, "repetition");
+    assert_int_equal(cJSON_GetObjectItem(rep, "rounds")->valueint, res.repetition.rounds);
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "interference"), "steal_ms"));
+    cJSON_Delete(j);
+    fb_result_free(&res);
+    fb_spec_free(&spec);
+
+    make_spec(&spec, "fake", "fake", "{\"time_budget_s\":0}", vs, 1, 10);
+    assert_int_equal(fb_run_benchmark(&spec, NULL, NULL, &res, &err), FB_OK);
+    assert_int_equal(res.repetition.rounds, 10);
+    assert_string_equal(res.repetition.stop, "time_budget");
+    assert_int_equal(res.variants[1].n_samples, 10);
+    fb_result_free(&res);
+    fb_spec_free(&spec);
 }
 
 static void test_accuracy_and_output_checks(void **state)
@@ -411,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_unknown_workload_and_engine),
         cmocka_unit_test(test_bad_param_names_field),
         cmocka_unit_test(test_interleaved_order),
+        cmocka_unit_test(test_adaptive_rounds),
         cmocka_unit_test(test_accuracy_and_output_checks),
         cmocka_unit_test(test_run_errors_others_go_on),
         cmocka_unit_test(test_no_variant_ran),

@@ -8,8 +8,10 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fb_run.h"
+#include "fb_stats.h"
 
 #include <stdio.h>
 
@@ -191,10 +193,132 @@ static void test_mw_identical_and_separated(void **state)
     assert_close(fb_mann_whitney_p(a, 0, b, 20), 1.0, 0.0);
 }
 
+/* ---- the speedup's interval and verdict ---- */
+
+/* n samples of mean * (1 + noise * N(0, 1)), deterministic (Box-Muller over
+ * a fixed LCG). */
+static void gauss(double *out, int n, double mean, double noise, uint64_t seed)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        double u1 = ((seed >> 11) + 0.5) / 9007199254740992.0;
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        double u2 = ((seed >> 11) + 0.5) / 9007199254740992.0;
+        double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+        out[i] = mean * (1.0 + noise * z);
+    }
+}
+
+/* A planted 10% change in 3% noise is faster (and the interval holds 1.1);
+ * over 20 seeds, every time. */
+static void test_speedup_planted_10(void **state)
+{
+    double base[50], var[50], sp, lo, hi;
+    (void)state;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        gauss(base, 50, 1.10, 0.03, seed);
+        gauss(var, 50, 1.00, 0.03, seed * 7919);
+        assert_true(fb_stats_speedup_ci(base, 50, var, 50, 0.95, &sp, &lo, &hi));
+        assert_true(lo > 1.0 && lo < sp && sp < hi);
+        assert_true(lo < 1.1 * 1.03 && hi > 1.1 * 0.97);
+        assert_int_equal(fb_stats_change(sp, lo, hi), FB_CHANGE_FASTER);
+        /* The other way round: slower. */
+        assert_true(fb_stats_speedup_ci(var, 50, base, 50, 0.95, &sp, &lo, &hi));
+        assert_int_equal(fb_stats_change(sp, lo, hi), FB_CHANGE_SLOWER);
+    }
+}
+
+/* 1% in 3% noise is no significant difference in at least 19 of 20 runs: its
+ * interval rarely clears the 1% noise threshold (here it never does; the
+ * highest lower end of the 20 is 1.0098). */
+static void test_speedup_planted_1(void **state)
+{
+    double base[50], var[50], sp, lo, hi;
+    int none = 0;
+    (void)state;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        gauss(base, 50, 1.01, 0.03, seed);
+        gauss(var, 50, 1.00, 0.03, seed * 7919);
+        assert_true(fb_stats_speedup_ci(base, 50, var, 50, 0.95, &sp, &lo, &hi));
+        none += fb_stats_change(sp, lo, hi) == FB_CHANGE_NONE;
+    }
+    assert_in_range(none, 19, 20);
+}
+
+/* The same samples give the same interval; too few samples or a zero median
+ * give none. */
+static void test_speedup_edges(void **state)
+{
+    double a[8] = {2, 2.1, 1.9, 2, 2.05, 1.95, 2, 2}, b[8] = {1, 1.1, 0.9, 1, 1, 1, 1.05, 0.95};
+    double z[3] = {0, 0, 0}, sp, lo, hi, lo2, hi2;
+    (void)state;
+    assert_true(fb_stats_speedup_ci(a, 8, b, 8, 0.95, &sp, &lo, &hi));
+    assert_float_equal(sp, 2.0, 1e-12);
+    assert_true(fb_stats_speedup_ci(a, 8, b, 8, 0.95, &sp, &lo2, &hi2));
+    assert_true(lo == lo2 && hi == hi2);
+    assert_false(fb_stats_speedup_ci(a, 1, b, 8, 0.95, &sp, &lo, &hi));
+    assert_true(isnan(sp));
+    assert_false(fb_stats_speedup_ci(a, 8, z, 3, 0.95, &sp, &lo, &hi));
+    assert_int_equal(fb_stats_change(NAN, 1, 2), FB_CHANGE_UNKNOWN);
+    /* Significant but not past the 1% noise threshold: no difference. */
+    assert_int_equal(fb_stats_change(1.005, 1.001, 1.009), FB_CHANGE_NONE);
+    assert_int_equal(fb_stats_change(1.03, 1.008, 1.05), FB_CHANGE_NONE);
+    assert_int_equal(fb_stats_change(1.03, 1.011, 1.05), FB_CHANGE_FASTER);
+    assert_int_equal(fb_stats_change(0.97, 0.95, 0.991), FB_CHANGE_NONE);
+    assert_int_equal(fb_stats_change(0.97, 0.95, 0.989), FB_CHANGE_SLOWER);
+    assert_float_equal(fb_stats_unstable_cv("cuda"), 0.05, 0);
+    assert_float_equal(fb_stats_unstable_cv("cpu"), 0.10, 0);
+}
+
+/* fb_result_judge: unstable by CV, speedups only for ok variants. */
+static void test_judge(void **state)
+{
+    fb_result r;
+    double base[40], fused[40], bad[40];
+    (void)state;
+    fb_result_init(&r);
+    r.n_variants = 3;
+    gauss(base, 40, 2.0, 0.02, 3);
+    gauss(fused, 40, 1.0, 0.20, 5); /* noisy */
+    gauss(bad, 40, 0.5, 0.02, 7);
+    const char *names[3] = {"eager", "fused", "wrong"};
+    double *s[3] = {base, fused, bad};
+    for (int v = 0; v < 3; v++) {
+        fb_variant_result_init(&r.variants[v], names[v]);
+        r.variants[v].samples_ms = malloc(40 * sizeof(double));
+        memcpy(r.variants[v].samples_ms, s[v], 40 * sizeof(double));
+        r.variants[v].n_samples = 40;
+        fb_stats_compute(s[v], 40, &r.variants[v].latency);
+    }
+    r.variants[2].status = FB_VS_ACCURACY_FAILED;
+    fb_result_judge(&r, "cpu");
+    assert_false(r.variants[0].unstable);
+    assert_true(r.variants[1].unstable);
+    assert_true(isnan(r.variants[0].speedup));
+    assert_int_equal(r.variants[1].change, FB_CHANGE_FASTER);
+    assert_true(r.variants[1].speedup_lo < 2.0 && r.variants[1].speedup_hi > 2.0);
+    assert_true(isnan(r.variants[2].speedup)); /* a wrong answer has no speedup */
+    cJSON *j = fb_result_to_json(&r);
+    cJSON *cmp = cJSON_GetObjectItem(j, "comparison");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cmp, "change"), "fused")->valuestring, "faster");
+    assert_int_equal(
+        cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(cmp, "speedup_ci95"), "fused")),
+        2);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 1), "unstable")));
+    cJSON_Delete(j);
+    fb_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_odd),
+        cmocka_unit_test(test_speedup_planted_10),
+        cmocka_unit_test(test_speedup_planted_1),
+        cmocka_unit_test(test_speedup_edges),
+        cmocka_unit_test(test_judge),
         cmocka_unit_test(test_even),
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_ci_n10),
