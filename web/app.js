@@ -104,18 +104,41 @@ function fmtBytes(v) {
 
 function badge(text) { return el("span", { class: "badge " + text }, text); }
 
-function speedupCell(v) {
+// A speedup with what its 95% interval says (docs/METHOD.md): coloured only when
+// the verdict is faster or slower, the interval in the tooltip and, with ci,
+// beside it; "unstable" marks a result timed on a noisy machine.
+function speedupCell(v, ci, change, unstable) {
   if (v === null || v === undefined) return el("span", { class: "muted" }, "–");
-  return el("span", { class: v >= 1 ? "faster" : "slower" }, v.toFixed(2) + "×");
+  const cls = change === "faster" ? "faster" : change === "slower" ? "slower"
+    : change === "no_difference" ? "same" : (v >= 1 ? "faster" : "slower");
+  const range = Array.isArray(ci) ? ci[0].toFixed(2) + "–" + ci[1].toFixed(2) : null;
+  const words = { faster: "faster", slower: "slower", no_difference: "no significant difference" };
+  const tip = [range ? "95% CI " + range : null, words[change] || null,
+    unstable ? "unstable: the timing's CV passed the device's threshold" : null].filter(Boolean).join("; ");
+  return el("span", { title: tip },
+    el("span", { class: cls }, v.toFixed(2) + "×"),
+    range ? el("span", { class: "muted ci" }, " [" + range + "]") : null,
+    unstable ? el("span", { class: "badge unstable" }, "unstable") : null);
 }
 
-// The headline speedup of a job: "fused" if present, else the best non-baseline.
+// The comparison's view of one variant: [speedup, ci, change, unstable].
+function speedupOf(result, name) {
+  const cmp = result && result.comparison;
+  if (!cmp || !cmp.speedup || cmp.speedup[name] === undefined) return [null, null, null, false];
+  const vs = (result.variants || []).filter((v) => v.unstable);
+  return [cmp.speedup[name], (cmp.speedup_ci95 || {})[name], (cmp.change || {})[name],
+    vs.some((v) => v.name === name || v.name === cmp.baseline)];
+}
+
+// The headline speedup of a job: "fused" if present, else the best non-baseline,
+// as speedupOf's [speedup, ci, change, unstable].
 function jobSpeedup(job) {
   const cmp = job.result && job.result.comparison;
-  if (!cmp || !cmp.speedup) return null;
-  if (cmp.speedup.fused !== undefined) return cmp.speedup.fused;
-  const vals = Object.values(cmp.speedup).filter((x) => typeof x === "number");
-  return vals.length ? Math.max(...vals) : null;
+  if (!cmp || !cmp.speedup) return [null, null, null, false];
+  let name = cmp.speedup.fused !== undefined ? "fused" : null;
+  for (const [k, x] of Object.entries(cmp.speedup))
+    if (!name || (name !== "fused" && x > cmp.speedup[name])) name = k;
+  return name ? speedupOf(job.result, name) : [null, null, null, false];
 }
 
 function isLive(job) { return job.state === "queued" || job.state === "running"; }
@@ -149,7 +172,7 @@ function jobRow(job) {
     el("td", {}, (spec.engine || "?") + " / " + (spec.device || "?")),
     el("td", {}, badge(job.state), job.cancel_requested && job.state === "running" ? " (canceling)" : ""),
     el("td", {}, progressCell(job)),
-    el("td", { class: "num" }, speedupCell(jobSpeedup(job))),
+    el("td", { class: "num" }, speedupCell(...jobSpeedup(job))),
     el("td", {}, job.worker || "–"),
     el("td", {}, fmtTime(job.created_at)));
 }
@@ -236,23 +259,43 @@ function summaryList(id, pairs) {
   for (const [k, v] of pairs) dl.append(el("dt", {}, k), el("dd", {}, v));
 }
 
-function variantRow(v, cmp) {
+function variantRow(v, result) {
+  const cmp = result.comparison;
   const lat = v.latency_ms || {};
   const ci = lat.ci95 ? fmtMs(lat.ci95[0]) + " – " + fmtMs(lat.ci95[1]) : "–";
-  const sp = cmp && cmp.speedup ? cmp.speedup[v.name] : undefined;
+  const [sp, spCi, change] = speedupOf(result, v.name);
   const isBase = cmp && cmp.baseline === v.name;
   return el("tr", {},
     el("td", {}, v.name, isBase ? el("span", { class: "muted" }, " (baseline)") : null),
-    el("td", { title: v.message || "" }, badge(v.status || "?")),
+    el("td", { title: v.message || "" }, badge(v.status || "?"),
+      v.unstable ? el("span", { class: "badge unstable", title: "CV " + fmtPctCv(lat.cv) + " passed the device's threshold" }, "unstable") : null),
     el("td", { class: "num" }, fmtMs(lat.median)),
     el("td", { class: "num" }, fmtMs(lat.p90)),
     el("td", { class: "num" }, ci),
-    el("td", { class: "num" }, isBase ? "1.00×" : speedupCell(sp)),
+    el("td", { class: "num" }, isBase ? "1.00×" : speedupCell(sp, spCi, change, false)),
     el("td", { class: "num" }, fmtNum(v.kernels)),
     el("td", { class: "num" }, fmtNum(v.fused_kernels)),
     el("td", { class: "num" }, fmtNum(v.fused_ops)),
     el("td", { class: "num" }, fmtBytes(v.peak_mem_bytes)),
     el("td", { class: "num" }, fmtExp(v.max_rel_error)));
+}
+
+function fmtPctCv(cv) { return typeof cv === "number" ? (cv * 100).toFixed(1) + "%" : "–"; }
+
+// What else ran while the job was timed, and how many rounds it took.
+function noisePairs(result) {
+  const f = result.interference, r = result.repetition;
+  const pairs = [];
+  if (r) pairs.push(["rounds", r.rounds + " of " + r.rounds_requested + " asked (" +
+    { stable: "stable at once", converged: "settled after more rounds", time_budget: "time budget spent",
+      max_rounds: "round limit reached" }[r.stop] + ")"]);
+  if (f) {
+    pairs.push(["timed for", fmtMs(f.timed_ms) + " ms"]);
+    pairs.push(["CPU steal", f.steal_ms === null ? "–" : fmtMs(f.steal_ms) + " ms"]);
+    pairs.push(["involuntary switches", fmtNum(f.involuntary_switches)]);
+    pairs.push(["page faults (minor / major)", fmtNum(f.minor_faults) + " / " + fmtNum(f.major_faults)]);
+  }
+  return pairs;
 }
 
 function kernelRow(k) {
@@ -300,7 +343,8 @@ async function showJob(id) {
   errBox.hidden = !job.error;
   errBox.textContent = job.error ? (job.error.code || "error") + ": " + (job.error.message || "") : "";
   const variants = result.variants || [];
-  fillTable("variants-table", variants.map((v) => variantRow(v, result.comparison)));
+  fillTable("variants-table", variants.map((v) => variantRow(v, result)));
+  summaryList("job-noise", noisePairs(result));
   document.getElementById("variants-empty").hidden = variants.length > 0;
   summaryList("job-env", Object.entries(result.env || {}).map(([k, v]) => [k, fmtNum(v)]));
   document.getElementById("job-spec").textContent = JSON.stringify(spec, null, 2);

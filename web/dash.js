@@ -37,6 +37,15 @@ function numCell(v, fmt, jobId) {
   return el("td", { class: "num" }, jobId && text !== "–" ? jobLink(jobId, text) : text);
 }
 function fmtX(v) { return Number(v).toFixed(2) + "×"; }
+
+// A suite's geomean with its interval and how many members were unstable.
+function fmtGeomean(v) {
+  if (!v || !v.geomean_speedup) return "–";
+  let text = fmtX(v.geomean_speedup);
+  if (Array.isArray(v.geomean_ci95)) text += " [" + v.geomean_ci95[0].toFixed(2) + "–" + v.geomean_ci95[1].toFixed(2) + "]";
+  if (v.unstable) text += " · " + v.unstable + " unstable";
+  return text;
+}
 function fmtPct(v) { return (v >= 0 ? "+" : "") + (v * 100).toFixed(1) + "%"; }
 function kpi(label, value, href) {
   const v = el("span", { class: "v" }, value);
@@ -121,7 +130,7 @@ function overviewRow(r) {
     el("td", {}, jobLink(r.job_id, r.workload)), el("td", {}, KIND[r.workload] || "model"),
     el("td", { class: "num" }, fmtNum(r.batch_size)),
     numCell(e.median_ms, fmtMs, r.job_id), numCell(f.median_ms, fmtMs, r.job_id),
-    el("td", { class: "num" }, sp === null || sp === undefined ? "–" : jobLink(r.job_id, speedupCell(sp))),
+    el("td", { class: "num" }, sp === null || sp === undefined ? "–" : jobLink(r.job_id, speedupCell(sp, f.speedup_ci95, f.change, e.unstable || f.unstable))),
     el("td", { class: "num" }, jobLink(r.job_id, fmtNum(e.kernels) + " → " + fmtNum(f.kernels))),
     numCell(f.fused_kernels, fmtNum, r.job_id), numCell(f.memory_ratio, (v) => v.toFixed(2), r.job_id),
     el("td", {}, jobLink(r.job_id, "#" + r.job_id)));
@@ -143,7 +152,7 @@ async function loadOverview() {
     el("a", { href: "#/suites/" + suite.id }, "#" + suite.id + " " + (suite.name || "")), " · " + fmtTime(suite.created_at));
   const fused = (suite.summary.variants || {}).fused || {};
   document.getElementById("ov-cards").replaceChildren(
-    kpi("geometric mean speedup (fused)", fused.geomean_speedup ? fmtX(fused.geomean_speedup) : "–", "#/suites/" + suite.id),
+    kpi("geometric mean speedup (fused), 95% CI", fmtGeomean(fused), "#/suites/" + suite.id),
     kpi("pass rate", fused.pass_rate !== null && fused.pass_rate !== undefined ? (fused.pass_rate * 100).toFixed(0) + "% (" + fused.passed + "/" + fused.total + ")" : "–", "#/suites/" + suite.id),
     kpi("slowdowns", String(rows.filter((r) => variantOf(r, "fused").speedup < 1).length), "#/suites/" + suite.id),
     kpi("jobs done", suite.progress.done + " / " + suite.progress.total, "#/suites/" + suite.id));
@@ -216,7 +225,7 @@ function suiteRow(r) {
     el("td", { class: "num" }, jobLink(r.job_id)), el("td", {}, r.workload), el("td", { class: "num" }, fmtNum(r.batch_size)),
     el("td", { title: r.error ? r.error.message : "" }, badge(r.state)), el("td", {}, prog),
     numCell(e.median_ms, fmtMs, r.job_id), numCell(f.median_ms, fmtMs, r.job_id),
-    el("td", { class: "num" }, f.speedup ? jobLink(r.job_id, speedupCell(f.speedup)) : "–"),
+    el("td", { class: "num" }, f.speedup ? jobLink(r.job_id, speedupCell(f.speedup, f.speedup_ci95, f.change, e.unstable || f.unstable)) : "–"),
     numCell(f.kernel_ratio, (v) => v.toFixed(2), r.job_id), numCell(f.memory_ratio, (v) => v.toFixed(2), r.job_id));
 }
 
@@ -240,7 +249,8 @@ async function showSuite(parts) {
   const vs = s.summary.variants || {};
   const cards = [kpi("progress", s.progress.done + " / " + s.progress.total)];
   for (const [name, v] of Object.entries(vs)) {
-    cards.push(kpi("geomean speedup, " + name, v.geomean_speedup ? fmtX(v.geomean_speedup) : "–"));
+    cards.push(kpi("geomean speedup, " + name + ", 95% CI", fmtGeomean(v)));
+    cards.push(kpi("verdicts, " + name, (v.faster || 0) + " faster · " + (v.slower || 0) + " slower · " + (v.no_difference || 0) + " same"));
     cards.push(kpi("pass rate, " + name, v.total ? (v.pass_rate * 100).toFixed(0) + "% (" + v.passed + "/" + v.total + ")" : "–"));
   }
   document.getElementById("suite-cards").replaceChildren(...cards);

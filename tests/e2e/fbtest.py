@@ -202,7 +202,7 @@ class Env:
         return p
 
     def _auth(self, kw):
-        if self.token:
+        if getattr(self, "token", None):  # subclasses may skip __init__
             kw["headers"] = dict(kw.get("headers") or {}, Authorization="Bearer " + self.token)
         return kw
 
