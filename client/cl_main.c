@@ -287,8 +287,10 @@ static int wait_job(const cl_ctx *c, const char *id)
         rc = EXIT_INTR;
     } else if (rc == 0) {
         char line[512];
-        cl_fmt_state_line(line, sizeof line, job, now_s() - w.t0);
-        fprintf(stderr, "%s\n", line);
+        if (w.tty) { /* the bar is gone: say how it ended (a non-tty has its line) */
+            cl_fmt_state_line(line, sizeof line, job, now_s() - w.t0);
+            fprintf(stderr, "%s\n", line);
+        }
         if (c->json)
             print_raw(&resp);
         else
