@@ -59,9 +59,13 @@ class Client:
                                 env=self.environ())
 
 
-def find_client():
+def client_path():
     root = os.environ.get("FB_BIN_DIR") or os.path.join(fbtest.source_dir(), "build")
-    p = os.path.join(root, "client", "fusionbench")
+    return os.path.join(root, "client", "fusionbench")
+
+
+def find_client():
+    p = client_path()
     check(os.access(p, os.X_OK), "%s not built" % p)
     return p
 
@@ -258,4 +262,7 @@ def run(env):
 
 
 if __name__ == "__main__":
+    if not os.access(client_path(), os.X_OK):
+        print("skipped: %s not built (it needs libcurl4-openssl-dev)" % client_path())
+        sys.exit(fbtest.SKIP)
     fbtest.main(run, "client")
