@@ -8,6 +8,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcjson-dev libpq-dev libssl-dev
+      libcurl4-openssl-dev
       libopenblas-dev libcmocka-dev postgresql postgresql-contrib python3 curl
       clang-format libjs-chart.js)
 if [[ "${1:-}" == "--test" ]]; then

@@ -3,7 +3,6 @@
  * failed, 2 bad arguments. */
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include "fb_parse.h"
 #include "fb_log.h"
 #include "fb_run.h"
+#include "fb_table.h"
 
 #define CLI_EXIT_USAGE  2
 #define CLI_MAX_THREADS 1024
@@ -394,87 +394,20 @@ static int build_spec(cli_opts *o, fb_spec *spec)
 
 /* ---- output ---- */
 
-/* v with prec decimals and a suffix, or "-" when unknown (NaN). */
-static void fmt_num(char *buf, size_t cap, double v, int prec, const char *suffix)
+/* The table (proto/fb_table.c, shared with the fusionbench client) is printed
+ * from the JSON the server would serve, so both print the same thing. */
+static int print_table(const fb_spec *spec, const fb_result *r)
 {
-    if (isnan(v))
-        snprintf(buf, cap, "-");
-    else
-        snprintf(buf, cap, "%.*f%s", prec, v, suffix);
-}
+    cJSON *js = fb_spec_to_json(spec), *jr = fb_result_to_json(r);
+    int rc = 1;
 
-static void fmt_int(char *buf, size_t cap, int64_t v)
-{
-    if (v < 0)
-        snprintf(buf, cap, "-");
-    else
-        snprintf(buf, cap, "%lld", (long long)v);
-}
-
-static const fb_variant_result *find_baseline(const fb_result *r)
-{
-    for (int v = 0; v < r->n_variants; v++) {
-        if (strcmp(r->variants[v].name, r->baseline) == 0)
-            return &r->variants[v];
+    if (js && jr) {
+        fb_table_print(stdout, js, jr);
+        rc = 0;
     }
-    return NULL;
-}
-
-/* Speedup = baseline median / variant median, only for ok variants against an
- * ok baseline (METHOD.md: no speedup for a variant over tolerance). */
-static double speedup(const fb_result *r, const fb_variant_result *vr)
-{
-    const fb_variant_result *b = find_baseline(r);
-
-    if (!b || b->status != FB_VS_OK || vr->status != FB_VS_OK || !(vr->latency.median > 0))
-        return NAN;
-    return b->latency.median / vr->latency.median;
-}
-
-static void print_row(const fb_result *r, const fb_variant_result *vr)
-{
-    char med[24], p90[24], ci[48], cv[16], kern[16], fk[16], fo[16], peak[24], err[16], sp[16];
-    bool timed = vr->n_samples > 0;
-
-    fmt_num(med, sizeof med, timed ? vr->latency.median : NAN, 4, "");
-    fmt_num(p90, sizeof p90, timed ? vr->latency.p90 : NAN, 4, "");
-    if (timed)
-        snprintf(ci, sizeof ci, "[%.4f, %.4f]", vr->latency.ci95_lo, vr->latency.ci95_hi);
-    else
-        snprintf(ci, sizeof ci, "-");
-    fmt_num(cv, sizeof cv, timed ? vr->latency.cv * 100.0 : NAN, 1, "%");
-    fmt_int(kern, sizeof kern, vr->kernels);
-    fmt_int(fk, sizeof fk, vr->fused_kernels);
-    fmt_int(fo, sizeof fo, vr->fused_ops);
-    fmt_num(peak, sizeof peak,
-            vr->peak_mem_bytes < 0 ? NAN : (double)vr->peak_mem_bytes / (1024.0 * 1024.0), 2, "");
-    if (isnan(vr->max_rel_error))
-        snprintf(err, sizeof err, "-");
-    else
-        snprintf(err, sizeof err, "%.2e", vr->max_rel_error);
-    fmt_num(sp, sizeof sp, speedup(r, vr), 3, "x");
-    printf("%-12s %-16s %10s %10s %-22s %6s %7s %5s/%-5s %9s %9s %8s\n", vr->name,
-           fb_vstatus_name(vr->status), med, p90, ci, cv, kern, fk, fo, peak, err, sp);
-}
-
-static void print_table(const fb_spec *spec, const fb_result *r)
-{
-    printf("%s  engine %s  device %s  dtype %s  batch %d  warmup %d  iterations %d\n\n",
-           spec->workload, spec->engine, spec->device, spec->dtype, spec->batch_size, spec->warmup,
-           spec->iterations);
-    printf("%-12s %-16s %10s %10s %-22s %6s %7s %11s %9s %9s %8s\n", "variant", "status",
-           "median ms", "p90 ms", "95% CI of median", "cv", "kernels", "fused k/ops", "peak MiB",
-           "max rel", "speedup");
-    for (int v = 0; v < r->n_variants; v++)
-        print_row(r, &r->variants[v]);
-    for (int v = 0; v < r->n_variants; v++) {
-        if (r->variants[v].status != FB_VS_OK)
-            printf("  %s: %s\n", r->variants[v].name, r->variants[v].message);
-    }
-    printf("\nbaseline %s; plan %.3f ms (not in latency); speedup = baseline median / median\n",
-           r->baseline, r->plan_ms);
-    printf("env: %s | %d threads | %s | host %s | fusionbench %s\n", r->env.cpu, r->env.threads,
-           r->env.blas, r->env.hostname, r->env.fusionbench);
+    cJSON_Delete(js);
+    cJSON_Delete(jr);
+    return rc;
 }
 
 /* {"spec":..., "result":..., "kernels": {variant: rows}} on stdout. */
@@ -533,11 +466,8 @@ static int run(const fb_spec *spec, bool json)
         fb_result_free(&res);
         return err.code == FB_EINVAL ? CLI_EXIT_USAGE : 1;
     }
-    if (json)
-        rc = print_json(spec, &res);
-    else
-        print_table(spec, &res);
-    if (!json || rc == 0)
+    rc = json ? print_json(spec, &res) : print_table(spec, &res);
+    if (rc == 0)
         rc = all_ok(&res) ? 0 : 1;
     fb_result_free(&res);
     return rc;

@@ -1,0 +1,358 @@
+#include "cl_fmt.h"
+
+#include <math.h>
+#include <string.h>
+
+static const cJSON *get(const cJSON *o, const char *key)
+{
+    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+}
+
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = get(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static const char *str(const cJSON *o, const char *key, const char *def)
+{
+    const cJSON *v = get(o, key);
+    return cJSON_IsString(v) && v->valuestring ? v->valuestring : def;
+}
+
+/* A whole number as text ("-" unless it is one in a sane range). */
+static void fmt_int(char *buf, size_t cap, double v)
+{
+    if (!(v >= -9e15 && v <= 9e15))
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.0f", v);
+}
+
+/* v with prec decimals and a suffix, "-" when unknown. */
+static void fmt_num(char *buf, size_t cap, double v, int prec, const char *suffix)
+{
+    if (isnan(v) || isinf(v))
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.*f%s", prec, v, suffix);
+}
+
+/* A relative change as a signed percentage, "-" when unknown. */
+static void fmt_change(char *buf, size_t cap, double v)
+{
+    if (isnan(v) || isinf(v))
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%+.1f%%", v * 100);
+}
+
+static void fmt_p(char *buf, size_t cap, double v)
+{
+    if (isnan(v) || isinf(v))
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.2g", v);
+}
+
+static const cJSON *as_arr(const cJSON *v)
+{
+    return cJSON_IsArray(v) ? v : NULL;
+}
+
+static const cJSON *as_obj(const cJSON *v)
+{
+    return cJSON_IsObject(v) ? v : NULL;
+}
+
+/* The items array of a list answer, or NULL. */
+static const cJSON *items(const cJSON *list)
+{
+    const cJSON *it = get(list, "items");
+    return as_arr(it);
+}
+
+static void next_cursor(FILE *f, const cJSON *list)
+{
+    const char *c = str(list, "next_cursor", NULL);
+    if (c && *c)
+        fprintf(f, "(more: next cursor %s)\n", c);
+}
+
+double cl_progress_fraction(const cJSON *p)
+{
+    double done = num(p, "done"), total = num(p, "total");
+
+    if (!(total > 0) || !(done >= 0))
+        return -1;
+    return done >= total ? 1.0 : done / total;
+}
+
+/* "timing fused 30/50" or "" without progress. */
+static void phase_text(char *buf, size_t cap, const cJSON *job)
+{
+    const cJSON *p = get(job, "progress");
+    char d[24], t[24];
+
+    if (!cJSON_IsObject(p)) {
+        buf[0] = '\0';
+        return;
+    }
+    fmt_int(d, sizeof d, num(p, "done"));
+    fmt_int(t, sizeof t, num(p, "total"));
+    const char *v = str(p, "variant", NULL);
+    snprintf(buf, cap, "%s%s%s %s/%s", str(p, "phase", "?"), v ? " " : "", v ? v : "", d, t);
+}
+
+static void job_id(char *buf, size_t cap, const cJSON *job)
+{
+    fmt_int(buf, cap, num(job, "id"));
+}
+
+void cl_fmt_progress(char *buf, size_t cap, const cJSON *job, double elapsed_s)
+{
+    const cJSON *p = get(job, "progress");
+    double frac = cl_progress_fraction(p);
+    char id[24], bar[CL_BAR_WIDTH + 1], pct[8], ph[160];
+    const char *v = str(p, "variant", NULL);
+    int fill = frac < 0 ? 0 : (int)(frac * CL_BAR_WIDTH + 0.5);
+
+    job_id(id, sizeof id, job);
+    for (int i = 0; i < CL_BAR_WIDTH; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[CL_BAR_WIDTH] = '\0';
+    if (frac < 0)
+        snprintf(pct, sizeof pct, "  -");
+    else
+        snprintf(pct, sizeof pct, "%3d%%", (int)(frac * 100 + 0.5));
+    snprintf(ph, sizeof ph, "%s%s%s", cJSON_IsObject(p) ? str(p, "phase", "?") : "", v ? " " : "",
+             v ? v : "");
+    snprintf(buf, cap, "job %s %-9s %-18.18s [%s] %s %6.1fs", id, str(job, "state", "?"), ph, bar,
+             pct, elapsed_s);
+}
+
+void cl_fmt_state_key(char *buf, size_t cap, const cJSON *job)
+{
+    const cJSON *p = get(job, "progress");
+    snprintf(buf, cap, "%s %s %s", str(job, "state", "?"), str(p, "phase", "-"),
+             str(p, "variant", "-"));
+}
+
+void cl_fmt_state_line(char *buf, size_t cap, const cJSON *job, double elapsed_s)
+{
+    char id[24], ph[160];
+
+    job_id(id, sizeof id, job);
+    phase_text(ph, sizeof ph, job);
+    snprintf(buf, cap, "job %s: %s%s%s (%.1f s)", id, str(job, "state", "?"), ph[0] ? ", " : "", ph,
+             elapsed_s);
+}
+
+void cl_fmt_api_error(char *buf, size_t cap, long status, const char *body)
+{
+    cJSON *root = body ? cJSON_Parse(body) : NULL;
+    const cJSON *e = get(root, "error");
+    const char *field = str(e, "field", NULL);
+
+    if (cJSON_IsObject(e))
+        snprintf(buf, cap, "%ld %s: %s%s%s%s", status, str(e, "code", "?"), str(e, "message", ""),
+                 field ? " (field " : "", field ? field : "", field ? ")" : "");
+    else
+        snprintf(buf, cap, "%ld: %.200s", status, body && *body ? body : "(no body)");
+    cJSON_Delete(root);
+}
+
+void cl_fmt_job_summary(FILE *f, const cJSON *job)
+{
+    const cJSON *spec = get(job, "spec"), *e = get(job, "error");
+    char id[24], ph[160];
+
+    job_id(id, sizeof id, job);
+    phase_text(ph, sizeof ph, job);
+    fprintf(f, "job %s  %s  %s  engine %s  device %s  owner %s  worker %s\n", id,
+            str(job, "state", "?"), str(spec, "workload", "?"), str(spec, "engine", "-"),
+            str(spec, "device", "-"), str(job, "owner", "-"), str(job, "worker", "-"));
+    fprintf(f, "created %s  started %s  finished %s\n", str(job, "created_at", "-"),
+            str(job, "started_at", "-"), str(job, "finished_at", "-"));
+    if (ph[0])
+        fprintf(f, "progress: %s\n", ph);
+    if (cJSON_IsObject(e))
+        fprintf(f, "error: %s: %s\n", str(e, "code", "?"), str(e, "message", ""));
+}
+
+void cl_fmt_jobs(FILE *f, const cJSON *list)
+{
+    const cJSON *j;
+    char id[24], batch[24];
+
+    fprintf(f, "%-8s %-10s %-24s %-9s %-6s %5s %-12s %s\n", "ID", "STATE", "WORKLOAD", "ENGINE",
+            "DEVICE", "BATCH", "OWNER", "CREATED");
+    cJSON_ArrayForEach(j, items(list))
+    {
+        const cJSON *spec = get(j, "spec");
+        job_id(id, sizeof id, j);
+        fmt_int(batch, sizeof batch, num(spec, "batch_size"));
+        fprintf(f, "%-8s %-10s %-24s %-9s %-6s %5s %-12s %s\n", id, str(j, "state", "?"),
+                str(spec, "workload", "?"), str(spec, "engine", "-"), str(spec, "device", "-"),
+                batch, str(j, "owner", "-"), str(j, "created_at", "-"));
+    }
+    next_cursor(f, list);
+}
+
+void cl_fmt_results(FILE *f, const cJSON *list)
+{
+    const cJSON *r;
+    char batch[24], med[24], sp[24], ch[24], job[24];
+
+    fprintf(f, "%-24s %-9s %-6s %-9s %5s %-22s %10s %9s %8s %-12s %8s\n", "WORKLOAD", "ENGINE",
+            "DEVICE", "DTYPE", "BATCH", "VARIANT", "MEDIAN MS", "SPEEDUP", "CHANGE", "FLAG", "JOB");
+    cJSON_ArrayForEach(r, items(list))
+    {
+        const cJSON *p = get(r, "latest");
+        fmt_int(batch, sizeof batch, num(r, "batch_size"));
+        fmt_num(med, sizeof med, num(p, "median_ms"), 4, "");
+        fmt_num(sp, sizeof sp, num(p, "speedup"), 3, "x");
+        fmt_change(ch, sizeof ch, num(p, "change"));
+        fmt_int(job, sizeof job, num(p, "job_id"));
+        fprintf(f, "%-24s %-9s %-6s %-9s %5s %-22s %10s %9s %8s %-12s %8s\n",
+                str(r, "workload", "?"), str(r, "engine", "-"), str(r, "device", "-"),
+                str(r, "dtype", "-"), batch, str(r, "variant", "?"), med, sp, ch,
+                str(p, "flag", "-"), job);
+    }
+    next_cursor(f, list);
+}
+
+void cl_fmt_compare(FILE *f, const cJSON *cmp)
+{
+    const cJSON *rows = get(cmp, "rows"), *r, *s = get(cmp, "summary");
+    char batch[24], am[24], bm[24], ch[24], p[24], n[4][24];
+
+    fprintf(f, "a = %s (before), b = %s (after)\n", str(cmp, "a", "?"), str(cmp, "b", "?"));
+    fprintf(f, "%-24s %5s %-22s %10s %10s %8s %9s %s\n", "WORKLOAD", "BATCH", "VARIANT", "A MS",
+            "B MS", "CHANGE", "P", "FLAG");
+    cJSON_ArrayForEach(r, as_arr(rows))
+    {
+        fmt_int(batch, sizeof batch, num(r, "batch_size"));
+        fmt_num(am, sizeof am, num(get(r, "a"), "median_ms"), 4, "");
+        fmt_num(bm, sizeof bm, num(get(r, "b"), "median_ms"), 4, "");
+        fmt_change(ch, sizeof ch, num(r, "change"));
+        fmt_p(p, sizeof p, num(r, "p"));
+        fprintf(f, "%-24s %5s %-22s %10s %10s %8s %9s %s\n", str(r, "workload", "?"), batch,
+                str(r, "variant", "?"), am, bm, ch, p, str(r, "flag", "-"));
+    }
+    fmt_int(n[0], sizeof n[0], num(s, "rows"));
+    fmt_int(n[1], sizeof n[1], num(s, "regressions"));
+    fmt_int(n[2], sizeof n[2], num(s, "improvements"));
+    fmt_int(n[3], sizeof n[3], num(s, "unmatched"));
+    fprintf(f, "rows %s, regressions %s, improvements %s, unmatched %s\n", n[0], n[1], n[2], n[3]);
+}
+
+static void suite_header(FILE *f, const cJSON *suite)
+{
+    const cJSON *p = get(suite, "progress"), *st = get(p, "states");
+    char id[24], done[24], total[24], pct[16];
+
+    fmt_int(id, sizeof id, num(suite, "id"));
+    fmt_int(done, sizeof done, num(p, "done"));
+    fmt_int(total, sizeof total, num(p, "total"));
+    fmt_num(pct, sizeof pct, num(p, "fraction") * 100, 0, "%");
+    fprintf(f, "suite %s %s: %s/%s done (%s)", id, str(suite, "name", "?"), done, total, pct);
+    const char *states[] = {"queued", "running", "succeeded", "failed", "canceled"};
+    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+        char n[24];
+        fmt_int(n, sizeof n, num(st, states[i]));
+        fprintf(f, "  %s %s", states[i], n);
+    }
+    fprintf(f, "\n");
+}
+
+void cl_fmt_suite(FILE *f, const cJSON *suite)
+{
+    const cJSON *rows = get(suite, "rows"), *r, *v;
+    const cJSON *sum = get(suite, "summary"), *sv = get(sum, "variants");
+    char id[24], batch[24], med[24], sp[24];
+
+    suite_header(f, suite);
+    fprintf(f, "%-8s %-24s %5s %-10s %s\n", "JOB", "WORKLOAD", "BATCH", "STATE",
+            "VARIANTS (median ms, speedup)");
+    cJSON_ArrayForEach(r, as_arr(rows))
+    {
+        fmt_int(id, sizeof id, num(r, "job_id"));
+        fmt_int(batch, sizeof batch, num(r, "batch_size"));
+        fprintf(f, "%-8s %-24s %5s %-10s", id, str(r, "workload", "?"), batch,
+                str(r, "state", "?"));
+        cJSON_ArrayForEach(v, as_obj(get(r, "variants")))
+        {
+            fmt_num(med, sizeof med, num(v, "median_ms"), 4, "");
+            fmt_num(sp, sizeof sp, num(v, "speedup"), 3, "x");
+            fprintf(f, " %s %s %s", v->string ? v->string : "?", med, sp);
+            if (strcmp(str(v, "status", "ok"), "ok") != 0)
+                fprintf(f, " (%s)", str(v, "status", "?"));
+        }
+        fprintf(f, "\n");
+    }
+    cJSON_ArrayForEach(v, as_obj(sv))
+    {
+        char passed[24], total[24];
+        fmt_num(sp, sizeof sp, num(v, "geomean_speedup"), 3, "x");
+        fmt_int(passed, sizeof passed, num(v, "passed"));
+        fmt_int(total, sizeof total, num(v, "total"));
+        fprintf(f, "%s against %s: geomean speedup %s, passed %s/%s\n", v->string ? v->string : "?",
+                str(sum, "baseline", "?"), sp, passed, total);
+    }
+}
+
+/* "a,b,c" from an array of strings. */
+static void join(char *buf, size_t cap, const cJSON *arr)
+{
+    const cJSON *e;
+    size_t len = 0;
+
+    buf[0] = '\0';
+    cJSON_ArrayForEach(e, as_arr(arr))
+    {
+        if (!cJSON_IsString(e) || len >= cap)
+            continue;
+        int n = snprintf(buf + len, cap - len, "%s%s", len ? "," : "", e->valuestring);
+        if (n < 0)
+            break;
+        len += (size_t)n;
+    }
+    if (len == 0)
+        snprintf(buf, cap, "-");
+}
+
+void cl_fmt_workers(FILE *f, const cJSON *list)
+{
+    const cJSON *w;
+    char eng[128], job[24];
+
+    fprintf(f, "%-24s %-9s %-6s %-32s %-16s %8s %s\n", "ID", "STATE", "KIND", "DEVICE", "ENGINES",
+            "JOB", "LAST HEARTBEAT");
+    cJSON_ArrayForEach(w, items(list))
+    {
+        const cJSON *d = get(w, "device");
+        join(eng, sizeof eng, get(w, "engines"));
+        fmt_int(job, sizeof job, num(w, "current_job"));
+        fprintf(f, "%-24s %-9s %-6s %-32.32s %-16s %8s %s\n", str(w, "id", "?"),
+                str(w, "state", "?"), str(d, "kind", "-"), str(d, "name", "-"), eng, job,
+                str(w, "last_heartbeat", "-"));
+    }
+}
+
+void cl_fmt_workloads(FILE *f, const cJSON *list)
+{
+    const cJSON *w;
+    char dev[128], vars[256], batch[24];
+
+    fprintf(f, "%-26s %-9s %-9s %-12s %5s %s\n", "NAME", "ENGINE", "DOMAIN", "DEVICES", "BATCH",
+            "VARIANTS");
+    cJSON_ArrayForEach(w, items(list))
+    {
+        join(dev, sizeof dev, get(w, "devices"));
+        join(vars, sizeof vars, get(w, "variants"));
+        fmt_int(batch, sizeof batch, num(w, "default_batch_size"));
+        fprintf(f, "%-26s %-9s %-9s %-12s %5s %s\n", str(w, "name", "?"), str(w, "engine", "-"),
+                str(w, "domain", "-"), dev, batch, vars);
+    }
+}

@@ -1,0 +1,159 @@
+#include "cl_http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+static volatile sig_atomic_t *interrupted;
+
+fb_code cl_http_global_init(fb_err *err)
+{
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return fb_err_set(err, FB_EINTERNAL, NULL, "curl_global_init failed");
+    return FB_OK;
+}
+
+void cl_http_global_cleanup(void)
+{
+    curl_global_cleanup();
+}
+
+void cl_http_set_interrupt(volatile sig_atomic_t *flag)
+{
+    interrupted = flag;
+}
+
+typedef struct sink {
+    cl_http_resp *resp;
+    size_t cap;
+    bool over;
+} sink;
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
+{
+    sink *s = ud;
+    size_t n = size * nmemb;
+    cl_http_resp *r = s->resp;
+
+    if (r->len + n > (size_t)CL_HTTP_BODY_MAX) {
+        s->over = true;
+        return 0; /* curl stops with CURLE_WRITE_ERROR */
+    }
+    if (r->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 4096;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *b = realloc(r->body, cap);
+        if (!b)
+            return 0;
+        r->body = b;
+        s->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = '\0';
+    return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+    cl_http_resp *r = ud;
+    size_t n = size * nmemb, k = strlen("Retry-After:");
+
+    if (n > k && strncasecmp(data, "Retry-After:", k) == 0) {
+        size_t i = k, end = n;
+        while (i < n && (data[i] == ' ' || data[i] == '\t'))
+            i++;
+        while (end > i && (data[end - 1] == '\r' || data[end - 1] == '\n' || data[end - 1] == ' '))
+            end--;
+        snprintf(r->retry_after, sizeof r->retry_after, "%.*s", (int)(end - i), data + i);
+    }
+    return n;
+}
+
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    return interrupted && *interrupted ? 1 : 0;
+}
+
+/* curl's failure as the project's code, with curl's own words. */
+static fb_code curl_fail(CURLcode c, const sink *s, const char *url, const char *detail,
+                         fb_err *err)
+{
+    const char *why = detail[0] ? detail : curl_easy_strerror(c);
+
+    if (s->over)
+        return fb_err_set(err, FB_ETOOBIG, NULL, "%s: the answer is over %ld bytes", url,
+                          CL_HTTP_BODY_MAX);
+    if (c == CURLE_ABORTED_BY_CALLBACK)
+        return fb_err_set(err, FB_ETIMEOUT, NULL, "interrupted");
+    if (c == CURLE_OPERATION_TIMEDOUT)
+        return fb_err_set(err, FB_ETIMEOUT, NULL, "%s: %s", url, why);
+    return fb_err_set(err, FB_EUNAVAIL, NULL, "%s: %s", url, why);
+}
+
+fb_code cl_http_request(const char *method, const char *url, const char *token, const char *body,
+                        cl_http_resp *resp, fb_err *err)
+{
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = NULL;
+    char auth[600], detail[CURL_ERROR_SIZE] = "";
+    sink s = {.resp = resp};
+    fb_code rc = FB_OK;
+    CURLcode c;
+
+    memset(resp, 0, sizeof *resp);
+    if (!h)
+        return fb_err_set(err, FB_ENOMEM, NULL, "curl_easy_init failed");
+    hdrs = curl_slist_append(hdrs, "Accept: application/json");
+    if (strcmp(method, "POST") == 0)
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    if (token && token[0]) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        hdrs = curl_slist_append(hdrs, auth);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "fusionbench/" FB_CLIENT_VERSION);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, CL_HTTP_CONNECT_S);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, CL_HTTP_TIMEOUT_S);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    c = curl_easy_perform(h);
+    if (c != CURLE_OK) {
+        rc = curl_fail(c, &s, url, detail, err);
+        goto out;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+    if (!resp->body) {
+        resp->body = calloc(1, 1);
+        if (!resp->body)
+            rc = fb_err_set(err, FB_ENOMEM, NULL, "out of memory");
+    }
+out:
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    return rc;
+}
+
+void cl_http_resp_free(cl_http_resp *resp)
+{
+    free(resp->body);
+    resp->body = NULL;
+    resp->len = 0;
+}

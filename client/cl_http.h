@@ -1,0 +1,43 @@
+/* cl_http: one HTTP request to the server with libcurl, bounded: 10 s to
+ * connect, 60 s per request, a response body of at most CL_HTTP_BODY_MAX. */
+#ifndef CL_HTTP_H
+#define CL_HTTP_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fb_err.h"
+
+#define CL_HTTP_BODY_MAX    (64L * 1024 * 1024)
+#define CL_HTTP_CONNECT_S   10L
+#define CL_HTTP_TIMEOUT_S   60L
+#define CL_HTTP_RETRY_AFTER 64
+
+typedef struct cl_http_resp {
+    long status;
+    char *body; /* owned, NUL-terminated (may hold "" ) */
+    size_t len;
+    char retry_after[CL_HTTP_RETRY_AFTER]; /* the Retry-After header, or "" */
+} cl_http_resp;
+
+/* Once per process, before any thread (curl_global_init). */
+FB_MUSTCHECK fb_code cl_http_global_init(fb_err *err);
+void cl_http_global_cleanup(void);
+
+/* When *interrupt becomes nonzero a transfer in flight stops (FB_ETIMEOUT with
+ * "interrupted").  NULL: none. */
+void cl_http_set_interrupt(volatile sig_atomic_t *interrupt);
+
+/* Sends method to url with an optional bearer token (NULL or "" for none) and
+ * an optional JSON body.  Every POST carries Content-Type: application/json,
+ * with a body or without.  FB_OK whatever the HTTP status (resp->status says);
+ * FB_EUNAVAIL when the server cannot be reached, FB_ETOOBIG past the body cap,
+ * FB_ETIMEOUT on the time limits.  resp is the caller's to free with
+ * cl_http_resp_free in every case. */
+FB_MUSTCHECK fb_code cl_http_request(const char *method, const char *url, const char *token,
+                                     const char *body, cl_http_resp *resp, fb_err *err);
+
+void cl_http_resp_free(cl_http_resp *resp);
+
+#endif

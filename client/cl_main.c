@@ -1,0 +1,880 @@
+/* fusionbench: the command-line client of the FusionBench server (API.md,
+ * docs/API-EXTENSIONS.md).  Exit status: 0 ok, 1 a job or a variant failed or
+ * was canceled, 2 bad usage, 3 the server refused, failed or could not be
+ * reached, 130 interrupted while waiting (the job goes on). */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cl_args.h"
+#include "cl_config.h"
+#include "cl_fmt.h"
+#include "cl_http.h"
+#include "cl_url.h"
+#include "fb_table.h"
+
+#define EXIT_JOB    1
+#define EXIT_USAGE  2
+#define EXIT_SERVER 3
+#define EXIT_INTR   130
+
+#define DEFAULT_URL "http://127.0.0.1:8080"
+
+typedef struct cl_ctx {
+    cl_args a;
+    bool json;
+    char server[CL_CONFIG_URL_MAX];
+    char token[CL_CONFIG_TOKEN_MAX];
+    char cfg_dir[CL_CONFIG_PATH_MAX];
+} cl_ctx;
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    interrupted = 1;
+}
+
+static void say(const char *fmt, ...) FB_PRINTF(1, 2);
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fusionbench: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static int usage_error(const cl_args *a, const fb_err *err)
+{
+    if (err->field[0] && !strstr(err->msg, err->field))
+        say("%s: %s", err->field, err->msg);
+    else
+        say("%s", err->msg);
+    fputs(cl_usage(a->cmd), stderr);
+    return EXIT_USAGE;
+}
+
+/* ---- requests ---- */
+
+/* Sends the request; 0 with resp filled whatever the status, else EXIT_SERVER
+ * (said why).  resp is freed by the caller in every case. */
+static int send_req(const cl_ctx *c, const char *method, const cl_url *u, const char *body,
+                    cl_http_resp *resp)
+{
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (cl_url_done(u, &err) != FB_OK) {
+        say("%s", err.msg);
+        memset(resp, 0, sizeof *resp);
+        return EXIT_SERVER;
+    }
+    if (cl_http_request(method, u->s, c->token, body, resp, &err) != FB_OK) {
+        if (strcmp(err.msg, "interrupted") != 0)
+            say("cannot reach the server: %s", err.msg);
+        return interrupted ? EXIT_INTR : EXIT_SERVER;
+    }
+    return 0;
+}
+
+static void say_api_error(const cl_http_resp *resp)
+{
+    char msg[1024];
+
+    cl_fmt_api_error(msg, sizeof msg, resp->status, resp->body);
+    if (resp->retry_after[0])
+        say("server: %s (retry after %s s)", msg, resp->retry_after);
+    else
+        say("server: %s", msg);
+}
+
+/* A 2xx answer parsed as JSON into *out; else EXIT_SERVER (said why). */
+static int answer_json(const cl_http_resp *resp, cJSON **out)
+{
+    *out = NULL;
+    if (resp->status < 200 || resp->status > 299) {
+        say_api_error(resp);
+        return EXIT_SERVER;
+    }
+    *out = cJSON_ParseWithLength(resp->body, resp->len);
+    if (!*out) {
+        say("the server's answer is not JSON (HTTP %ld)", resp->status);
+        return EXIT_SERVER;
+    }
+    return 0;
+}
+
+/* One call: send, check, parse.  *out is the caller's to delete. */
+static int call(const cl_ctx *c, const char *method, const cl_url *u, const char *body,
+                cl_http_resp *resp, cJSON **out)
+{
+    int rc = send_req(c, method, u, body, resp);
+    *out = NULL;
+    return rc ? rc : answer_json(resp, out);
+}
+
+static void print_raw(const cl_http_resp *resp)
+{
+    fwrite(resp->body, 1, resp->len, stdout);
+    if (resp->len == 0 || resp->body[resp->len - 1] != '\n')
+        putchar('\n');
+}
+
+/* ---- jobs ---- */
+
+static const char *job_state(const cJSON *job)
+{
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(job, "state");
+    return cJSON_IsString(s) ? s->valuestring : "?";
+}
+
+static bool terminal(const char *state)
+{
+    return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+           strcmp(state, "canceled") == 0;
+}
+
+/* 0 when the job succeeded with every variant ok, or is still going; else 1. */
+static int job_exit(const cJSON *job)
+{
+    const char *st = job_state(job);
+
+    if (strcmp(st, "succeeded") == 0)
+        return fb_table_all_ok(cJSON_GetObjectItemCaseSensitive(job, "result")) ? 0 : EXIT_JOB;
+    return strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0 ? EXIT_JOB : 0;
+}
+
+/* The job as text: a summary, then the result table once there is one. */
+static void print_job(const cJSON *job)
+{
+    const cJSON *result = cJSON_GetObjectItemCaseSensitive(job, "result");
+
+    if (cJSON_IsObject(result) && strcmp(job_state(job), "succeeded") == 0) {
+        fb_table_print(stdout, cJSON_GetObjectItemCaseSensitive(job, "spec"), result);
+        return;
+    }
+    cl_fmt_job_summary(stdout, job);
+    if (cJSON_IsObject(result))
+        fb_table_print(stdout, cJSON_GetObjectItemCaseSensitive(job, "spec"), result);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Sleeps s seconds unless interrupted first. */
+static void nap(double s)
+{
+    double end = now_s() + s;
+    while (!interrupted && now_s() < end) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void watch_signals(bool on)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? on_sigint : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    cl_http_set_interrupt(on ? &interrupted : NULL);
+}
+
+/* Answers worth another poll: the server is busy or restarting. */
+static bool transient(long status)
+{
+    return status == 429 || status == 502 || status == 503 || status == 504;
+}
+
+typedef struct waiter {
+    bool tty;
+    double t0, delay;
+    char last_key[256];
+    int failures;
+} waiter;
+
+/* Shows one poll's job on stderr: the live bar on a terminal, a line per change
+ * of state or phase otherwise.  A change polls again soon. */
+static void show_poll(waiter *w, const cJSON *job)
+{
+    char key[256], line[512];
+    double el = now_s() - w->t0;
+
+    cl_fmt_state_key(key, sizeof key, job);
+    if (strcmp(key, w->last_key) != 0) {
+        snprintf(w->last_key, sizeof w->last_key, "%s", key);
+        w->delay = 0.2;
+        if (!w->tty) {
+            cl_fmt_state_line(line, sizeof line, job, el);
+            fprintf(stderr, "%s\n", line);
+        }
+    }
+    if (w->tty) {
+        cl_fmt_progress(line, sizeof line, job, el);
+        fprintf(stderr, "\r%s\x1b[K", line);
+    }
+    fflush(stderr);
+}
+
+/* One poll of url; 0 with *job set, -1 to poll again, else an exit status. */
+static int poll_once(const cl_ctx *c, waiter *w, const cl_url *u, cl_http_resp *resp, cJSON **job)
+{
+    int rc = send_req(c, "GET", u, NULL, resp);
+
+    *job = NULL;
+    if (rc == EXIT_SERVER && !interrupted && ++w->failures < 5)
+        return -1;
+    if (rc)
+        return rc;
+    if (transient(resp->status) && ++w->failures < 5)
+        return -1;
+    rc = answer_json(resp, job);
+    if (rc == 0)
+        w->failures = 0;
+    return rc;
+}
+
+/* Polls the job until it ends (0.2 s, growing to 2 s); Ctrl-C stops the
+ * waiting, not the job.  Prints the end as asked; returns the exit status. */
+static int wait_job(const cl_ctx *c, const char *id)
+{
+    waiter w = {.tty = isatty(STDERR_FILENO) == 1, .t0 = now_s(), .delay = 0.2};
+    cl_http_resp resp = {0};
+    cJSON *job = NULL;
+    cl_url u;
+    int rc;
+
+    cl_url_init(&u, c->server, "/api/v1/jobs");
+    cl_url_seg(&u, id);
+    watch_signals(true);
+    for (;;) {
+        cl_http_resp_free(&resp);
+        cJSON_Delete(job);
+        rc = poll_once(c, &w, &u, &resp, &job);
+        if (rc > 0 || interrupted)
+            break;
+        if (rc == 0) {
+            show_poll(&w, job);
+            if (terminal(job_state(job)))
+                break;
+        }
+        nap(w.delay);
+        w.delay = w.delay * 1.5 > 2.0 ? 2.0 : w.delay * 1.5;
+    }
+    watch_signals(false);
+    if (w.tty)
+        fputs("\r\x1b[K", stderr);
+    if (interrupted) {
+        say("stopped waiting; job %s goes on (not canceled). Resume with: fusionbench status %s "
+            "--wait",
+            id, id);
+        rc = EXIT_INTR;
+    } else if (rc == 0) {
+        char line[512];
+        if (w.tty) { /* the bar is gone: say how it ended (a non-tty has its line) */
+            cl_fmt_state_line(line, sizeof line, job, now_s() - w.t0);
+            fprintf(stderr, "%s\n", line);
+        }
+        if (c->json)
+            print_raw(&resp);
+        else
+            print_job(job);
+        rc = job_exit(job);
+    }
+    cJSON_Delete(job);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+static int cmd_submit(const cl_ctx *c)
+{
+    cl_http_resp resp = {0};
+    cJSON *spec = NULL, *job = NULL;
+    char *body = NULL, id[32];
+    fb_err err;
+    cl_url u;
+    int rc;
+
+    fb_err_clear(&err);
+    if (cl_args_job_spec(&c->a, &spec, &err) != FB_OK)
+        return usage_error(&c->a, &err);
+    body = cJSON_PrintUnformatted(spec);
+    cl_url_init(&u, c->server, "/api/v1/jobs");
+    rc = body ? call(c, "POST", &u, body, &resp, &job) : EXIT_SERVER;
+    if (rc)
+        goto out;
+    const cJSON *jid = cJSON_GetObjectItemCaseSensitive(job, "id");
+    if (!cJSON_IsNumber(jid)) {
+        say("the server's answer has no job id");
+        rc = EXIT_SERVER;
+        goto out;
+    }
+    snprintf(id, sizeof id, "%.0f", jid->valuedouble);
+    if (c->a.set[CL_O_WAIT]) {
+        fprintf(stderr, "job %s queued\n", id);
+        rc = wait_job(c, id);
+    } else if (c->json) {
+        print_raw(&resp);
+    } else {
+        printf("%s\n", id);
+    }
+out:
+    free(body);
+    cJSON_Delete(spec);
+    cJSON_Delete(job);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+static int check_id(const cl_ctx *c, const char *id)
+{
+    fb_err err;
+
+    if (cl_id_valid(id))
+        return 0;
+    fb_err_set(&err, FB_EINVAL, id, "not a job id (a positive whole number)");
+    return usage_error(&c->a, &err);
+}
+
+static int cmd_status(const cl_ctx *c)
+{
+    const char *id = c->a.pos[0];
+    cl_http_resp resp = {0};
+    cJSON *job = NULL;
+    cl_url u;
+    int rc = check_id(c, id);
+
+    if (rc)
+        return rc;
+    if (c->a.set[CL_O_WAIT])
+        return wait_job(c, id);
+    cl_url_init(&u, c->server, "/api/v1/jobs");
+    cl_url_seg(&u, id);
+    rc = call(c, "GET", &u, NULL, &resp, &job);
+    if (rc == 0) {
+        if (c->json)
+            print_raw(&resp);
+        else
+            print_job(job);
+        rc = job_exit(job);
+    }
+    cJSON_Delete(job);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+static int cmd_cancel(const cl_ctx *c)
+{
+    const char *id = c->a.pos[0];
+    cl_http_resp resp = {0};
+    cJSON *job = NULL;
+    cl_url u;
+    int rc = check_id(c, id);
+
+    if (rc)
+        return rc;
+    cl_url_init(&u, c->server, "/api/v1/jobs");
+    cl_url_seg(&u, id);
+    cl_url_seg(&u, "cancel");
+    rc = call(c, "POST", &u, NULL, &resp, &job);
+    if (rc == 0 && c->json)
+        print_raw(&resp);
+    else if (rc == 0)
+        printf("job %s: %s%s\n", id, job_state(job),
+               strcmp(job_state(job), "running") == 0 ? " (its worker stops it)" : "");
+    cJSON_Delete(job);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+/* Adds ?key=value for a valued option that was given. */
+static void query_opt(cl_url *u, const cl_args *a, cl_opt o, const char *key)
+{
+    if (a->set[o])
+        cl_url_query(u, key, a->val[o]);
+}
+
+static int check_limit(const cl_ctx *c)
+{
+    fb_err err;
+    int n;
+
+    if (c->a.set[CL_O_LIMIT] && cl_args_int(&c->a, CL_O_LIMIT, 1, 1000, &n, &err) != FB_OK)
+        return usage_error(&c->a, &err);
+    return 0;
+}
+
+/* The list's URL, owner=me unless --all or fallback. */
+static void jobs_url(const cl_ctx *c, cl_url *u, bool mine)
+{
+    cl_url_init(u, c->server, "/api/v1/jobs");
+    if (mine)
+        cl_url_query(u, "owner", "me");
+    query_opt(u, &c->a, CL_O_STATE, "state");
+    query_opt(u, &c->a, CL_O_WORKLOAD, "workload");
+    query_opt(u, &c->a, CL_O_LIMIT, "limit");
+}
+
+/* 400 on "owner": the server runs without tokens (API-EXTENSIONS.md). */
+static bool owner_refused(const cl_http_resp *resp)
+{
+    cJSON *root = resp->status == 400 ? cJSON_Parse(resp->body) : NULL;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "field");
+    bool yes = cJSON_IsString(f) && strcmp(f->valuestring, "owner") == 0;
+    cJSON_Delete(root);
+    return yes;
+}
+
+static int cmd_jobs(const cl_ctx *c)
+{
+    bool mine = !c->a.set[CL_O_ALL];
+    cl_http_resp resp = {0};
+    cJSON *list = NULL;
+    cl_url u;
+    int rc = check_limit(c);
+
+    if (rc)
+        return rc;
+    jobs_url(c, &u, mine);
+    rc = send_req(c, "GET", &u, NULL, &resp);
+    if (rc == 0 && mine && owner_refused(&resp)) {
+        say("the server runs without authentication: listing all jobs");
+        cl_http_resp_free(&resp);
+        jobs_url(c, &u, false);
+        rc = send_req(c, "GET", &u, NULL, &resp);
+    }
+    if (rc == 0)
+        rc = answer_json(&resp, &list);
+    if (rc == 0 && c->json)
+        print_raw(&resp);
+    else if (rc == 0)
+        cl_fmt_jobs(stdout, list);
+    cJSON_Delete(list);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+typedef void (*printer)(FILE *f, const cJSON *doc);
+
+/* GET u; --json prints it as answered, else pr does. */
+static int get_and_print(const cl_ctx *c, const cl_url *u, printer pr)
+{
+    cl_http_resp resp = {0};
+    cJSON *doc = NULL;
+    int rc = call(c, "GET", u, NULL, &resp, &doc);
+
+    if (rc == 0 && c->json)
+        print_raw(&resp);
+    else if (rc == 0)
+        pr(stdout, doc);
+    cJSON_Delete(doc);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+static int cmd_results(const cl_ctx *c)
+{
+    cl_url u;
+    int rc = check_limit(c);
+
+    if (rc)
+        return rc;
+    cl_url_init(&u, c->server, "/api/v1/results");
+    cl_url_query(&u, "points", "1");
+    query_opt(&u, &c->a, CL_O_WORKLOAD, "workload");
+    query_opt(&u, &c->a, CL_O_DEVICE, "device");
+    query_opt(&u, &c->a, CL_O_VARIANT, "variant");
+    query_opt(&u, &c->a, CL_O_LIMIT, "limit");
+    return get_and_print(c, &u, cl_fmt_results);
+}
+
+static int cmd_compare(const cl_ctx *c)
+{
+    char a[64], b[64];
+    fb_err err;
+    cl_url u;
+
+    fb_err_clear(&err);
+    if (cl_compare_ref(c->a.pos[0], a, sizeof a, &err) != FB_OK ||
+        cl_compare_ref(c->a.pos[1], b, sizeof b, &err) != FB_OK)
+        return usage_error(&c->a, &err);
+    cl_url_init(&u, c->server, "/api/v1/compare");
+    cl_url_query(&u, "a", a);
+    cl_url_query(&u, "b", b);
+    return get_and_print(c, &u, cl_fmt_compare);
+}
+
+static int cmd_list(const cl_ctx *c, const char *path, printer pr)
+{
+    cl_url u;
+
+    cl_url_init(&u, c->server, path);
+    return get_and_print(c, &u, pr);
+}
+
+/* ---- suites ---- */
+
+static double suite_num(const cJSON *suite, const char *a, const char *b)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(suite, a);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, b);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* 1 when a job of the suite failed or was canceled. */
+static int suite_exit(const cJSON *suite)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(suite, "progress"), "states");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(st, "failed");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(st, "canceled");
+
+    return (cJSON_IsNumber(f) && f->valuedouble > 0) || (cJSON_IsNumber(k) && k->valuedouble > 0)
+               ? EXIT_JOB
+               : 0;
+}
+
+static bool suite_done(const cJSON *suite)
+{
+    double done = suite_num(suite, "progress", "done"),
+           total = suite_num(suite, "progress", "total");
+    return total >= 0 && done >= total;
+}
+
+static int wait_suite(const cl_ctx *c, const char *id)
+{
+    waiter w = {.tty = isatty(STDERR_FILENO) == 1, .t0 = now_s(), .delay = 0.2};
+    cl_http_resp resp = {0};
+    cJSON *suite = NULL;
+    double last_done = -2;
+    cl_url u;
+    int rc;
+
+    cl_url_init(&u, c->server, "/api/v1/suites");
+    cl_url_seg(&u, id);
+    watch_signals(true);
+    for (;;) {
+        cl_http_resp_free(&resp);
+        cJSON_Delete(suite);
+        rc = poll_once(c, &w, &u, &resp, &suite);
+        if (rc > 0 || interrupted)
+            break;
+        if (rc == 0) {
+            double done = suite_num(suite, "progress", "done");
+            if (done != last_done || w.tty) {
+                fprintf(stderr,
+                        w.tty ? "\rsuite %s: %.0f/%.0f done (%.1f s)\x1b[K"
+                              : "suite %s: %.0f/%.0f done (%.1f s)\n",
+                        id, done, suite_num(suite, "progress", "total"), now_s() - w.t0);
+                if (done != last_done)
+                    w.delay = 0.2;
+                last_done = done;
+            }
+            if (suite_done(suite))
+                break;
+        }
+        nap(w.delay);
+        w.delay = w.delay * 1.5 > 2.0 ? 2.0 : w.delay * 1.5;
+    }
+    watch_signals(false);
+    if (w.tty)
+        fputs("\r\x1b[K", stderr);
+    if (interrupted) {
+        say("stopped waiting; suite %s goes on (not canceled). See it with: fusionbench suite "
+            "show %s",
+            id, id);
+        rc = EXIT_INTR;
+    } else if (rc == 0) {
+        if (c->json)
+            print_raw(&resp);
+        else
+            cl_fmt_suite(stdout, suite);
+        rc = suite_exit(suite);
+    }
+    cJSON_Delete(suite);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+static int cmd_suite_submit(const cl_ctx *c)
+{
+    cl_http_resp resp = {0};
+    cJSON *body = NULL, *suite = NULL;
+    char *text = NULL, id[32];
+    fb_err err;
+    cl_url u;
+    int rc;
+
+    fb_err_clear(&err);
+    if (cl_args_suite(&c->a, &body, &err) != FB_OK)
+        return usage_error(&c->a, &err);
+    text = cJSON_PrintUnformatted(body);
+    cl_url_init(&u, c->server, "/api/v1/suites");
+    rc = text ? call(c, "POST", &u, text, &resp, &suite) : EXIT_SERVER;
+    if (rc)
+        goto out;
+    const cJSON *sid = cJSON_GetObjectItemCaseSensitive(suite, "id");
+    if (!cJSON_IsNumber(sid)) {
+        say("the server's answer has no suite id");
+        rc = EXIT_SERVER;
+        goto out;
+    }
+    snprintf(id, sizeof id, "%.0f", sid->valuedouble);
+    if (c->a.set[CL_O_WAIT]) {
+        fprintf(stderr, "suite %s queued (%.0f jobs)\n", id, suite_num(suite, "progress", "total"));
+        rc = wait_suite(c, id);
+    } else if (c->json) {
+        print_raw(&resp);
+    } else {
+        printf("%s\n", id);
+    }
+out:
+    free(text);
+    cJSON_Delete(body);
+    cJSON_Delete(suite);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+static int cmd_suite_show(const cl_ctx *c)
+{
+    const char *id = c->a.pos[0];
+    cl_http_resp resp = {0};
+    cJSON *suite = NULL;
+    cl_url u;
+    int rc = check_id(c, id);
+
+    if (rc)
+        return rc;
+    cl_url_init(&u, c->server, "/api/v1/suites");
+    cl_url_seg(&u, id);
+    rc = call(c, "GET", &u, NULL, &resp, &suite);
+    if (rc == 0 && c->json)
+        print_raw(&resp);
+    else if (rc == 0)
+        cl_fmt_suite(stdout, suite);
+    cJSON_Delete(suite);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+/* ---- login ---- */
+
+/* Reads one line of stdin into buf: without echo after a prompt on a terminal. */
+static int read_token(const char *url, bool force_stdin, char *buf, size_t cap)
+{
+    bool tty = !force_stdin && isatty(STDIN_FILENO) == 1;
+    struct termios old, quiet;
+    bool restore = false;
+    char *got;
+
+    if (tty) {
+        fprintf(stderr, "API token for %s: ", url);
+        fflush(stderr);
+        if (tcgetattr(STDIN_FILENO, &old) == 0) {
+            quiet = old;
+            quiet.c_lflag &= ~(tcflag_t)ECHO;
+            restore = tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet) == 0;
+        }
+    }
+    got = fgets(buf, (int)cap, stdin);
+    if (restore) {
+        (void)tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+        fputc('\n', stderr);
+    }
+    if (!got) {
+        say("no token on stdin");
+        return EXIT_USAGE;
+    }
+    if (!strchr(buf, '\n') && strlen(buf) == cap - 1) {
+        say("the token is too long (at most %zu characters)", cap - 2);
+        return EXIT_USAGE;
+    }
+    if (!cl_token_clean(buf)) {
+        say("the token is empty or has a character a token cannot have");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int cmd_login(cl_ctx *c)
+{
+    cl_http_resp resp = {0};
+    cl_config cfg;
+    cJSON *doc = NULL;
+    fb_err err;
+    cl_url u;
+    int rc;
+
+    fb_err_clear(&err);
+    memset(&cfg, 0, sizeof cfg);
+    if (cl_url_normalize(c->a.pos[0], cfg.url, sizeof cfg.url, &err) != FB_OK)
+        return usage_error(&c->a, &err);
+    rc = read_token(cfg.url, c->a.set[CL_O_TOKEN_STDIN], cfg.token, sizeof cfg.token);
+    if (rc)
+        return rc;
+    snprintf(c->token, sizeof c->token, "%s", cfg.token);
+    cl_url_init(&u, cfg.url, "/api/v1/jobs");
+    cl_url_query(&u, "limit", "1");
+    rc = call(c, "GET", &u, NULL, &resp, &doc);
+    if (rc) {
+        say("not logged in: nothing saved");
+        goto out;
+    }
+    if (cl_config_save(c->cfg_dir, &cfg, &err) != FB_OK) {
+        say("cannot save the login: %s", err.msg);
+        rc = EXIT_SERVER;
+        goto out;
+    }
+    if (c->json)
+        print_raw(&resp);
+    fprintf(stderr, "logged in to %s (saved in %s/config.json)\n", cfg.url, c->cfg_dir);
+out:
+    cJSON_Delete(doc);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+static int cmd_logout(const cl_ctx *c)
+{
+    fb_err err;
+    fb_code code = cl_config_remove(c->cfg_dir, &err);
+
+    if (code == FB_ENOTFOUND) {
+        fprintf(stderr, "not logged in\n");
+        return 0;
+    }
+    if (code != FB_OK) {
+        say("%s", err.msg);
+        return EXIT_SERVER;
+    }
+    fprintf(stderr, "logged out (removed %s/config.json)\n", c->cfg_dir);
+    return 0;
+}
+
+/* ---- setup ---- */
+
+/* Server: --server, $FUSIONBENCH_URL, the saved login's, the default.  Token:
+ * $FUSIONBENCH_TOKEN, else the saved login's when it is for this server. */
+static int pick_server(cl_ctx *c)
+{
+    const char *flag = c->a.set[CL_O_SERVER] ? c->a.val[CL_O_SERVER] : NULL;
+    const char *env_url = getenv("FUSIONBENCH_URL"), *env_tok = getenv("FUSIONBENCH_TOKEN");
+    bool have_cfg = false;
+    cl_config cfg;
+    fb_err err;
+    fb_code code;
+
+    fb_err_clear(&err);
+    if (cl_config_dir(getenv("XDG_CONFIG_HOME"), getenv("HOME"), c->cfg_dir, sizeof c->cfg_dir,
+                      &err) == FB_OK) {
+        code = cl_config_load(c->cfg_dir, &cfg, &err);
+        have_cfg = code == FB_OK;
+        if (code != FB_OK && code != FB_ENOTFOUND)
+            say("ignoring the saved login: %s", err.msg);
+    } else if (c->a.cmd == CL_CMD_LOGIN || c->a.cmd == CL_CMD_LOGOUT) {
+        say("%s", err.msg);
+        return EXIT_USAGE;
+    }
+    const char *url = flag                  ? flag
+                      : env_url && *env_url ? env_url
+                      : have_cfg            ? cfg.url
+                                            : DEFAULT_URL;
+    if (cl_url_normalize(url, c->server, sizeof c->server, &err) != FB_OK) {
+        say("%s: %s",
+            flag                  ? "--server"
+            : env_url && *env_url ? "FUSIONBENCH_URL"
+                                  : "config",
+            err.msg);
+        return EXIT_USAGE;
+    }
+    if (env_tok && *env_tok) {
+        snprintf(c->token, sizeof c->token, "%s", env_tok);
+        if (!cl_token_clean(c->token)) {
+            say("FUSIONBENCH_TOKEN has a character a token cannot have");
+            return EXIT_USAGE;
+        }
+    } else if (have_cfg && strcmp(cfg.url, c->server) == 0) {
+        snprintf(c->token, sizeof c->token, "%s", cfg.token);
+    }
+    return 0;
+}
+
+static int dispatch(cl_ctx *c)
+{
+    switch (c->a.cmd) {
+    case CL_CMD_LOGIN:
+        return cmd_login(c);
+    case CL_CMD_LOGOUT:
+        return cmd_logout(c);
+    case CL_CMD_SUBMIT:
+        return cmd_submit(c);
+    case CL_CMD_STATUS:
+        return cmd_status(c);
+    case CL_CMD_CANCEL:
+        return cmd_cancel(c);
+    case CL_CMD_JOBS:
+        return cmd_jobs(c);
+    case CL_CMD_RESULTS:
+        return cmd_results(c);
+    case CL_CMD_COMPARE:
+        return cmd_compare(c);
+    case CL_CMD_SUITE_SUBMIT:
+        return cmd_suite_submit(c);
+    case CL_CMD_SUITE_SHOW:
+        return cmd_suite_show(c);
+    case CL_CMD_WORKERS:
+        return cmd_list(c, "/api/v1/workers", cl_fmt_workers);
+    case CL_CMD_WORKLOADS:
+        return cmd_list(c, "/api/v1/workloads", cl_fmt_workloads);
+    default:
+        return EXIT_USAGE;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static cl_ctx c;
+    fb_err err;
+    int rc;
+
+    fb_err_clear(&err);
+    if (cl_args_parse(argc, argv, &c.a, &err) != FB_OK)
+        return usage_error(&c.a, &err);
+    if (c.a.set[CL_O_HELP]) {
+        fputs(cl_usage(c.a.cmd), stdout);
+        return 0;
+    }
+    if (c.a.set[CL_O_VERSION]) {
+        printf("fusionbench %s (%s)\n", FB_CLIENT_VERSION, FB_GIT_SHA);
+        return 0;
+    }
+    c.json = c.a.set[CL_O_JSON];
+    rc = pick_server(&c);
+    if (rc)
+        return rc;
+    if (cl_http_global_init(&err) != FB_OK) {
+        say("%s", err.msg);
+        return EXIT_SERVER;
+    }
+    rc = dispatch(&c);
+    cl_http_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,170 @@
+#include "fb_table.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- reading members leniently ---- */
+
+static const cJSON *tb_get(const cJSON *o, const char *key)
+{
+    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+}
+
+/* A number member, NaN when absent, null or not a number. */
+static double tb_num(const cJSON *o, const char *key)
+{
+    const cJSON *v = tb_get(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* A whole number member in [lo, hi], or def. */
+static int64_t tb_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, int64_t def)
+{
+    double d = tb_num(o, key);
+    if (!(d >= (double)lo && d <= (double)hi))
+        return def;
+    return (int64_t)d;
+}
+
+/* A string member, or def. */
+static const char *tb_str(const cJSON *o, const char *key, const char *def)
+{
+    const cJSON *v = tb_get(o, key);
+    return cJSON_IsString(v) && v->valuestring ? v->valuestring : def;
+}
+
+static double tb_arr_num(const cJSON *arr, int i)
+{
+    const cJSON *v = cJSON_IsArray(arr) ? cJSON_GetArrayItem(arr, i) : NULL;
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* ---- formats (fusionbench-run's since its first table) ---- */
+
+/* v with prec decimals and a suffix, or "-" when unknown (NaN). */
+static void tb_fmt_num(char *buf, size_t cap, double v, int prec, const char *suffix)
+{
+    if (isnan(v))
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.*f%s", prec, v, suffix);
+}
+
+static void tb_fmt_int(char *buf, size_t cap, int64_t v)
+{
+    if (v < 0)
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%lld", (long long)v);
+}
+
+static bool tb_is_ok(const cJSON *variant)
+{
+    return strcmp(tb_str(variant, "status", ""), "ok") == 0;
+}
+
+static const cJSON *tb_baseline(const cJSON *result)
+{
+    const char *name = tb_str(tb_get(result, "comparison"), "baseline", NULL);
+    const cJSON *v;
+
+    if (!name)
+        return NULL;
+    cJSON_ArrayForEach(v, tb_get(result, "variants"))
+    {
+        if (strcmp(tb_str(v, "name", ""), name) == 0)
+            return v;
+    }
+    return NULL;
+}
+
+static double tb_median(const cJSON *variant)
+{
+    return tb_num(tb_get(variant, "latency_ms"), "median");
+}
+
+/* Speedup = baseline median / variant median, only for ok variants against an
+ * ok baseline (METHOD.md: no speedup for a variant over tolerance). */
+static double tb_speedup(const cJSON *result, const cJSON *variant)
+{
+    const cJSON *b = tb_baseline(result);
+    double m = tb_median(variant);
+
+    if (!b || !tb_is_ok(b) || !tb_is_ok(variant) || !(m > 0))
+        return NAN;
+    return tb_median(b) / m;
+}
+
+static void tb_row(FILE *f, const cJSON *result, const cJSON *vr)
+{
+    char med[24], p90[24], ci[48], cv[16], kern[16], fk[16], fo[16], peak[24], err[16], sp[16];
+    const cJSON *lat = tb_get(vr, "latency_ms"), *ci95 = tb_get(lat, "ci95");
+    const cJSON *samples = tb_get(vr, "samples_ms");
+    bool timed = cJSON_IsArray(samples) && cJSON_GetArraySize(samples) > 0;
+    int64_t peak_b = tb_int(vr, "peak_mem_bytes", 0, INT64_MAX / 2, -1);
+    double rel = tb_num(vr, "max_rel_error");
+
+    tb_fmt_num(med, sizeof med, timed ? tb_num(lat, "median") : NAN, 4, "");
+    tb_fmt_num(p90, sizeof p90, timed ? tb_num(lat, "p90") : NAN, 4, "");
+    if (timed)
+        snprintf(ci, sizeof ci, "[%.4f, %.4f]", tb_arr_num(ci95, 0), tb_arr_num(ci95, 1));
+    else
+        snprintf(ci, sizeof ci, "-");
+    tb_fmt_num(cv, sizeof cv, timed ? tb_num(lat, "cv") * 100.0 : NAN, 1, "%");
+    tb_fmt_int(kern, sizeof kern, tb_int(vr, "kernels", 0, INT64_MAX / 2, -1));
+    tb_fmt_int(fk, sizeof fk, tb_int(vr, "fused_kernels", 0, INT64_MAX / 2, -1));
+    tb_fmt_int(fo, sizeof fo, tb_int(vr, "fused_ops", 0, INT64_MAX / 2, -1));
+    tb_fmt_num(peak, sizeof peak, peak_b < 0 ? NAN : (double)peak_b / (1024.0 * 1024.0), 2, "");
+    if (isnan(rel))
+        snprintf(err, sizeof err, "-");
+    else
+        snprintf(err, sizeof err, "%.2e", rel);
+    tb_fmt_num(sp, sizeof sp, tb_speedup(result, vr), 3, "x");
+    fprintf(f, "%-12s %-16s %10s %10s %-22s %6s %7s %5s/%-5s %9s %9s %8s\n",
+            tb_str(vr, "name", "?"), tb_str(vr, "status", "?"), med, p90, ci, cv, kern, fk, fo,
+            peak, err, sp);
+}
+
+void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result)
+{
+    const cJSON *variants = tb_get(result, "variants"), *v, *env = tb_get(result, "env");
+    const cJSON *list = cJSON_IsArray(variants) ? variants : NULL;
+
+    fprintf(f, "%s  engine %s  device %s  dtype %s  batch %d  warmup %d  iterations %d\n\n",
+            tb_str(spec, "workload", "?"), tb_str(spec, "engine", "?"), tb_str(spec, "device", "?"),
+            tb_str(spec, "dtype", "?"), (int)tb_int(spec, "batch_size", INT32_MIN, INT32_MAX, -1),
+            (int)tb_int(spec, "warmup", INT32_MIN, INT32_MAX, -1),
+            (int)tb_int(spec, "iterations", INT32_MIN, INT32_MAX, -1));
+    fprintf(f, "%-12s %-16s %10s %10s %-22s %6s %7s %11s %9s %9s %8s\n", "variant", "status",
+            "median ms", "p90 ms", "95% CI of median", "cv", "kernels", "fused k/ops", "peak MiB",
+            "max rel", "speedup");
+    cJSON_ArrayForEach(v, list)
+    {
+        tb_row(f, result, v);
+    }
+    cJSON_ArrayForEach(v, list)
+    {
+        if (!tb_is_ok(v))
+            fprintf(f, "  %s: %s\n", tb_str(v, "name", "?"), tb_str(v, "message", ""));
+    }
+    fprintf(f, "\nbaseline %s; plan %.3f ms (not in latency); speedup = baseline median / median\n",
+            tb_str(tb_get(result, "comparison"), "baseline", ""), tb_num(result, "plan_ms"));
+    fprintf(f, "env: %s | %d threads | %s | host %s | fusionbench %s\n", tb_str(env, "cpu", ""),
+            (int)tb_int(env, "threads", 0, INT32_MAX, 0), tb_str(env, "blas", ""),
+            tb_str(env, "hostname", ""), tb_str(env, "fusionbench", ""));
+}
+
+bool fb_table_all_ok(const cJSON *result)
+{
+    const cJSON *variants = tb_get(result, "variants"), *v;
+
+    if (!cJSON_IsArray(variants) || cJSON_GetArraySize(variants) <= 0)
+        return false;
+    cJSON_ArrayForEach(v, variants)
+    {
+        if (!tb_is_ok(v))
+            return false;
+    }
+    return true;
+}

@@ -1,0 +1,24 @@
+/* fb_table: the result table of fusionbench-run, printed from a job's spec and
+ * result as JSON (API.md), so that fusionbench-run (which encodes its structs
+ * first) and the fusionbench client (which has the server's JSON) print the same
+ * table from one formatter.
+ *
+ * The JSON is outside input for the client: a member that is missing, null or
+ * of another type prints as unknown ("-", "" or 0), never as a crash. */
+#ifndef FB_TABLE_H
+#define FB_TABLE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+/* Prints the header line, one row per variant of result.variants, the messages
+ * of variants that are not ok, the baseline line and the env line to f.
+ * spec and result may be NULL (their fields print as unknown). */
+void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result);
+
+/* True when result has at least one variant and every variant's status is "ok". */
+bool fb_table_all_ok(const cJSON *result);
+
+#endif

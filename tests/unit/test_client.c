@@ -1,0 +1,291 @@
+/* fb_client_core: argument parsing, request bodies, --param values, URLs,
+ * the saved login (modes, atomic replace) and what the client prints. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cl_args.h"
+#include "cl_config.h"
+#include "cl_fmt.h"
+#include "cl_url.h"
+
+#define ARGV(...)          ((char *[]){"fusionbench", __VA_ARGS__, NULL})
+#define ARGC(...)          ((int)(sizeof((char *[]){"fusionbench", __VA_ARGS__}) / sizeof(char *)))
+#define PARSE(a, err, ...) cl_args_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (a), (err))
+
+static void assert_json(const cJSON *got, const char *want)
+{
+    cJSON *w = cJSON_Parse(want);
+    char *text = cJSON_PrintUnformatted(got);
+    assert_non_null(w);
+    if (!cJSON_Compare(got, w, true))
+        fail_msg("got %s, want %s", text, want);
+    free(text);
+    cJSON_Delete(w);
+}
+
+static void test_args_submit(void **state)
+{
+    cl_args a;
+    fb_err err;
+    cJSON *spec = NULL;
+
+    assert_int_equal(PARSE(&a, &err, "--server", "http://x", "submit", "softmax", "--variants",
+                           "eager,fused", "--batch-size=8", "--param", "m=64", "--param",
+                           "name=abc", "--param", "flag=true", "--param", "rules:=[\"a\"]",
+                           "--param", "x=1e3", "--param", "v=0x10", "--label", "k=v=w", "--wait",
+                           "--timeout", "30", "--json"),
+                     FB_OK);
+    assert_int_equal(a.cmd, CL_CMD_SUBMIT);
+    assert_true(a.set[CL_O_WAIT] && a.set[CL_O_JSON]);
+    assert_string_equal(a.val[CL_O_SERVER], "http://x");
+    assert_int_equal(cl_args_job_spec(&a, &spec, &err), FB_OK);
+    assert_json(spec, "{\"workload\":\"softmax\",\"batch_size\":8,\"timeout_s\":30,"
+                      "\"variants\":[\"eager\",\"fused\"],\"params\":{\"m\":64,\"name\":\"abc\","
+                      "\"flag\":true,\"rules\":[\"a\"],\"x\":1000,\"v\":\"0x10\"},"
+                      "\"labels\":{\"k\":\"v=w\"}}");
+    cJSON_Delete(spec);
+}
+
+static void test_args_errors(void **state)
+{
+    cl_args a;
+    fb_err err;
+    cJSON *spec = NULL;
+
+    assert_int_equal(PARSE(&a, &err, "jobs", "--wait"), FB_EINVAL);
+    assert_string_equal(err.msg, "--wait is not an option of jobs");
+    assert_int_equal(PARSE(&a, &err, "submit", "w", "--nope"), FB_EINVAL);
+    assert_string_equal(err.field, "--nope");
+    assert_int_equal(PARSE(&a, &err, "submit", "w", "--engine"), FB_EINVAL);
+    assert_string_equal(err.msg, "needs a value");
+    assert_int_equal(PARSE(&a, &err, "submit"), FB_EINVAL);
+    assert_int_equal(PARSE(&a, &err, "frob"), FB_EINVAL);
+    assert_int_equal(PARSE(&a, &err, "suite", "drop"), FB_EINVAL);
+    assert_int_equal(PARSE(&a, &err, "status", "1", "2"), FB_EINVAL);
+    assert_int_equal(PARSE(&a, &err, "jobs", "--all=yes"), FB_EINVAL);
+    assert_int_equal(PARSE(&a, &err, "submit", "w", "--iterations", "0"), FB_OK);
+    assert_int_equal(cl_args_job_spec(&a, &spec, &err), FB_EINVAL);
+    assert_string_equal(err.msg, "--iterations: expected an integer in 1..100000, got '0'");
+    assert_null(spec);
+    assert_int_equal(PARSE(&a, &err, "submit", "w", "--param", "=3"), FB_OK);
+    assert_int_equal(cl_args_job_spec(&a, &spec, &err), FB_EINVAL);
+    assert_int_equal(PARSE(&a, &err, "submit", "w", "--variants", "a,,b"), FB_OK);
+    assert_int_equal(cl_args_job_spec(&a, &spec, &err), FB_EINVAL);
+    /* --help anywhere wins over missing arguments. */
+    assert_int_equal(PARSE(&a, &err, "compare", "--help"), FB_OK);
+    assert_int_equal(a.cmd, CL_CMD_COMPARE);
+    assert_int_equal(PARSE(&a, &err, "--version"), FB_OK);
+    assert_int_equal(PARSE(&a, &err, "--", "status", "-1"), FB_OK);
+    assert_string_equal(a.pos[0], "-1");
+    assert_false(cl_id_valid(a.pos[0]));
+}
+
+static void test_args_suite_compare(void **state)
+{
+    cl_args a;
+    fb_err err;
+    cJSON *body = NULL;
+    char ref[64];
+
+    assert_int_equal(PARSE(&a, &err, "suite", "submit", "nightly", "softmax", "pattern",
+                           "--batch-sizes", "1,8", "--device", "cpu"),
+                     FB_OK);
+    assert_int_equal(a.cmd, CL_CMD_SUITE_SUBMIT);
+    assert_int_equal(cl_args_suite(&a, &body, &err), FB_OK);
+    assert_json(body, "{\"name\":\"nightly\",\"workloads\":[\"softmax\",\"pattern\"],"
+                      "\"batch_sizes\":[1,8],\"device\":\"cpu\"}");
+    cJSON_Delete(body);
+    assert_int_equal(PARSE(&a, &err, "suite", "submit", "n", "w", "--batch-sizes", "1,x"), FB_OK);
+    assert_int_equal(cl_args_suite(&a, &body, &err), FB_EINVAL);
+    assert_int_equal(cl_compare_ref("42", ref, sizeof ref, &err), FB_OK);
+    assert_string_equal(ref, "job:42");
+    assert_int_equal(cl_compare_ref("suite:3", ref, sizeof ref, &err), FB_OK);
+    assert_string_equal(ref, "suite:3");
+    assert_int_equal(cl_compare_ref("run:3", ref, sizeof ref, &err), FB_EINVAL);
+    assert_int_equal(cl_compare_ref("job:", ref, sizeof ref, &err), FB_EINVAL);
+    assert_int_equal(cl_compare_ref("007", ref, sizeof ref, &err), FB_EINVAL);
+}
+
+static void test_url(void **state)
+{
+    char base[256];
+    fb_err err;
+    cl_url u;
+
+    assert_int_equal(cl_url_normalize("http://h:8080//", base, sizeof base, &err), FB_OK);
+    assert_string_equal(base, "http://h:8080");
+    assert_int_equal(cl_url_normalize("ftp://h", base, sizeof base, &err), FB_EINVAL);
+    assert_int_equal(cl_url_normalize("http://", base, sizeof base, &err), FB_EINVAL);
+    assert_int_equal(cl_url_normalize("http://h/?a", base, sizeof base, &err), FB_EINVAL);
+    cl_url_init(&u, "http://h", "/api/v1/workers");
+    cl_url_seg(&u, "node a/gpu0");
+    cl_url_query(&u, "workload", "a&b=c");
+    cl_url_query(&u, "label", "k:v");
+    assert_int_equal(cl_url_done(&u, &err), FB_OK);
+    assert_string_equal(u.s,
+                        "http://h/api/v1/workers/node%20a%2Fgpu0?workload=a%26b%3Dc&label=k%3Av");
+    char big[CL_URL_MAX];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    cl_url_query(&u, "x", big);
+    assert_int_equal(cl_url_done(&u, &err), FB_ETOOBIG);
+}
+
+static void test_config(void **state)
+{
+    char tmpl[] = "/tmp/fb-client-test-XXXXXX", dir[CL_CONFIG_PATH_MAX], path[1200];
+    cl_config c = {0}, back;
+    fb_err err;
+    struct stat st;
+
+    assert_non_null(mkdtemp(tmpl));
+    assert_int_equal(cl_config_dir(tmpl, "/home/x", dir, sizeof dir, &err), FB_OK);
+    snprintf(path, sizeof path, "%s/fusionbench", tmpl);
+    assert_string_equal(dir, path);
+    assert_int_equal(cl_config_dir("relative", "/home/x", dir, sizeof dir, &err), FB_OK);
+    assert_string_equal(dir, "/home/x/.config/fusionbench");
+    assert_int_equal(cl_config_dir(NULL, NULL, dir, sizeof dir, &err), FB_EINVAL);
+
+    snprintf(dir, sizeof dir, "%s/cfg/fusionbench", tmpl);
+    assert_int_equal(cl_config_load(dir, &back, &err), FB_ENOTFOUND);
+    snprintf(c.url, sizeof c.url, "http://h:1");
+    snprintf(c.token, sizeof c.token, "fbu_secret");
+    assert_int_equal(cl_config_save(dir, &c, &err), FB_OK);
+    snprintf(c.token, sizeof c.token, "fbu_second");
+    assert_int_equal(cl_config_save(dir, &c, &err), FB_OK); /* replaces */
+    assert_int_equal(cl_config_load(dir, &back, &err), FB_OK);
+    assert_string_equal(back.url, "http://h:1");
+    assert_string_equal(back.token, "fbu_second");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    FILE *f = fopen(path, "w");
+    fputs("{\"url\": 3}", f);
+    fclose(f);
+    assert_int_equal(cl_config_load(dir, &back, &err), FB_EINVAL);
+    assert_int_equal(cl_config_remove(dir, &err), FB_OK);
+    assert_int_equal(cl_config_remove(dir, &err), FB_ENOTFOUND);
+    rmdir(dir);
+    snprintf(path, sizeof path, "%s/cfg", tmpl);
+    rmdir(path);
+    rmdir(tmpl);
+
+    char t1[] = "fbu_abc\r\n", t2[] = "\n", t3[] = "fbu a", t4[] = "fbu\x01";
+    assert_true(cl_token_clean(t1));
+    assert_string_equal(t1, "fbu_abc");
+    assert_false(cl_token_clean(t2));
+    assert_false(cl_token_clean(t3));
+    assert_false(cl_token_clean(t4));
+}
+
+static void test_progress(void **state)
+{
+    char buf[256];
+    cJSON *job = cJSON_Parse("{\"id\": 42, \"state\": \"running\", \"progress\": {\"phase\": "
+                             "\"timing\", \"variant\": null, \"done\": 30, \"total\": 60}}");
+
+    assert_true(cl_progress_fraction(cJSON_GetObjectItem(job, "progress")) == 0.5);
+    cl_fmt_progress(buf, sizeof buf, job, 3.14);
+    assert_string_equal(buf, "job 42 running   timing             [############............]  "
+                             "50%    3.1s");
+    cl_fmt_state_line(buf, sizeof buf, job, 3.14);
+    assert_string_equal(buf, "job 42: running, timing 30/60 (3.1 s)");
+    cl_fmt_state_key(buf, sizeof buf, job);
+    assert_string_equal(buf, "running timing -");
+    cJSON_Delete(job);
+    job = cJSON_Parse("{\"id\": 7, \"state\": \"queued\", \"progress\": null}");
+    cl_fmt_progress(buf, sizeof buf, job, 0);
+    assert_string_equal(buf, "job 7 queued                       [........................]   - "
+                             "   0.0s");
+    cl_fmt_state_line(buf, sizeof buf, job, 0);
+    assert_string_equal(buf, "job 7: queued (0.0 s)");
+    assert_true(cl_progress_fraction(cJSON_GetObjectItem(job, "progress")) < 0);
+    cJSON_Delete(job);
+}
+
+static void test_api_error(void **state)
+{
+    char buf[256];
+
+    cl_fmt_api_error(buf, sizeof buf, 400,
+                     "{\"error\":{\"code\":\"invalid_argument\",\"message\":\"bad\",\"field\":"
+                     "\"variants[1]\"}}");
+    assert_string_equal(buf, "400 invalid_argument: bad (field variants[1])");
+    cl_fmt_api_error(buf, sizeof buf, 502, "<html>");
+    assert_string_equal(buf, "502: <html>");
+    cl_fmt_api_error(buf, sizeof buf, 503, "");
+    assert_string_equal(buf, "503: (no body)");
+}
+
+static char *print_to_string(void (*pr)(FILE *, const cJSON *), const char *doc)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cJSON *d = cJSON_Parse(doc);
+    pr(f, d);
+    fclose(f);
+    cJSON_Delete(d);
+    return buf;
+}
+
+static void test_tables(void **state)
+{
+    char *out = print_to_string(
+        cl_fmt_jobs, "{\"items\":[{\"id\":5,\"state\":\"succeeded\",\"spec\":{\"workload\":"
+                     "\"softmax\",\"engine\":\"native\",\"device\":\"cpu\",\"batch_size\":1},"
+                     "\"owner\":null,\"created_at\":\"2026-01-01T00:00:00Z\"}],\"next_cursor\":"
+                     "\"5\"}");
+    assert_string_equal(out, "ID       STATE      WORKLOAD                 ENGINE    DEVICE BATCH "
+                             "OWNER        CREATED\n"
+                             "5        succeeded  softmax                  native    cpu        1 "
+                             "-            2026-01-01T00:00:00Z\n"
+                             "(more: next cursor 5)\n");
+    free(out);
+    out = print_to_string(cl_fmt_compare,
+                          "{\"a\":\"job:1\",\"b\":\"job:2\",\"rows\":[{\"workload\":\"softmax\","
+                          "\"batch_size\":1,\"variant\":\"fused\",\"a\":{\"median_ms\":1.0},"
+                          "\"b\":{\"median_ms\":1.12},\"change\":0.12,\"p\":3e-15,\"flag\":"
+                          "\"regression\"}],\"summary\":{\"rows\":1,\"regressions\":1,"
+                          "\"improvements\":0,\"unmatched\":0}}");
+    assert_non_null(strstr(out, "softmax                      1 fused                      "
+                                "1.0000     1.1200   +12.0%     3e-15 regression\n"));
+    assert_non_null(strstr(out, "rows 1, regressions 1, improvements 0, unmatched 0\n"));
+    free(out);
+    /* Wrong shapes print, never crash. */
+    const char *bad[] = {"null", "[]", "{\"items\": {}}", "{\"items\": [1, null, {\"spec\": 3}]}",
+                         "{\"rows\": [{\"variants\": [1]}], \"progress\": 5}"};
+    void (*printers[])(FILE *, const cJSON *) = {
+        cl_fmt_jobs,    cl_fmt_results,   cl_fmt_compare,    cl_fmt_suite,
+        cl_fmt_workers, cl_fmt_workloads, cl_fmt_job_summary};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (size_t p = 0; p < sizeof printers / sizeof printers[0]; p++)
+            free(print_to_string(printers[p], bad[i]));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_args_submit),
+        cmocka_unit_test(test_args_errors),
+        cmocka_unit_test(test_args_suite_compare),
+        cmocka_unit_test(test_url),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_progress),
+        cmocka_unit_test(test_api_error),
+        cmocka_unit_test(test_tables),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,141 @@
+/* fb_table: fusionbench-run's result table printed from JSON.  The fixture is
+ * encoded by fb_result_to_json (as the worker stores it) and the text is what
+ * fusionbench-run printed from its structs before the table moved to proto/
+ * (checked once against that code, byte for byte). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fb_result.h"
+#include "fb_spec.h"
+#include "fb_table.h"
+
+static double samples[3] = {1.0, 2.0, 3.0};
+
+/* eager (ok, timed), fused (ok, timed, faster), broken (accuracy_failed, untimed). */
+static void fixture(fb_spec *spec, fb_result *r)
+{
+    fb_spec_init(spec);
+    snprintf(spec->workload, sizeof spec->workload, "gemm_bias_gelu");
+    spec->params = cJSON_CreateObject();
+    const char *vars[] = {"eager", "fused", NULL};
+    fb_spec_apply_defaults(spec, "cpu", 4, vars);
+    fb_result_init(r);
+    r->n_variants = 3;
+    r->plan_ms = 0.123456;
+    snprintf(r->env.cpu, sizeof r->env.cpu, "Test CPU @ 2GHz");
+    snprintf(r->env.blas, sizeof r->env.blas, "openblas 0.3");
+    snprintf(r->env.hostname, sizeof r->env.hostname, "box");
+    snprintf(r->env.fusionbench, sizeof r->env.fusionbench, "abc123");
+    r->env.threads = 2;
+    const char *names[] = {"eager", "fused", "broken"};
+    for (int v = 0; v < 3; v++) {
+        fb_variant_result *vr = &r->variants[v];
+        fb_variant_result_init(vr, names[v]);
+        if (v == 2) {
+            vr->status = FB_VS_ACCURACY_FAILED;
+            snprintf(vr->message, sizeof vr->message, "max rel error 0.5 over 1e-3");
+            vr->max_rel_error = 0.5;
+            continue;
+        }
+        vr->n_samples = 3;
+        vr->samples_ms = malloc(sizeof samples);
+        memcpy(vr->samples_ms, samples, sizeof samples);
+        vr->latency.median = v == 0 ? 1.9 : 1.25;
+        vr->latency.p90 = v == 0 ? 2.05 : 1.3;
+        vr->latency.ci95_lo = vr->latency.median - 0.01;
+        vr->latency.ci95_hi = vr->latency.median + 0.02;
+        vr->latency.cv = 0.0123;
+        vr->kernels = v == 0 ? 12 : 4;
+        vr->fused_kernels = v == 0 ? 0 : 3;
+        vr->fused_ops = v == 0 ? 0 : 9;
+        vr->peak_mem_bytes = v == 0 ? 3 * 1024 * 1024 : 1536 * 1024;
+        vr->max_rel_error = v == 0 ? 0.0 : 1.5e-7;
+    }
+}
+
+static const char *want =
+    "gemm_bias_gelu  engine native  device cpu  dtype float32  batch 4  warmup 10  iterations 50\n"
+    "\n"
+    "variant      status            median ms     p90 ms 95% CI of median           cv kernels "
+    "fused k/ops  peak MiB   max rel  speedup\n"
+    "eager        ok                   1.9000     2.0500 [1.8900, 1.9200]         1.2%      12 "
+    "    0/0          3.00  0.00e+00   1.000x\n"
+    "fused        ok                   1.2500     1.3000 [1.2400, 1.2700]         1.2%       4 "
+    "    3/9          1.50  1.50e-07   1.520x\n"
+    "broken       accuracy_failed           -          - -                           -       - "
+    "    -/-             -  5.00e-01        -\n"
+    "  broken: max rel error 0.5 over 1e-3\n"
+    "\n"
+    "baseline eager; plan 0.123 ms (not in latency); speedup = baseline median / median\n"
+    "env: Test CPU @ 2GHz | 2 threads | openblas 0.3 | host box | fusionbench abc123\n";
+
+static char *print_to_string(const cJSON *spec, const cJSON *result)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    fb_table_print(f, spec, result);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
+static void test_table_matches_run(void **state)
+{
+    fb_spec spec;
+    fb_result r;
+    fixture(&spec, &r);
+    cJSON *js = fb_spec_to_json(&spec), *jr = fb_result_to_json(&r);
+    /* Through text, as the client gets it from the server. */
+    char *ts = cJSON_PrintUnformatted(js), *tr = cJSON_PrintUnformatted(jr);
+    cJSON *ps = cJSON_Parse(ts), *pr = cJSON_Parse(tr);
+    char *got = print_to_string(ps, pr);
+    assert_string_equal(got, want);
+    assert_false(fb_table_all_ok(pr));
+    free(got);
+    free(ts);
+    free(tr);
+    cJSON_Delete(js);
+    cJSON_Delete(jr);
+    cJSON_Delete(ps);
+    cJSON_Delete(pr);
+    fb_result_free(&r);
+    fb_spec_free(&spec);
+}
+
+/* Outside JSON of the wrong shapes prints as unknown and never crashes. */
+static void test_table_bad_shapes(void **state)
+{
+    const char *docs[] = {"null", "[]", "{\"variants\": 3}", "{\"variants\": [1, null, {}]}",
+                          "{\"variants\": [{\"name\": 5, \"latency_ms\": [], \"samples_ms\": "
+                          "{\"a\": 1}, \"kernels\": 1e300, \"peak_mem_bytes\": -5}], "
+                          "\"comparison\": {\"baseline\": 7}, \"env\": {\"threads\": 1e20}}"};
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        cJSON *r = cJSON_Parse(docs[i]);
+        char *got = print_to_string(r, r);
+        assert_non_null(strstr(got, "variant      status"));
+        assert_false(fb_table_all_ok(r));
+        free(got);
+        cJSON_Delete(r);
+    }
+    cJSON *ok = cJSON_Parse("{\"variants\": [{\"status\": \"ok\"}]}");
+    assert_true(fb_table_all_ok(ok));
+    cJSON_Delete(ok);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_matches_run),
+        cmocka_unit_test(test_table_bad_shapes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
