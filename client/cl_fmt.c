@@ -297,8 +297,19 @@ void cl_fmt_suite(FILE *f, const cJSON *suite)
         fmt_num(sp, sizeof sp, num(v, "geomean_speedup"), 3, "x");
         fmt_int(passed, sizeof passed, num(v, "passed"));
         fmt_int(total, sizeof total, num(v, "total"));
-        fprintf(f, "%s against %s: geomean speedup %s, passed %s/%s\n", v->string ? v->string : "?",
-                str(sum, "baseline", "?"), sp, passed, total);
+        const cJSON *ci = cJSON_GetObjectItemCaseSensitive(v, "geomean_ci95");
+        const cJSON *lo = cJSON_GetArrayItem(ci, 0), *hi = cJSON_GetArrayItem(ci, 1);
+        char ci_text[48] = "";
+        if (cJSON_IsArray(ci) && cJSON_IsNumber(lo) && cJSON_IsNumber(hi))
+            snprintf(ci_text, sizeof ci_text, " [95%% CI %.3f, %.3f]", lo->valuedouble,
+                     hi->valuedouble);
+        fprintf(f, "%s against %s: geomean speedup %s%s, passed %s/%s", v->string ? v->string : "?",
+                str(sum, "baseline", "?"), sp, ci_text, passed, total);
+        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(v, "faster")))
+            fprintf(f, "; %.0f faster, %.0f slower, %.0f no difference, %.0f unstable",
+                    num(v, "faster"), num(v, "slower"), num(v, "no_difference"),
+                    num(v, "unstable"));
+        fprintf(f, "\n");
     }
 }
 

@@ -96,9 +96,30 @@ static double tb_speedup(const cJSON *result, const cJSON *variant)
     return tb_median(b) / m;
 }
 
+/* The speedup's 95% interval and verdict from the comparison (docs/METHOD.md),
+ * "-" when the result has none. */
+static void tb_change(const cJSON *result, const char *name, char *ci, size_t ci_cap, char *verdict,
+                      size_t v_cap)
+{
+    const cJSON *cmp = tb_get(result, "comparison");
+    const cJSON *pair = tb_get(tb_get(cmp, "speedup_ci95"), name);
+    const char *change = tb_str(tb_get(cmp, "change"), name, NULL);
+    double lo = tb_arr_num(pair, 0), hi = tb_arr_num(pair, 1);
+
+    if (isnan(lo) || isnan(hi))
+        snprintf(ci, ci_cap, "-");
+    else
+        snprintf(ci, ci_cap, "[%.3f, %.3f]", lo, hi);
+    snprintf(verdict, v_cap, "%s",
+             !change                                ? "-"
+             : strcmp(change, "no_difference") == 0 ? "no difference"
+                                                    : change);
+}
+
 static void tb_row(FILE *f, const cJSON *result, const cJSON *vr)
 {
     char med[24], p90[24], ci[48], cv[16], kern[16], fk[16], fo[16], peak[24], err[16], sp[16];
+    char status[40], sp_ci[48], verdict[24];
     const cJSON *lat = tb_get(vr, "latency_ms"), *ci95 = tb_get(lat, "ci95");
     const cJSON *samples = tb_get(vr, "samples_ms");
     bool timed = cJSON_IsArray(samples) && cJSON_GetArraySize(samples) > 0;
@@ -121,9 +142,46 @@ static void tb_row(FILE *f, const cJSON *result, const cJSON *vr)
     else
         snprintf(err, sizeof err, "%.2e", rel);
     tb_fmt_num(sp, sizeof sp, tb_speedup(result, vr), 3, "x");
-    fprintf(f, "%-12s %-16s %10s %10s %-22s %6s %7s %5s/%-5s %9s %9s %8s\n",
-            tb_str(vr, "name", "?"), tb_str(vr, "status", "?"), med, p90, ci, cv, kern, fk, fo,
-            peak, err, sp);
+    tb_change(result, tb_str(vr, "name", ""), sp_ci, sizeof sp_ci, verdict, sizeof verdict);
+    snprintf(status, sizeof status, "%s%s", tb_str(vr, "status", "?"),
+             cJSON_IsTrue(tb_get(vr, "unstable")) ? ", unstable" : "");
+    fprintf(f, "%-12s %-16s %10s %10s %-22s %6s %7s %5s/%-5s %9s %9s %8s  %-18s %s\n",
+            tb_str(vr, "name", "?"), status, med, p90, ci, cv, kern, fk, fo, peak, err, sp, sp_ci,
+            verdict);
+}
+
+/* What else ran while it was timed, and the rounds it took; nothing for a
+ * result from before these were recorded. */
+static void tb_noise(FILE *f, const cJSON *result)
+{
+    const cJSON *rep = tb_get(result, "repetition"), *intf = tb_get(result, "interference"), *v;
+    int unstable = 0;
+
+    if (cJSON_IsObject(rep))
+        fprintf(f, "rounds: %d of %d asked (%s; extra time allowed %.1f s)\n",
+                (int)tb_int(rep, "rounds", 0, INT32_MAX, 0),
+                (int)tb_int(rep, "rounds_requested", 0, INT32_MAX, 0), tb_str(rep, "stop", "?"),
+                tb_num(rep, "budget_s"));
+    if (cJSON_IsObject(intf)) {
+        char steal[24];
+        tb_fmt_num(steal, sizeof steal, tb_num(intf, "steal_ms"), 1, " ms");
+        fprintf(f,
+                "noise: timed %.0f ms; CPU steal %s; %lld involuntary context switches; "
+                "page faults %lld minor, %lld major\n",
+                tb_num(intf, "timed_ms"), steal,
+                (long long)tb_int(intf, "involuntary_switches", 0, INT64_MAX / 2, -1),
+                (long long)tb_int(intf, "minor_faults", 0, INT64_MAX / 2, -1),
+                (long long)tb_int(intf, "major_faults", 0, INT64_MAX / 2, -1));
+    }
+    cJSON_ArrayForEach(v, tb_get(result, "variants"))
+    {
+        unstable += cJSON_IsTrue(tb_get(v, "unstable"));
+    }
+    if (unstable)
+        fprintf(f,
+                "unstable: %d variant(s) varied more than the device allows (cv over 10%% CPU, "
+                "5%% GPU); their figures move with the machine's load\n",
+                unstable);
 }
 
 void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result)
@@ -136,9 +194,9 @@ void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result)
             tb_str(spec, "dtype", "?"), (int)tb_int(spec, "batch_size", INT32_MIN, INT32_MAX, -1),
             (int)tb_int(spec, "warmup", INT32_MIN, INT32_MAX, -1),
             (int)tb_int(spec, "iterations", INT32_MIN, INT32_MAX, -1));
-    fprintf(f, "%-12s %-16s %10s %10s %-22s %6s %7s %11s %9s %9s %8s\n", "variant", "status",
-            "median ms", "p90 ms", "95% CI of median", "cv", "kernels", "fused k/ops", "peak MiB",
-            "max rel", "speedup");
+    fprintf(f, "%-12s %-16s %10s %10s %-22s %6s %7s %11s %9s %9s %8s  %-18s %s\n", "variant",
+            "status", "median ms", "p90 ms", "95% CI of median", "cv", "kernels", "fused k/ops",
+            "peak MiB", "max rel", "speedup", "95% CI of speedup", "verdict");
     cJSON_ArrayForEach(v, list)
     {
         tb_row(f, result, v);
@@ -150,6 +208,7 @@ void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result)
     }
     fprintf(f, "\nbaseline %s; plan %.3f ms (not in latency); speedup = baseline median / median\n",
             tb_str(tb_get(result, "comparison"), "baseline", ""), tb_num(result, "plan_ms"));
+    tb_noise(f, result);
     fprintf(f, "env: %s | %d threads | %s | host %s | fusionbench %s\n", tb_str(env, "cpu", ""),
             (int)tb_int(env, "threads", 0, INT32_MAX, 0), tb_str(env, "blas", ""),
             tb_str(env, "hostname", ""), tb_str(env, "fusionbench", ""));

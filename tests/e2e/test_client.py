@@ -30,7 +30,8 @@ SMALL = ["gemm_bias_relu", "--param", "m=64", "--param", "k=64", "--param", "n=6
 MEDIUM = ["gemm_bias_relu", "--param", "m=512", "--param", "k=1024", "--param", "n=1024",
           "--warmup", "1", "--iterations", "100", "--device", "cpu"]
 HEADER = ("variant      status            median ms     p90 ms 95% CI of median           cv "
-          "kernels fused k/ops  peak MiB   max rel  speedup")
+          "kernels fused k/ops  peak MiB   max rel  speedup  95% CI of speedup  verdict")
+VERDICT = {"faster": "faster", "slower": "slower", "no_difference": "no difference"}
 
 
 class Client:
@@ -85,8 +86,11 @@ def check_table(out, job):
     check_eq(lines[2], HEADER, "table's column header")
     variants = job["result"]["variants"]
     base = next(v for v in variants if v["name"] == job["result"]["comparison"]["baseline"])
+    cmp_ = job["result"]["comparison"]
     for i, v in enumerate(variants):
-        cols = lines[3 + i].split()
+        line = lines[3 + i]
+        check_eq(", unstable" in line[:30], v["unstable"], "%s's unstable mark" % v["name"])
+        cols = line.replace(", unstable", "").split()
         check_eq(cols[0], v["name"], "row %d's variant" % i)
         check_eq(cols[1], v["status"], "row %d's status" % i)
         check_eq(cols[2], "%.4f" % v["latency_ms"]["median"], "%s's median" % v["name"])
@@ -95,7 +99,14 @@ def check_table(out, job):
         check_eq(cols[8], "%d/%d" % (v["fused_kernels"], v["fused_ops"]),
                  "%s's fused kernels/ops" % v["name"])
         sp = base["latency_ms"]["median"] / v["latency_ms"]["median"]
-        check_eq(cols[-1], "%.3fx" % sp, "%s's speedup" % v["name"])
+        check_eq(cols[11], "%.3fx" % sp, "%s's speedup" % v["name"])
+        ci = cmp_["speedup_ci95"].get(v["name"])
+        if v is base:
+            check(cols[-2:] == ["-", "-"], "the baseline has no interval: %r" % line)
+        else:
+            check(line.rstrip().endswith("[%.3f, %.3f]     %s" % (ci[0], ci[1],
+                                                                VERDICT[cmp_["change"][v["name"]]])),
+                  "%s's interval and verdict: %r" % (v["name"], line))
     check(lines[3 + len(variants) + 1].startswith("baseline %s; plan " % base["name"]),
           "baseline line: %r" % lines[3 + len(variants) + 1])
 

@@ -263,6 +263,16 @@ static void test_tables(void **state)
                                 "1.0000     1.1200   +12.0%     3e-15 regression\n"));
     assert_non_null(strstr(out, "rows 1, regressions 1, improvements 0, unmatched 0\n"));
     free(out);
+    out = print_to_string(cl_fmt_suite,
+                          "{\"id\":3,\"name\":\"n\",\"progress\":{\"total\":2,\"done\":2},"
+                          "\"rows\":[],\"summary\":{\"baseline\":\"eager\",\"variants\":{\"fused\":"
+                          "{\"geomean_speedup\":1.42,\"geomean_ci95\":[1.38,1.461],\"passed\":2,"
+                          "\"total\":2,\"unstable\":1,\"faster\":1,\"slower\":0,"
+                          "\"no_difference\":1}}}}");
+    assert_non_null(strstr(out, "fused against eager: geomean speedup 1.420x [95% CI 1.380, "
+                                "1.461], passed 2/2; 1 faster, 0 slower, 1 no difference, 1 "
+                                "unstable\n"));
+    free(out);
     /* Wrong shapes print, never crash. */
     const char *bad[] = {"null", "[]", "{\"items\": {}}", "{\"items\": [1, null, {\"spec\": 3}]}",
                          "{\"rows\": [{\"variants\": [1]}], \"progress\": 5}"};

@@ -1,7 +1,8 @@
 /* fb_table: fusionbench-run's result table printed from JSON.  The fixture is
  * encoded by fb_result_to_json (as the worker stores it) and the text is what
  * fusionbench-run printed from its structs before the table moved to proto/
- * (checked once against that code, byte for byte). */
+ * (checked once against that code, byte for byte), plus the speedup's
+ * interval, verdict, unstable marks and the noise lines of docs/METHOD.md. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -59,22 +60,40 @@ static void fixture(fb_spec *spec, fb_result *r)
         vr->peak_mem_bytes = v == 0 ? 3 * 1024 * 1024 : 1536 * 1024;
         vr->max_rel_error = v == 0 ? 0.0 : 1.5e-7;
     }
+    /* What fb_result_judge and the timed rounds would have said. */
+    r->variants[0].unstable = true;
+    r->variants[1].speedup = 1.52;
+    r->variants[1].speedup_lo = 1.41;
+    r->variants[1].speedup_hi = 1.625;
+    r->variants[1].change = FB_CHANGE_FASTER;
+    r->repetition = (fb_repetition){.rounds_requested = 50, .rounds = 75, .budget_s = 1.5};
+    snprintf(r->repetition.stop, sizeof r->repetition.stop, "converged");
+    r->interference = (fb_interference){.timed_ms = 812.4,
+                                        .steal_ms = 12.5,
+                                        .invol_switches = 40,
+                                        .minor_faults = 7,
+                                        .major_faults = 0};
 }
 
 static const char *want =
     "gemm_bias_gelu  engine native  device cpu  dtype float32  batch 4  warmup 10  iterations 50\n"
     "\n"
     "variant      status            median ms     p90 ms 95% CI of median           cv kernels "
-    "fused k/ops  peak MiB   max rel  speedup\n"
-    "eager        ok                   1.9000     2.0500 [1.8900, 1.9200]         1.2%      12 "
-    "    0/0          3.00  0.00e+00   1.000x\n"
+    "fused k/ops  peak MiB   max rel  speedup  95% CI of speedup  verdict\n"
+    "eager        ok, unstable         1.9000     2.0500 [1.8900, 1.9200]         1.2%      12 "
+    "    0/0          3.00  0.00e+00   1.000x  -                  -\n"
     "fused        ok                   1.2500     1.3000 [1.2400, 1.2700]         1.2%       4 "
-    "    3/9          1.50  1.50e-07   1.520x\n"
+    "    3/9          1.50  1.50e-07   1.520x  [1.410, 1.625]     faster\n"
     "broken       accuracy_failed           -          - -                           -       - "
-    "    -/-             -  5.00e-01        -\n"
+    "    -/-             -  5.00e-01        -  -                  -\n"
     "  broken: max rel error 0.5 over 1e-3\n"
     "\n"
     "baseline eager; plan 0.123 ms (not in latency); speedup = baseline median / median\n"
+    "rounds: 75 of 50 asked (converged; extra time allowed 1.5 s)\n"
+    "noise: timed 812 ms; CPU steal 12.5 ms; 40 involuntary context switches; page faults 7 "
+    "minor, 0 major\n"
+    "unstable: 1 variant(s) varied more than the device allows (cv over 10% CPU, 5% GPU); their "
+    "figures move with the machine's load\n"
     "env: Test CPU @ 2GHz | 2 threads | openblas 0.3 | host box | fusionbench abc123\n";
 
 static char *print_to_string(const cJSON *spec, const cJSON *result)
