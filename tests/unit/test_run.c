@@ -307,10 +307,14 @@ static void test_interleaved_order(void **state)
     fb_result res;
 
     run_fake(vs, 3, 5, &res, FB_OK);
-    /* (3 warmup + 5 timed) rounds of v0 v1 v2, then one profile each. */
+    /* 3 warmup rounds of v0 v1 v2, 5 timed rounds in turn forward and back
+     * (v0 v1 v2, v2 v1 v0, ...), then one profile each. */
     assert_int_equal(fake_log_n, 8 * 3 + 3);
-    for (int i = 0; i < 8 * 3; i++)
+    for (int i = 0; i < 3 * 3; i++)
         assert_int_equal(fake_log[i], i % 3);
+    for (int r = 0; r < 5; r++)
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(fake_log[9 + 3 * r + k], r % 2 ? 2 - k : k);
     for (int v = 0; v < 3; v++)
         assert_int_equal(fake_log[24 + v], 100 + v);
     assert_int_equal(res.variants[2].status, FB_VS_OK);
