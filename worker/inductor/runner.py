@@ -380,7 +380,8 @@ def prepare(req, model, inputs, proto, root):
 
 
 def run_variants(req, variants, inputs, proto):
-    """Warm-up, then interleaved timed rounds (v0, v1, ..., v0, v1, ...)."""
+    """Warm-up, then interleaved timed rounds, every other one in reverse order
+    (v0 v1 .., .. v1 v0, ...: docs/METHOD.md, "Rounds")."""
     import measure
 
     clock = measure.Clock(req["device"])
@@ -393,7 +394,7 @@ def run_variants(req, variants, inputs, proto):
     total = req["iterations"]
     for it in range(total):
         proto.progress("timing", None, it, total)
-        for v in alive:
+        for v in (alive if it % 2 == 0 else alive[::-1]):
             if v.fn is not None:
                 ms = _guard(v, lambda: clock.time_ms(v.fn, inputs), "timing")
                 if ms is not None:
