@@ -28,11 +28,12 @@ FB_MUSTCHECK fb_code db_suite_insert(db_conn *c, const char *name, const char *s
  * there is no such suite. */
 FB_MUSTCHECK fb_code db_suite_get(db_conn *c, int64_t id, char **json, fb_err *err);
 
-/* Newest first, ids < before (0: from the newest), at most limit (1..200): a JSON
- * array of {"id", "name", "spec", "created_at", "jobs", "states": {state: n},
- * "device", "device_name"}.  *next_before is the cursor, 0 on the last page. */
-FB_MUSTCHECK fb_code db_suite_list(db_conn *c, int limit, int64_t before, char **items_json,
-                                   int64_t *next_before, fb_err *err);
+/* Newest first, ids < before (0: from the newest), of owner_id's (0: anyone's),
+ * at most limit (1..200): a JSON array of {"id", "name", "owner", "created_at",
+ * "jobs", "states": {state: n}, "device", "device_name"}.  *next_before is the
+ * cursor, 0 on the last page. */
+FB_MUSTCHECK fb_code db_suite_list(db_conn *c, int limit, int64_t before, int64_t owner_id,
+                                   char **items_json, int64_t *next_before, fb_err *err);
 
 /* ---- results (db_results.c) ---- */
 

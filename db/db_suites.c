@@ -32,6 +32,7 @@ static const db_stmt st_insert = {
 static const db_stmt st_get = {
     "suite get",
     "SELECT jsonb_build_object('id', s.id, 'name', s.name, 'spec', s.spec,"
+    "  'owner', (SELECT u.name FROM users u WHERE u.id = s.owner_id),"
     "  'created_at', " DB_TS(
         "s.created_at") ","
                         "  'jobs', COALESCE((SELECT jsonb_agg(jsonb_build_object("
@@ -54,6 +55,7 @@ static const db_stmt st_get = {
 static const db_stmt st_list = {
     "suite list",
     "SELECT s.id, jsonb_build_object('id', s.id, 'name', s.name,"
+    "  'owner', (SELECT u.name FROM users u WHERE u.id = s.owner_id),"
     "  'created_at', " DB_TS(
         "s.created_at") ", 'jobs', c.n, 'states', c.states,"
                         "  'device', COALESCE(s.spec ->> 'device',"
@@ -68,8 +70,9 @@ static const db_stmt st_list = {
                         "     ON rs.ident = rr.ident JOIN jobs jj ON jj.id = rr.job_id"
                         "     WHERE jj.suite_id = s.id) AS device_name"
                         "   FROM jobs WHERE suite_id = s.id) c"
-                        " WHERE ($1::bigint = 0 OR s.id < $1::bigint) ORDER BY s.id DESC LIMIT "
-                        "$2::integer",
+                        " WHERE ($1::bigint = 0 OR s.id < $1::bigint)"
+                        "   AND ($3::bigint = 0 OR s.owner_id = $3::bigint)"
+                        " ORDER BY s.id DESC LIMIT $2::integer",
     true};
 
 /* One job of a suite as the JSON element st_insert reads; false on ENOMEM. */
@@ -186,18 +189,19 @@ static fb_code rows_array(const PGresult *res, int n, int col, char **out, fb_er
     return FB_OK;
 }
 
-fb_code db_suite_list(db_conn *c, int limit, int64_t before, char **items_json,
+fb_code db_suite_list(db_conn *c, int limit, int64_t before, int64_t owner_id, char **items_json,
                       int64_t *next_before, fb_err *err)
 {
-    char bt[24], lt[16];
+    char bt[24], lt[16], ot[24];
     PGresult *res = NULL;
     *items_json = NULL;
     *next_before = 0;
     if (limit < 1 || limit > SUITE_LIST_MAX)
         return fb_err_set(err, FB_EINVAL, "limit", "must be 1..%d, got %d", SUITE_LIST_MAX, limit);
     snprintf(lt, sizeof lt, "%d", limit + 1);
-    const char *params[] = {db_i64_text(before > 0 ? before : 0, bt, sizeof bt), lt};
-    fb_code rc = db_exec(c, &st_list, 2, params, &res, err);
+    const char *params[] = {db_i64_text(before > 0 ? before : 0, bt, sizeof bt), lt,
+                            db_i64_text(owner_id > 0 ? owner_id : 0, ot, sizeof ot)};
+    fb_code rc = db_exec(c, &st_list, 3, params, &res, err);
     if (rc)
         goto out;
     int rows = PQntuples(res), take = rows > limit ? limit : rows;

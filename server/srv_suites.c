@@ -616,6 +616,7 @@ void srv_suites_get(srv_req *r)
 void srv_suites_list(srv_req *r)
 {
     const char *limit = srv_req_query(r, "limit"), *cursor = srv_req_query(r, "cursor");
+    const char *owner = srv_req_query(r, "owner");
     long lim = LIST_DEFAULT;
     int64_t before = 0, next = 0;
     char *items = NULL, *body, cur[24];
@@ -630,7 +631,17 @@ void srv_suites_list(srv_req *r)
         srv_reply_error(r, 400, "invalid_argument", "cursor", "not a cursor from next_cursor");
         return;
     }
-    if (db_suite_list(r->db, (int)lim, before, &items, &next, &err) != FB_OK) {
+    if (owner && strcmp(owner, "me") != 0) {
+        srv_reply_error(r, 400, "invalid_argument", "owner", "owner takes me (your own suites)");
+        return;
+    }
+    if (owner && r->user.id == 0) {
+        srv_reply_error(r, 400, "invalid_argument", "owner",
+                        "owner=me needs a signed-in user: this server runs without tokens");
+        return;
+    }
+    if (db_suite_list(r->db, (int)lim, before, owner ? r->user.id : 0, &items, &next, &err) !=
+        FB_OK) {
         srv_reply_fb_err(r, &err);
         return;
     }
