@@ -521,6 +521,12 @@ if not isinstance(s, (int, float)) or isinstance(s, bool) or not s > 0:
     sys.exit("result.comparison.speedup.fused is %r" % (s,))
 print(s)' <<<"$body") || fail "job $job: no positive fused speedup: $body"
 say "job $job succeeded in $((SECONDS - t0)) s: fused speedup $speedup"
+# The client in the server image, against the server, with the token.
+got=$(dc exec -T -e FUSIONBENCH_TOKEN="$TOKEN" server fusionbench --server http://127.0.0.1:8080 \
+    status "$job" --json | tr -d '\r') || fail "fusionbench status $job (in the server container)"
+[[ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' <<<"$got")" == succeeded ]] ||
+    fail "fusionbench status $job --json: $got"
+say "the client in the server image reads job $job"
 
 # Non-root: the images' user, and what runs in the containers.
 for svc in server worker; do
