@@ -303,14 +303,22 @@ def ms(v):
 def line(j):
     spec, res = j.get("spec") or {}, j.get("result") or {}
     med = {v["name"]: (v.get("latency_ms") or {}).get("median") for v in res.get("variants", [])}
-    sp = ((res.get("comparison") or {}).get("speedup") or {}).get("fused")
+    cmp_ = res.get("comparison") or {}
+    sp = (cmp_.get("speedup") or {}).get("fused")
+    ci = (cmp_.get("speedup_ci95") or {}).get("fused")
+    change = {"faster": "faster", "slower": "slower", "no_difference": "no difference"}.get(
+        (cmp_.get("change") or {}).get("fused"), "")
+    if any(v.get("unstable") for v in res.get("variants", [])):
+        change += ", unstable"
     err = (j.get("error") or {}).get("message", "")
     sp_s = "%6.2fx" % sp if isinstance(sp, (int, float)) else "%7s" % "-"
-    return "  %-18s %-9s eager %s ms  fused %s ms  speedup %s %s" % (
+    ci_s = "[%.2f, %.2f]" % tuple(ci) if isinstance(ci, list) and len(ci) == 2 else ""
+    return "  %-18s %-9s eager %s ms  fused %s ms  speedup %s %-14s %s%s" % (
         spec.get("workload", "?"), j["state"], ms(med.get("eager")), ms(med.get("fused")),
-        sp_s, err)
+        sp_s, ci_s, change, (" " + err) if err else "")
 
-print("  %-18s %-9s %s" % ("workload", "state", "results as they finish (medians)"), flush=True)
+print("  %-18s %-9s %s" % ("workload", "state", "results as they finish (medians; the "
+                                               "speedup's 95% interval and verdict)"), flush=True)
 done = {}
 while len(done) < len(ids):
     try:
@@ -347,10 +355,11 @@ print_help() {
 FusionBench is up.
   dashboard   $BASE/   (the overview: the demo suite's speedups, kernels and
               memory as its jobs finish; this suite: $BASE/#/suites/$1)
-  jobs        curl -s '$BASE/api/v1/jobs?label=demo:up' | python3 -m json.tool
-  submit      curl -s -X POST -H 'Content-Type: application/json' \\
-                -d '{"workload":"softmax","iterations":20}' $BASE/api/v1/jobs
-  workers     curl -s $BASE/api/v1/workers
+  client      $BUILD/client/fusionbench (the server: --server, else http://127.0.0.1:8080)
+  jobs        fusionbench jobs            (or: curl -s '$BASE/api/v1/jobs?label=demo:up')
+  submit      fusionbench submit softmax --iterations 20 --wait
+  suite       fusionbench suite show $1
+  workers     fusionbench workers
   metrics     curl -s $BASE/metrics
   logs        $LOG_DIR/
   local run   $BUILD/worker/fusionbench-run softmax

@@ -291,7 +291,7 @@ function noisePairs(result) {
       max_rounds: "round limit reached" }[r.stop] + ")"]);
   if (f) {
     pairs.push(["timed for", fmtMs(f.timed_ms) + " ms"]);
-    pairs.push(["CPU steal", f.steal_ms === null ? "–" : fmtMs(f.steal_ms) + " ms"]);
+    pairs.push(["CPU steal", f.steal_ms === null ? "–" : f.steal_ms.toFixed(1) + " ms"]);
     pairs.push(["involuntary switches", fmtNum(f.involuntary_switches)]);
     pairs.push(["page faults (minor / major)", fmtNum(f.minor_faults) + " / " + fmtNum(f.major_faults)]);
   }

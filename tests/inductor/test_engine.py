@@ -38,10 +38,24 @@ def run_json(c, py):
     res = out["result"]
     vs = {v["name"]: v for v in res["variants"]}
     c.check(sorted(vs) == ["eager", "inductor", "inductor-nofusion"], "three variants")
+    rep = res["repetition"]
+    c.check(isinstance(rep, dict) and rep["rounds_requested"] == 6 and 6 <= rep["rounds"] <= 60
+            and rep["stop"] in ("stable", "converged", "time_budget", "max_rounds"),
+            "the runner's adaptive repetition reported: %r" % rep)
+    intf = res["interference"]
+    c.check(intf["timed_ms"] > 0 and isinstance(intf["involuntary_switches"], int) and
+            intf["timed_ms"] < 1000 * 60, "the runner's interference over its timed rounds: %r"
+            % intf)
     for name, v in vs.items():
-        c.check(v["status"] == "ok" and len(v["samples_ms"]) == 6 and
+        c.check(v["status"] == "ok" and len(v["samples_ms"]) == rep["rounds"] and
                 v["latency_ms"]["median"] > 0 and v["latency_ms"]["ci95"][0] is not None,
-                "%s: ok, 6 samples, statistics" % name)
+                "%s: ok, a sample per round, statistics" % name)
+        c.check(isinstance(v["unstable"], bool), "%s: the unstable flag" % name)
+    for name in ("inductor", "inductor-nofusion"):
+        lo, hi = res["comparison"]["speedup_ci95"][name]
+        c.check(lo <= res["comparison"]["speedup"][name] <= hi and
+                res["comparison"]["change"][name] in ("faster", "slower", "no_difference"),
+                "%s: the speedup's interval and verdict" % name)
         c.check(isinstance(v.get("inductor"), dict) and v["inductor"].get("peak_mem_method"),
                 "%s: the inductor object" % name)
         c.check(v["kernels"] is not None and v["kernels"] > 0, "%s: kernels counted" % name)

@@ -58,9 +58,10 @@ def main():
             "progress phases prepare → timing → done")
     res = lines[-1]
     v = res["variants"][0]
-    c.check(v["status"] == "ok" and len(v["samples_ms"]) == 3 and all(s > 0 for s in
-                                                                      v["samples_ms"]),
-            "eager: 3 positive samples")
+    rep = res["repetition"]
+    c.check(rep["rounds_requested"] == 3 and 3 <= rep["rounds"] <= 30, "repetition %r" % rep)
+    c.check(v["status"] == "ok" and len(v["samples_ms"]) == rep["rounds"] and
+            all(s > 0 for s in v["samples_ms"]), "eager: a positive sample per round")
     c.check(res["env"]["torch"] and res["env"]["threads"] == 1, "env: torch version, 1 thread")
     c.check(res["env"]["cuda_injection"] == "scrubbed",
             "CUDA_INJECTION64_PATH removed from the runner's environment before compiling")

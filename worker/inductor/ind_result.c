@@ -191,6 +191,47 @@ static bool has_variant(const fb_result *r, const char *name)
     return false;
 }
 
+/* The runner's adaptive repetition (runner.py run_variants); left unknown
+ * (stop "") when absent or malformed. */
+static void repetition(fb_repetition *r, const cJSON *o)
+{
+    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(o, "stop");
+    double asked = num_or(o, "rounds_requested", NAN), done = num_or(o, "rounds", NAN);
+    static const char *const stops[] = {"stable", "converged", "time_budget", "max_rounds"};
+
+    if (!cJSON_IsString(stop) || !(asked >= 1 && asked <= FB_MAX_ITERATIONS) ||
+        !(done >= asked && done <= 10.0 * asked))
+        return;
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+        if (strcmp(stop->valuestring, stops[i]) == 0) {
+            r->rounds_requested = (int)asked;
+            r->rounds = (int)done;
+            r->budget_s = num_or(o, "budget_s", NAN);
+            snprintf(r->stop, sizeof r->stop, "%s", stops[i]);
+            return;
+        }
+    }
+}
+
+/* An integer count >= 0, or -1 (unknown). */
+static int64_t count_or_unknown(const cJSON *o, const char *key)
+{
+    double v = num_or(o, key, NAN);
+    return v >= 0 && v < 9e15 ? (int64_t)v : -1;
+}
+
+/* The runner's interference over its timed rounds (runner.py _interference). */
+static void interference(fb_interference *f, const cJSON *o)
+{
+    if (!cJSON_IsObject(o))
+        return;
+    f->timed_ms = num_or(o, "timed_ms", NAN);
+    f->steal_ms = num_or(o, "steal_ms", NAN);
+    f->invol_switches = count_or_unknown(o, "involuntary_switches");
+    f->minor_faults = count_or_unknown(o, "minor_faults");
+    f->major_faults = count_or_unknown(o, "major_faults");
+}
+
 fb_code ind_result_from_json(const cJSON *line, fb_result *out, fb_err *err)
 {
     const cJSON *vs = cJSON_GetObjectItemCaseSensitive(line, "variants"), *v;
@@ -212,5 +253,7 @@ fb_code ind_result_from_json(const cJSON *line, fb_result *out, fb_err *err)
         snprintf(out->baseline, sizeof out->baseline, "%s", out->variants[0].name);
     out->plan_ms = num_or(line, "model_build_ms", NAN);
     env(&out->env, cJSON_GetObjectItemCaseSensitive(line, "env"));
+    repetition(&out->repetition, cJSON_GetObjectItemCaseSensitive(line, "repetition"));
+    interference(&out->interference, cJSON_GetObjectItemCaseSensitive(line, "interference"));
     return FB_OK;
 }

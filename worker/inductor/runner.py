@@ -379,9 +379,95 @@ def prepare(req, model, inputs, proto, root):
     return variants
 
 
+# Adaptive repetition, as fb_run.c does it for the native engine (docs/METHOD.md):
+# while a variant's CV passes the device's threshold or a speedup's 95% bootstrap
+# interval is wider than 10% of it, more interleaved rounds, in chunks of half the
+# rounds asked for (at least 5), until params.time_budget_s (default: as long as
+# the first rounds took, 1..60 s) or 10 times the rounds asked for.
+UNSTABLE_CV = {"cuda": 0.05}
+UNSTABLE_CV_CPU = 0.10
+WIDE_CI = 0.10
+ROUNDS_X = 10
+BOOTSTRAP = 2000
+
+
+def _cv(xs):
+    if len(xs) < 2:
+        return 0.0
+    mean = sum(xs) / len(xs)
+    var = sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)
+    return (var ** 0.5) / mean if mean > 0 else 0.0
+
+
+def _speedup_ci(base, var):
+    """(speedup, lo, hi): the ratio of medians and its percentile bootstrap
+    interval (fixed seed), or None when a side has fewer than 2 samples."""
+    import torch
+
+    if len(base) < 2 or len(var) < 2:
+        return None
+    g = torch.Generator().manual_seed(0x5EEDF00D)
+    tb = torch.tensor(base, dtype=torch.float64)
+    tv = torch.tensor(var, dtype=torch.float64)
+    mb = tb[torch.randint(len(base), (BOOTSTRAP, len(base)), generator=g)].quantile(0.5, dim=1)
+    mv = tv[torch.randint(len(var), (BOOTSTRAP, len(var)), generator=g)].quantile(0.5, dim=1)
+    lo, hi = torch.quantile(mb / mv, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    return tb.quantile(0.5).item() / tv.quantile(0.5).item(), lo, hi
+
+
+def _unsettled(alive, device):
+    thr = UNSTABLE_CV.get(device, UNSTABLE_CV_CPU)
+    live = [v for v in alive if v.fn is not None and v.samples]
+    if any(_cv(v.samples) > thr for v in live):
+        return True
+    base = next((v for v in live if v.name == "eager"), None)
+    for v in live:
+        if base is None or v is base:
+            continue
+        ci = _speedup_ci(base.samples, v.samples)
+        if ci and ci[2] - ci[1] > WIDE_CI * ci[0]:
+            return True
+    return False
+
+
+def _probe():
+    """(wall s, steal ms or None, rusage) now: what _interference compares."""
+    import resource
+
+    steal = None
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        if fields[0] == "cpu" and len(fields) > 8:
+            steal = int(fields[8]) * 1000.0 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        pass
+    return time.perf_counter(), steal, resource.getrusage(resource.RUSAGE_SELF)
+
+
+def _interference(a, b):
+    """What else ran between probes a and b (fb_interference's fields)."""
+    return {"timed_ms": (b[0] - a[0]) * 1e3,
+            "steal_ms": None if a[1] is None or b[1] is None else b[1] - a[1],
+            "involuntary_switches": b[2].ru_nivcsw - a[2].ru_nivcsw,
+            "minor_faults": b[2].ru_minflt - a[2].ru_minflt,
+            "major_faults": b[2].ru_majflt - a[2].ru_majflt}
+
+
+def _timed_rounds(alive, clock, inputs, start, stop):
+    for it in range(start, stop):
+        for v in (alive if it % 2 == 0 else alive[::-1]):
+            if v.fn is not None:
+                ms = _guard(v, lambda: clock.time_ms(v.fn, inputs), "timing")
+                if ms is not None:
+                    v.samples.append(ms)
+
+
 def run_variants(req, variants, inputs, proto):
     """Warm-up, then interleaved timed rounds, every other one in reverse order
-    (v0 v1 .., .. v1 v0, ...: docs/METHOD.md, "Rounds")."""
+    (v0 v1 .., .. v1 v0, ...: docs/METHOD.md, "Rounds"), then adaptive
+    repetition.  Returns the repetition report and the interference of the
+    timed rounds."""
     import measure
 
     clock = measure.Clock(req["device"])
@@ -391,14 +477,33 @@ def run_variants(req, variants, inputs, proto):
         for v in alive:
             _guard(v, lambda: v.fn(*inputs), "warmup")
         _sync(req["device"])
-    total = req["iterations"]
-    for it in range(total):
-        proto.progress("timing", None, it, total)
-        for v in (alive if it % 2 == 0 else alive[::-1]):
-            if v.fn is not None:
-                ms = _guard(v, lambda: clock.time_ms(v.fn, inputs), "timing")
-                if ms is not None:
-                    v.samples.append(ms)
+    asked = req["iterations"]
+    p0 = _probe()
+    t0 = time.perf_counter()
+    for it in range(asked):
+        proto.progress("timing", None, it, asked)
+        _timed_rounds(alive, clock, inputs, it, it + 1)
+    first_s = time.perf_counter() - t0
+    budget = req["params"].get("time_budget_s")
+    if not (isinstance(budget, (int, float)) and not isinstance(budget, bool) and 0 <= budget):
+        budget = min(max(first_s, 1.0), 60.0)
+    budget = min(float(budget), 3600.0)
+    done, most, stop = asked, asked * ROUNDS_X, "stable"
+    t_extra = time.perf_counter()
+    while _unsettled(alive, req["device"]):
+        if done >= most:
+            stop = "max_rounds"
+            break
+        if time.perf_counter() - t_extra >= budget:
+            stop = "time_budget"
+            break
+        chunk = min(max(asked // 2, 5), most - done)
+        proto.progress("timing", None, done, done + chunk)
+        _timed_rounds(alive, clock, inputs, done, done + chunk)
+        done += chunk
+        stop = "converged"
+    return ({"rounds_requested": asked, "rounds": done, "budget_s": budget, "stop": stop},
+            _interference(p0, _probe()))
 
 
 def _guard(v, f, step):
@@ -560,13 +665,15 @@ def run_job(req, proto):
             v_inputs[0] = inputs
             rebind(req, variants)
             before = _counters_snapshot()
-            run_variants(req, variants, inputs, proto)
+            repetition, interference = run_variants(req, variants, inputs, proto)
             graphs = _delta(before, _counters_snapshot()).get("stats", {}).get("unique_graphs", 0)
             gate(req, variants, model, inputs)
             profile_all(req, variants, inputs, proto)
         proto.progress("done", None, 1, 1, force=True)
         line = result_line(req, variants, env_info(req), model_s)
         line["recompiles_during_timing"] = graphs  # 0: nothing compiled while timed
+        line["repetition"] = repetition
+        line["interference"] = interference
         return line
     finally:
         shutil.rmtree(root, ignore_errors=True)
