@@ -7,5 +7,6 @@
 #include "fb_engine.h"
 #include "ind_engine.h"
 #include "nat.h"
+#include "nat_engine.h"
 
 __attribute__((weak)) const fb_engine *const fb_engines[] = {&nat_engine, &ind_engine, NULL};

@@ -15,6 +15,7 @@
 #include "fb_spec.h"
 #include "gr_plan.h"
 #include "gr_st.h"
+#include "gr_zoo.h"
 #include "nat.h"
 
 static int build(const char *model, const char *dir, const char *params, int batch, int off_rule,
@@ -39,7 +40,7 @@ static int build(const char *model, const char *dir, const char *params, int bat
     cJSON *rules = cJSON_AddArrayToObject(spec.params, "disable_rules");
     if (off_rule >= 0)
         cJSON_AddItemToArray(rules, cJSON_CreateString(gr_rule_name(off_rule)));
-    fb_code rc = nat_ctx_build(&spec, ctx, &err);
+    fb_code rc = gr_ctx_build(&spec, ctx, &err);
     if (rc)
         fprintf(stderr, "build %s: %s (%s)\n", model, err.msg, err.field);
     fb_spec_free(&spec);

@@ -19,6 +19,7 @@
 #include "cuda/ncu.h"
 #include "fb_run.h"
 #include "nat.h"
+#include "nat_engine.h"
 
 typedef struct cuda_case {
     const char *workload, *params;

@@ -21,7 +21,9 @@
 
 #include "cuda/ncu.h"
 #include "fb_run.h"
+#include "gr_zoo.h"
 #include "nat.h"
+#include "nat_engine.h"
 
 typedef struct zoo_case {
     const char *workload, *params;
@@ -105,7 +107,7 @@ static float *cpu_reference(const zoo_case *c, size_t *n)
     float *out = NULL;
     fb_err e;
     fb_err_clear(&e);
-    if (!make_spec(&spec, c, "cpu", "float32") || nat_ctx_build(&spec, &ctx, &e)) {
+    if (!make_spec(&spec, c, "cpu", "float32") || gr_ctx_build(&spec, &ctx, &e)) {
         fail(c, "float32", "cpu build", e.msg);
         goto out;
     }

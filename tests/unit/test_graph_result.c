@@ -1,6 +1,6 @@
 /* test_graph_result: the model graph in the result (the dashboard's graph view):
  * gr_graph_compact's nodes, ids, shapes and inputs, its cap, each node's fusion
- * group per variant (nat_plan_node_groups) and the JSON the result encodes
+ * group per variant (gr_plan_node_groups) and the JSON the result encodes
  * ("graph" on the result, "node_groups" per variant, null for none). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +13,7 @@
 
 #include "fb_result.h"
 #include "gr.h"
+#include "gr_zoo.h"
 #include "nat.h"
 
 /* conv+bias -> relu -> flatten (a view) -> softmax: fused, conv and relu are one
@@ -111,7 +112,7 @@ static nat_ctx *build_ctx(fb_result *r)
     assert_non_null(spec.params);
     fb_err err = {0};
     nat_ctx *ctx = NULL;
-    assert_int_equal(nat_ctx_build(&spec, &ctx, &err), FB_OK);
+    assert_int_equal(gr_ctx_build(&spec, &ctx, &err), FB_OK);
     cJSON_Delete(spec.params);
     assert_non_null(ctx->graph);
     assert_int_equal(ctx->n_graph_nodes, 4);
@@ -120,8 +121,8 @@ static nat_ctx *build_ctx(fb_result *r)
     static const char *const names[] = {"eager", "fused"};
     for (int v = 0; v < 2; v++) {
         fb_variant_result_init(&r->variants[v], names[v]);
-        assert_true(nat_plan_fusion_groups(&ctx->plans[v], &r->variants[v]));
-        assert_true(nat_plan_node_groups(ctx, v, &r->variants[v]));
+        assert_true(gr_plan_fusion_groups(&ctx->plans[v], &r->variants[v]));
+        assert_true(gr_plan_node_groups(ctx, v, &r->variants[v]));
     }
     r->graph = ctx->graph; /* as the run library does with the instance's */
     ctx->graph = NULL;
@@ -188,14 +189,14 @@ static void test_pattern_has_no_graph(void **state)
     spec.batch_size = 1;
     fb_err err = {0};
     nat_ctx *ctx = NULL;
-    assert_int_equal(nat_ctx_build(&spec, &ctx, &err), FB_OK);
+    assert_int_equal(gr_ctx_build(&spec, &ctx, &err), FB_OK);
     assert_null(ctx->graph);
     fb_result r;
     fb_result_init(&r);
     r.n_variants = 1;
     fb_variant_result_init(&r.variants[0], "fused");
-    assert_true(nat_plan_fusion_groups(&ctx->plans[NAT_FUSED], &r.variants[0]));
-    assert_true(nat_plan_node_groups(ctx, NAT_FUSED, &r.variants[0]));
+    assert_true(gr_plan_fusion_groups(&ctx->plans[NAT_FUSED], &r.variants[0]));
+    assert_true(gr_plan_node_groups(ctx, NAT_FUSED, &r.variants[0]));
     assert_null(r.variants[0].node_groups);
     cJSON *j = fb_result_to_json(&r);
     assert_non_null(j);

@@ -12,7 +12,9 @@
 
 #include <cmocka.h>
 
+#include "gr_zoo.h"
 #include "nat.h"
+#include "nat_engine.h"
 
 /* A pattern at small shapes and the plan shape it must have. */
 typedef struct pat_case {
@@ -97,7 +99,7 @@ static void check_case(const pat_case *c, int batch)
     fb_err err;
     nat_ctx *ctx = NULL;
     make_spec(&spec, c->workload, c->params, batch);
-    fb_code rc = nat_ctx_build(&spec, &ctx, &err);
+    fb_code rc = gr_ctx_build(&spec, &ctx, &err);
     if (rc)
         fail_msg("%s %s: %s (%s)", c->workload, c->params, err.msg, err.field);
     const nat_pattern *pat = nat_pattern_find(c->workload);
@@ -166,7 +168,7 @@ static void expect_einval(const char *workload, const char *params, const char *
     nat_ctx *ctx = NULL;
     make_spec(&spec, workload, params, 1);
     fb_err_clear(&err);
-    assert_int_equal(nat_ctx_build(&spec, &ctx, &err), FB_EINVAL);
+    assert_int_equal(gr_ctx_build(&spec, &ctx, &err), FB_EINVAL);
     assert_null(ctx);
     assert_string_equal(err.field, field);
     fb_spec_free(&spec);

@@ -16,6 +16,7 @@
 
 #include "fb_run.h"
 #include "nat.h"
+#include "nat_engine.h"
 
 /* ---- a fake engine ---- */
 

@@ -17,6 +17,7 @@
 #include "gr_models.h"
 #include "gr_plan.h"
 #include "gr_st.h"
+#include "gr_zoo.h"
 #include "nat.h"
 #include "nat_kern_cpu.h"
 
@@ -56,7 +57,7 @@ static nat_ctx *build_run(const char *workload, const char *params, int batch)
     fb_err err = {0};
     nat_ctx *ctx = NULL;
     make_spec(&spec, workload, params, batch);
-    fb_code rc = nat_ctx_build(&spec, &ctx, &err);
+    fb_code rc = gr_ctx_build(&spec, &ctx, &err);
     if (rc)
         fprintf(stderr, "%s: %s (%s)\n", workload, err.msg, err.field);
     assert_int_equal(rc, FB_OK);
@@ -145,7 +146,7 @@ static void test_disable_rules(void **state)
     fb_spec spec;
     fb_err err = {0};
     make_spec(&spec, "resnet18", "{\"image\":32,\"disable_rules\":[\"bn_fold\",\"nope\"]}", 1);
-    assert_int_equal(nat_ctx_build(&spec, &ctx, &err), FB_EINVAL);
+    assert_int_equal(gr_ctx_build(&spec, &ctx, &err), FB_EINVAL);
     assert_string_equal(err.field, "params.disable_rules[1]");
     fb_spec_free(&spec);
 }
@@ -168,7 +169,7 @@ static void test_weights_stay_in_folder(void **state)
         fb_spec spec;
         fb_err err = {0};
         make_spec(&spec, "resnet18", params[i], 1);
-        assert_int_equal(nat_ctx_build(&spec, &ctx, &err), FB_EINVAL);
+        assert_int_equal(gr_ctx_build(&spec, &ctx, &err), FB_EINVAL);
         assert_string_equal(err.field, fields[i]);
         assert_null(strstr(err.msg, "/etc"));
         assert_null(strstr(err.msg, "/dev"));
@@ -228,7 +229,7 @@ static void expect_graph_error(const char *params, const char *field)
     fb_err err = {0};
     nat_ctx *ctx = NULL;
     make_spec(&spec, "graph", params, 1);
-    assert_int_equal(nat_ctx_build(&spec, &ctx, &err), FB_EINVAL);
+    assert_int_equal(gr_ctx_build(&spec, &ctx, &err), FB_EINVAL);
     assert_null(ctx);
     assert_string_equal(err.field, field);
     fb_spec_free(&spec);

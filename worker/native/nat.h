@@ -117,16 +117,10 @@ typedef struct nat_pattern {
 extern const nat_pattern *const nat_patterns[];
 const nat_pattern *nat_pattern_find(const char *name);
 
-/* The model zoo (graph/gr_zoo.c), NULL-terminated: whole models built as graphs
- * and lowered by the fusion planner; same interface as a pattern (reference is
- * NULL: models are checked against PyTorch, tests/models). */
-extern const nat_pattern *const nat_models[];
-/* A pattern or a model by workload name, or NULL. */
-const nat_pattern *nat_workload_find(const char *name);
-
-/* Builds a ctx for spec (its workload a pattern or a model, nat_workload_find);
- * the caller frees with nat_ctx_free.  Used by the engine and by tests. */
-FB_MUSTCHECK fb_code nat_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err);
+/* Builds a ctx for spec with pat's builder (a pattern, or a model of the zoo:
+ * gr_ctx_build finds either by name); the caller frees with nat_ctx_free. */
+FB_MUSTCHECK fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *spec, nat_ctx **out,
+                                       fb_err *err);
 
 /* params.gemm: "packed" (the default: constant weights packed once, when the
  * plan is built, for our AVX-512 GEMM, where the CPU has it) or "openblas"
@@ -136,21 +130,7 @@ FB_MUSTCHECK fb_code nat_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *e
 FB_MUSTCHECK fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, fb_err *err);
 void nat_ctx_free(nat_ctx *ctx);
 
-/* Sets vr->fusion_groups from the plan's launches that a fusion rule formed
- * (rule set), counted by (rule, kind, ops); frees what vr held before.  Returns
- * false on ENOMEM (vr then reports none).  graph/gr_report.c. */
-bool nat_plan_fusion_groups(const nat_plan *plan, fb_variant_result *vr);
-
-/* After nat_plan_fusion_groups of plan v: sets vr->node_groups from
- * ctx->node_launch[v] (each node's index into vr->fusion_groups, -1 none) for
- * the n_graph_nodes nodes the graph kept; leaves vr without node groups for a
- * ctx without a graph.  False on ENOMEM.  graph/gr_report.c. */
-bool nat_plan_node_groups(const nat_ctx *ctx, int v, fb_variant_result *vr);
-
 /* Bytes of the buffers variant v uses. */
 int64_t nat_ctx_variant_bytes(const nat_ctx *ctx, int v);
-
-/* The native engine (fb_engine) — nat_engine.c. */
-extern const fb_engine nat_engine;
 
 #endif

@@ -110,18 +110,12 @@ static fb_code ctx_settings(nat_ctx *ctx, const fb_spec *spec, const nat_pattern
     return FB_OK;
 }
 
-fb_code nat_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err)
+fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *spec, nat_ctx **out, fb_err *err)
 {
-    assert(spec && out);
+    assert(pat && spec && out);
     *out = NULL;
     nat_ctx *ctx = NULL;
     fb_code rc = FB_OK;
-    const nat_pattern *pat = nat_workload_find(spec->workload);
-    if (!pat) {
-        rc = fb_err_set(err, FB_EUNSUPPORTED, "workload", "native engine has no workload %s",
-                        spec->workload);
-        goto out;
-    }
     ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate a context");

@@ -12,7 +12,9 @@
 
 #include <cblas.h>
 
+#include "gr_zoo.h"
 #include "nat.h"
+#include "nat_engine.h"
 #ifdef NAT_HAVE_CUDA
 #include "cuda/ncu.h" /* the CUDA backend: device "cuda" goes there */
 #endif
@@ -45,8 +47,8 @@ static void catalog_init(void)
     const int max = (int)(sizeof cpu_catalog / sizeof cpu_catalog[0]);
     for (int i = 0; nat_patterns[i] && cpu_catalog_n < max; i++)
         cpu_catalog[cpu_catalog_n++] = nat_patterns[i]->info;
-    for (int i = 0; nat_models[i] && cpu_catalog_n < max; i++)
-        cpu_catalog[cpu_catalog_n++] = nat_models[i]->info;
+    for (int i = 0; gr_models[i] && cpu_catalog_n < max; i++)
+        cpu_catalog[cpu_catalog_n++] = gr_models[i]->info;
 }
 
 /* Every workload on "cpu"; the patterns and the model zoo on "cuda" when built
@@ -73,7 +75,7 @@ static fb_code check_spec(const fb_spec *spec, nat_instance *ni, fb_err *err)
     if (spec->device[0] && strcmp(spec->device, "cpu") != 0)
         return fb_err_set(err, FB_EUNSUPPORTED, "device", "native engine runs on cpu, not %s",
                           spec->device);
-    if (!nat_workload_find(spec->workload))
+    if (!gr_workload_find(spec->workload))
         return fb_err_set(err, FB_EUNSUPPORTED, "workload", "native engine has no workload %s",
                           spec->workload);
     if (spec->dtype[0] && strcmp(spec->dtype, "float32") != 0)
@@ -142,7 +144,7 @@ static fb_code nat_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
     if (rc)
         goto out;
     double t0 = now_ms();
-    rc = nat_ctx_build(spec, &ni->ctx, err);
+    rc = gr_ctx_build(spec, &ni->ctx, err);
     if (rc)
         goto out;
     ni->base.plan_ms = now_ms() - t0;
@@ -275,7 +277,7 @@ static fb_code nat_profile(fb_instance *inst, int v, fb_variant_result *vr, fb_e
     vr->kernel_rows = rows;
     vr->n_kernel_rows = n_rows;
     plan_counts(plan, vr);
-    if (!nat_plan_fusion_groups(plan, vr) || !nat_plan_node_groups(ni->ctx, ni->plan[v], vr))
+    if (!gr_plan_fusion_groups(plan, vr) || !gr_plan_node_groups(ni->ctx, ni->plan[v], vr))
         return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate fusion groups");
     vr->kernel_time_ms = kernel_ms;
     vr->busy_ms = busy;

@@ -30,12 +30,3 @@ const nat_pattern *nat_pattern_find(const char *name)
             return nat_patterns[i];
     return NULL;
 }
-
-const nat_pattern *nat_workload_find(const char *name)
-{
-    const nat_pattern *p = nat_pattern_find(name);
-    for (int i = 0; !p && name && nat_models[i]; i++)
-        if (strcmp(nat_models[i]->info.name, name) == 0)
-            p = nat_models[i];
-    return p;
-}

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gr_zoo.h"
 #include "ncu_int.h"
 
 typedef struct ncu_instance {
@@ -76,9 +77,9 @@ static void cuda_catalog_init(void)
 #endif
         cuda_catalog[cuda_catalog_n++] = w;
     }
-    for (int i = 0; nat_models[i] && cuda_catalog_n < max; i++) {
-        bool nlp = strcmp(nat_models[i]->info.domain, "nlp") == 0;
-        fb_workload_info w = cuda_info(&nat_models[i]->info, !nlp);
+    for (int i = 0; gr_models[i] && cuda_catalog_n < max; i++) {
+        bool nlp = strcmp(gr_models[i]->info.domain, "nlp") == 0;
+        fb_workload_info w = cuda_info(&gr_models[i]->info, !nlp);
 #ifndef NCU_HAVE_CUDNN
         if (!nlp && strcmp(w.domain, "custom") != 0)
             w.description = "unavailable on cuda: this build has no cuDNN";
@@ -285,7 +286,7 @@ fb_code ncu_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
         goto out;
     }
     ni->base.ops = &ncu_instance_ops;
-    if (!nat_workload_find(spec->workload)) {
+    if (!gr_workload_find(spec->workload)) {
         rc = fb_err_set(err, FB_EUNSUPPORTED, "workload", "native cuda has no workload %s",
                         spec->workload);
         goto out;
@@ -298,7 +299,7 @@ fb_code ncu_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
     if (rc)
         goto out;
     double t0 = now_ms();
-    rc = nat_ctx_build(spec, &ni->ctx->host, err);
+    rc = gr_ctx_build(spec, &ni->ctx->host, err);
     if (!rc)
         rc = device_setup(ni, err);
     if (rc)
@@ -466,10 +467,10 @@ done:
  * graph node's group, as the CPU engine reports them. */
 static fb_code fusion_groups(const ncu_ctx *ctx, int pv, fb_variant_result *vr, fb_err *err)
 {
-    if (!nat_plan_fusion_groups(&ctx->plans[pv], vr))
+    if (!gr_plan_fusion_groups(&ctx->plans[pv], vr))
         return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate fusion groups");
     if (!ctx->host->node_launch[pv] || ctx->host->n_graph_nodes <= 0)
-        return nat_plan_node_groups(ctx->host, pv, vr)
+        return gr_plan_node_groups(ctx->host, pv, vr)
                    ? FB_OK
                    : fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate fusion groups");
     int *nl = lowered_node_launches(ctx, pv);
@@ -479,7 +480,7 @@ static fb_code fusion_groups(const ncu_ctx *ctx, int pv, fb_variant_result *vr, 
         view->n_graph_nodes = ctx->host->n_graph_nodes;
         view->node_launch[pv] = nl;
         view->plans[pv] = ctx->plans[pv];
-        ok = nat_plan_node_groups(view, pv, vr);
+        ok = gr_plan_node_groups(view, pv, vr);
     }
     free(view);
     free(nl);

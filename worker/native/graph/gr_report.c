@@ -1,5 +1,5 @@
 /* gr_report: what the result says of a plan: its fusion groups
- * (nat_plan_fusion_groups in nat.h: launches the planner formed, grouped by
+ * (gr_plan_fusion_groups in gr_zoo.h: launches the planner formed, grouped by
  * rule, kind and op list), the graph in compact form and, per variant, the
  * fusion group of each node (so the dashboard can colour the graph). */
 #include <stdio.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gr.h"
+#include "gr_zoo.h"
 #include "nat.h"
 
 static bool same_group(const fb_fusion_group *g, const nat_launch *l)
@@ -28,7 +29,7 @@ static void group_of(fb_fusion_group *g, const nat_launch *l)
         snprintf(g->ops[k], sizeof g->ops[k], "%s", l->ops[k]);
 }
 
-bool nat_plan_fusion_groups(const nat_plan *plan, fb_variant_result *vr)
+bool gr_plan_fusion_groups(const nat_plan *plan, fb_variant_result *vr)
 {
     free(vr->fusion_groups);
     vr->fusion_groups = NULL;
@@ -58,7 +59,7 @@ bool nat_plan_fusion_groups(const nat_plan *plan, fb_variant_result *vr)
     return true;
 }
 
-bool nat_plan_node_groups(const nat_ctx *ctx, int v, fb_variant_result *vr)
+bool gr_plan_node_groups(const nat_ctx *ctx, int v, fb_variant_result *vr)
 {
     free(vr->node_groups);
     vr->node_groups = NULL;

@@ -1,4 +1,4 @@
-/* gr_zoo: the model zoo as workloads of the native engine (nat_models[]).
+/* gr_zoo: the model zoo as workloads of the native engine (gr_models[]).
  * Building a model: read its sizes from params (standard defaults), build the
  * graph, allocate and fill the input (real data, or params.input) and the
  * weights (seeded PyTorch-like random, or params.weights: a safetensors file
@@ -19,6 +19,7 @@
 #include "gr_input.h"
 #include "gr_models.h"
 #include "gr_plan.h"
+#include "gr_zoo.h"
 #include "gr_st.h"
 #include "nat_pat.h"
 
@@ -301,7 +302,26 @@ ZOO_ENTRY(z_bert, &m_bert, "bert_base", "nlp", "BERT-base encoder (transformers)
 ZOO_ENTRY(z_gpt2, &m_gpt2, "gpt2", "nlp", "GPT-2 124M (transformers), prefill of 128 tokens");
 ZOO_ENTRY(z_graph, NULL, "graph", "custom", "A user's graph from params.graph");
 
-const nat_pattern *const nat_models[] = {
+const nat_pattern *const gr_models[] = {
     &z_resnet18, &z_resnet50, &z_mobilenet_v2, &z_mnv3,    &z_vgg16, &z_effnet, &z_convnext,
     &z_vit,      &z_bert,     &z_gpt2,         &z_whisper, &z_graph, NULL,
 };
+
+const nat_pattern *gr_workload_find(const char *name)
+{
+    const nat_pattern *p = nat_pattern_find(name);
+    for (int i = 0; !p && name && gr_models[i]; i++)
+        if (strcmp(gr_models[i]->info.name, name) == 0)
+            p = gr_models[i];
+    return p;
+}
+
+fb_code gr_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err)
+{
+    const nat_pattern *pat = gr_workload_find(spec->workload);
+    *out = NULL;
+    if (!pat)
+        return fb_err_set(err, FB_EUNSUPPORTED, "workload", "native engine has no workload %s",
+                          spec->workload);
+    return nat_ctx_build_for(pat, spec, out, err);
+}
