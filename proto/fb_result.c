@@ -82,9 +82,28 @@ void fb_result_init(fb_result *r)
                                         .steal_ms = NAN,
                                         .invol_switches = -1,
                                         .minor_faults = -1,
-                                        .major_faults = -1};
+                                        .major_faults = -1,
+                                        .gpu = {.sm_mhz_min = NAN,
+                                                .sm_mhz_max = NAN,
+                                                .mem_mhz_min = NAN,
+                                                .mem_mhz_max = NAN,
+                                                .temp_c_max = NAN}};
     for (int i = 0; i < FB_MAX_VARIANTS; i++)
         fb_variant_result_init(&r->variants[i], "");
+}
+
+const char *fb_throttle_reason_name(int bit)
+{
+    static const char *const names[] = {"gpu_idle",
+                                        "applications_clocks_setting",
+                                        "sw_power_cap",
+                                        "hw_slowdown",
+                                        "sync_boost",
+                                        "sw_thermal_slowdown",
+                                        "hw_thermal_slowdown",
+                                        "hw_power_brake_slowdown",
+                                        "display_clock_setting"};
+    return bit >= 0 && bit < (int)(sizeof names / sizeof names[0]) ? names[bit] : NULL;
 }
 
 const char *fb_change_name(fb_change c)
@@ -442,6 +461,40 @@ static cJSON *res_variants(const fb_result *r)
     return arr;
 }
 
+/* [lo, hi], or null when either is unknown. */
+static cJSON *res_range(double lo, double hi)
+{
+    double pair[2] = {lo, hi};
+    return isfinite(lo) && isfinite(hi) ? cJSON_CreateDoubleArray(pair, 2) : cJSON_CreateNull();
+}
+
+/* The GPU's clocks while timed, or null without NVML.  Reasons list every bit
+ * seen but gpu_idle (a GPU idles between rounds); an unknown bit is named by
+ * its number. */
+static cJSON *res_gpu(const fb_gpu_interference *g)
+{
+    if (g->n_samples <= 0)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject(), *reasons = cJSON_CreateArray();
+    for (int b = 1; reasons && b < 64; b++) {
+        char num[16];
+        const char *name = fb_throttle_reason_name(b);
+        if (!(g->throttle_reasons >> b & 1))
+            continue;
+        snprintf(num, sizeof num, "bit_%d", b);
+        cJSON_AddItemToArray(reasons, cJSON_CreateString(name ? name : num));
+    }
+    if (!o || !reasons || !res_put(o, "samples", cJSON_CreateNumber(g->n_samples)) ||
+        !res_put(o, "sm_clock_mhz", res_range(g->sm_mhz_min, g->sm_mhz_max)) ||
+        !res_put(o, "mem_clock_mhz", res_range(g->mem_mhz_min, g->mem_mhz_max)) ||
+        !res_put(o, "max_temperature_c", fb_json_num_or_null(g->temp_c_max)) ||
+        !res_put(o, "throttle_reasons", reasons)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
 static cJSON *res_interference(const fb_interference *f)
 {
     cJSON *o = cJSON_CreateObject();
@@ -449,7 +502,8 @@ static cJSON *res_interference(const fb_interference *f)
         !res_put(o, "steal_ms", fb_json_num_or_null(f->steal_ms)) ||
         !res_put(o, "involuntary_switches", fb_json_int_or_null(f->invol_switches)) ||
         !res_put(o, "minor_faults", fb_json_int_or_null(f->minor_faults)) ||
-        !res_put(o, "major_faults", fb_json_int_or_null(f->major_faults))) {
+        !res_put(o, "major_faults", fb_json_int_or_null(f->major_faults)) ||
+        !res_put(o, "gpu", res_gpu(&f->gpu))) {
         cJSON_Delete(o);
         return NULL;
     }

@@ -141,6 +141,14 @@ typedef struct fb_env {
     int threads;
 } fb_env;
 
+/* A GPU while it was timed (fb_nvml): NaN unknown; n_samples 0 when NVML
+ * was not there (then "gpu" is null in JSON). */
+typedef struct fb_gpu_interference {
+    int n_samples;
+    double sm_mhz_min, sm_mhz_max, mem_mhz_min, mem_mhz_max, temp_c_max;
+    uint64_t throttle_reasons; /* NVML's clocks-event reason bits, OR of the samples */
+} fb_gpu_interference;
+
 /* What else ran while the variants were timed (the noise's causes); NaN / -1
  * unknown. */
 typedef struct fb_interference {
@@ -148,6 +156,7 @@ typedef struct fb_interference {
     double steal_ms;        /* CPU time the hypervisor gave others (/proc/stat, all CPUs) */
     int64_t invol_switches; /* involuntary context switches of the process */
     int64_t minor_faults, major_faults;
+    fb_gpu_interference gpu;
 } fb_interference;
 
 /* Adaptive repetition (METHOD.md in docs/): rounds asked for, rounds run, the
@@ -177,6 +186,12 @@ typedef struct fb_result {
 void fb_variant_result_init(fb_variant_result *v, const char *name);
 void fb_result_init(fb_result *r);
 void fb_result_free(fb_result *r); /* frees samples, kernel rows, groups and the graph */
+
+/* The name of NVML's clocks-event (throttle) reason bit i (0..8:
+ * "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+ * "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown",
+ * "hw_power_brake_slowdown", "display_clock_setting"), NULL past them. */
+const char *fb_throttle_reason_name(int bit);
 
 /* Fills each variant's unstable flag (latency CV over device's threshold) and
  * each non-baseline variant's speedup, bootstrap CI and change against the

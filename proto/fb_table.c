@@ -173,6 +173,19 @@ static void tb_noise(FILE *f, const cJSON *result)
                 (long long)tb_int(intf, "minor_faults", 0, INT64_MAX / 2, -1),
                 (long long)tb_int(intf, "major_faults", 0, INT64_MAX / 2, -1));
     }
+    const cJSON *gpu = tb_get(intf, "gpu"), *reason;
+    if (cJSON_IsObject(gpu)) {
+        const cJSON *sm = tb_get(gpu, "sm_clock_mhz");
+        fprintf(f, "gpu: SM clock %.0f-%.0f MHz; hottest %.0f C; throttled by:", tb_arr_num(sm, 0),
+                tb_arr_num(sm, 1), tb_num(gpu, "max_temperature_c"));
+        int n = 0;
+        cJSON_ArrayForEach(reason, tb_get(gpu, "throttle_reasons"))
+        {
+            if (cJSON_IsString(reason))
+                fprintf(f, "%s %s", n++ ? "," : "", reason->valuestring);
+        }
+        fprintf(f, "%s\n", n ? "" : " nothing");
+    }
     cJSON_ArrayForEach(v, tb_get(result, "variants"))
     {
         unstable += cJSON_IsTrue(tb_get(v, "unstable"));

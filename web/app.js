@@ -294,6 +294,13 @@ function noisePairs(result) {
     pairs.push(["CPU steal", f.steal_ms === null ? "–" : f.steal_ms.toFixed(1) + " ms"]);
     pairs.push(["involuntary switches", fmtNum(f.involuntary_switches)]);
     pairs.push(["page faults (minor / major)", fmtNum(f.minor_faults) + " / " + fmtNum(f.major_faults)]);
+    const g = f.gpu;
+    if (g) {
+      const range = (r) => (Array.isArray(r) ? r[0].toFixed(0) + "–" + r[1].toFixed(0) + " MHz" : "–");
+      pairs.push(["GPU clocks (SM / memory)", range(g.sm_clock_mhz) + " / " + range(g.mem_clock_mhz)]);
+      pairs.push(["GPU hottest", g.max_temperature_c === null ? "–" : g.max_temperature_c + " °C"]);
+      pairs.push(["GPU throttled by", g.throttle_reasons.length ? g.throttle_reasons.join(", ") : "nothing"]);
+    }
   }
   return pairs;
 }

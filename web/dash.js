@@ -65,14 +65,25 @@ async function latestSuites() {
   return byDevice;
 }
 
+// Bars by verdict (docs/METHOD.md): faster blue, slower red, no significant
+// difference grey; the tooltip gives the 95% interval and says unstable.
 function speedupChart(rows) {
-  const sp = rows.map((r) => variantOf(r, "fused").speedup);
+  const fs = rows.map((r) => variantOf(r, "fused"));
+  const sp = fs.map((f) => f.speedup);
+  const colour = (f) => f.change === "no_difference" ? COLORS.eager
+    : f.change === "slower" || (!f.change && f.speedup !== null && f.speedup < 1) ? COLORS.bad : COLORS.fused;
+  const tip = (i) => {
+    const f = fs[i], e = variantOf(rows[i], "eager"), ci = f.speedup_ci95;
+    return fmtX(sp[i]) + (Array.isArray(ci) ? " [" + ci[0].toFixed(2) + "–" + ci[1].toFixed(2) + "]" : "") +
+      ({ faster: ", faster", slower: ", slower", no_difference: ", no significant difference" }[f.change] || "") +
+      (f.unstable || e.unstable ? ", unstable" : "") + " (job " + rows[i].job_id + ")";
+  };
   drawChart("chart-speedup", {
     type: "bar",
     data: { labels: rows.map((r) => r.workload), datasets: [{ label: "speedup", data: sp,
-      backgroundColor: sp.map((v) => (v !== null && v < 1 ? COLORS.bad : COLORS.fused)) }] },
+      backgroundColor: fs.map(colour) }] },
     options: { indexAxis: "y", plugins: { legend: { display: false },
-      tooltip: { callbacks: { label: (c) => fmtX(c.raw) + " (job " + rows[c.dataIndex].job_id + ")" } } },
+      tooltip: { callbacks: { label: (c) => tip(c.dataIndex) } } },
       scales: { x: { type: "logarithmic", title: { display: true, text: "speedup (log scale)" } } },
       onClick: (e, els) => { if (els.length) location.hash = "#/jobs/" + rows[els[0].index].job_id; } },
   });

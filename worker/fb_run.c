@@ -13,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fb_gpu.h"
 #include "fb_log.h"
+#include "fb_nvml.h"
 #include "fb_stats.h"
 
 /* Adaptive repetition (METHOD.md in docs/): while a variant is unstable or a
@@ -242,11 +244,22 @@ static void timing(run_state *st)
     probe p0, p1;
     double t_first, budget_ms, t_extra;
 
+    fb_nvml *nvml = NULL;
+
     if (most > FB_MAX_ITERATIONS)
         most = asked > FB_MAX_ITERATIONS ? asked : FB_MAX_ITERATIONS;
+    if (strcmp(st->spec->device, "cuda") == 0) { /* the clocks of this job's GPU */
+        fb_gpu g;
+        fb_err e;
+        fb_err_clear(&e);
+        if (fb_gpu_query(-1, &g, &e) == FB_OK)
+            nvml = fb_nvml_open(g.uuid);
+    }
     report(st, "timing", NULL, 0, asked);
+    fb_nvml_sample(nvml, &st->res->interference.gpu);
     probe_take(&p0, RUSAGE_SELF);
     timed_rounds(st, 0, asked, asked);
+    fb_nvml_sample(nvml, &st->res->interference.gpu);
     t_first = now_ms() - p0.wall_ms;
     compute_stats(st);
     budget_ms = st->budget_s >= 0
@@ -272,12 +285,14 @@ static void timing(run_state *st)
         }
         report(st, "timing", NULL, done, done + chunk);
         timed_rounds(st, done, done + chunk, done + chunk);
+        fb_nvml_sample(nvml, &st->res->interference.gpu);
         done += chunk;
         compute_stats(st);
         snprintf(rep->stop, sizeof rep->stop, "converged");
     }
     probe_take(&p1, RUSAGE_SELF);
     probe_diff(&p0, &p1, &st->res->interference);
+    fb_nvml_close(nvml);
     rep->rounds_requested = asked;
     rep->rounds = done;
     rep->budget_s = budget_ms / 1000.0;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fb_nvml.h"
 #include "fb_run.h"
 #include "nat.h"
 #include "nat_engine.h"
@@ -365,6 +366,20 @@ static void test_adaptive_rounds(void **state)
     fb_spec_free(&spec);
 }
 
+/* Without NVML (no driver here) nothing is read and nothing is made up; with
+ * it, a UUID no GPU has is refused. */
+static void test_nvml_absent(void **state)
+{
+    fb_gpu_interference g = {.sm_mhz_min = NAN, .sm_mhz_max = NAN, .temp_c_max = NAN};
+    (void)state;
+    assert_null(fb_nvml_open("GPU-00000000-0000-0000-0000-000000000000"));
+    assert_null(fb_nvml_open(""));
+    fb_nvml_sample(NULL, &g);
+    assert_int_equal(g.n_samples, 0);
+    assert_true(isnan(g.sm_mhz_min) && g.throttle_reasons == 0);
+    fb_nvml_close(NULL);
+}
+
 static void test_accuracy_and_output_checks(void **state)
 {
     static const char *const vs[] = {"eager", "off", "zeros", "nan", NULL};
@@ -467,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_bad_param_names_field),
         cmocka_unit_test(test_interleaved_order),
         cmocka_unit_test(test_adaptive_rounds),
+        cmocka_unit_test(test_nvml_absent),
         cmocka_unit_test(test_accuracy_and_output_checks),
         cmocka_unit_test(test_run_errors_others_go_on),
         cmocka_unit_test(test_no_variant_ran),

@@ -311,6 +311,41 @@ static void test_judge(void **state)
     fb_result_free(&r);
 }
 
+/* The GPU's clocks in a result: null without NVML; ranges, the hottest
+ * temperature and the reasons (gpu_idle left out, unknown bits by number). */
+static void test_gpu_interference_json(void **state)
+{
+    fb_result r;
+    (void)state;
+    fb_result_init(&r);
+    cJSON *j = fb_result_to_json(&r);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "interference"), "gpu")));
+    cJSON_Delete(j);
+    fb_gpu_interference *g = &r.interference.gpu;
+    g->n_samples = 3;
+    g->sm_mhz_min = 1755;
+    g->sm_mhz_max = 1980;
+    g->mem_mhz_min = g->mem_mhz_max = 2619;
+    g->temp_c_max = 71;
+    g->throttle_reasons = 0x1 | 0x4 | 0x40 | (1ull << 20); /* idle, sw power cap, hw thermal */
+    j = fb_result_to_json(&r);
+    cJSON *gj = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "interference"), "gpu");
+    assert_int_equal(cJSON_GetObjectItem(gj, "samples")->valueint, 3);
+    assert_float_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(gj, "sm_clock_mhz"), 0)->valuedouble,
+                       1755, 0);
+    assert_float_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(gj, "sm_clock_mhz"), 1)->valuedouble,
+                       1980, 0);
+    assert_float_equal(cJSON_GetObjectItem(gj, "max_temperature_c")->valuedouble, 71, 0);
+    cJSON *rs = cJSON_GetObjectItem(gj, "throttle_reasons");
+    assert_int_equal(cJSON_GetArraySize(rs), 3);
+    assert_string_equal(cJSON_GetArrayItem(rs, 0)->valuestring, "sw_power_cap");
+    assert_string_equal(cJSON_GetArrayItem(rs, 1)->valuestring, "hw_thermal_slowdown");
+    assert_string_equal(cJSON_GetArrayItem(rs, 2)->valuestring, "bit_20");
+    assert_null(fb_throttle_reason_name(9));
+    cJSON_Delete(j);
+    fb_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_speedup_planted_1),
         cmocka_unit_test(test_speedup_edges),
         cmocka_unit_test(test_judge),
+        cmocka_unit_test(test_gpu_interference_json),
         cmocka_unit_test(test_even),
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_ci_n10),

@@ -130,6 +130,21 @@ static void test_table_matches_run(void **state)
     fb_spec_free(&spec);
 }
 
+/* A GPU job's clocks under the table. */
+static void test_table_gpu_line(void **state)
+{
+    cJSON *r = cJSON_Parse(
+        "{\"variants\": [], \"interference\": {\"timed_ms\": 10, \"gpu\": {\"samples\": 3, "
+        "\"sm_clock_mhz\": [1755, 1980], \"mem_clock_mhz\": [2619, 2619], "
+        "\"max_temperature_c\": 71, \"throttle_reasons\": [\"sw_power_cap\", "
+        "\"hw_thermal_slowdown\"]}}}");
+    char *got = print_to_string(r, r);
+    assert_non_null(strstr(got, "gpu: SM clock 1755-1980 MHz; hottest 71 C; throttled by: "
+                                "sw_power_cap, hw_thermal_slowdown\n"));
+    free(got);
+    cJSON_Delete(r);
+}
+
 /* Outside JSON of the wrong shapes prints as unknown and never crashes. */
 static void test_table_bad_shapes(void **state)
 {
@@ -155,6 +170,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_matches_run),
         cmocka_unit_test(test_table_bad_shapes),
+        cmocka_unit_test(test_table_gpu_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
