@@ -271,16 +271,22 @@ static double resample_median(const double *s, int n, double *buf, uint64_t *rng
 bool fb_stats_speedup_ci(const double *base, int nb, const double *var, int nv, double level,
                          double *speedup, double *lo, double *hi)
 {
-    enum { B = FB_BOOTSTRAP_RESAMPLES };
     double *buf, *ratios, mb, mv;
     uint64_t rng = 0x5eedf00dull;
     int n = nb > nv ? nb : nv, k_lo, k_hi;
+    /* The cost is B x (nb + nv) draws: at most FB_BOOTSTRAP_DRAWS_MAX, so a
+     * job of 100,000 rounds costs a fraction of a second, not seconds; never
+     * fewer than FB_BOOTSTRAP_RESAMPLES_MIN resamples. */
+    long long b_cap = FB_BOOTSTRAP_DRAWS_MAX / ((long long)nb + nv);
+    int B = b_cap >= FB_BOOTSTRAP_RESAMPLES      ? FB_BOOTSTRAP_RESAMPLES
+            : b_cap < FB_BOOTSTRAP_RESAMPLES_MIN ? FB_BOOTSTRAP_RESAMPLES_MIN
+                                                 : (int)b_cap;
 
     *speedup = *lo = *hi = NAN;
     if (!base || !var || nb < 2 || nv < 2 || !(level > 0.0 && level < 1.0))
         return false;
     buf = malloc((size_t)n * sizeof *buf);
-    ratios = malloc(B * sizeof *ratios);
+    ratios = malloc((size_t)B * sizeof *ratios);
     if (!buf || !ratios) {
         free(buf);
         free(ratios);
@@ -300,7 +306,7 @@ bool fb_stats_speedup_ci(const double *base, int nb, const double *var, int nv, 
         double rv = resample_median(var, nv, buf, &rng);
         ratios[b] = rv > 0.0 ? rb / rv : INFINITY;
     }
-    qsort(ratios, B, sizeof *ratios, cmp_double);
+    qsort(ratios, (size_t)B, sizeof *ratios, cmp_double);
     k_lo = (int)floor((1.0 - level) / 2.0 * B);
     k_hi = (int)ceil((1.0 + level) / 2.0 * B) - 1;
     *speedup = mb / mv;

@@ -24,13 +24,16 @@ FB_MUSTCHECK bool fb_stats_median_ci(const double *samples, int n, double level,
  * significant change smaller than this is reported as no difference, as
  * criterion does); the CV past which a variant's timing is unstable, per
  * device kind (METHOD.md in docs/). */
-#define FB_BOOTSTRAP_RESAMPLES 2000
-#define FB_NOISE_THRESHOLD     0.01
-#define FB_UNSTABLE_CV_CPU     0.10
-#define FB_UNSTABLE_CV_GPU     0.05
+#define FB_BOOTSTRAP_RESAMPLES     2000
+#define FB_BOOTSTRAP_RESAMPLES_MIN 200
+#define FB_BOOTSTRAP_DRAWS_MAX     20000000LL /* resamples x samples, the cost's bound */
+#define FB_NOISE_THRESHOLD         0.01
+#define FB_UNSTABLE_CV_CPU         0.10
+#define FB_UNSTABLE_CV_GPU         0.05
 
 /* The speedup median(base) / median(var) and its percentile bootstrap CI at
- * level: FB_BOOTSTRAP_RESAMPLES resamples with replacement of each side, the
+ * level: FB_BOOTSTRAP_RESAMPLES resamples (fewer past FB_BOOTSTRAP_DRAWS_MAX
+ * draws in all, at least FB_BOOTSTRAP_RESAMPLES_MIN) with replacement of each side, the
  * ratio of their medians each time.  Deterministic (a fixed seed): the same
  * samples give the same interval.  false when a side has fewer than 2
  * samples, a median is not positive, or on ENOMEM. */

@@ -389,6 +389,7 @@ UNSTABLE_CV_CPU = 0.10
 WIDE_CI = 0.10
 ROUNDS_X = 10
 BOOTSTRAP = 2000
+BOOTSTRAP_DRAWS_MAX = 20_000_000
 
 
 def _cv(xs):
@@ -409,9 +410,19 @@ def _speedup_ci(base, var):
     g = torch.Generator().manual_seed(0x5EEDF00D)
     tb = torch.tensor(base, dtype=torch.float64)
     tv = torch.tensor(var, dtype=torch.float64)
-    mb = tb[torch.randint(len(base), (BOOTSTRAP, len(base)), generator=g)].quantile(0.5, dim=1)
-    mv = tv[torch.randint(len(var), (BOOTSTRAP, len(var)), generator=g)].quantile(0.5, dim=1)
-    lo, hi = torch.quantile(mb / mv, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    # As fb_stats.c: at most BOOTSTRAP_DRAWS_MAX draws (>= 200 resamples), and
+    # in slices of about a million draws, so memory stays small at any n.
+    n = len(base) + len(var)
+    resamples = max(200, min(BOOTSTRAP, BOOTSTRAP_DRAWS_MAX // n))
+    step = max(1, 1_000_000 // n)
+    ratios = []
+    for first in range(0, resamples, step):
+        k = min(step, resamples - first)
+        mb = tb[torch.randint(len(base), (k, len(base)), generator=g)].quantile(0.5, dim=1)
+        mv = tv[torch.randint(len(var), (k, len(var)), generator=g)].quantile(0.5, dim=1)
+        ratios.append(mb / mv)
+    lo, hi = torch.quantile(torch.cat(ratios),
+                            torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
     return tb.quantile(0.5).item() / tv.quantile(0.5).item(), lo, hi
 
 
