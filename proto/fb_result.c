@@ -202,6 +202,20 @@ static cJSON *res_str_or_null(const char *s)
     return s[0] ? cJSON_CreateString(s) : cJSON_CreateNull();
 }
 
+/* {"triad_gbps", "gemm_gflops"}, or null when not measured. */
+static cJSON *res_roofline(const fb_env *e)
+{
+    if (!(e->roofline_gbps > 0) || !(e->roofline_gflops > 0))
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !res_put(o, "triad_gbps", cJSON_CreateNumber(e->roofline_gbps)) ||
+        !res_put(o, "gemm_gflops", cJSON_CreateNumber(e->roofline_gflops))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
 static cJSON *res_env(const fb_env *e)
 {
     cJSON *o = cJSON_CreateObject();
@@ -218,7 +232,8 @@ static cJSON *res_env(const fb_env *e)
               res_put(o, "threads",
                       e->threads > 0 ? cJSON_CreateNumber(e->threads) : cJSON_CreateNull()) &&
               res_put(o, "fusionbench", res_str_or_null(e->fusionbench)) &&
-              res_put(o, "hostname", res_str_or_null(e->hostname));
+              res_put(o, "hostname", res_str_or_null(e->hostname)) &&
+              res_put(o, "roofline", res_roofline(e));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

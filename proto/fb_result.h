@@ -139,6 +139,10 @@ typedef struct fb_env {
     char device_name[128], device_uuid[64], driver[64], cuda[32], cudnn[32], cublas[32];
     char torch[32], triton[32], cpu[128], blas[64], fusionbench[64], hostname[64];
     int threads;
+    /* The machine's measured limits on these threads (nat_roofline), 0 when
+     * not measured: "roofline" in JSON, null then.  Not part of a result's
+     * identity (db migration 0002 names the fields that are). */
+    double roofline_gbps, roofline_gflops;
 } fb_env;
 
 /* A GPU while it was timed (fb_nvml): NaN unknown; n_samples 0 when NVML

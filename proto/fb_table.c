@@ -225,6 +225,10 @@ void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result)
     fprintf(f, "env: %s | %d threads | %s | host %s | fusionbench %s\n", tb_str(env, "cpu", ""),
             (int)tb_int(env, "threads", 0, INT32_MAX, 0), tb_str(env, "blas", ""),
             tb_str(env, "hostname", ""), tb_str(env, "fusionbench", ""));
+    const cJSON *roof = tb_get(env, "roofline");
+    if (cJSON_IsObject(roof))
+        fprintf(f, "roofline: triad %.1f GB/s, GEMM %.1f GFLOP/s on these threads\n",
+                tb_num(roof, "triad_gbps"), tb_num(roof, "gemm_gflops"));
 }
 
 bool fb_table_all_ok(const cJSON *result)

@@ -14,6 +14,7 @@
 #include "fb_log.h"
 #include "fb_run.h"
 #include "fb_table.h"
+#include "nat_roofline.h"
 
 #define CLI_EXIT_USAGE  2
 #define CLI_MAX_THREADS 1024
@@ -22,7 +23,7 @@ typedef struct cli_opts {
     const char *workload;
     const char *engine, *device, *dtype, *variants; /* NULL = default */
     int iterations, warmup, batch;                  /* -1 = default */
-    bool json, list, catalog_json;
+    bool json, list, catalog_json, roofline;
     cJSON *params; /* owned */
 } cli_opts;
 
@@ -30,11 +31,13 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: fusionbench-run WORKLOAD [--device cpu] [--engine native] [--json]\n"
                "         [--variants eager,fused] [--iterations N] [--warmup N] [--batch N]\n"
-               "         [--dtype float32] [--param key=value ...] [--threads N]\n"
+               "         [--dtype float32] [--param key=value ...] [--threads N] [--roofline]\n"
                "       fusionbench-run --list [--device cpu]\n"
                "       fusionbench-run --catalog-json\n"
                "Runs one benchmark locally (warmup, interleaved timed rounds, accuracy gate,\n"
                "one profiled iteration) and prints a table, or JSON with --json.\n"
+               "--roofline first measures this machine's limits on the job's threads (a\n"
+               "triad's bandwidth, our GEMM's FLOP rate; half a second) into the result.\n"
                "Exit status: 0 all variants ok, 1 a variant or the run failed, 2 bad arguments.\n"
                "--catalog-json prints the catalog built into this build (the native engine on\n"
                "every device it was built for) as JSON: the server's built-in catalog.\n");
@@ -157,6 +160,10 @@ static int parse_one(cli_opts *o, int argc, char **argv, int *i)
     }
     if (strcmp(a, "--catalog-json") == 0) {
         o->catalog_json = true;
+        return 0;
+    }
+    if (strcmp(a, "--roofline") == 0) {
+        o->roofline = true;
         return 0;
     }
     for (int k = 0; cli_valued[k]; k++) {
@@ -452,12 +459,29 @@ static int all_ok(const fb_result *r)
     return 1;
 }
 
-static int run(const fb_spec *spec, bool json)
+/* --roofline: the limits on the job's threads (params.threads, else OpenMP's). */
+static void measure_roofline(const fb_spec *spec)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec->params, "threads");
+    nat_roofline r;
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (nat_roofline_measure(cJSON_IsNumber(t) ? t->valueint : 0, &r, &err) != FB_OK) {
+        fprintf(stderr, "fusionbench-run: roofline: %s\n", err.msg);
+        return;
+    }
+    fb_env_set_roofline(r.triad_gbps, r.gemm_gflops);
+}
+
+static int run(const fb_spec *spec, bool json, bool roofline)
 {
     fb_result res;
     fb_err err;
     int rc;
 
+    if (roofline && strcmp(spec->device, "cpu") == 0)
+        measure_roofline(spec);
     fb_err_clear(&err);
     if (fb_run_benchmark(spec, progress_cb, NULL, &res, &err) != FB_OK) {
         bool named = err.field[0] && strncmp(err.msg, err.field, strlen(err.field)) == 0;
@@ -498,7 +522,7 @@ int main(int argc, char **argv)
     }
     rc = build_spec(&o, &spec);
     if (rc == 0)
-        rc = run(&spec, o.json);
+        rc = run(&spec, o.json, o.roofline);
 out:
     cJSON_Delete(o.params);
     fb_spec_free(&spec);

@@ -93,6 +93,14 @@ static void gpu_fields(fb_env *env)
     snprintf(env->cublas, sizeof env->cublas, "%s", g.cublas);
 }
 
+static double roof_gbps, roof_gflops;
+
+void fb_env_set_roofline(double triad_gbps, double gemm_gflops)
+{
+    roof_gbps = triad_gbps;
+    roof_gflops = gemm_gflops;
+}
+
 void fb_env_capture(fb_env *env, const char *device)
 {
     memset(env, 0, sizeof *env);
@@ -107,4 +115,8 @@ void fb_env_capture(fb_env *env, const char *device)
         snprintf(env->device_name, sizeof env->device_name, "%s", env->cpu);
     else if (strcmp(device, "cuda") == 0)
         gpu_fields(env);
+    if (!device || strcmp(device, "cpu") == 0) { /* the CPU's roofline: for CPU jobs */
+        env->roofline_gbps = roof_gbps;
+        env->roofline_gflops = roof_gflops;
+    }
 }

@@ -36,4 +36,9 @@ double fb_max_rel_error(const float *out, const float *ref, size_t n);
  * git revision; GPU fields when the device is CUDA). */
 void fb_env_capture(fb_env *env, const char *device);
 
+/* The roofline fb_env_capture records from now on (measured once per
+ * process: the worker at start, fusionbench-run --roofline); 0: none.  A job
+ * child forked later inherits it. */
+void fb_env_set_roofline(double triad_gbps, double gemm_gflops);
+
 #endif

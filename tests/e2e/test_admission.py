@@ -21,6 +21,9 @@ def run(env):
     w = env.start_worker(["--job-memory-mib", "64"])
     workers = env.get("/api/v1/workers")[2]["items"]
     check_eq(workers[0]["device"].get("job_memory_bytes"), 64 << 20, "registered budget")
+    roof = workers[0]["device"].get("roofline") or {}
+    check(roof.get("triad_gbps", 0) > 0.5 and roof.get("gemm_gflops", 0) > 0.5,
+          "a CPU worker registers its measured roofline: %r" % roof)
     cat = {(x["name"], x["engine"]): x for x in env.get("/api/v1/workloads")[2]["items"]}
     check_eq(cat[("resnet18", "native")].get("job_memory_bytes"), {"cpu": 64 << 20},
              "the catalog's budget per device")
@@ -39,6 +42,7 @@ def run(env):
     spec["batch_size"] = 8  # 4.6 MiB of input: admitted (the worker's cap decides the rest)
     st, _, b = env.post("/api/v1/jobs", spec)
     check_eq(st, 201, "a job that may fit (%r)" % b)
+
     w.terminate()
     w.wait(timeout=60)
     spec["batch_size"] = 256

@@ -128,6 +128,9 @@ def check_finished_job(env, job, wid):
     check(isinstance(e.get("device_name"), str) and e["device_name"], "env.device_name")
     check(isinstance(e.get("threads"), int) and e["threads"] >= 1, "env.threads")
     check(isinstance(e.get("fusionbench"), str) and e["fusionbench"], "env.fusionbench")
+    roof = e.get("roofline") or {}
+    check(roof.get("triad_gbps", 0) > 0.5 and roof.get("gemm_gflops", 0) > 0.5,
+          "env.roofline: the worker's measured limits: %r" % roof)
     check("cuda" in e, "env.cuda present (null on the CPU)")
 
 

@@ -69,21 +69,36 @@ def cmdline(pid):
         return ""
 
 
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def kill_worker_mid_job(p, timeout=120):
     """SIGKILLs up.sh's worker while it runs a job (its job child, a fork of the
     worker, exists: the job is claimed and not yet settled; the inductor probe,
-    a python child at start, is not one); returns the worker's pid."""
+    a python child at start, is not one, nor the roofline's child at start,
+    named fb-roofline); returns the worker's pid."""
     end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    seen = set()  # job-child candidates of the last poll: a child is taken on its second
+    while time.monotonic() < end:  # sighting, after the roofline's would have named itself
         check(p.poll() is None, "up.sh exited before its worker ran a job")
         workers = [d for d in descendants(p.pid) if cmdline(d).endswith("fusionbench-worker")]
+        now = set()
         for w in workers:  # the worker is the one whose parent is no worker
             if w in [k for x in workers for k in fbtest.children_of(x)]:
                 continue
-            if any(cmdline(k).endswith("fusionbench-worker") for k in fbtest.children_of(w)):
+            kids = {k for k in fbtest.children_of(w)
+                    if cmdline(k).endswith("fusionbench-worker") and comm(k) != "fb-roofline"}
+            if kids & seen:
                 os.kill(w, signal.SIGKILL)
                 log("SIGKILLed up.sh's worker %d mid-job" % w)
                 return w
+            now |= kids
+        seen = now
         time.sleep(0.01)
     raise fbtest.TestFailure("no job ran within %s s" % timeout)
 

@@ -102,7 +102,16 @@ static cJSON *device_json(const wk_config *cfg)
     d.job_memory_bytes =
         cfg->job_memory_mib > 0 ? (int64_t)cfg->job_memory_mib << 20 : d.memory_bytes;
     d.threads = cfg->threads > 0 ? cfg->threads : omp_get_num_procs();
-    return fb_device_info_to_json(&d);
+    cJSON *o = fb_device_info_to_json(&d);
+    if (o && env.roofline_gbps > 0) { /* measured at start (wk_loop.c) */
+        cJSON *r = cJSON_AddObjectToObject(o, "roofline");
+        if (!r || !cJSON_AddNumberToObject(r, "triad_gbps", env.roofline_gbps) ||
+            !cJSON_AddNumberToObject(r, "gemm_gflops", env.roofline_gflops)) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    return o;
 }
 
 static cJSON *workloads_json(const char *device)

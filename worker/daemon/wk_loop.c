@@ -12,12 +12,18 @@
  * the default 0), or at a second signal; an operator's drain never does. */
 #include "wk_loop.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fb_log.h"
+#include "fb_run.h"
+#include "nat_roofline.h"
 #include "wk_device.h"
 #include "wk_gpu.h"
 #include "wk_job.h"
@@ -294,6 +300,58 @@ static void serve(wk_ctx *ctx)
     fb_info("drained after %d job(s); exiting", ctx->jobs_done);
 }
 
+/* A CPU worker measures its machine's limits once, on its threads, before it
+ * registers (in its device) and before any job (in each result's env).  In a
+ * short-lived child: the measurement runs OpenMP threads, and a parent that
+ * had started them would leave libgomp unusable in the job children it forks
+ * later (GNU OpenMP is not fork-safe); the parent stays single-threaded. */
+static void measure_roofline(const wk_config *cfg)
+{
+    double got[2] = {0, 0};
+    int64_t t0 = wk_time_now_ms();
+    int pfd[2], status = 0;
+    pid_t pid;
+
+    if (strcmp(cfg->device, "cpu") != 0)
+        return;
+    if (pipe(pfd) != 0) {
+        fb_warn("roofline not measured: pipe: %s", strerror(errno));
+        return;
+    }
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        nat_roofline r;
+        fb_err err;
+        fb_err_clear(&err);
+        close(pfd[0]);
+        (void)prctl(PR_SET_NAME, "fb-roofline"); /* ps tells it from a job child */
+        if (nat_roofline_measure(cfg->threads, &r, &err) == FB_OK) {
+            double out[2] = {r.triad_gbps, r.gemm_gflops};
+            if (write(pfd[1], out, sizeof out) != (ssize_t)sizeof out)
+                _exit(1);
+        }
+        _exit(0);
+    }
+    close(pfd[1]);
+    if (pid < 0) {
+        close(pfd[0]);
+        fb_warn("roofline not measured: fork: %s", strerror(errno));
+        return;
+    }
+    ssize_t n = read(pfd[0], got, sizeof got);
+    close(pfd[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (n != (ssize_t)sizeof got || !(got[0] > 0) || !(got[1] > 0)) {
+        fb_warn("roofline not measured (the measuring child answered nothing)");
+        return;
+    }
+    fb_env_set_roofline(got[0], got[1]);
+    fb_info("roofline: triad %.1f GB/s, GEMM %.1f GFLOP/s (%" PRId64 " ms)", got[0], got[1],
+            wk_time_now_ms() - t0);
+}
+
 int wk_loop_run(const wk_config *cfg)
 {
     wk_ctx ctx = {.cfg = cfg};
@@ -304,6 +362,7 @@ int wk_loop_run(const wk_config *cfg)
     loop_grace_ms = (int64_t)cfg->drain_grace_s * 1000;
     install_signals();
     fb_err_clear(&err);
+    measure_roofline(cfg);
     if (wk_device_registration(cfg, &reg, &err) != FB_OK) {
         fb_error("registration: %s", err.msg);
         goto out;
