@@ -250,6 +250,46 @@ static int poll_once(const cl_ctx *c, waiter *w, const cl_url *u, cl_http_resp *
     return rc;
 }
 
+/* One poll's verdict: show what the poll found; true when the thing ended. */
+typedef bool (*poll_step)(waiter *w, const cJSON *obj, void *ud);
+
+/* Polls path/id (0.2 s, growing to 2 s) until step says it ended, a poll
+ * fails for good, or Ctrl-C (which stops the waiting, not the job); leaves the
+ * last answer in *resp and *obj and the bar cleared.  Returns 0 or an exit
+ * status. */
+static int poll_until(const cl_ctx *c, waiter *w, const char *path, const char *id, poll_step step,
+                      void *ud, cl_http_resp *resp, cJSON **obj)
+{
+    cl_url u;
+    int rc;
+
+    cl_url_init(&u, c->server, path);
+    cl_url_seg(&u, id);
+    watch_signals(true);
+    for (;;) {
+        cl_http_resp_free(resp);
+        cJSON_Delete(*obj);
+        rc = poll_once(c, w, &u, resp, obj);
+        if (rc > 0 || interrupted)
+            break;
+        if (rc == 0 && step(w, *obj, ud))
+            break;
+        nap(w->delay);
+        w->delay = w->delay * 1.5 > 2.0 ? 2.0 : w->delay * 1.5;
+    }
+    watch_signals(false);
+    if (w->tty)
+        fputs("\r\x1b[K", stderr);
+    return rc;
+}
+
+static bool job_step(waiter *w, const cJSON *job, void *ud)
+{
+    (void)ud;
+    show_poll(w, job);
+    return terminal(job_state(job));
+}
+
 /* Polls the job until it ends (0.2 s, growing to 2 s); Ctrl-C stops the
  * waiting, not the job.  Prints the end as asked; returns the exit status. */
 static int wait_job(const cl_ctx *c, const char *id)
@@ -257,29 +297,7 @@ static int wait_job(const cl_ctx *c, const char *id)
     waiter w = {.tty = isatty(STDERR_FILENO) == 1, .t0 = now_s(), .delay = 0.2};
     cl_http_resp resp = {0};
     cJSON *job = NULL;
-    cl_url u;
-    int rc;
-
-    cl_url_init(&u, c->server, "/api/v1/jobs");
-    cl_url_seg(&u, id);
-    watch_signals(true);
-    for (;;) {
-        cl_http_resp_free(&resp);
-        cJSON_Delete(job);
-        rc = poll_once(c, &w, &u, &resp, &job);
-        if (rc > 0 || interrupted)
-            break;
-        if (rc == 0) {
-            show_poll(&w, job);
-            if (terminal(job_state(job)))
-                break;
-        }
-        nap(w.delay);
-        w.delay = w.delay * 1.5 > 2.0 ? 2.0 : w.delay * 1.5;
-    }
-    watch_signals(false);
-    if (w.tty)
-        fputs("\r\x1b[K", stderr);
+    int rc = poll_until(c, &w, "/api/v1/jobs", id, job_step, NULL, &resp, &job);
     if (interrupted) {
         say("stopped waiting; job %s goes on (not canceled). Resume with: fusionbench status %s "
             "--wait",
@@ -302,30 +320,44 @@ static int wait_job(const cl_ctx *c, const char *id)
     return rc;
 }
 
+/* POSTs body (NULL: out of memory) to path; the created thing's JSON into
+ * *obj and its id as text into id (32 bytes).  0 or an exit status. */
+static int post_new(const cl_ctx *c, const char *path, const char *body, const char *what,
+                    cl_http_resp *resp, cJSON **obj, char id[32])
+{
+    cl_url u;
+    int rc;
+
+    if (!body)
+        return EXIT_SERVER;
+    cl_url_init(&u, c->server, path);
+    rc = call(c, "POST", &u, body, resp, obj);
+    if (rc)
+        return rc;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(*obj, "id");
+    if (!cJSON_IsNumber(v)) {
+        say("the server's answer has no %s id", what);
+        return EXIT_SERVER;
+    }
+    snprintf(id, 32, "%.0f", v->valuedouble);
+    return 0;
+}
+
 static int cmd_submit(const cl_ctx *c)
 {
     cl_http_resp resp = {0};
     cJSON *spec = NULL, *job = NULL;
     char *body = NULL, id[32];
     fb_err err;
-    cl_url u;
     int rc;
 
     fb_err_clear(&err);
     if (cl_args_job_spec(&c->a, &spec, &err) != FB_OK)
         return usage_error(&c->a, &err);
     body = cJSON_PrintUnformatted(spec);
-    cl_url_init(&u, c->server, "/api/v1/jobs");
-    rc = body ? call(c, "POST", &u, body, &resp, &job) : EXIT_SERVER;
+    rc = post_new(c, "/api/v1/jobs", body, "job", &resp, &job, id);
     if (rc)
         goto out;
-    const cJSON *jid = cJSON_GetObjectItemCaseSensitive(job, "id");
-    if (!cJSON_IsNumber(jid)) {
-        say("the server's answer has no job id");
-        rc = EXIT_SERVER;
-        goto out;
-    }
-    snprintf(id, sizeof id, "%.0f", jid->valuedouble);
     if (c->a.set[CL_O_WAIT]) {
         fprintf(stderr, "job %s queued\n", id);
         rc = wait_job(c, id);
@@ -558,44 +590,39 @@ static bool suite_done(const cJSON *suite)
     return total >= 0 && done >= total;
 }
 
+/* A suite's progress while waited for: a line when it moves (on a tty, the
+ * same line redrawn). */
+typedef struct suite_poll {
+    const char *id;
+    double last_done;
+} suite_poll;
+
+static bool suite_step(waiter *w, const cJSON *suite, void *ud)
+{
+    suite_poll *p = ud;
+    double done = suite_num(suite, "progress", "done");
+
+    if (done != p->last_done || w->tty) {
+        fprintf(stderr,
+                w->tty ? "\rsuite %s: %.0f/%.0f done (%.1f s)\x1b[K"
+                       : "suite %s: %.0f/%.0f done (%.1f s)\n",
+                p->id, done, suite_num(suite, "progress", "total"), now_s() - w->t0);
+        if (done != p->last_done)
+            w->delay = 0.2;
+        p->last_done = done;
+    }
+    return suite_done(suite);
+}
+
 static int wait_suite(const cl_ctx *c, const char *id)
 {
     waiter w = {.tty = isatty(STDERR_FILENO) == 1, .t0 = now_s(), .delay = 0.2};
     cl_http_resp resp = {0};
     cJSON *suite = NULL;
-    double last_done = -2;
-    cl_url u;
+    suite_poll p = {.id = id, .last_done = -2};
     int rc;
 
-    cl_url_init(&u, c->server, "/api/v1/suites");
-    cl_url_seg(&u, id);
-    watch_signals(true);
-    for (;;) {
-        cl_http_resp_free(&resp);
-        cJSON_Delete(suite);
-        rc = poll_once(c, &w, &u, &resp, &suite);
-        if (rc > 0 || interrupted)
-            break;
-        if (rc == 0) {
-            double done = suite_num(suite, "progress", "done");
-            if (done != last_done || w.tty) {
-                fprintf(stderr,
-                        w.tty ? "\rsuite %s: %.0f/%.0f done (%.1f s)\x1b[K"
-                              : "suite %s: %.0f/%.0f done (%.1f s)\n",
-                        id, done, suite_num(suite, "progress", "total"), now_s() - w.t0);
-                if (done != last_done)
-                    w.delay = 0.2;
-                last_done = done;
-            }
-            if (suite_done(suite))
-                break;
-        }
-        nap(w.delay);
-        w.delay = w.delay * 1.5 > 2.0 ? 2.0 : w.delay * 1.5;
-    }
-    watch_signals(false);
-    if (w.tty)
-        fputs("\r\x1b[K", stderr);
+    rc = poll_until(c, &w, "/api/v1/suites", id, suite_step, &p, &resp, &suite);
     if (interrupted) {
         say("stopped waiting; suite %s goes on (not canceled). See it with: fusionbench suite "
             "show %s",
@@ -619,24 +646,15 @@ static int cmd_suite_submit(const cl_ctx *c)
     cJSON *body = NULL, *suite = NULL;
     char *text = NULL, id[32];
     fb_err err;
-    cl_url u;
     int rc;
 
     fb_err_clear(&err);
     if (cl_args_suite(&c->a, &body, &err) != FB_OK)
         return usage_error(&c->a, &err);
     text = cJSON_PrintUnformatted(body);
-    cl_url_init(&u, c->server, "/api/v1/suites");
-    rc = text ? call(c, "POST", &u, text, &resp, &suite) : EXIT_SERVER;
+    rc = post_new(c, "/api/v1/suites", text, "suite", &resp, &suite, id);
     if (rc)
         goto out;
-    const cJSON *sid = cJSON_GetObjectItemCaseSensitive(suite, "id");
-    if (!cJSON_IsNumber(sid)) {
-        say("the server's answer has no suite id");
-        rc = EXIT_SERVER;
-        goto out;
-    }
-    snprintf(id, sizeof id, "%.0f", sid->valuedouble);
     if (c->a.set[CL_O_WAIT]) {
         fprintf(stderr, "suite %s queued (%.0f jobs)\n", id, suite_num(suite, "progress", "total"));
         rc = wait_suite(c, id);

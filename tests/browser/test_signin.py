@@ -6,7 +6,6 @@ tab's sessionStorage only (no cookie, not in the URL), and signing out asks
 again."""
 
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
@@ -16,18 +15,11 @@ from fbtest import check, check_eq, log  # noqa: E402
 import test_dashboard as td  # noqa: E402
 
 
-def admin(env, *args):
-    r = subprocess.run([fbtest.find_bin("fusionbench-server"), "--database-url", env.db_url] +
-                       list(args), capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0, "fusionbench-server %s: %s" % (" ".join(args), r.stderr))
-    return r.stdout.strip()
-
-
 def test(env):
     from playwright.sync_api import sync_playwright
     env.start_server(["--auth"])
-    admin(env, "user", "add", "alice", "--role", "user")
-    token = admin(env, "token", "create", "alice")
+    env.admin("user", "add", "alice", "--role", "user")
+    token = env.admin("token", "create", "alice")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=td.CHROMIUM, headless=True,
                                     args=["--no-sandbox"])

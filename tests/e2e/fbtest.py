@@ -231,6 +231,14 @@ class Env:
     def sql(self, q):
         return psql(self.db_url, q)
 
+    def admin(self, *args):
+        """fusionbench-server's admin CLI (user/token ...) on this database; fails
+        the test unless it exits 0; returns its stdout, stripped (a new token)."""
+        r = subprocess.run([find_bin("fusionbench-server"), "--database-url", self.db_url] +
+                           list(args), capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, "fusionbench-server %s: %s" % (" ".join(args), r.stderr))
+        return r.stdout.strip()
+
     def dump_logs(self):
         for label, _, path in self.procs:
             try:

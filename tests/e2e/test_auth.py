@@ -21,13 +21,6 @@ from fbtest import check, check_eq, log  # noqa: E402
 SPEC = {"workload": "softmax", "device": "cpu", "iterations": 3}
 
 
-def admin(env, *args):
-    r = subprocess.run([fbtest.find_bin("fusionbench-server"), "--database-url", env.db_url] +
-                       list(args), capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0, "fusionbench-server %s: %s" % (" ".join(args), r.stderr))
-    return r.stdout.strip()
-
-
 def call(env, method, path, token=None, body=None):
     hdrs = {"Authorization": "Bearer " + token} if token else {}
     st, _, b = fbtest.http(env.base, method, path, body=body, headers=hdrs)
@@ -45,11 +38,11 @@ def expect(env, who, token, method, path, want, body=None):
 
 def tokens(env):
     for name, role in (("root", "admin"), ("alice", "user"), ("bob", "user"), ("vera", "viewer")):
-        admin(env, "user", "add", name, "--role", role)
-    t = {name: admin(env, "token", "create", name) for name in ("root", "alice", "bob", "vera")}
-    t["revoked"] = admin(env, "token", "create", "alice")
-    admin(env, "token", "revoke", t["revoked"][4:16])
-    t["expired"] = admin(env, "token", "create", "alice", "--expires-days", "1")
+        env.admin("user", "add", name, "--role", role)
+    t = {name: env.admin("token", "create", name) for name in ("root", "alice", "bob", "vera")}
+    t["revoked"] = env.admin("token", "create", "alice")
+    env.admin("token", "revoke", t["revoked"][4:16])
+    t["expired"] = env.admin("token", "create", "alice", "--expires-days", "1")
     env.sql("UPDATE tokens SET expires_at = now() - interval '1 s' WHERE key_id = '%s'"
             % t["expired"][4:16])
     t["garbage"] = "fbu_AAAAAAAAAAAA_" + "B" * 32

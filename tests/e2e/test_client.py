@@ -206,18 +206,11 @@ def no_auth(env, c):
     log("json, failing job, jobs fallback, results, compare: ok")
 
 
-def admin(env, *args):
-    r = subprocess.run([fbtest.find_bin("fusionbench-server"), "--database-url", env.db_url] +
-                       list(args), capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0, "fusionbench-server %s: %s" % (" ".join(args), r.stderr))
-    return r.stdout.strip()
-
-
 def with_auth(env, c):
-    admin(env, "user", "add", "alice", "--role", "user")
-    admin(env, "user", "add", "bob", "--role", "user")
-    alice = admin(env, "token", "create", "alice")
-    bob = admin(env, "token", "create", "bob")
+    env.admin("user", "add", "alice", "--role", "user")
+    env.admin("user", "add", "bob", "--role", "user")
+    alice = env.admin("token", "create", "alice")
+    bob = env.admin("token", "create", "bob")
     env.start_server(["--auth"])  # the same database; env.base is now this server
     cfg = os.path.join(c.home, "xdg", "fusionbench")
     path = os.path.join(cfg, "config.json")

@@ -13,7 +13,6 @@ A server with --auth --submit-rate 1 --submit-burst 3 and one CPU worker.
   an admin raises her quota and her held jobs run by themselves."""
 
 import os
-import subprocess
 import sys
 import time
 
@@ -22,13 +21,6 @@ import fbtest  # noqa: E402
 from fbtest import check, check_eq, log  # noqa: E402
 
 SPEC = {"workload": "softmax", "device": "cpu", "iterations": 3}
-
-
-def admin(env, *args):
-    r = subprocess.run([fbtest.find_bin("fusionbench-server"), "--database-url", env.db_url] +
-                       list(args), capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0, "fusionbench-server %s: %s" % (" ".join(args), r.stderr))
-    return r.stdout.strip()
 
 
 def call(env, method, path, token, body=None):
@@ -115,7 +107,7 @@ def quota(env, t):
     check(abs(int(hd["Retry-After"]) - int(left)) <= 6,
           "Retry-After %s vs %s s left of the hold" % (hd["Retry-After"], left))
     # An admin raises her quota: she is free at once and her jobs run.
-    admin(env, "user", "set", "alice", "--quota-hours", "2")
+    env.admin("user", "set", "alice", "--quota-hours", "2")
     for jid in jobs[1:]:
         env.wait_job(jid, ("succeeded",), 120)
     m = me(env, t["alice"])
@@ -137,12 +129,12 @@ def quota(env, t):
 
 def run(env):
     env.start_server(["--auth", "--submit-rate", "1", "--submit-burst", "3"])
-    admin(env, "user", "add", "root", "--role", "admin")
-    admin(env, "user", "add", "alice", "--role", "user", "--quota-hours", "1")
-    admin(env, "user", "add", "bob", "--role", "user")
-    admin(env, "user", "add", "vera", "--role", "viewer")
-    t = {n: admin(env, "token", "create", n) for n in ("root", "alice", "bob", "vera")}
-    t["bob2"] = admin(env, "token", "create", "bob")
+    env.admin("user", "add", "root", "--role", "admin")
+    env.admin("user", "add", "alice", "--role", "user", "--quota-hours", "1")
+    env.admin("user", "add", "bob", "--role", "user")
+    env.admin("user", "add", "vera", "--role", "viewer")
+    t = {n: env.admin("token", "create", n) for n in ("root", "alice", "bob", "vera")}
+    t["bob2"] = env.admin("token", "create", "bob")
     env.token = t["vera"]  # the harness's own reads (workers, jobs)
     rate(env, t)
     quota(env, t)
