@@ -105,6 +105,9 @@ static void check_case(const pat_case *c, int batch)
     const nat_pattern *pat = nat_pattern_find(c->workload);
     assert_non_null(pat);
     nat_plan *e = &ctx->plans[NAT_EAGER], *f = &ctx->plans[NAT_FUSED];
+    int bad = 0;
+    if (!nat_plan_check(e, &bad) || !nat_plan_check(f, &bad))
+        fail_msg("%s: launch %d has no descriptor or lacks a buffer", c->workload, bad);
     assert_int_equal(e->out_n, f->out_n);
     double *ref = calloc(e->out_n, sizeof *ref);
     assert_non_null(ref);

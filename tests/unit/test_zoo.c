@@ -62,6 +62,11 @@ static nat_ctx *build_run(const char *workload, const char *params, int batch)
         fprintf(stderr, "%s: %s (%s)\n", workload, err.msg, err.field);
     assert_int_equal(rc, FB_OK);
     fb_spec_free(&spec);
+    int bad = 0;
+    for (int v = NAT_EAGER; v <= NAT_FUSED; v++)
+        if (!nat_plan_check(&ctx->plans[v], &bad))
+            fail_msg("%s variant %d: launch %d (%s) has no descriptor or lacks a buffer", workload,
+                     v, bad, ctx->plans[v].launches[bad].name);
     nat_plan_run(&ctx->plans[NAT_EAGER]);
     nat_plan_run(&ctx->plans[NAT_FUSED]);
     assert_int_equal(ctx->plans[NAT_EAGER].out_n, ctx->plans[NAT_FUSED].out_n);
@@ -396,10 +401,11 @@ static void test_linear_tilings(void **state)
                     assert_non_null(pw);
                     nat_pw_pack(w, wt & 1, n, k, pw);
                 }
-                nat_launch l = {.fn = gr_k_linear};
-                l.p[0] = a, l.p[1] = w, l.p[2] = bias, l.p[3] = res, l.p[4] = out, l.p[5] = pw;
-                int64_t v[5] = {m, n, k, NAT_ACT_GELU_TANH, wt & 1};
-                memcpy(l.i, v, sizeof v);
+                nat_launch l = {.fn = gr_k_linear, .dk = NAT_D_GEMM};
+                l.p[NAT_GEMM_A] = a, l.p[NAT_GEMM_B] = w, l.p[NAT_GEMM_BIAS] = bias;
+                l.p[NAT_GEMM_RES] = res, l.p[NAT_GEMM_C] = out, l.p[NAT_GEMM_PB] = pw;
+                l.d.gemm = (nat_gemm_desc){
+                    .nb = 1, .m = m, .n = n, .k = k, .b_trans = wt & 1, .act = NAT_ACT_GELU_TANH};
                 gr_k_linear(&l);
                 ref_linear(a, w, bias, res, ref, m, n, k, wt & 1, NAT_ACT_GELU_TANH);
                 free(pw);
@@ -436,11 +442,18 @@ static void test_mlp_modes(void **state)
                 nat_pw_pack(w1, bits & 1, h, d, pw1);
                 nat_pw_pack(w2, bits & 2, d, h, pw2);
             }
-            nat_launch l = {.fn = gr_k_mlp};
+            nat_launch l = {.fn = gr_k_mlp, .dk = NAT_D_MLP};
             float *p[9] = {x, w1, b1, w2, b2, out, ws, pw1, pw2};
-            memcpy(l.p, p, sizeof p);
-            int64_t v[8] = {m, d, h, NAT_ACT_RELU, bits & 3, mode, rb, slots};
-            memcpy(l.i, v, sizeof v);
+            memcpy(l.p, p, sizeof p); /* NAT_MLP_X .. NAT_MLP_PW2 in order */
+            l.d.mlp = (nat_mlp_desc){.m = m,
+                                     .d = d,
+                                     .h = h,
+                                     .act = NAT_ACT_RELU,
+                                     .w1_trans = bits & 1,
+                                     .w2_trans = (bits & 2) != 0,
+                                     .mode = mode,
+                                     .rb = rb,
+                                     .slots = slots};
             gr_k_mlp(&l);
             ref_linear(x, w1, b1, NULL, hid, m, h, d, bits & 1, NAT_ACT_RELU);
             ref_linear(hid, w2, b2, NULL, ref, m, d, h, (bits & 2) != 0, NAT_ACT_NONE);

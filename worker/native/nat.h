@@ -23,6 +23,7 @@
 #include "fb_err.h"
 #include "fb_result.h"
 #include "fb_spec.h"
+#include "nat_desc.h"
 
 #define NAT_MAX_VARIANTS 4
 /* Plans and buffer tables grow on demand up to these hard maxima (a model has
@@ -45,19 +46,33 @@ typedef struct nat_buf {
 struct nat_launch;
 typedef void (*nat_kernel_fn)(const struct nat_launch *l);
 
+/* Who wrote the code a launch runs (nat_cost.h names them). */
+typedef enum nat_impl {
+    NAT_IMPL_AUTO,        /* a CPU launch: by its descriptor (nat_launch_impl) */
+    NAT_IMPL_LOOP,        /* our own loop kernel */
+    NAT_IMPL_PACKED_GEMM, /* our packed-panel GEMM (nat_pw_gemm, AVX-512) */
+    NAT_IMPL_WINOGRAD,    /* our Winograd F(2x2, 3x3) over packed GEMMs */
+    NAT_IMPL_OPENBLAS,
+    NAT_IMPL_CUBLASLT,
+    NAT_IMPL_CUDNN,
+    NAT_IMPL_CUDA, /* our CUDA kernel */
+    NAT_IMPL_COUNT
+} nat_impl;
+
 typedef struct nat_launch {
     const char *name; /* kernel name: "sgemm", "bias_add", "fused_bias_gelu" */
     fb_kcat category;
     int n_ops;
     const char *ops[NAT_MAX_OPS]; /* graph ops it implements: "linear", "bias", "gelu" */
     nat_kernel_fn fn;
-    float *p[NAT_MAX_ARGS];  /* buffer arguments */
-    int64_t i[NAT_MAX_ARGS]; /* integer arguments (sizes, flags) */
-    float f[NAT_MAX_ARGS];   /* scalar arguments (eps, scale) */
-    const char *rule;        /* fusion rule that formed it (static string), NULL: none */
-    const char *kind;        /* its DESIGN.md taxonomy kind, NULL when not fused */
-    void *aux;               /* backend state: NULL on the CPU; on CUDA the launch's stream, handles
-                              * and descriptors (ncu_int.h), and then p[] are device pointers */
+    float *p[NAT_MAX_ARGS]; /* buffers, at the slots of the descriptor's kind (nat_desc.h) */
+    nat_dkind dk;           /* which member of d describes it */
+    nat_desc d;             /* shapes, strides, epilogue, flags */
+    nat_impl impl;          /* set by a backend that knows; AUTO on the CPU */
+    const char *rule;       /* fusion rule that formed it (static string), NULL: none */
+    const char *kind;       /* its DESIGN.md taxonomy kind, NULL when not fused */
+    void *aux;              /* backend state: NULL on the CPU; on CUDA the launch's stream, handles
+                             * and descriptors (ncu_int.h), and then p[] are device pointers */
 } nat_launch;
 
 typedef struct nat_plan {
@@ -94,10 +109,15 @@ float *nat_buf_new(nat_ctx *ctx, size_t n, unsigned mask, const char *name, fb_e
 void nat_fill_uniform(nat_ctx *ctx, float *data, size_t n, uint32_t stream, float lo, float hi);
 
 /* Appends a launch to variant v's plan and returns it for the caller to fill
- * (fn, args); name, category and ops are set from the arguments (ops is a
- * NULL-terminated list).  NULL when NAT_MAX_LAUNCHES is reached (err set). */
+ * (its buffers p[] and descriptor dk, d); name, category, fn and ops are set from the arguments
+ * (ops is a NULL-terminated list).  NULL when NAT_MAX_LAUNCHES is reached (err set). */
 nat_launch *nat_plan_add(nat_ctx *ctx, int v, const char *name, fb_kcat cat, const char *const *ops,
                          nat_kernel_fn fn, fb_err *err);
+
+/* Whether every launch of plan has a descriptor (dk set) and its buffers
+ * where the kind needs them; false with the first bad launch's index in
+ * *bad.  Tests run it on every plan they build. */
+bool nat_plan_check(const nat_plan *plan, int *bad);
 
 /* Runs variant v's plan on the CPU, in order. */
 void nat_plan_run(const nat_plan *plan);

@@ -733,6 +733,16 @@ static void conv_direct(const nat_conv_args *a)
     }
 }
 
+nat_impl nat_conv2d_impl(const nat_conv_shape *s)
+{
+    if (nat_wino_fits(s))
+        return NAT_IMPL_WINOGRAD;
+    conv_geom g = conv_geom_of(s);
+    if (g.direct)
+        return NAT_IMPL_LOOP;
+    return g.packed ? NAT_IMPL_PACKED_GEMM : NAT_IMPL_OPENBLAS;
+}
+
 size_t nat_conv2d_prep_floats(const nat_conv_shape *s)
 {
     return nat_wino_fits(s) ? nat_wino_prep_floats(s) : 0;

@@ -1,8 +1,9 @@
 /* nat_kern_cpu: the CPU backend's launch functions (nat_kernel_fn) for GEMMs with
  * epilogues, elementwise ops, reductions and normalizations, and the adapters that
  * call the conv and attention kernels of nat_kern.h.  Each reads its buffers from
- * the launch's p[], its sizes and flags from i[] and its scalars from f[], as the
- * comment above it says.  Sizes are int64 element counts, all row-major.
+ * the launch's p[] at its kind's slots and everything else from its descriptor
+ * (nat_desc.h), whose kind the comment above it names.  Sizes are int64 element
+ * counts, all row-major.
  *
  * Also the vectorizable math the kernels share (exp, erf, sigmoid, GELU), inline
  * here so that eager and fused kernels compute with exactly the same functions:
@@ -148,6 +149,9 @@ bool nat_wino_fits(const nat_conv_shape *s);
 size_t nat_wino_workspace(const nat_conv_shape *s, bool prepared);
 /* Floats of the transformed kernels U (a->prep). */
 size_t nat_wino_prep_floats(const nat_conv_shape *s);
+/* The path nat_conv2d takes for s (finished): Winograd, the depthwise loop,
+ * our packed GEMM or OpenBLAS. */
+nat_impl nat_conv2d_impl(const nat_conv_shape *s);
 /* U of w for s. */
 void nat_wino_prepare(const float *w, const nat_conv_shape *s, float *u);
 /* The convolution of a (a->ws of nat_wino_workspace floats) by Winograd's
@@ -187,20 +191,18 @@ void nat_mlp(const float *x, nat_weight w1, const float *b1, nat_weight w2, cons
 
 /* ---- GEMM (nat_kern_gemm.c) ---- */
 
-/* c = a b.  p: a[m,k], b[k,n], c[m,n], b packed (NULL: OpenBLAS on b);
- * i: m, n, k. */
+/* NAT_D_GEMM with b [k, n] (b_trans false), nb 1: c = a b.  PB: b packed
+ * (NULL: OpenBLAS on b). */
 void nat_k_sgemm(const nat_launch *l);
 
-/* c = act(a b + bias), by tiles so the epilogue runs on each tile while it is
- * in cache.  p: a[m,k], b[k,n], bias[n] (NULL: none), c[m,n], b packed (NULL:
- * OpenBLAS on b); i: m, n, k, act (nat_act). */
+/* NAT_D_GEMM as nat_k_sgemm, c = act(a b + bias), by tiles so the epilogue
+ * runs on each tile while it is in cache. */
 void nat_k_gemm_epi(const nat_launch *l);
 
-/* The whole MLP in one pass over row blocks: out = gelu(x w1 + b1) w2 + b2; the
- * hidden block lives in a per-thread workspace and never reaches a full [m,h]
- * buffer.  p: x[m,d], w1[d,h], b1[h], w2[h,d], b2[d], out[m,d], ws[slots*rb*h],
- * w1 and w2 packed (NULL: OpenBLAS); i: m, d, h, rb (rows per block), slots
- * (workspace blocks). */
+/* NAT_D_MLP, the whole MLP in one pass over row blocks (mode NAT_MLP_ROWS):
+ * out = act(x w1 + b1) w2 + b2 with w1 [d,h], w2 [h,d]; the hidden block
+ * lives in a per-thread workspace (slots * rb * h floats) and never reaches a
+ * full [m,h] buffer. */
 void nat_k_mlp_fused(const nat_launch *l);
 
 /* Workspace floats nat_k_mlp_fused needs for m rows and h hidden units (with the
@@ -209,60 +211,41 @@ int64_t nat_mlp_fused_ws(int64_t m, int64_t h, int64_t *rb, int64_t *slots);
 
 /* ---- elementwise (nat_kern_elem.c) ---- */
 
-enum nat_binop { NAT_ADD, NAT_SUB, NAT_MUL, NAT_DIV };
-/* How the second operand broadcasts onto a [rows, cols] first operand. */
-enum nat_bcast {
-    NAT_BC_FULL,   /* b[rows, cols] */
-    NAT_BC_COL,    /* b[cols]: a bias */
-    NAT_BC_ROW,    /* b[rows]: a per-row statistic */
-    NAT_BC_SCALAR, /* f[0] */
-    NAT_BC_TILE,   /* b[period, cols] repeated down the rows: a mask */
-};
-
-/* out = a (op) b.  p: a, b (unused for SCALAR), out; i: op, rows, cols, bcast,
- * period (TILE); f: scalar (SCALAR).  out may alias a. */
+/* NAT_D_ELEM: out = a (op: nat_binop) b, b broadcast by bcast (unused for
+ * SCALAR).  out may alias a. */
 void nat_k_binary(const nat_launch *l);
 
-enum nat_unop { NAT_RELU, NAT_GELU, NAT_SIGMOID, NAT_EXP, NAT_RSQRT };
-/* out = op(x).  p: x, out; i: op, n. */
+/* NAT_D_ELEM: out = op(a) (nat_unop) over rows * cols elements. */
 void nat_k_unary(const nat_launch *l);
 
-/* out = relu(x * a + b) * sigmoid(y) + x in one pass.  p: x, y, out; i: n;
- * f: a, b. */
+/* NAT_D_ELEM: out = relu(a * alpha + beta) * sigmoid(b) + a in one pass. */
 void nat_k_elem_chain(const nat_launch *l);
 
-/* Inference batch norm over NCHW.  p: x, mean[c], var[c], gamma[c], beta[c], out;
- * i: n, c, hw; f: eps. */
+/* NAT_D_BN: inference batch norm over NCHW. */
 void nat_k_batchnorm(const nat_launch *l);
 
 /* ---- reductions and normalizations (nat_kern_reduce.c) ---- */
 
-enum nat_redop { NAT_RMAX, NAT_RSUM, NAT_RMEAN };
-/* out[r] = reduce(x[r, :]).  p: x, out; i: op, rows, cols. */
+/* NAT_D_REDUCE: out[r] = reduce(x[r, :]) (op: nat_redop). */
 void nat_k_row_reduce(const nat_launch *l);
 
-/* Softmax along rows, one pass per row held in cache.  p: x, out; i: rows, cols. */
+/* NAT_D_ROWS: softmax along rows, one pass per row held in cache (scale and
+ * causal unused: 1 and none). */
 void nat_k_softmax(const nat_launch *l);
 
-/* out = layernorm(x [+ res]) * gamma + beta along rows.  p: x, res (NULL: none),
- * gamma, beta, out; i: rows, cols; f: eps. */
+/* NAT_D_ROWS: out = layernorm(x [+ res]) * gamma + beta along rows. */
 void nat_k_layernorm(const nat_launch *l);
 
 /* ---- adapters to nat_kern.h (nat_kern_call.c) ---- */
 
-/* out = act(conv2d(in, w) + bias), stride 1, square kernel, groups 1.
- * p: in, w, bias (NULL: none), out, workspace, w made ready
- * (nat_conv2d_prepare; NULL: none); i: n, ci, h, w, co, k, pad, act, blas
- * (nat_conv_shape.blas). */
+/* NAT_D_CONV: out = act(conv2d(in, w) + bias + res), any shape nat_conv2d
+ * takes; WS the workspace, PREP w made ready (NULL: none). */
 void nat_k_conv2d(const nat_launch *l);
 
-/* Fills s for nat_k_conv2d's arguments; false when the shape is impossible. */
-bool nat_conv_shape_of(const nat_launch *l, nat_conv_shape *s);
-
-/* p: q, k, v, o; i: bh, s, d, causal; f: scale. */
+/* NAT_D_ATTN: the fused attention (nat_attention_fused). */
 void nat_k_attention(const nat_launch *l);
 
-/* p: a, b, c; i: nb, m, n, k, trans_b. */
+/* NAT_D_GEMM, batched: c[b] = a[b] op(b[b]), no epilogue, OpenBLAS. */
 void nat_k_bmm(const nat_launch *l);
 
 #endif

@@ -40,16 +40,17 @@ static void bin_row(int op, int bc, const float *x, const float *y, float s, flo
 
 NAT_SIMD_CLONES void nat_k_binary(const nat_launch *l)
 {
-    const float *a = l->p[0], *b = l->p[1];
-    float *out = l->p[2];
-    int op = (int)l->i[0], bc = (int)l->i[3];
-    int64_t rows = l->i[1], cols = l->i[2], period = l->i[4];
+    const nat_elem_desc *e = &l->d.elem;
+    const float *a = l->p[NAT_ELEM_A], *b = l->p[NAT_ELEM_B];
+    float *out = l->p[NAT_ELEM_OUT];
+    int op = e->op, bc = e->bcast;
+    int64_t rows = e->rows, cols = e->cols, period = e->period;
     if (bc == NAT_BC_FULL || bc == NAT_BC_SCALAR) {
         int64_t n = rows * cols, nch = (n + ELEM_CHUNK - 1) / ELEM_CHUNK;
 #pragma omp parallel for schedule(static)
         for (int64_t c = 0; c < nch; c++) {
             int64_t j0 = c * ELEM_CHUNK, len = n - j0 < ELEM_CHUNK ? n - j0 : ELEM_CHUNK;
-            bin_row(op, bc, a + j0, b ? b + j0 : NULL, l->f[0], out + j0, len);
+            bin_row(op, bc, a + j0, b ? b + j0 : NULL, e->scalar, out + j0, len);
         }
         return;
     }
@@ -96,10 +97,10 @@ static void un_range(int op, const float *x, float *o, int64_t n)
 
 NAT_SIMD_CLONES void nat_k_unary(const nat_launch *l)
 {
-    const float *x = l->p[0];
-    float *out = l->p[1];
-    int op = (int)l->i[0];
-    int64_t n = l->i[1], nch = (n + ELEM_CHUNK - 1) / ELEM_CHUNK;
+    const float *x = l->p[NAT_ELEM_A];
+    float *out = l->p[NAT_ELEM_OUT];
+    int op = l->d.elem.op;
+    int64_t n = l->d.elem.rows * l->d.elem.cols, nch = (n + ELEM_CHUNK - 1) / ELEM_CHUNK;
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < nch; c++) {
         int64_t j0 = c * ELEM_CHUNK, len = n - j0 < ELEM_CHUNK ? n - j0 : ELEM_CHUNK;
@@ -109,10 +110,10 @@ NAT_SIMD_CLONES void nat_k_unary(const nat_launch *l)
 
 NAT_SIMD_CLONES void nat_k_elem_chain(const nat_launch *l)
 {
-    const float *x = l->p[0], *y = l->p[1];
-    float *out = l->p[2];
-    int64_t n = l->i[0];
-    float a = l->f[0], b = l->f[1];
+    const float *x = l->p[NAT_ELEM_A], *y = l->p[NAT_ELEM_B];
+    float *out = l->p[NAT_ELEM_OUT];
+    int64_t n = l->d.elem.rows * l->d.elem.cols;
+    float a = l->d.elem.alpha, b = l->d.elem.beta;
 #pragma omp parallel for simd schedule(static)
     for (int64_t j = 0; j < n; j++) {
         float t = x[j] * a + b;
@@ -123,11 +124,11 @@ NAT_SIMD_CLONES void nat_k_elem_chain(const nat_launch *l)
 
 NAT_SIMD_CLONES void nat_k_batchnorm(const nat_launch *l)
 {
-    const float *x = l->p[0], *mean = l->p[1], *var = l->p[2], *gamma = l->p[3];
-    const float *beta = l->p[4];
-    float *out = l->p[5];
-    int64_t n = l->i[0], c = l->i[1], hw = l->i[2];
-    float eps = l->f[0];
+    const float *x = l->p[NAT_BN_X], *mean = l->p[NAT_BN_MEAN], *var = l->p[NAT_BN_VAR];
+    const float *gamma = l->p[NAT_BN_GAMMA], *beta = l->p[NAT_BN_BETA];
+    float *out = l->p[NAT_BN_OUT];
+    int64_t n = l->d.bn.n, c = l->d.bn.c, hw = l->d.bn.hw;
+    float eps = l->d.bn.eps;
 #pragma omp parallel for schedule(static)
     for (int64_t nc = 0; nc < n * c; nc++) {
         int64_t ch = nc % c;

@@ -10,14 +10,17 @@
 
 void nat_k_sgemm(const nat_launch *l)
 {
-    nat_weight w = {.w = l->p[1], .pw = l->p[3]};
-    nat_linear(l->p[0], w, NULL, NULL, l->p[2], l->i[0], l->i[1], l->i[2], NAT_ACT_NONE);
+    const nat_gemm_desc *g = &l->d.gemm;
+    nat_weight w = {.w = l->p[NAT_GEMM_B], .pw = l->p[NAT_GEMM_PB], .wt = g->b_trans};
+    nat_linear(l->p[NAT_GEMM_A], w, NULL, NULL, l->p[NAT_GEMM_C], g->m, g->n, g->k, NAT_ACT_NONE);
 }
 
 void nat_k_gemm_epi(const nat_launch *l)
 {
-    nat_weight w = {.w = l->p[1], .pw = l->p[4]};
-    nat_linear(l->p[0], w, l->p[2], NULL, l->p[3], l->i[0], l->i[1], l->i[2], (int)l->i[3]);
+    const nat_gemm_desc *g = &l->d.gemm;
+    nat_weight w = {.w = l->p[NAT_GEMM_B], .pw = l->p[NAT_GEMM_PB], .wt = g->b_trans};
+    nat_linear(l->p[NAT_GEMM_A], w, l->p[NAT_GEMM_BIAS], l->p[NAT_GEMM_RES], l->p[NAT_GEMM_C], g->m,
+               g->n, g->k, g->act);
 }
 
 /* Rows per block of the one-launch MLP: tall enough that a block's GEMMs run
@@ -38,13 +41,16 @@ int64_t nat_mlp_fused_ws(int64_t m, int64_t h, int64_t *rb, int64_t *slots)
 
 void nat_k_mlp_fused(const nat_launch *l)
 {
-    nat_weight w1 = {.w = l->p[1], .pw = l->p[7]}, w2 = {.w = l->p[3], .pw = l->p[8]};
-    nat_mlp_dims d = {.m = l->i[0],
-                      .d = l->i[1],
-                      .h = l->i[2],
-                      .act = NAT_ACT_GELU,
-                      .mode = NAT_MLP_ROWS,
-                      .rb = l->i[3],
-                      .slots = l->i[4]};
-    nat_mlp(l->p[0], w1, l->p[2], w2, l->p[4], NULL, l->p[5], l->p[6], &d);
+    const nat_mlp_desc *m = &l->d.mlp;
+    nat_weight w1 = {.w = l->p[NAT_MLP_W1], .pw = l->p[NAT_MLP_PW1], .wt = m->w1_trans};
+    nat_weight w2 = {.w = l->p[NAT_MLP_W2], .pw = l->p[NAT_MLP_PW2], .wt = m->w2_trans};
+    nat_mlp_dims d = {.m = m->m,
+                      .d = m->d,
+                      .h = m->h,
+                      .act = m->act,
+                      .mode = m->mode,
+                      .rb = m->rb,
+                      .slots = m->slots};
+    nat_mlp(l->p[NAT_MLP_X], w1, l->p[NAT_MLP_B1], w2, l->p[NAT_MLP_B2], l->p[NAT_MLP_RES],
+            l->p[NAT_MLP_OUT], l->p[NAT_MLP_WS], &d);
 }

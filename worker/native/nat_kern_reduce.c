@@ -26,10 +26,10 @@ static float row_sum(const float *x, int64_t n)
 
 NAT_SIMD_CLONES void nat_k_row_reduce(const nat_launch *l)
 {
-    const float *x = l->p[0];
-    float *out = l->p[1];
-    int op = (int)l->i[0];
-    int64_t rows = l->i[1], cols = l->i[2];
+    const float *x = l->p[NAT_ROWS_X];
+    float *out = l->p[NAT_ROWS_OUT];
+    int op = l->d.rows.op;
+    int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *row = x + r * cols;
@@ -44,9 +44,9 @@ NAT_SIMD_CLONES void nat_k_row_reduce(const nat_launch *l)
 
 NAT_SIMD_CLONES void nat_k_softmax(const nat_launch *l)
 {
-    const float *x = l->p[0];
-    float *out = l->p[1];
-    int64_t rows = l->i[0], cols = l->i[1];
+    const float *x = l->p[NAT_ROWS_X];
+    float *out = l->p[NAT_ROWS_OUT];
+    int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
@@ -89,10 +89,11 @@ static void ln_row(const float *x, const float *res, const float *g, const float
 
 NAT_SIMD_CLONES void nat_k_layernorm(const nat_launch *l)
 {
-    const float *x = l->p[0], *res = l->p[1], *g = l->p[2], *b = l->p[3];
-    float *out = l->p[4];
-    int64_t rows = l->i[0], cols = l->i[1];
-    float eps = l->f[0];
+    const float *x = l->p[NAT_ROWS_X], *res = l->p[NAT_ROWS_RES];
+    const float *g = l->p[NAT_ROWS_GAMMA], *b = l->p[NAT_ROWS_BETA];
+    float *out = l->p[NAT_ROWS_OUT];
+    int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
+    float eps = l->d.rows.eps;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++)
         ln_row(x + r * cols, res ? res + r * cols : NULL, g, b, out + r * cols, cols, eps);

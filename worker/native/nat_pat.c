@@ -64,10 +64,10 @@ fb_code nat_pat_unary(nat_ctx *ctx, int v, const char *op, int unop, float *x, f
                              nat_k_unary, &l, err);
     if (rc)
         return rc;
-    l->p[0] = x;
-    l->p[1] = out;
-    l->i[0] = unop;
-    l->i[1] = n;
+    l->p[NAT_ELEM_A] = x;
+    l->p[NAT_ELEM_OUT] = out;
+    l->dk = NAT_D_ELEM;
+    l->d.elem = (nat_elem_desc){.rows = 1, .cols = n, .op = unop, .bcast = NAT_BC_SCALAR};
     return FB_OK;
 }
 
@@ -79,14 +79,11 @@ fb_code nat_pat_binary(nat_ctx *ctx, int v, const char *op, int binop, int bc, f
                              nat_k_binary, &l, err);
     if (rc)
         return rc;
-    l->p[0] = a;
-    l->p[1] = b;
-    l->p[2] = out;
-    l->i[0] = binop;
-    l->i[1] = rows;
-    l->i[2] = cols;
-    l->i[3] = bc;
-    l->f[0] = s;
+    l->p[NAT_ELEM_A] = a;
+    l->p[NAT_ELEM_B] = b;
+    l->p[NAT_ELEM_OUT] = out;
+    l->dk = NAT_D_ELEM;
+    l->d.elem = (nat_elem_desc){.rows = rows, .cols = cols, .op = binop, .bcast = bc, .scalar = s};
     return FB_OK;
 }
 
@@ -98,11 +95,10 @@ fb_code nat_pat_reduce(nat_ctx *ctx, int v, const char *op, int redop, float *x,
                              nat_k_row_reduce, &l, err);
     if (rc)
         return rc;
-    l->p[0] = x;
-    l->p[1] = out;
-    l->i[0] = redop;
-    l->i[1] = rows;
-    l->i[2] = cols;
+    l->p[NAT_ROWS_X] = x;
+    l->p[NAT_ROWS_OUT] = out;
+    l->dk = NAT_D_REDUCE;
+    l->d.rows = (nat_rows_desc){.rows = rows, .cols = cols, .op = redop, .scale = 1.0f};
     return FB_OK;
 }
 

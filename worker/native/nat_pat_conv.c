@@ -4,6 +4,27 @@
 #define CONV_K   3
 #define CONV_PAD 1
 
+/* The shape of d's convolution, finished; false when impossible. */
+static bool conv_shape(const nat_pat_conv *d, nat_conv_shape *s)
+{
+    *s = (nat_conv_shape){.n = (int)d->n,
+                          .ci = (int)d->c,
+                          .h = (int)d->h,
+                          .w = (int)d->w,
+                          .co = (int)d->c,
+                          .kh = CONV_K,
+                          .kw = CONV_K,
+                          .stride_h = 1,
+                          .stride_w = 1,
+                          .pad_h = CONV_PAD,
+                          .pad_w = CONV_PAD,
+                          .dil_h = 1,
+                          .dil_w = 1,
+                          .groups = 1,
+                          .blas = d->blas};
+    return nat_conv_shape_finish(s);
+}
+
 fb_code nat_pat_conv_dims(const nat_ctx *ctx, const fb_spec *spec, nat_pat_conv *d, fb_err *err)
 {
     fb_code rc = nat_pat_dim(spec, "channels", 64, 4096, &d->c, err);
@@ -21,9 +42,8 @@ fb_code nat_pat_conv_dims(const nat_ctx *ctx, const fb_spec *spec, nat_pat_conv 
         rc = nat_pat_size("height", d->n, d->c, d->h, d->w, err);
     if (rc)
         return rc;
-    nat_launch probe = {.i = {d->n, d->c, d->h, d->w, d->c, CONV_K, CONV_PAD, 0, d->blas}};
     nat_conv_shape s;
-    if (!nat_conv_shape_of(&probe, &s))
+    if (!conv_shape(d, &s))
         return fb_err_set(err, FB_EINVAL, "params.height", "impossible convolution shape");
     d->ws_n = (int64_t)nat_conv2d_workspace(&s, true); /* nat_pat_conv_add prepares */
     return nat_pat_size("height", d->ws_n, 1, 1, 1, err);
@@ -38,36 +58,35 @@ fb_code nat_pat_conv_add(nat_ctx *ctx, int v, const nat_pat_conv *d, const char 
     fb_code rc = nat_pat_add(ctx, v, name, FB_KC_GEMM, ops, nat_k_conv2d, &l, err);
     if (rc)
         return rc;
-    int64_t ints[] = {d->n, d->c, d->h, d->w, d->c, CONV_K, CONV_PAD, act, d->blas};
-    for (int j = 0; j < 9; j++)
-        l->i[j] = ints[j];
-    l->p[0] = in;
-    l->p[1] = w;
-    l->p[2] = bias;
-    l->p[3] = out;
-    l->p[4] = ws;
-    /* w made ready once (Winograd's kernels) where the path has that form */
-    nat_conv_shape s;
-    if (!nat_conv_shape_of(l, &s))
+    l->dk = NAT_D_CONV;
+    l->d.conv.act = act;
+    if (!conv_shape(d, &l->d.conv.s))
         return fb_err_set(err, FB_EINVAL, "params.height", "impossible convolution shape");
-    size_t k = nat_conv2d_prep_floats(&s);
+    l->p[NAT_CONV_IN] = in;
+    l->p[NAT_CONV_W] = w;
+    l->p[NAT_CONV_BIAS] = bias;
+    l->p[NAT_CONV_OUT] = out;
+    l->p[NAT_CONV_WS] = ws;
+    /* w made ready once (Winograd's kernels) where the path has that form */
+    size_t k = nat_conv2d_prep_floats(&l->d.conv.s);
     if (k) {
-        l->p[5] = nat_buf_new(ctx, k, 1u << v, "conv.prep", err);
-        if (!l->p[5])
+        l->p[NAT_CONV_PREP] = nat_buf_new(ctx, k, 1u << v, "conv.prep", err);
+        if (!l->p[NAT_CONV_PREP])
             return err->code;
-        nat_conv2d_prepare(w, &s, l->p[5]);
+        nat_conv2d_prepare(w, &l->d.conv.s, l->p[NAT_CONV_PREP]);
     }
     return FB_OK;
 }
 
 void nat_pat_conv_of(const nat_launch *l, nat_pat_conv *d)
 {
-    d->n = l->i[0];
-    d->c = l->i[1];
-    d->h = l->i[2];
-    d->w = l->i[3];
+    const nat_conv_shape *s = &l->d.conv.s;
+    d->n = s->n;
+    d->c = s->ci;
+    d->h = s->h;
+    d->w = s->w;
     d->ws_n = 0;
-    d->blas = l->i[8] != 0;
+    d->blas = s->blas;
 }
 
 /* One output plane (image, channel) of the reference convolution. */

@@ -47,13 +47,12 @@ static fb_code gemm_eager(nat_ctx *ctx, const gemm_dims *d, float *x, float *w, 
                          nat_k_sgemm, &l, err);
     if (rc)
         return rc;
-    l->p[0] = x;
-    l->p[1] = w;
-    l->p[2] = y1;
-    l->p[3] = wp;
-    l->i[0] = d->m;
-    l->i[1] = d->n;
-    l->i[2] = d->k;
+    l->p[NAT_GEMM_A] = x;
+    l->p[NAT_GEMM_B] = w;
+    l->p[NAT_GEMM_C] = y1;
+    l->p[NAT_GEMM_PB] = wp;
+    l->dk = NAT_D_GEMM;
+    l->d.gemm = (nat_gemm_desc){.nb = 1, .m = d->m, .n = d->n, .k = d->k};
     rc = nat_pat_binary(ctx, NAT_EAGER, "bias", NAT_ADD, NAT_BC_COL, y1, b, 0.0f, y2, d->m, d->n,
                         err);
     if (!rc)
@@ -78,15 +77,13 @@ static fb_code gemm_fused(nat_ctx *ctx, const gemm_dims *d, float *x, float *w, 
                         (const char *const[]){"linear", "bias", op, NULL}, nat_k_gemm_epi, &l, err);
     if (rc)
         return rc;
-    l->p[0] = x;
-    l->p[1] = w;
-    l->p[2] = b;
-    l->p[3] = out;
-    l->p[4] = wp;
-    l->i[0] = d->m;
-    l->i[1] = d->n;
-    l->i[2] = d->k;
-    l->i[3] = act;
+    l->p[NAT_GEMM_A] = x;
+    l->p[NAT_GEMM_B] = w;
+    l->p[NAT_GEMM_BIAS] = b;
+    l->p[NAT_GEMM_C] = out;
+    l->p[NAT_GEMM_PB] = wp;
+    l->dk = NAT_D_GEMM;
+    l->d.gemm = (nat_gemm_desc){.nb = 1, .m = d->m, .n = d->n, .k = d->k, .act = act};
     ctx->plans[NAT_FUSED].out = out;
     ctx->plans[NAT_FUSED].out_n = (size_t)(d->m * d->n);
     return FB_OK;
@@ -124,7 +121,7 @@ double nat_pat_gelu_ref(double x)
 void nat_pat_gemm_reference(const nat_ctx *ctx, int act, double *out)
 {
     const nat_launch *l = nat_pat_first(ctx, NAT_FUSED);
-    int64_t m = l->i[0], n = l->i[1], k = l->i[2];
+    int64_t m = l->d.gemm.m, n = l->d.gemm.n, k = l->d.gemm.k;
     const float *x = nat_pat_buf(ctx, "x"), *w = nat_pat_buf(ctx, "w"), *b = nat_pat_buf(ctx, "b");
     for (int64_t r = 0; r < m; r++) {
         double *o = out + r * n;

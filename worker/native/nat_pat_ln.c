@@ -89,14 +89,14 @@ static fb_code ln_fused(nat_ctx *ctx, const ln_t *t, fb_err *err)
                          t->res ? ops_add_ln : ops_ln, nat_k_layernorm, &l, err);
     if (rc)
         return rc;
-    l->p[0] = t->x;
-    l->p[1] = t->res;
-    l->p[2] = t->g;
-    l->p[3] = t->b;
-    l->p[4] = out;
-    l->i[0] = t->rows;
-    l->i[1] = t->cols;
-    l->f[0] = LN_EPS;
+    l->p[NAT_ROWS_X] = t->x;
+    l->p[NAT_ROWS_RES] = t->res;
+    l->p[NAT_ROWS_GAMMA] = t->g;
+    l->p[NAT_ROWS_BETA] = t->b;
+    l->p[NAT_ROWS_OUT] = out;
+    l->dk = NAT_D_ROWS;
+    l->d.rows = (nat_rows_desc){
+        .rows = t->rows, .cols = t->cols, .op = NAT_ROW_LAYERNORM, .scale = 1.0f, .eps = LN_EPS};
     ctx->plans[NAT_FUSED].out = out;
     ctx->plans[NAT_FUSED].out_n = (size_t)(t->rows * t->cols);
     return FB_OK;
@@ -145,8 +145,9 @@ fb_code nat_pat_ln_build(nat_ctx *ctx, const fb_spec *spec, bool residual, fb_er
 void nat_pat_ln_reference(const nat_ctx *ctx, double *out)
 {
     const nat_launch *l = nat_pat_first(ctx, NAT_FUSED);
-    int64_t rows = l->i[0], cols = l->i[1];
-    const float *x = l->p[0], *res = l->p[1], *g = l->p[2], *b = l->p[3];
+    int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
+    const float *x = l->p[NAT_ROWS_X], *res = l->p[NAT_ROWS_RES];
+    const float *g = l->p[NAT_ROWS_GAMMA], *b = l->p[NAT_ROWS_BETA];
     for (int64_t r = 0; r < rows; r++) {
         double *o = out + r * cols, mean = 0, var = 0;
         for (int64_t j = 0; j < cols; j++) {

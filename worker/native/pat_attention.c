@@ -34,18 +34,19 @@ static fb_code attn_dims(const nat_ctx *ctx, const fb_spec *spec, attn_t *t, fb_
     return rc;
 }
 
-static fb_code add_bmm(nat_ctx *ctx, float *a, float *b, float *c, const int64_t *ints, fb_err *err)
+/* c = a b (b [k, n]) or a b^T (b_trans: b [n, k]), nb times. */
+static fb_code add_bmm(nat_ctx *ctx, float *a, float *b, float *c, nat_gemm_desc g, fb_err *err)
 {
     nat_launch *l = NULL;
     fb_code rc = nat_pat_add(ctx, NAT_EAGER, "bmm", FB_KC_GEMM, (const char *const[]){"bmm", NULL},
                              nat_k_bmm, &l, err);
     if (rc)
         return rc;
-    l->p[0] = a;
-    l->p[1] = b;
-    l->p[2] = c;
-    for (int j = 0; j < 5; j++)
-        l->i[j] = ints[j];
+    l->p[NAT_GEMM_A] = a;
+    l->p[NAT_GEMM_B] = b;
+    l->p[NAT_GEMM_C] = c;
+    l->dk = NAT_D_GEMM;
+    l->d.gemm = g;
     return FB_OK;
 }
 
@@ -64,12 +65,12 @@ static fb_code attn_mask(nat_ctx *ctx, const attn_t *t, float *sc, float *masked
     for (int64_t i = 0; i < t->s; i++)
         for (int64_t j = i + 1; j < t->s; j++)
             mask[i * t->s + j] = -INFINITY;
-    int64_t ints[] = {NAT_ADD, t->bh * t->s, t->s, NAT_BC_TILE, t->s};
-    l->p[0] = sc;
-    l->p[1] = mask;
-    l->p[2] = masked;
-    for (int j = 0; j < 5; j++)
-        l->i[j] = ints[j];
+    l->p[NAT_ELEM_A] = sc;
+    l->p[NAT_ELEM_B] = mask;
+    l->p[NAT_ELEM_OUT] = masked;
+    l->dk = NAT_D_ELEM;
+    l->d.elem = (nat_elem_desc){
+        .rows = t->bh * t->s, .cols = t->s, .op = NAT_ADD, .bcast = NAT_BC_TILE, .period = t->s};
     return FB_OK;
 }
 
@@ -87,7 +88,9 @@ static fb_code attn_eager(nat_ctx *ctx, const attn_t *t, fb_err *err)
     if (!rc)
         rc = nat_pat_alloc(ctx, t->bh * t->s * t->d, EAGER, "eager.out", &out, err);
     if (!rc)
-        rc = add_bmm(ctx, t->q, t->k, sc, (const int64_t[]){t->bh, t->s, t->s, t->d, 1}, err);
+        rc = add_bmm(ctx, t->q, t->k, sc,
+                     (nat_gemm_desc){.nb = t->bh, .m = t->s, .n = t->s, .k = t->d, .b_trans = true},
+                     err);
     if (!rc)
         rc = nat_pat_binary(ctx, NAT_EAGER, "mul", NAT_MUL, NAT_BC_SCALAR, sc, NULL,
                             1.0f / sqrtf((float)t->d), scaled, 1, ss, err);
@@ -99,11 +102,12 @@ static fb_code attn_eager(nat_ctx *ctx, const attn_t *t, fb_err *err)
                          (const char *const[]){"softmax", NULL}, nat_k_softmax, &l, err);
     if (rc)
         return rc;
-    l->p[0] = t->causal ? masked : scaled;
-    l->p[1] = p;
-    l->i[0] = t->bh * t->s;
-    l->i[1] = t->s;
-    rc = add_bmm(ctx, p, t->v, out, (const int64_t[]){t->bh, t->s, t->d, t->s, 0}, err);
+    l->p[NAT_ROWS_X] = t->causal ? masked : scaled;
+    l->p[NAT_ROWS_OUT] = p;
+    l->dk = NAT_D_ROWS;
+    l->d.rows = (nat_rows_desc){.rows = t->bh * t->s, .cols = t->s, .scale = 1.0f};
+    rc = add_bmm(ctx, p, t->v, out, (nat_gemm_desc){.nb = t->bh, .m = t->s, .n = t->d, .k = t->s},
+                 err);
     ctx->plans[NAT_EAGER].out = out;
     ctx->plans[NAT_EAGER].out_n = (size_t)(t->bh * t->s * t->d);
     return rc;
@@ -121,15 +125,13 @@ static fb_code attn_fused(nat_ctx *ctx, const attn_t *t, fb_err *err)
                          t->causal ? ops_causal : ops, nat_k_attention, &l, err);
     if (rc)
         return rc;
-    l->p[0] = t->q;
-    l->p[1] = t->k;
-    l->p[2] = t->v;
-    l->p[3] = out;
-    l->i[0] = t->bh;
-    l->i[1] = t->s;
-    l->i[2] = t->d;
-    l->i[3] = t->causal;
-    l->f[0] = 1.0f / sqrtf((float)t->d);
+    l->p[NAT_ATTN_Q] = t->q;
+    l->p[NAT_ATTN_K] = t->k;
+    l->p[NAT_ATTN_V] = t->v;
+    l->p[NAT_ATTN_O] = out;
+    l->dk = NAT_D_ATTN;
+    l->d.attn = (nat_attn_desc){
+        .bh = t->bh, .s = t->s, .d = t->d, .causal = t->causal, .scale = 1.0f / sqrtf((float)t->d)};
     ctx->plans[NAT_FUSED].out = out;
     ctx->plans[NAT_FUSED].out_n = (size_t)(t->bh * t->s * t->d);
     return FB_OK;
@@ -182,14 +184,15 @@ static void ref_row(const float *q, const float *k, const float *v, int64_t s, i
 static void reference(const nat_ctx *ctx, double *out)
 {
     const nat_launch *l = nat_pat_first(ctx, NAT_FUSED);
-    int64_t bh = l->i[0], s = l->i[1], d = l->i[2];
+    int64_t bh = l->d.attn.bh, s = l->d.attn.s, d = l->d.attn.d;
     double *sc = malloc((size_t)s * sizeof *sc);
     if (!sc)
         return;
     for (int64_t b = 0; b < bh; b++)
         for (int64_t i = 0; i < s; i++)
-            ref_row(l->p[0] + b * s * d, l->p[1] + b * s * d, l->p[2] + b * s * d, s, d, i,
-                    l->i[3] != 0, sc, out + (b * s + i) * d);
+            ref_row(l->p[NAT_ATTN_Q] + b * s * d, l->p[NAT_ATTN_K] + b * s * d,
+                    l->p[NAT_ATTN_V] + b * s * d, s, d, i, l->d.attn.causal, sc,
+                    out + (b * s + i) * d);
     free(sc);
 }
 

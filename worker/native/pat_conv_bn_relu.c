@@ -57,13 +57,14 @@ static fb_code cbr_eager(nat_ctx *ctx, const cbr_t *t, fb_err *err)
                          (const char *const[]){"batch_norm", NULL}, nat_k_batchnorm, &l, err);
     if (rc)
         return rc;
-    float *args[] = {y1, t->mean, t->var, t->gamma, t->beta, y2};
-    for (int j = 0; j < 6; j++)
-        l->p[j] = args[j];
-    l->i[0] = t->d.n;
-    l->i[1] = t->d.c;
-    l->i[2] = t->d.h * t->d.w;
-    l->f[0] = BN_EPS;
+    l->p[NAT_BN_X] = y1;
+    l->p[NAT_BN_MEAN] = t->mean;
+    l->p[NAT_BN_VAR] = t->var;
+    l->p[NAT_BN_GAMMA] = t->gamma;
+    l->p[NAT_BN_BETA] = t->beta;
+    l->p[NAT_BN_OUT] = y2;
+    l->dk = NAT_D_BN;
+    l->d.bn = (nat_bn_desc){.n = t->d.n, .c = t->d.c, .hw = t->d.h * t->d.w, .eps = BN_EPS};
     rc = nat_pat_unary(ctx, NAT_EAGER, "relu", NAT_RELU, y2, out, n, err);
     ctx->plans[NAT_EAGER].out = out;
     ctx->plans[NAT_EAGER].out_n = (size_t)n;

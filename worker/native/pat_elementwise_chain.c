@@ -52,12 +52,11 @@ static fb_code chain_fused(nat_ctx *ctx, float *x, float *y, int64_t n, fb_err *
                          nat_k_elem_chain, &l, err);
     if (rc)
         return rc;
-    l->p[0] = x;
-    l->p[1] = y;
-    l->p[2] = out;
-    l->i[0] = n;
-    l->f[0] = CHAIN_A;
-    l->f[1] = CHAIN_B;
+    l->p[NAT_ELEM_A] = x;
+    l->p[NAT_ELEM_B] = y;
+    l->p[NAT_ELEM_OUT] = out;
+    l->dk = NAT_D_ELEM;
+    l->d.elem = (nat_elem_desc){.rows = 1, .cols = n, .alpha = CHAIN_A, .beta = CHAIN_B};
     ctx->plans[NAT_FUSED].out = out;
     ctx->plans[NAT_FUSED].out_n = (size_t)n;
     return FB_OK;
@@ -89,7 +88,7 @@ static fb_code build(nat_ctx *ctx, const fb_spec *spec, fb_err *err)
 static void reference(const nat_ctx *ctx, double *out)
 {
     const float *x = nat_pat_buf(ctx, "x"), *y = nat_pat_buf(ctx, "y");
-    int64_t n = nat_pat_first(ctx, NAT_FUSED)->i[0];
+    int64_t n = nat_pat_first(ctx, NAT_FUSED)->d.elem.cols;
     for (int64_t j = 0; j < n; j++) {
         double t = (double)x[j] * CHAIN_A + CHAIN_B;
         t = t > 0 ? t : 0;

@@ -49,13 +49,12 @@ static fb_code add_gemm(nat_ctx *ctx, int v, float *a, float *b, float *bp, floa
                              nat_k_sgemm, &l, err);
     if (rc)
         return rc;
-    l->p[0] = a;
-    l->p[1] = b;
-    l->p[2] = c;
-    l->p[3] = bp;
-    l->i[0] = m;
-    l->i[1] = n;
-    l->i[2] = k;
+    l->p[NAT_GEMM_A] = a;
+    l->p[NAT_GEMM_B] = b;
+    l->p[NAT_GEMM_C] = c;
+    l->p[NAT_GEMM_PB] = bp;
+    l->dk = NAT_D_GEMM;
+    l->d.gemm = (nat_gemm_desc){.nb = 1, .m = m, .n = n, .k = k};
     return FB_OK;
 }
 
@@ -104,16 +103,20 @@ static fb_code mlp_fused_split(nat_ctx *ctx, const mlp_t *t, float *out, fb_err 
                          (const char *const[]){"linear", "bias", NULL}, nat_k_gemm_epi, &l2, err);
     if (rc)
         return rc;
-    float *a1[] = {t->x, t->w1, t->b1, hid, t->w1p}, *a2[] = {hid, t->w2, t->b2, out, t->w2p};
-    int64_t i1[] = {t->m, t->h, t->d, NAT_ACT_GELU}, i2[] = {t->m, t->d, t->h, NAT_ACT_NONE};
-    l1->p[4] = a1[4];
-    l2->p[4] = a2[4];
-    for (int j = 0; j < 4; j++) {
-        l1->p[j] = a1[j];
-        l2->p[j] = a2[j];
-        l1->i[j] = i1[j];
-        l2->i[j] = i2[j];
-    }
+    l1->p[NAT_GEMM_A] = t->x;
+    l1->p[NAT_GEMM_B] = t->w1;
+    l1->p[NAT_GEMM_BIAS] = t->b1;
+    l1->p[NAT_GEMM_C] = hid;
+    l1->p[NAT_GEMM_PB] = t->w1p;
+    l1->dk = NAT_D_GEMM;
+    l1->d.gemm = (nat_gemm_desc){.nb = 1, .m = t->m, .n = t->h, .k = t->d, .act = NAT_ACT_GELU};
+    l2->p[NAT_GEMM_A] = hid;
+    l2->p[NAT_GEMM_B] = t->w2;
+    l2->p[NAT_GEMM_BIAS] = t->b2;
+    l2->p[NAT_GEMM_C] = out;
+    l2->p[NAT_GEMM_PB] = t->w2p;
+    l2->dk = NAT_D_GEMM;
+    l2->d.gemm = (nat_gemm_desc){.nb = 1, .m = t->m, .n = t->d, .k = t->h, .act = NAT_ACT_NONE};
     return FB_OK;
 }
 
@@ -131,12 +134,23 @@ static fb_code mlp_fused_blocks(nat_ctx *ctx, const mlp_t *t, float *out, fb_err
                          nat_k_mlp_fused, &l, err);
     if (rc)
         return rc;
-    float *args[] = {t->x, t->w1, t->b1, t->w2, t->b2, out, ws, t->w1p, t->w2p};
-    int64_t ints[] = {t->m, t->d, t->h, rb, slots};
-    for (int j = 0; j < 9; j++)
-        l->p[j] = args[j];
-    for (int j = 0; j < 5; j++)
-        l->i[j] = ints[j];
+    l->p[NAT_MLP_X] = t->x;
+    l->p[NAT_MLP_W1] = t->w1;
+    l->p[NAT_MLP_B1] = t->b1;
+    l->p[NAT_MLP_W2] = t->w2;
+    l->p[NAT_MLP_B2] = t->b2;
+    l->p[NAT_MLP_OUT] = out;
+    l->p[NAT_MLP_WS] = ws;
+    l->p[NAT_MLP_PW1] = t->w1p;
+    l->p[NAT_MLP_PW2] = t->w2p;
+    l->dk = NAT_D_MLP;
+    l->d.mlp = (nat_mlp_desc){.m = t->m,
+                              .d = t->d,
+                              .h = t->h,
+                              .act = NAT_ACT_GELU,
+                              .mode = NAT_MLP_ROWS,
+                              .rb = rb,
+                              .slots = slots};
     return FB_OK;
 }
 
@@ -200,7 +214,7 @@ static void ref_row(const float *x, const float *w1, const float *b1, const floa
 static void reference(const nat_ctx *ctx, double *out)
 {
     const nat_launch *l = nat_pat_first(ctx, NAT_EAGER);
-    int64_t m = l->i[0], h = l->i[1], d = l->i[2];
+    int64_t m = l->d.gemm.m, h = l->d.gemm.n, d = l->d.gemm.k;
     double *hid = malloc((size_t)h * sizeof *hid);
     if (!hid)
         return;

@@ -49,10 +49,10 @@ static fb_code sm_fused(nat_ctx *ctx, float *x, int64_t rows, int64_t cols, fb_e
                          nat_k_softmax, &l, err);
     if (rc)
         return rc;
-    l->p[0] = x;
-    l->p[1] = out;
-    l->i[0] = rows;
-    l->i[1] = cols;
+    l->p[NAT_ROWS_X] = x;
+    l->p[NAT_ROWS_OUT] = out;
+    l->dk = NAT_D_ROWS;
+    l->d.rows = (nat_rows_desc){.rows = rows, .cols = cols, .scale = 1.0f};
     ctx->plans[NAT_FUSED].out = out;
     ctx->plans[NAT_FUSED].out_n = (size_t)(rows * cols);
     return FB_OK;
@@ -83,7 +83,7 @@ static fb_code build(nat_ctx *ctx, const fb_spec *spec, fb_err *err)
 static void reference(const nat_ctx *ctx, double *out)
 {
     const nat_launch *l = nat_pat_first(ctx, NAT_FUSED);
-    int64_t rows = l->i[0], cols = l->i[1];
+    int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
     const float *x = nat_pat_buf(ctx, "x");
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;

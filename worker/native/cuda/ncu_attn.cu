@@ -115,11 +115,13 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 
 template <typename T> static void run_attention(const nat_launch *l, cudaStream_t s)
 {
-    att_args a = {(int)l->i[1], (int)l->i[2], l->f[0], l->i[3] != 0};
-    dim3 grid((unsigned)((a.s + ATT_BQ - 1) / ATT_BQ), (unsigned)l->i[0]);
+    const nat_attn_desc *d = &l->d.attn;
+    att_args a = {(int)d->s, (int)d->d, d->scale, d->causal};
+    dim3 grid((unsigned)((a.s + ATT_BQ - 1) / ATT_BQ), (unsigned)d->bh);
     size_t shmem = sizeof(float) * (size_t)(ATT_BQ * a.d + ATT_BK * (a.d + 1) + ATT_BK * a.d);
-    k_attention<T><<<grid, ATT_WARPS * 32, shmem, s>>>((const T *)l->p[0], (const T *)l->p[1],
-                                                       (const T *)l->p[2], (T *)l->p[3], a);
+    k_attention<T><<<grid, ATT_WARPS * 32, shmem, s>>>(
+        (const T *)l->p[NAT_ATTN_Q], (const T *)l->p[NAT_ATTN_K], (const T *)l->p[NAT_ATTN_V],
+        (T *)l->p[NAT_ATTN_O], a);
 }
 
 extern "C" void ncu_k_attention(const nat_launch *l)

@@ -136,11 +136,19 @@ fb_code ncu_gemm_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, const ncu_ge
     if (rc)
         return rc;
     l->fn = ncu_k_gemm;
-    l->p[0] = g->a;
-    l->p[1] = g->bm;
-    l->p[2] = g->bias;
-    l->p[3] = g->c;
-    l->p[4] = g->res;
+    l->dk = NAT_D_GEMM;
+    l->d.gemm = (nat_gemm_desc){
+        .nb = g->nb, .m = g->m, .n = g->n, .k = g->k, .b_trans = g->trans_b, .act = NAT_ACT_NONE};
+    if (g->epi == NCU_EPI_RELU_BIAS)
+        l->d.gemm.act = NAT_ACT_RELU;
+    else if (g->epi == NCU_EPI_GELU_BIAS)
+        l->d.gemm.act = NAT_ACT_GELU_TANH; /* cuBLASLt's GELU is the tanh form */
+    memset(l->p, 0, sizeof l->p);
+    l->p[NAT_GEMM_A] = g->a;
+    l->p[NAT_GEMM_B] = g->bm;
+    l->p[NAT_GEMM_BIAS] = g->epi == NCU_EPI_NONE ? NULL : g->bias;
+    l->p[NAT_GEMM_RES] = g->res;
+    l->p[NAT_GEMM_C] = g->c;
     return FB_OK;
 }
 
@@ -158,17 +166,19 @@ void ncu_gemm_destroy(ncu_lstate *st)
     st->la = st->lb = st->lc = NULL;
 }
 
-/* p: a, b, bias, c, res (device; res NULL: none, else cuBLASLt's C with
- * beta 1); enqueues one cublasLtMatmul on the ctx stream. */
+/* NAT_D_GEMM slots, device pointers (res NULL: none, else cuBLASLt's C with
+ * beta 1; the bias is in the matmul descriptor); enqueues one cublasLtMatmul
+ * on the ctx stream. */
 void ncu_k_gemm(const nat_launch *l)
 {
     const ncu_lstate *st = (const ncu_lstate *)l->aux;
     ncu_ctx *ctx = st->ctx;
-    const float alpha = 1.0f, beta = l->p[4] ? 1.0f : 0.0f;
-    const float *c_in = l->p[4] ? l->p[4] : l->p[3];
+    const float *res = l->p[NAT_GEMM_RES], *c = l->p[NAT_GEMM_C];
+    const float alpha = 1.0f, beta = res ? 1.0f : 0.0f;
     cublasStatus_t s =
-        cublasLtMatmul(ctx->lt, st->mm, &alpha, l->p[1], st->la, l->p[0], st->lb, &beta, c_in,
-                       st->lc, l->p[3], st->lc, &st->algo, ctx->ws, ctx->ws_bytes, ctx->stream);
+        cublasLtMatmul(ctx->lt, st->mm, &alpha, l->p[NAT_GEMM_B], st->la, l->p[NAT_GEMM_A], st->lb,
+                       &beta, res ? res : c, st->lc, l->p[NAT_GEMM_C], st->lc, &st->algo, ctx->ws,
+                       ctx->ws_bytes, ctx->stream);
     if (s != CUBLAS_STATUS_SUCCESS) {
         fb_err e;
         fb_code code = ncu_cublas_check((int)s, "cublasLtMatmul", &e);

@@ -126,9 +126,9 @@ static void k_conv(const nat_launch *l)
     const ncu_lstate *st = (const ncu_lstate *)l->aux;
     ncu_ctx *ctx = st->ctx;
     const float alpha = 1.0f, beta = 0.0f;
-    cudnnStatus_t s =
-        cudnnConvolutionForward(ctx->dnn, &alpha, st->xd, l->p[0], st->wd, l->p[1], st->cd,
-                                st->calgo, ctx->ws, ctx->ws_bytes, &beta, st->yd, l->p[3]);
+    cudnnStatus_t s = cudnnConvolutionForward(ctx->dnn, &alpha, st->xd, l->p[NAT_CONV_IN], st->wd,
+                                              l->p[NAT_CONV_W], st->cd, st->calgo, ctx->ws,
+                                              ctx->ws_bytes, &beta, st->yd, l->p[NAT_CONV_OUT]);
     if (s != CUDNN_STATUS_SUCCESS) {
         fb_err e;
         fb_code code = ncu_cudnn_check((int)s, "cudnnConvolutionForward", &e);
@@ -136,17 +136,18 @@ static void k_conv(const nat_launch *l)
     }
 }
 
-/* y = act(conv(x) + z + bias): z is the residual p[4] with alpha2 = 1, or,
- * with no residual (the patterns), y itself with alpha2 = 0. */
+/* y = act(conv(x) + z + bias): z is the residual (NAT_CONV_RES) with alpha2 =
+ * 1, or, with no residual (the patterns), y itself with alpha2 = 0. */
 static cudnnStatus_t conv_fused_call(const nat_launch *l)
 {
     const ncu_lstate *st = (const ncu_lstate *)l->aux;
     ncu_ctx *ctx = st->ctx;
-    const float alpha1 = 1.0f, alpha2 = l->p[4] ? 1.0f : 0.0f;
-    const void *z = l->p[4] ? l->p[4] : l->p[3];
+    const float *res = l->p[NAT_CONV_RES], *y = l->p[NAT_CONV_OUT];
+    const float alpha1 = 1.0f, alpha2 = res ? 1.0f : 0.0f;
     return cudnnConvolutionBiasActivationForward(
-        ctx->dnn, &alpha1, st->xd, l->p[0], st->wd, l->p[1], st->cd, st->calgo, ctx->ws,
-        ctx->ws_bytes, &alpha2, st->yd, z, st->bd, l->p[2], st->ad, st->yd, l->p[3]);
+        ctx->dnn, &alpha1, st->xd, l->p[NAT_CONV_IN], st->wd, l->p[NAT_CONV_W], st->cd, st->calgo,
+        ctx->ws, ctx->ws_bytes, &alpha2, st->yd, res ? res : y, st->bd, l->p[NAT_CONV_BIAS], st->ad,
+        st->yd, l->p[NAT_CONV_OUT]);
 }
 
 static void k_conv_fused(const nat_launch *l)
@@ -201,8 +202,8 @@ fb_code ncu_conv_setup_geom(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, const n
     size_t bytes =
         (size_t)g->n * (size_t)g->co * (size_t)ho * (size_t)wo * ncu_dtype_size(ctx->dtype);
     if (!rc)
-        rc = ncu_cuda_check(cudaMemsetAsync(l->p[3], 0, bytes, ctx->stream), "fused conv trial",
-                            err);
+        rc = ncu_cuda_check(cudaMemsetAsync(l->p[NAT_CONV_OUT], 0, bytes, ctx->stream),
+                            "fused conv trial", err);
     if (!rc)
         rc = ncu_cuda_check(cudaStreamSynchronize(ctx->stream), "fused conv trial", err);
     return rc;
@@ -249,25 +250,21 @@ void ncu_conv_out(const ncu_conv_geom *g, int *ho, int *wo)
     *wo = nw < 0 || g->sw < 1 ? 0 : (int)(nw / g->sw + 1);
 }
 
-/* The pattern suite's conv launch: i[] = n, ci, h, w, co, k, pad (stride 1,
- * dilation 1, groups 1). */
-fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused, int act,
-                       fb_err *err)
+ncu_conv_geom ncu_conv_geom_of(const nat_conv_shape *s)
 {
-    int k = (int)l->i[5], pad = (int)l->i[6];
-    ncu_conv_geom g = {.n = (int)l->i[0],
-                       .ci = (int)l->i[1],
-                       .h = (int)l->i[2],
-                       .w = (int)l->i[3],
-                       .co = (int)l->i[4],
-                       .kh = k,
-                       .kw = k,
-                       .sh = 1,
-                       .sw = 1,
-                       .ph = pad,
-                       .pw = pad,
-                       .dh = 1,
-                       .dw = 1,
-                       .groups = 1};
-    return ncu_conv_setup_geom(ctx, st, l, &g, fused, act, err);
+    ncu_conv_geom g = {.n = s->n,
+                       .ci = s->ci,
+                       .h = s->h,
+                       .w = s->w,
+                       .co = s->co,
+                       .kh = s->kh,
+                       .kw = s->kw,
+                       .sh = s->stride_h,
+                       .sw = s->stride_w,
+                       .ph = s->pad_h,
+                       .pw = s->pad_w,
+                       .dh = s->dil_h,
+                       .dw = s->dil_w,
+                       .groups = s->groups};
+    return g;
 }

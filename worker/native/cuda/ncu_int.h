@@ -136,11 +136,11 @@ FB_MUSTCHECK fb_code ncu_profile_plan(ncu_ctx *ctx, const nat_plan *plan, int pv
 enum { NCU_EPI_NONE, NCU_EPI_BIAS, NCU_EPI_RELU_BIAS, NCU_EPI_GELU_BIAS };
 
 /* Row-major c[b] = a[b] (m x k) * op(bm[b]) (k x n, or n x k when trans_b) for
- * nb batches, with an epilogue on bias[n]; fills st and l (fn, p[0..3] = a, bm,
- * bias, c as device pointers).  Picks the algorithm now (heuristic) so every
- * run uses the same one. */
-/* trans_b is also the model zoo's w_trans (gr_k_linear's i[4]): a weight in
- * PyTorch's nn.Linear layout [n, k] (c = a w^T) is bm stored n x k.  res (may
+ * nb batches, with an epilogue on bias[n]; fills st and l (fn, its NAT_D_GEMM
+ * descriptor and slots, device pointers).  Picks the algorithm now
+ * (heuristic) so every run uses the same one. */
+/* trans_b is also a linear's b_trans: a weight in PyTorch's nn.Linear layout
+ * [n, k] (c = a w^T) is bm stored n x k.  res (may
  * be NULL): c = epilogue(a op(bm) + res) through cuBLASLt's C with beta 1; it
  * is only combined with the NONE and BIAS epilogues, so the order of bias,
  * C and activation inside cuBLASLt never matters. */
@@ -158,32 +158,29 @@ void ncu_k_gemm(const nat_launch *l);
 
 /* ---- cuDNN (ncu_dnn.c) ---- */
 
-/* NCHW 3x3-style convolution from a CPU conv launch's i[] (n, ci, h, w, co, k,
- * pad); p: in, w, bias (may be NULL), out (device).  fused: one
- * cudnnConvolutionBiasActivationForward with act (NAT_ACT_NONE or RELU) and
- * the bias; else a bare cudnnConvolutionForward.  FB_EUNSUPPORTED when the
- * library (or this build) cannot; the caller falls back. */
-FB_MUSTCHECK fb_code ncu_conv_setup(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l, bool fused,
-                                    int act, fb_err *err);
-
-/* A general NCHW convolution (the model zoo's gr_k_conv): stride, padding,
- * dilation and groups per axis; a 1-D convolution is h = kh = 1. */
+/* A general NCHW convolution: stride, padding, dilation and groups per axis;
+ * a 1-D convolution is h = kh = 1. */
 typedef struct ncu_conv_geom {
     int n, ci, h, w, co, kh, kw;
     int sh, sw, ph, pw, dh, dw, groups;
 } ncu_conv_geom;
+/* The geometry of a conv descriptor's shape. */
+ncu_conv_geom ncu_conv_geom_of(const nat_conv_shape *s);
 /* Output height and width of g (<= 0 when the shape is impossible). */
 void ncu_conv_out(const ncu_conv_geom *g, int *ho, int *wo);
-/* As ncu_conv_setup for geometry g; p: in, w, bias (may be NULL), out and,
- * for fused, p[4] = z, a residual [n, co, ho, wo] (NULL: none) added before
- * act: y = act(conv(x) + bias + z). */
+/* A cuDNN convolution of geometry g into l, whose conv slots hold device
+ * pointers: in, w, bias (may be NULL), out and, for fused, res: z, a
+ * residual [n, co, ho, wo] (NULL: none) added before act.  fused: one
+ * cudnnConvolutionBiasActivationForward, y = act(conv(x) + bias + z) (act
+ * NAT_ACT_NONE or RELU); else a bare cudnnConvolutionForward.
+ * FB_EUNSUPPORTED when the library (or this build) cannot; the caller falls
+ * back. */
 FB_MUSTCHECK fb_code ncu_conv_setup_geom(ncu_ctx *ctx, ncu_lstate *st, nat_launch *l,
                                          const ncu_conv_geom *g, bool fused, int act, fb_err *err);
 void ncu_conv_destroy(ncu_lstate *st);
 
-/* Op codes of the CPU launches' i[] (nat_kern_cpu.h), repeated here because
- * the .cu files cannot include that C header; ncu_lower.c static-asserts that
- * they agree. */
+/* Op codes of the CPU launches' descriptors (nat_desc.h), repeated here for
+ * the .cu files; ncu_lower.c static-asserts that they agree. */
 enum { NCU_ADD, NCU_SUB, NCU_MUL, NCU_DIV };
 enum { NCU_BC_FULL, NCU_BC_COL, NCU_BC_ROW, NCU_BC_SCALAR, NCU_BC_TILE };
 enum { NCU_RELU, NCU_GELU, NCU_SIGMOID, NCU_EXP, NCU_RSQRT, NCU_UNOP_COUNT };
@@ -202,12 +199,12 @@ enum {
     NCU_ACT_GELU_TANH,
     NCU_ACT_COUNT
 };
-/* The element chain's step codes (graph/gr_kern.h gr_chain_step). */
+/* The element chain's step codes (nat_chain_step). */
 enum { NCU_CH_ACT, NCU_CH_ADD, NCU_CH_MUL, NCU_CH_SCALE };
 enum { NCU_CH_BC_FULL, NCU_CH_BC_COL, NCU_CH_BC_ROW };
 
-/* ---- our kernels (ncu_kern.cu, ncu_attn.cu): nat_kernel_fn launch fns with
- * the argument layout of their CPU twins in nat_kern_cpu.h ---- */
+/* ---- our kernels (ncu_kern.cu, ncu_attn.cu): nat_kernel_fn launch fns that
+ * read the descriptor and slots of their CPU twins in nat_kern_cpu.h ---- */
 void ncu_k_binary(const nat_launch *l);
 void ncu_k_unary(const nat_launch *l);
 void ncu_k_row_reduce(const nat_launch *l);
@@ -215,23 +212,22 @@ void ncu_k_softmax(const nat_launch *l);
 void ncu_k_layernorm(const nat_launch *l);
 void ncu_k_elem_chain(const nat_launch *l);
 void ncu_k_batchnorm(const nat_launch *l);
-/* out = act(x + bias[(idx / inner) % c]).  p: x, bias, out; i: n, c, inner, act
- * (a GEMM's column bias: inner 1, c = cols; a conv's channel bias: inner h*w). */
+/* NAT_D_EPI without the residual: out = act(x + bias[(idx / inner) % c]) (a
+ * GEMM's column bias: inner 1, c = cols; a conv's channel bias: inner h*w). */
 void ncu_k_bias_act(const nat_launch *l);
-/* Fused attention, head_dim <= NCU_ATTN_MAX_D.  p: q, k, v, o; i: bh, s, d,
- * causal; f: scale. */
+/* NAT_D_ATTN: fused attention, head_dim <= NCU_ATTN_MAX_D. */
 #define NCU_ATTN_MAX_D 128
 void ncu_k_attention(const nat_launch *l);
 
-/* ---- the model zoo's kernels (ncu_kern_zoo.cu): launch fns with the
- * argument layout of their CPU twins in graph/gr_kern.h (the comment there
- * says what p[], i[] and f[] hold), device pointers in p[] ---- */
+/* ---- the model zoo's kernels (ncu_kern_zoo.cu): launch fns that read the
+ * descriptor and slots of their CPU twins in graph/gr_kern.h, device
+ * pointers in p[] ---- */
 
-/* Steps of one element chain: gr_k_chain's i[1] (p[2 + operand] are the
- * operands, so at most NAT_MAX_ARGS - 2 of each). */
+/* Steps of one element chain the kernel takes (its operands are at
+ * p[NAT_CHAIN_OPD + operand], so at most NAT_MAX_ARGS - 2 of them). */
 #define NCU_CHAIN_MAX (NAT_MAX_ARGS - 2)
 void ncu_k_zoo_chain(const nat_launch *l);
-void ncu_k_zoo_softmax(const nat_launch *l); /* with scale f[0] and causal i[2] */
+void ncu_k_zoo_softmax(const nat_launch *l); /* with the descriptor's scale and causal */
 void ncu_k_zoo_causal(const nat_launch *l);
 void ncu_k_zoo_maxpool(const nat_launch *l);
 void ncu_k_zoo_avgpool(const nat_launch *l);
@@ -245,8 +241,7 @@ void ncu_k_zoo_slice(const nat_launch *l);
 /* The epilogue of a bare library convolution or GEMM, one pass:
  * out = act(x + bias[(idx / inner) % c] + res[idx]), any nat_act, bias and res
  * NULL for none (a conv's channel bias: inner = ho*wo, c = co; a GEMM's column
- * bias: inner 1, c = n).  May run in place (out == x).  p: x, bias, res, out;
- * i: n, c, inner, act. */
+ * bias: inner 1, c = n).  May run in place (out == x).  NAT_D_EPI. */
 void ncu_k_epilogue(const nat_launch *l);
 
 /* dst[i] = (dtype) src[i] and back, on stream; return cudaError_t as int. */

@@ -63,9 +63,10 @@ __global__ void k_binary(const T *__restrict__ x, const T *__restrict__ b, T *__
 
 template <typename T> static void run_binary(const nat_launch *l, cudaStream_t s)
 {
-    bin_args a = {(int)l->i[0], (int)l->i[3], l->i[1], l->i[2], l->i[4] > 0 ? l->i[4] : 1, l->f[0]};
-    const T *x = (const T *)l->p[0], *b = (const T *)l->p[1];
-    T *out = (T *)l->p[2];
+    const nat_elem_desc *e = &l->d.elem;
+    bin_args a = {e->op, e->bcast, e->rows, e->cols, e->period > 0 ? e->period : 1, e->scalar};
+    const T *x = (const T *)l->p[NAT_ELEM_A], *b = (const T *)l->p[NAT_ELEM_B];
+    T *out = (T *)l->p[NAT_ELEM_OUT];
     int64_t n = a.rows * a.cols;
     /* Four at a time when no row of a broadcast operand is split by a vector. */
     bool vec4 = n % 4 == 0 && (a.bc == NCU_BC_FULL || a.bc == NCU_BC_SCALAR || a.cols % 4 == 0);
@@ -114,10 +115,10 @@ __global__ void k_unary(const T *x, T *out, int op, int64_t n) /* may run in pla
 
 template <typename T> static void run_unary(const nat_launch *l, cudaStream_t s)
 {
-    const T *x = (const T *)l->p[0];
-    T *out = (T *)l->p[1];
-    int op = (int)l->i[0];
-    int64_t n = l->i[1];
+    const T *x = (const T *)l->p[NAT_ELEM_A];
+    T *out = (T *)l->p[NAT_ELEM_OUT];
+    int op = l->d.elem.op;
+    int64_t n = l->d.elem.rows * l->d.elem.cols;
     if (n % 4 == 0)
         k_unary<T, 4><<<ncu_blocks(n / 4), NCU_THREADS, 0, s>>>(x, out, op, n);
     else
@@ -143,9 +144,10 @@ __global__ void k_bias_act(const T *__restrict__ x, const T *__restrict__ bias, 
 
 template <typename T> static void run_bias_act(const nat_launch *l, cudaStream_t s)
 {
-    int64_t n = l->i[0];
-    k_bias_act<T><<<ncu_blocks(n), NCU_THREADS, 0, s>>>(
-        (const T *)l->p[0], (const T *)l->p[1], (T *)l->p[2], n, l->i[1], l->i[2], (int)l->i[3]);
+    const nat_epi_desc *e = &l->d.epi;
+    k_bias_act<T><<<ncu_blocks(e->n), NCU_THREADS, 0, s>>>(
+        (const T *)l->p[NAT_EPI_X], (const T *)l->p[NAT_EPI_BIAS], (T *)l->p[NAT_EPI_OUT], e->n,
+        e->c > 0 ? e->c : 1, e->inner > 0 ? e->inner : 1, e->act);
 }
 
 extern "C" void ncu_k_bias_act(const nat_launch *l)
@@ -176,15 +178,16 @@ __global__ void k_chain(const T *__restrict__ x, const T *__restrict__ y, T *__r
 
 template <typename T> static void run_chain(const nat_launch *l, cudaStream_t s)
 {
-    const T *x = (const T *)l->p[0], *y = (const T *)l->p[1];
-    T *out = (T *)l->p[2];
-    int64_t n = l->i[0];
+    const T *x = (const T *)l->p[NAT_ELEM_A], *y = (const T *)l->p[NAT_ELEM_B];
+    T *out = (T *)l->p[NAT_ELEM_OUT];
+    int64_t n = l->d.elem.rows * l->d.elem.cols;
+    float alpha = l->d.elem.alpha, beta = l->d.elem.beta;
     /* 16-byte accesses: 4 floats, or 8 halves. */
     constexpr int V = sizeof(T) == 4 ? 4 : 8;
     if (n % V == 0)
-        k_chain<T, V><<<ncu_blocks(n / V), NCU_THREADS, 0, s>>>(x, y, out, n, l->f[0], l->f[1]);
+        k_chain<T, V><<<ncu_blocks(n / V), NCU_THREADS, 0, s>>>(x, y, out, n, alpha, beta);
     else
-        k_chain<T, 1><<<ncu_blocks(n), NCU_THREADS, 0, s>>>(x, y, out, n, l->f[0], l->f[1]);
+        k_chain<T, 1><<<ncu_blocks(n), NCU_THREADS, 0, s>>>(x, y, out, n, alpha, beta);
 }
 
 extern "C" void ncu_k_elem_chain(const nat_launch *l)
@@ -211,10 +214,12 @@ __global__ void k_batchnorm(const T *__restrict__ x, const T *mean, const T *var
 
 template <typename T> static void run_batchnorm(const nat_launch *l, cudaStream_t s)
 {
-    int64_t n = l->i[0] * l->i[1] * l->i[2];
+    const nat_bn_desc *b = &l->d.bn;
+    int64_t n = b->n * b->c * b->hw;
     k_batchnorm<T><<<ncu_blocks(n), NCU_THREADS, 0, s>>>(
-        (const T *)l->p[0], (const T *)l->p[1], (const T *)l->p[2], (const T *)l->p[3],
-        (const T *)l->p[4], (T *)l->p[5], n, l->i[1], l->i[2], l->f[0]);
+        (const T *)l->p[NAT_BN_X], (const T *)l->p[NAT_BN_MEAN], (const T *)l->p[NAT_BN_VAR],
+        (const T *)l->p[NAT_BN_GAMMA], (const T *)l->p[NAT_BN_BETA], (T *)l->p[NAT_BN_OUT], n, b->c,
+        b->hw, b->eps);
 }
 
 extern "C" void ncu_k_batchnorm(const nat_launch *l)
@@ -241,8 +246,9 @@ __global__ void k_row_reduce(const T *__restrict__ x, T *__restrict__ out, int o
 
 template <typename T> static void run_row_reduce(const nat_launch *l, cudaStream_t s)
 {
-    k_row_reduce<T><<<(unsigned)l->i[1], NCU_THREADS, 0, s>>>((const T *)l->p[0], (T *)l->p[1],
-                                                              (int)l->i[0], l->i[2]);
+    const nat_rows_desc *r = &l->d.rows;
+    k_row_reduce<T><<<(unsigned)r->rows, NCU_THREADS, 0, s>>>(
+        (const T *)l->p[NAT_ROWS_X], (T *)l->p[NAT_ROWS_OUT], r->op, r->cols);
 }
 
 extern "C" void ncu_k_row_reduce(const nat_launch *l)
@@ -330,10 +336,10 @@ __global__ void k_softmax_stream(const T *__restrict__ x, T *__restrict__ out, i
 
 template <typename T> static void run_softmax(const nat_launch *l, cudaStream_t s)
 {
-    const T *x = (const T *)l->p[0];
-    T *out = (T *)l->p[1];
-    unsigned rows = (unsigned)l->i[0];
-    int64_t cols = l->i[1];
+    const T *x = (const T *)l->p[NAT_ROWS_X];
+    T *out = (T *)l->p[NAT_ROWS_OUT];
+    unsigned rows = (unsigned)l->d.rows.rows;
+    int64_t cols = l->d.rows.cols;
     if (cols % 4 == 0 && cols <= 4 * ROW_CHUNKS * NCU_THREADS)
         k_softmax_reg<T, 4><<<rows, NCU_THREADS, 0, s>>>(x, out, cols);
     else if (cols <= ROW_CHUNKS * NCU_THREADS)
@@ -426,11 +432,11 @@ __global__ void k_layernorm_stream(const T *__restrict__ x, const T *__restrict_
 
 template <typename T> static void run_layernorm(const nat_launch *l, cudaStream_t s)
 {
-    const T *x = (const T *)l->p[0], *res = (const T *)l->p[1];
-    const T *g = (const T *)l->p[2], *b = (const T *)l->p[3];
-    T *out = (T *)l->p[4];
-    unsigned rows = (unsigned)l->i[0];
-    ln_args a = {l->i[1], l->f[0]};
+    const T *x = (const T *)l->p[NAT_ROWS_X], *res = (const T *)l->p[NAT_ROWS_RES];
+    const T *g = (const T *)l->p[NAT_ROWS_GAMMA], *b = (const T *)l->p[NAT_ROWS_BETA];
+    T *out = (T *)l->p[NAT_ROWS_OUT];
+    unsigned rows = (unsigned)l->d.rows.rows;
+    ln_args a = {l->d.rows.cols, l->d.rows.eps};
     if (a.cols % 4 == 0 && a.cols <= 4 * ROW_CHUNKS * NCU_THREADS)
         k_layernorm_reg<T, 4><<<rows, NCU_THREADS, 0, s>>>(x, res, g, b, out, a);
     else if (a.cols <= ROW_CHUNKS * NCU_THREADS)

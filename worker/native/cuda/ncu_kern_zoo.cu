@@ -2,8 +2,8 @@
  * the interpreted element chain, softmax with scale and causal mask, the
  * causal mask alone, the pools, the embedding lookup, permute, concat, slice,
  * and the epilogue (bias + residual + any activation) that follows a bare
- * library convolution or GEMM.  Each takes its CPU twin's i[] and f[] as they
- * are (ncu_lower.c checks them once, at prepare), stores in the ctx dtype and
+ * library convolution or GEMM.  Each takes its CPU twin's descriptor as it is
+ * (ncu_lower.c checks it once, at prepare), stores in the ctx dtype and
  * computes in float32 with the CPU's formulas (nat_act_apply).
  *
  * Every kernel is a grid-stride loop over int64 indexes, so no size is bound
@@ -110,24 +110,25 @@ template <typename T, int VEC> __global__ void kz_chain(const T *x, T *out, zoo_
     }
 }
 
-/* p: x, out, operands; i: n, n_steps, steps (code | size << 32); f[s]: scales. */
+/* NAT_D_CHAIN (steps checked when lowered). */
 template <typename T> static void rz_chain(const nat_launch *l, cudaStream_t s)
 {
+    const nat_chain_desc *ch = &l->d.chain;
     zoo_chain_args a = {};
-    a.n = l->i[0];
-    a.steps = l->i[1] < NCU_CHAIN_MAX ? (int)l->i[1] : NCU_CHAIN_MAX; /* checked when lowered */
+    a.n = ch->n;
+    a.steps = ch->n_steps < NCU_CHAIN_MAX ? ch->n_steps : NCU_CHAIN_MAX;
     for (int k = 0; k < a.steps; k++) {
-        int64_t code = l->i[2 + k];
-        int operand = (int)((code >> 16) & 0xffff);
-        a.st[k].op = (int)(code & 15);
-        a.st[k].act = (int)((code >> 4) & 255);
-        a.st[k].bc = (int)((code >> 12) & 15);
-        a.st[k].size = code >> 32 > 0 ? code >> 32 : 1;
-        a.st[k].b = operand < NCU_CHAIN_MAX ? l->p[2 + operand] : NULL;
-        a.st[k].s = l->f[k];
+        const nat_chain_step *st = &ch->steps[k];
+        a.st[k].op = st->op;
+        a.st[k].act = st->act;
+        a.st[k].bc = st->bc;
+        a.st[k].size = st->size > 0 ? st->size : 1;
+        a.st[k].b =
+            NAT_CHAIN_OPD + st->operand < NAT_MAX_ARGS ? l->p[NAT_CHAIN_OPD + st->operand] : NULL;
+        a.st[k].s = st->scalar;
     }
-    const T *x = (const T *)l->p[0];
-    T *out = (T *)l->p[1];
+    const T *x = (const T *)l->p[NAT_CHAIN_X];
+    T *out = (T *)l->p[NAT_CHAIN_OUT];
     constexpr int V = zoo_vec<T>();
     if (a.n % V == 0 && zoo_aligned(x) && zoo_aligned(out))
         kz_chain<T, V><<<ncu_blocks(a.n / V), NCU_THREADS, 0, s>>>(x, out, a);
@@ -206,11 +207,11 @@ static unsigned zoo_row_blocks(int64_t rows)
 /* p: x, out; i: rows, cols, causal; f: scale. */
 template <typename T> static void rz_softmax(const nat_launch *l, cudaStream_t s)
 {
-    const T *x = (const T *)l->p[0];
-    T *out = (T *)l->p[1];
-    int64_t rows = l->i[0], cols = l->i[1];
-    int causal = l->i[2] != 0;
-    float scale = l->f[0];
+    const T *x = (const T *)l->p[NAT_ROWS_X];
+    T *out = (T *)l->p[NAT_ROWS_OUT];
+    int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
+    int causal = l->d.rows.causal;
+    float scale = l->d.rows.scale;
     int64_t ch = (cols + NCU_THREADS - 1) / NCU_THREADS;
     unsigned g = zoo_row_blocks(rows);
     if (ch <= 1)
@@ -243,9 +244,9 @@ __global__ void kz_causal(const T *__restrict__ x, T *__restrict__ out, int64_t 
 /* p: x, out; i: rows, cols. */
 template <typename T> static void rz_causal(const nat_launch *l, cudaStream_t s)
 {
-    int64_t rows = l->i[0], cols = l->i[1];
-    kz_causal<T><<<ncu_blocks(rows * cols), NCU_THREADS, 0, s>>>((const T *)l->p[0], (T *)l->p[1],
-                                                                 rows, cols);
+    int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
+    kz_causal<T><<<ncu_blocks(rows * cols), NCU_THREADS, 0, s>>>(
+        (const T *)l->p[NAT_ROWS_X], (T *)l->p[NAT_ROWS_OUT], rows, cols);
 }
 
 /* ---- pools over planes: one thread per output element ---- */
@@ -290,10 +291,11 @@ __global__ void kz_pool(const T *__restrict__ in, T *__restrict__ out, zoo_pool 
 /* p: in, out; i: planes, h, w, kh, kw, sh, sw, ph, pw, ho, wo, count_pad. */
 template <typename T, bool MAX> static void rz_pool(const nat_launch *l, cudaStream_t s)
 {
-    zoo_pool g = {l->i[0], l->i[1], l->i[2], l->i[3], l->i[4],  l->i[5],
-                  l->i[6], l->i[7], l->i[8], l->i[9], l->i[10], l->i[11]};
-    kz_pool<T, MAX><<<ncu_blocks(g.planes * g.ho * g.wo), NCU_THREADS, 0, s>>>((const T *)l->p[0],
-                                                                               (T *)l->p[1], g);
+    const nat_pool_desc *d = &l->d.pool;
+    zoo_pool g = {d->planes, d->h,  d->w,  d->kh, d->kw, d->sh,
+                  d->sw,     d->ph, d->pw, d->ho, d->wo, d->count_pad};
+    kz_pool<T, MAX><<<ncu_blocks(g.planes * g.ho * g.wo), NCU_THREADS, 0, s>>>(
+        (const T *)l->p[NAT_MOVE_IN], (T *)l->p[NAT_MOVE_OUT], g);
 }
 
 template <typename T> static void rz_maxpool(const nat_launch *l, cudaStream_t s)
@@ -338,9 +340,10 @@ __global__ void kz_adaptive_avgpool(const T *__restrict__ in, T *__restrict__ ou
 /* p: in, out; i: planes, h, w, ho, wo. */
 template <typename T> static void rz_adaptive_avgpool(const nat_launch *l, cudaStream_t s)
 {
-    zoo_apool g = {l->i[0], l->i[1], l->i[2], l->i[3], l->i[4]};
+    const nat_pool_desc *d = &l->d.pool;
+    zoo_apool g = {d->planes, d->h, d->w, d->ho, d->wo};
     kz_adaptive_avgpool<T><<<ncu_blocks(g.planes * g.ho * g.wo * 32), NCU_THREADS, 0, s>>>(
-        (const T *)l->p[0], (T *)l->p[1], g);
+        (const T *)l->p[NAT_MOVE_IN], (T *)l->p[NAT_MOVE_OUT], g);
 }
 
 /* ---- data movement ---- */
@@ -364,9 +367,10 @@ __global__ void kz_embedding(const T *__restrict__ ids, const T *__restrict__ ta
 /* p: ids, table, out; i: n_ids, d, vocab. */
 template <typename T> static void rz_embedding(const nat_launch *l, cudaStream_t s)
 {
-    int64_t n = l->i[0], d = l->i[1], vocab = l->i[2];
+    int64_t n = l->d.embed.n_ids, d = l->d.embed.d, vocab = l->d.embed.vocab;
     kz_embedding<T><<<ncu_blocks(n * d), NCU_THREADS, 0, s>>>(
-        (const T *)l->p[0], (const T *)l->p[1], (T *)l->p[2], n, d, vocab);
+        (const T *)l->p[NAT_EMBED_IDS], (const T *)l->p[NAT_EMBED_TABLE], (T *)l->p[NAT_EMBED_OUT],
+        n, d, vocab);
 }
 
 struct zoo_perm {
@@ -392,24 +396,26 @@ __global__ void kz_permute(const T *__restrict__ in, T *__restrict__ out, zoo_pe
     }
 }
 
-/* p: in, out; i: rank, dims[0..5] (of in), perm[0..5] at i[7..12]. */
+/* NAT_D_PERMUTE. */
 template <typename T> static void rz_permute(const nat_launch *l, cudaStream_t s)
 {
+    const nat_permute_desc *pd = &l->d.permute;
     zoo_perm a = {};
     int64_t istride[NCU_PERMUTE_MAX_RANK], st = 1;
-    a.rank = l->i[0] < NCU_PERMUTE_MAX_RANK ? (int)l->i[0] : NCU_PERMUTE_MAX_RANK;
+    a.rank = pd->rank < NCU_PERMUTE_MAX_RANK ? pd->rank : NCU_PERMUTE_MAX_RANK;
     for (int d = a.rank - 1; d >= 0; d--) {
         istride[d] = st;
-        st *= l->i[1 + d];
+        st *= pd->dims[d];
     }
     a.total = 1;
     for (int d = 0; d < a.rank; d++) {
-        int64_t p = l->i[7 + d]; /* a permutation of 0..rank-1: checked when lowered */
-        a.odims[d] = l->i[1 + p];
+        int64_t p = pd->perm[d]; /* a permutation of 0..rank-1: checked when lowered */
+        a.odims[d] = pd->dims[p];
         a.ist[d] = istride[p];
         a.total *= a.odims[d];
     }
-    kz_permute<T><<<ncu_blocks(a.total), NCU_THREADS, 0, s>>>((const T *)l->p[0], (T *)l->p[1], a);
+    kz_permute<T><<<ncu_blocks(a.total), NCU_THREADS, 0, s>>>((const T *)l->p[NAT_MOVE_IN],
+                                                              (T *)l->p[NAT_MOVE_OUT], a);
 }
 
 struct zoo_cat {
@@ -434,22 +440,22 @@ template <typename T> __global__ void kz_concat(T *__restrict__ out, zoo_cat a)
     }
 }
 
-/* p: inputs (up to 6), out at p[6]; i: n_in, outer, inner, out_axis, axis
- * sizes at i[4..9], broadcast bits at i[10]. */
+/* NAT_D_CONCAT: inputs at p[0 .. n_in), out at p[NAT_CONCAT_OUT]. */
 template <typename T> static void rz_concat(const nat_launch *l, cudaStream_t s)
 {
     zoo_cat a = {};
-    a.n_in = l->i[0] < NCU_CONCAT_MAX_IN ? (int)l->i[0] : NCU_CONCAT_MAX_IN;
-    a.bcast = (unsigned)l->i[10];
-    a.outer = l->i[1];
-    a.inner = l->i[2];
-    a.oax = l->i[3];
+    const nat_concat_desc *c = &l->d.concat;
+    a.n_in = c->n_in < NCU_CONCAT_MAX_IN ? c->n_in : NCU_CONCAT_MAX_IN;
+    a.bcast = c->bcast;
+    a.outer = c->outer;
+    a.inner = c->inner;
+    a.oax = c->out_axis;
     a.total = a.outer * a.oax * a.inner;
     for (int k = 0; k < a.n_in; k++) {
-        a.ax[k] = l->i[4 + k];
+        a.ax[k] = c->axis[k];
         a.src[k] = l->p[k];
     }
-    kz_concat<T><<<ncu_blocks(a.total), NCU_THREADS, 0, s>>>((T *)l->p[6], a);
+    kz_concat<T><<<ncu_blocks(a.total), NCU_THREADS, 0, s>>>((T *)l->p[NAT_CONCAT_OUT], a);
 }
 
 template <typename T>
@@ -467,9 +473,11 @@ __global__ void kz_slice(const T *__restrict__ in, T *__restrict__ out, int64_t 
 /* p: in, out; i: outer, axis_len, start, len, inner. */
 template <typename T> static void rz_slice(const nat_launch *l, cudaStream_t s)
 {
-    int64_t outer = l->i[0], len = l->i[3], inner = l->i[4];
+    const nat_slice_desc *sd = &l->d.slice;
+    int64_t outer = sd->outer, len = sd->len, inner = sd->inner;
     kz_slice<T><<<ncu_blocks(outer * len * inner), NCU_THREADS, 0, s>>>(
-        (const T *)l->p[0], (T *)l->p[1], outer, l->i[1], l->i[2], len, inner);
+        (const T *)l->p[NAT_MOVE_IN], (T *)l->p[NAT_MOVE_OUT], outer, sd->axis_len, sd->start, len,
+        inner);
 }
 
 /* ---- epilogue: out = act(x + bias + res) after a bare library call ---- */
@@ -502,12 +510,14 @@ __global__ void kz_epilogue(const T *x, const T *__restrict__ bias, const T *__r
     }
 }
 
-/* p: x, bias, res, out; i: n, c, inner, act. */
+/* NAT_D_EPI. */
 template <typename T> static void rz_epilogue(const nat_launch *l, cudaStream_t s)
 {
-    const T *x = (const T *)l->p[0], *bias = (const T *)l->p[1], *res = (const T *)l->p[2];
-    T *out = (T *)l->p[3];
-    zoo_epi a = {l->i[0], l->i[1] > 0 ? l->i[1] : 1, l->i[2] > 0 ? l->i[2] : 1, (int)l->i[3]};
+    const T *x = (const T *)l->p[NAT_EPI_X], *bias = (const T *)l->p[NAT_EPI_BIAS];
+    const T *res = (const T *)l->p[NAT_EPI_RES];
+    T *out = (T *)l->p[NAT_EPI_OUT];
+    const nat_epi_desc *e = &l->d.epi;
+    zoo_epi a = {e->n, e->c > 0 ? e->c : 1, e->inner > 0 ? e->inner : 1, e->act};
     constexpr int V = zoo_vec<T>();
     if (a.n % V == 0 && zoo_aligned(x) && zoo_aligned(out) && zoo_aligned(res))
         kz_epilogue<T, V><<<ncu_blocks(a.n / V), NCU_THREADS, 0, s>>>(x, bias, res, out, a);

@@ -1,6 +1,6 @@
 /* ncu_lower: lowers a pattern's CPU plan into a CUDA plan of the same shape.
  * Each CPU launch fn has one lowering here: our kernels take the launch as it
- * is (same i[] and f[], device pointers in p[]); GEMMs, batched GEMMs and
+ * is (same descriptor, device pointers in p[]); GEMMs, batched GEMMs and
  * convolutions become cuBLASLt and cuDNN calls; a CPU kernel the GPU does
  * differently is split or merged here, with the choice written beside it.  A
  * CPU fn with no lowering makes the workload unsupported on CUDA (by name).
@@ -41,13 +41,18 @@ _Static_assert((int)NAT_ACT_RELU6 == NCU_ACT_RELU6 && (int)NAT_ACT_SILU == NCU_A
                    (int)NAT_ACT_GELU_TANH == NCU_ACT_GELU_TANH &&
                    (int)NAT_ACT_GELU_TANH + 1 == NCU_ACT_COUNT,
                "the model zoo's activation codes");
-_Static_assert((int)GR_CH_ACT == NCU_CH_ACT && (int)GR_CH_ADD == NCU_CH_ADD &&
-                   (int)GR_CH_MUL == NCU_CH_MUL && (int)GR_CH_SCALE == NCU_CH_SCALE,
-               "element chain step codes");
-_Static_assert((int)GR_BC_FULL == NCU_CH_BC_FULL && (int)GR_BC_COL == NCU_CH_BC_COL &&
-                   (int)GR_BC_ROW == NCU_CH_BC_ROW,
-               "element chain broadcast codes");
-_Static_assert(GR_CHAIN_MAX <= NCU_CHAIN_MAX, "the CUDA chain takes every CPU chain");
+_Static_assert((int)NAT_CH_ACT == NCU_CH_ACT && (int)NAT_CH_ADD == NCU_CH_ADD &&
+                   (int)NAT_CH_MUL == NCU_CH_MUL && (int)NAT_CH_SCALE == NCU_CH_SCALE,
+               "chain step codes");
+_Static_assert((int)NAT_CH_FULL == NCU_CH_BC_FULL && (int)NAT_CH_COL == NCU_CH_BC_COL &&
+                   (int)NAT_CH_ROW == NCU_CH_BC_ROW,
+               "chain broadcast codes");
+_Static_assert(NAT_CHAIN_MAX <= NCU_CHAIN_MAX, "the CUDA chain takes every CPU chain");
+_Static_assert(NAT_PERMUTE_MAX_RANK == NCU_PERMUTE_MAX_RANK &&
+                   NAT_CONCAT_MAX_IN == NCU_CONCAT_MAX_IN,
+               "data movement limits");
+
+static fb_code no_kernel(const nat_launch *src, const char *why, fb_err *err);
 
 #define BIT(v) (1u << (v))
 
@@ -146,7 +151,9 @@ fb_code ncu_dev_ptr(ncu_ctx *ctx, int v, const float *p, float **out, fb_err *er
 /* ---- emitting launches ---- */
 
 /* Appends a launch to lowered plan v copying src's metadata (name, category,
- * ops, i[], f[], rule, kind); p[] and fn are the caller's.  ops, when not NULL,
+ * ops, descriptor, rule, kind); p[] and fn are the caller's, and so is the
+ * descriptor where the launch does something else than src (a library GEMM
+ * of a fused MLP, an epilogue).  ops, when not NULL,
  * replaces src's (NULL-terminated, static strings). */
 static fb_code emit(ncu_ctx *ctx, int v, const nat_launch *src, const char *name,
                     const char *const *ops, nat_launch **out, fb_err *err)
@@ -171,6 +178,7 @@ static fb_code emit(ncu_ctx *ctx, int v, const nat_launch *src, const char *name
      * launch (a fused group the GPU runs as library call + epilogue). */
     if (l->n_ops < 2)
         l->rule = l->kind = NULL;
+    l->impl = NAT_IMPL_CUDA; /* our kernel, unless a library call replaces it */
     memset(st, 0, sizeof *st);
     st->ctx = ctx;
     st->src = (int)(src - ctx->host->plans[v].launches);
@@ -195,7 +203,7 @@ static fb_code emit_slice(ncu_ctx *ctx, int v, const nat_launch *src, const char
     return rc;
 }
 
-/* Our kernel for src as it is: p[0..np) mapped to the device. */
+/* Our kernel for src as it is: the slots p[0..np) mapped to the device. */
 static fb_code lower_same(ncu_ctx *ctx, int v, const nat_launch *src, nat_kernel_fn fn, int np,
                           fb_err *err)
 {
@@ -219,11 +227,10 @@ static fb_code emit_unary(ncu_ctx *ctx, int v, const nat_launch *src, const char
     if (rc)
         return rc;
     l->category = FB_KC_ELEMENTWISE;
-    memset(l->i, 0, sizeof l->i);
-    l->i[0] = op;
-    l->i[1] = n;
-    l->p[0] = x;
-    l->p[1] = out;
+    l->dk = NAT_D_ELEM;
+    l->d.elem = (nat_elem_desc){.rows = 1, .cols = n, .op = op, .bcast = NAT_BC_SCALAR};
+    l->p[NAT_ELEM_A] = x;
+    l->p[NAT_ELEM_OUT] = out;
     l->fn = ncu_k_unary;
     return FB_OK;
 }
@@ -231,6 +238,7 @@ static fb_code emit_unary(ncu_ctx *ctx, int v, const nat_launch *src, const char
 /* Makes l (just emitted) the cuBLASLt call of g. */
 static fb_code gemm_on(ncu_ctx *ctx, int v, nat_launch *l, const ncu_gemm_args *g, fb_err *err)
 {
+    l->impl = NAT_IMPL_CUBLASLT;
     fb_code rc = ncu_gemm_setup(ctx, (ncu_lstate *)l->aux, l, g, err);
     if (!rc)
         rc = ncu_ws_reserve(ctx, ((ncu_lstate *)l->aux)->ws_bytes, BIT(v), err);
@@ -272,16 +280,12 @@ static fb_code emit_epilogue(ncu_ctx *ctx, int v, const nat_launch *src, const c
     if (rc)
         return rc;
     l->category = FB_KC_ELEMENTWISE;
-    memset(l->i, 0, sizeof l->i);
-    memset(l->f, 0, sizeof l->f);
-    l->i[0] = e->n;
-    l->i[1] = e->c;
-    l->i[2] = e->inner;
-    l->i[3] = e->act;
-    l->p[0] = e->x;
-    l->p[1] = e->bias;
-    l->p[2] = e->res;
-    l->p[3] = e->out;
+    l->dk = NAT_D_EPI;
+    l->d.epi = (nat_epi_desc){.n = e->n, .c = e->c, .inner = e->inner, .act = e->act};
+    l->p[NAT_EPI_X] = e->x;
+    l->p[NAT_EPI_BIAS] = e->bias;
+    l->p[NAT_EPI_RES] = e->res;
+    l->p[NAT_EPI_OUT] = e->out;
     l->fn = ncu_k_epilogue;
     return FB_OK;
 }
@@ -290,24 +294,25 @@ static fb_code emit_epilogue(ncu_ctx *ctx, int v, const nat_launch *src, const c
 
 static fb_code lower_sgemm(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
 {
-    ncu_gemm_args g = {.m = src->i[0], .n = src->i[1], .k = src->i[2], .nb = 1};
-    fb_code rc = ncu_dev_ptr(ctx, v, src->p[0], &g.a, err);
+    const nat_gemm_desc *d = &src->d.gemm;
+    ncu_gemm_args g = {.m = d->m, .n = d->n, .k = d->k, .nb = 1, .trans_b = d->b_trans};
+    fb_code rc = ncu_dev_ptr(ctx, v, src->p[NAT_GEMM_A], &g.a, err);
     if (!rc)
-        rc = ncu_dev_ptr(ctx, v, src->p[1], &g.bm, err);
+        rc = ncu_dev_ptr(ctx, v, src->p[NAT_GEMM_B], &g.bm, err);
     if (!rc)
-        rc = ncu_dev_ptr(ctx, v, src->p[2], &g.c, err);
+        rc = ncu_dev_ptr(ctx, v, src->p[NAT_GEMM_C], &g.c, err);
     return rc ? rc : emit_gemm(ctx, v, src, "cublaslt_gemm", NULL, &g, err);
 }
 
 static fb_code lower_bmm(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
 {
-    ncu_gemm_args g = {
-        .nb = src->i[0], .m = src->i[1], .n = src->i[2], .k = src->i[3], .trans_b = src->i[4] != 0};
-    fb_code rc = ncu_dev_ptr(ctx, v, src->p[0], &g.a, err);
+    const nat_gemm_desc *d = &src->d.gemm;
+    ncu_gemm_args g = {.nb = d->nb, .m = d->m, .n = d->n, .k = d->k, .trans_b = d->b_trans};
+    fb_code rc = ncu_dev_ptr(ctx, v, src->p[NAT_GEMM_A], &g.a, err);
     if (!rc)
-        rc = ncu_dev_ptr(ctx, v, src->p[1], &g.bm, err);
+        rc = ncu_dev_ptr(ctx, v, src->p[NAT_GEMM_B], &g.bm, err);
     if (!rc)
-        rc = ncu_dev_ptr(ctx, v, src->p[2], &g.c, err);
+        rc = ncu_dev_ptr(ctx, v, src->p[NAT_GEMM_C], &g.c, err);
     return rc ? rc : emit_gemm(ctx, v, src, "cublaslt_bmm", NULL, &g, err);
 }
 
@@ -348,17 +353,20 @@ static fb_code lower_gemm_epi(ncu_ctx *ctx, int v, const nat_launch *src, fb_err
     static const char *const ops_l[] = {"linear", NULL};
     static const char *const ops_relu[] = {"relu", NULL};
     static const char *const ops_gelu[] = {"gelu", NULL};
-    ncu_gemm_args g = {.m = src->i[0], .n = src->i[1], .k = src->i[2], .nb = 1};
-    int act = (int)src->i[3];
+    const nat_gemm_desc *d = &src->d.gemm;
+    ncu_gemm_args g = {.m = d->m, .n = d->n, .k = d->k, .nb = 1, .trans_b = d->b_trans};
+    int act = d->act;
     if (act != NCU_ACT_NONE && act != NCU_ACT_RELU && act != NCU_ACT_GELU)
         return fb_err_set(err, FB_EUNSUPPORTED, NULL, "no CUDA epilogue for activation %d", act);
-    fb_code rc = ncu_dev_ptr(ctx, v, src->p[0], &g.a, err);
+    if (src->p[NAT_GEMM_RES])
+        return no_kernel(src, "a residual on a pattern GEMM", err);
+    fb_code rc = ncu_dev_ptr(ctx, v, src->p[NAT_GEMM_A], &g.a, err);
     if (!rc)
-        rc = ncu_dev_ptr(ctx, v, src->p[1], &g.bm, err);
+        rc = ncu_dev_ptr(ctx, v, src->p[NAT_GEMM_B], &g.bm, err);
     if (!rc)
-        rc = ncu_dev_ptr(ctx, v, src->p[2], &g.bias, err);
+        rc = ncu_dev_ptr(ctx, v, src->p[NAT_GEMM_BIAS], &g.bias, err);
     if (!rc)
-        rc = ncu_dev_ptr(ctx, v, src->p[3], &g.c, err);
+        rc = ncu_dev_ptr(ctx, v, src->p[NAT_GEMM_C], &g.c, err);
     if (rc)
         return rc;
     return gemm_act(ctx, v, src, &g, act, NULL, g.bias ? ops_lb : ops_l,
@@ -376,18 +384,22 @@ static fb_code lower_mlp(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err
     static const char *const ops1_split[] = {"linear", "bias", NULL};
     static const char *const ops_gelu[] = {"gelu", NULL};
     static const char *const ops2[] = {"linear", "bias", NULL};
-    int64_t m = src->i[0], d = src->i[1], h = src->i[2];
-    ncu_gemm_args g1 = {.m = m, .n = h, .k = d, .nb = 1}, g2 = {.m = m, .n = d, .k = h, .nb = 1};
+    const nat_mlp_desc *md = &src->d.mlp;
+    int64_t m = md->m, d = md->d, h = md->h;
+    ncu_gemm_args g1 = {.m = m, .n = h, .k = d, .nb = 1, .trans_b = md->w1_trans};
+    ncu_gemm_args g2 = {.m = m, .n = d, .k = h, .nb = 1, .trans_b = md->w2_trans};
     void *hid = ctx->hidden[v]; /* ncu_lower_plan made it for the largest MLP */
     fb_code rc = hid ? FB_OK : fb_err_set(err, FB_EINTERNAL, NULL, "no hidden buffer for the MLP");
-    const float *const hp[] = {src->p[0], src->p[1], src->p[2], src->p[3], src->p[4], src->p[5]};
-    float *dp[6] = {0};
-    for (int j = 0; j < 6 && !rc; j++)
-        rc = ncu_dev_ptr(ctx, v, hp[j], &dp[j], err);
+    if (!rc && (md->act != NCU_ACT_GELU || src->p[NAT_MLP_RES]))
+        rc = no_kernel(src, "a pattern MLP other than GELU without residual", err);
+    float *dp[NAT_MLP_OUT + 1] = {0}; /* NAT_MLP_X .. NAT_MLP_OUT */
+    for (int j = 0; j <= NAT_MLP_OUT && !rc; j++)
+        rc = ncu_dev_ptr(ctx, v, src->p[j], &dp[j], err);
     if (rc)
         return rc;
-    g1.a = dp[0], g1.bm = dp[1], g1.bias = dp[2], g1.c = hid;
-    g2.a = hid, g2.bm = dp[3], g2.bias = dp[4], g2.c = dp[5], g2.epi = NCU_EPI_BIAS;
+    g1.a = dp[NAT_MLP_X], g1.bm = dp[NAT_MLP_W1], g1.bias = dp[NAT_MLP_B1], g1.c = hid;
+    g2.a = hid, g2.bm = dp[NAT_MLP_W2], g2.bias = dp[NAT_MLP_B2], g2.c = dp[NAT_MLP_OUT];
+    g2.epi = NCU_EPI_BIAS;
     rc = gemm_act(ctx, v, src, &g1, NCU_ACT_GELU, ops1, ops1_split, ops_gelu, err);
     if (!rc)
         rc = emit_gemm(ctx, v, src, "cublaslt_gemm_bias", ops2, &g2, err);
@@ -401,8 +413,8 @@ static fb_code lower_mlp(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err
 static fb_code conv_epilogue(ncu_ctx *ctx, int v, const nat_launch *src, float *bias, float *out,
                              int act, const char *const *ops, fb_err *err)
 {
-    int64_t n = src->i[0], co = src->i[4], ho = src->i[2] + 2 * src->i[6] - src->i[5] + 1;
-    int64_t wo = src->i[3] + 2 * src->i[6] - src->i[5] + 1, total = n * co * ho * wo;
+    const nat_conv_shape *s = &src->d.conv.s;
+    int64_t co = s->co, hw = (int64_t)s->ho * s->wo, total = (int64_t)s->n * co * hw;
     if (!bias)
         return act == NCU_ACT_NONE
                    ? FB_OK
@@ -413,19 +425,17 @@ static fb_code conv_epilogue(ncu_ctx *ctx, int v, const nat_launch *src, float *
     if (rc)
         return rc;
     l->category = FB_KC_ELEMENTWISE;
-    memset(l->i, 0, sizeof l->i);
-    l->i[0] = total;
-    l->i[1] = co;
-    l->i[2] = ho * wo;
-    l->i[3] = act;
-    l->p[0] = out;
-    l->p[1] = bias;
-    l->p[2] = out;
+    l->dk = NAT_D_EPI;
+    l->d.epi = (nat_epi_desc){.n = total, .c = co, .inner = hw, .act = act};
+    l->p[NAT_EPI_X] = out;
+    l->p[NAT_EPI_BIAS] = bias;
+    l->p[NAT_EPI_OUT] = out;
     l->fn = ncu_k_bias_act;
     return FB_OK;
 }
 
-/* A convolution launch (cuDNN), fused with bias+act when asked and possible. */
+/* A convolution launch (cuDNN), fused with bias+act when asked and possible;
+ * dp: the device pointers at src's NAT_CONV_IN .. NAT_CONV_OUT slots. */
 static fb_code emit_conv(ncu_ctx *ctx, int v, const nat_launch *src, float *const *dp, bool fused,
                          int act, const char *const *ops, fb_err *err)
 {
@@ -433,9 +443,14 @@ static fb_code emit_conv(ncu_ctx *ctx, int v, const nat_launch *src, float *cons
     fb_code rc = emit(ctx, v, src, fused ? "cudnn_conv_bias_act" : "cudnn_conv", ops, &l, err);
     if (rc)
         return rc;
-    for (int j = 0; j < 4; j++)
-        l->p[j] = dp[j];
-    rc = ncu_conv_setup(ctx, (ncu_lstate *)l->aux, l, fused, act, err);
+    l->p[NAT_CONV_IN] = dp[NAT_CONV_IN];
+    l->p[NAT_CONV_W] = dp[NAT_CONV_W];
+    l->p[NAT_CONV_BIAS] = dp[NAT_CONV_BIAS];
+    l->p[NAT_CONV_OUT] = dp[NAT_CONV_OUT];
+    l->d.conv.act = fused ? act : NAT_ACT_NONE;
+    l->impl = NAT_IMPL_CUDNN;
+    ncu_conv_geom g = ncu_conv_geom_of(&src->d.conv.s);
+    rc = ncu_conv_setup_geom(ctx, (ncu_lstate *)l->aux, l, &g, fused, act, err);
     if (!rc)
         rc = ncu_ws_reserve(ctx, ((ncu_lstate *)l->aux)->ws_bytes, BIT(v), err);
     if (rc && fused) { /* undo, so the caller can fall back */
@@ -453,16 +468,18 @@ static fb_code lower_conv(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *er
 {
     static const char *const ops_conv[] = {"conv2d", NULL};
     static const char *const ops_bias[] = {"bias", NULL};
-    float *dp[4] = {0};
-    int act = (int)src->i[7];
+    float *dp[NAT_CONV_OUT + 1] = {0};
+    int act = src->d.conv.act;
     if (act != NCU_ACT_NONE && act != NCU_ACT_RELU)
         return fb_err_set(err, FB_EUNSUPPORTED, NULL, "no CUDA conv for activation %d", act);
+    if (src->p[NAT_CONV_RES])
+        return no_kernel(src, "a residual on a pattern conv", err);
     fb_code rc = FB_OK;
-    for (int j = 0; j < 4 && !rc; j++)
+    for (int j = 0; j <= NAT_CONV_OUT && !rc; j++)
         rc = ncu_dev_ptr(ctx, v, src->p[j], &dp[j], err);
     if (rc)
         return rc;
-    if (v == NAT_FUSED && dp[2]) {
+    if (v == NAT_FUSED && dp[NAT_CONV_BIAS]) {
         fb_err local;
         fb_err_clear(&local);
         rc = emit_conv(ctx, v, src, dp, true, act, NULL, &local);
@@ -473,10 +490,10 @@ static fb_code lower_conv(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *er
         fb_warn("cuda %s: fused cuDNN conv refused (%s); using conv + bias_act", src->name,
                 local.msg);
     }
-    bool single = src->n_ops <= 1 && !dp[2] && act == NCU_ACT_NONE;
+    bool single = src->n_ops <= 1 && !dp[NAT_CONV_BIAS] && act == NCU_ACT_NONE;
     rc = emit_conv(ctx, v, src, dp, false, NCU_ACT_NONE, single ? NULL : ops_conv, err);
-    if (!rc && (dp[2] || act != NCU_ACT_NONE))
-        rc = conv_epilogue(ctx, v, src, dp[2], dp[3], act,
+    if (!rc && (dp[NAT_CONV_BIAS] || act != NCU_ACT_NONE))
+        rc = conv_epilogue(ctx, v, src, dp[NAT_CONV_BIAS], dp[NAT_CONV_OUT], act,
                            v == NAT_FUSED && src->n_ops > 1 ? &src->ops[1] : ops_bias, err);
     return rc;
 }
@@ -485,7 +502,7 @@ static fb_code lower_conv(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *er
 
 static fb_code lower_attention(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
 {
-    if (src->i[2] > NCU_ATTN_MAX_D || src->i[0] > 65535)
+    if (src->d.attn.d > NCU_ATTN_MAX_D || src->d.attn.bh > 65535)
         return fb_err_set(err, FB_EUNSUPPORTED, "params.head_dim",
                           "fused CUDA attention takes head_dim <= %d and batch*heads <= 65535",
                           NCU_ATTN_MAX_D);
@@ -534,22 +551,26 @@ static const char *lt_name(int epi, bool res)
     return names[epi];
 }
 
-/* gr_k_linear: out = act(a w + bias + res), w as [n, k] (i[4] w_trans: PyTorch's
+/* gr_k_linear: out = act(a w + bias + res), w as [n, k] (b_trans: PyTorch's
  * layout, cuBLASLt's transpose of A) or [k, n].  One cuBLASLt call takes the
  * bias and ReLU/GELU (lt_takes_act), or the bias and the residual (as C, beta
  * 1); any other activation follows by our epilogue kernel in place.  Eager
- * (one op) is that one call with its bias, as PyTorch's addmm.  p[5], the CPU's
- * packed weight, stays on the host. */
+ * (one op) is that one call with its bias, as PyTorch's addmm.  The CPU's
+ * packed weight (NAT_GEMM_PB) stays on the host. */
 static fb_code lower_zoo_linear(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
 {
-    int act = (int)src->i[3];
-    ncu_gemm_args g = {
-        .m = src->i[0], .n = src->i[1], .k = src->i[2], .nb = 1, .trans_b = src->i[4] != 0};
+    const nat_gemm_desc *d = &src->d.gemm;
+    int act = d->act;
+    ncu_gemm_args g = {.m = d->m, .n = d->n, .k = d->k, .nb = 1, .trans_b = d->b_trans};
     fb_code rc = check_act(src, act, err);
     if (!rc && (g.m < 1 || g.n < 1 || g.k < 1))
         rc = no_kernel(src, "empty GEMM", err);
-    float **dst[5] = {&g.a, &g.bm, &g.bias, &g.res, &g.c};
-    for (int j = 0; j < 5 && !rc; j++)
+    float **dst[NAT_GEMM_C + 1] = {[NAT_GEMM_A] = &g.a,
+                                   [NAT_GEMM_B] = &g.bm,
+                                   [NAT_GEMM_BIAS] = &g.bias,
+                                   [NAT_GEMM_RES] = &g.res,
+                                   [NAT_GEMM_C] = &g.c};
+    for (int j = 0; j <= NAT_GEMM_C && !rc; j++)
         rc = ncu_dev_ptr(ctx, v, src->p[j], dst[j], err);
     if (rc)
         return rc;
@@ -565,30 +586,32 @@ static fb_code lower_zoo_linear(ncu_ctx *ctx, int v, const nat_launch *src, fb_e
 }
 
 /* gr_k_mlp: out = act(x w1 + b1) w2 + b2 [+ res] (act GELU, tanh GELU or
- * ReLU; each weight in either layout, bits of i[4]; res p[9], added by the
- * second GEMM as a linear's residual is).  As lower_mlp: two cuBLASLt calls
+ * ReLU; each weight in either layout; res, added by the second GEMM as a
+ * linear's residual is).  As lower_mlp: two cuBLASLt calls
  * through the plan's shared hidden buffer, the activation in the first one's
  * epilogue where cuBLASLt has it (lt_takes_act), else by our epilogue kernel
- * on the hidden tensor.  p[6..8] (the CPU's workspace and packed weights)
- * stay on the host. */
+ * on the hidden tensor.  The CPU's workspace and packed weights stay on the
+ * host. */
 static fb_code lower_zoo_mlp(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
 {
-    int64_t m = src->i[0], d = src->i[1], h = src->i[2], tb = src->i[4];
-    int act = (int)src->i[3];
-    ncu_gemm_args g1 = {.m = m, .n = h, .k = d, .nb = 1, .trans_b = (tb & 1) != 0};
-    ncu_gemm_args g2 = {.m = m, .n = d, .k = h, .nb = 1, .trans_b = (tb & 2) != 0};
-    float *hid = ctx->hidden[v], *dp[6] = {0}, *res = NULL;
+    const nat_mlp_desc *md = &src->d.mlp;
+    int64_t m = md->m, d = md->d, h = md->h;
+    int act = md->act;
+    ncu_gemm_args g1 = {.m = m, .n = h, .k = d, .nb = 1, .trans_b = md->w1_trans};
+    ncu_gemm_args g2 = {.m = m, .n = d, .k = h, .nb = 1, .trans_b = md->w2_trans};
+    float *hid = ctx->hidden[v], *dp[NAT_MLP_OUT + 1] = {0}, *res = NULL;
     fb_code rc = check_act(src, act, err);
     if (!rc && !hid)
         rc = fb_err_set(err, FB_EINTERNAL, NULL, "no hidden buffer for the MLP");
-    for (int j = 0; j < 6 && !rc; j++)
+    for (int j = 0; j <= NAT_MLP_OUT && !rc; j++)
         rc = ncu_dev_ptr(ctx, v, src->p[j], &dp[j], err);
-    if (!rc) /* p[9]: the residual of residual_epilogue, or NULL */
-        rc = ncu_dev_ptr(ctx, v, src->p[9], &res, err);
+    if (!rc) /* the residual of residual_epilogue, or NULL */
+        rc = ncu_dev_ptr(ctx, v, src->p[NAT_MLP_RES], &res, err);
     if (rc)
         return rc;
-    g1.a = dp[0], g1.bm = dp[1], g1.bias = dp[2], g1.c = hid;
-    g2.a = hid, g2.bm = dp[3], g2.bias = dp[4], g2.c = dp[5], g2.res = res;
+    g1.a = dp[NAT_MLP_X], g1.bm = dp[NAT_MLP_W1], g1.bias = dp[NAT_MLP_B1], g1.c = hid;
+    g2.a = hid, g2.bm = dp[NAT_MLP_W2], g2.bias = dp[NAT_MLP_B2], g2.c = dp[NAT_MLP_OUT];
+    g2.res = res;
     bool lib_act = act == NCU_ACT_NONE || lt_takes_act(ctx, act, g1.bias, false);
     g1.epi = lt_epi(act, lib_act, g1.bias != NULL);
     g2.epi = g2.bias ? NCU_EPI_BIAS : NCU_EPI_NONE;
@@ -601,17 +624,7 @@ static fb_code lower_zoo_mlp(ncu_ctx *ctx, int v, const nat_launch *src, fb_err 
     return rc ? rc : emit_gemm_slice(ctx, v, src, lt_name(g2.epi, false), 2, 3, &g2, err);
 }
 
-/* gr_k_conv's i[0..13]. */
-static ncu_conv_geom zoo_geom(const nat_launch *src)
-{
-    ncu_conv_geom g = {(int)src->i[0],  (int)src->i[1], (int)src->i[2],  (int)src->i[3],
-                       (int)src->i[4],  (int)src->i[5], (int)src->i[6],  (int)src->i[7],
-                       (int)src->i[8],  (int)src->i[9], (int)src->i[10], (int)src->i[11],
-                       (int)src->i[12], (int)src->i[13]};
-    return g;
-}
-
-/* A cuDNN launch of a zoo conv: dp = in, w, bias, out, res (device).  Bare:
+/* A cuDNN launch of a zoo conv: dp at src's conv slots (device).  Bare:
  * src's first op; fused (cudnnConvolutionBiasActivationForward with act and
  * the residual as z): all of them, undone on failure so the caller can fall
  * back. */
@@ -624,9 +637,13 @@ static fb_code emit_zoo_conv(ncu_ctx *ctx, int v, const nat_launch *src, float *
     if (rc)
         return rc;
     ncu_lstate *st = (ncu_lstate *)l->aux;
-    for (int j = 0; j < 4; j++)
-        l->p[j] = dp[j];
-    l->p[4] = fused ? dp[4] : NULL;
+    l->p[NAT_CONV_IN] = dp[NAT_CONV_IN];
+    l->p[NAT_CONV_W] = dp[NAT_CONV_W];
+    l->p[NAT_CONV_BIAS] = dp[NAT_CONV_BIAS];
+    l->p[NAT_CONV_OUT] = dp[NAT_CONV_OUT];
+    l->p[NAT_CONV_RES] = fused ? dp[NAT_CONV_RES] : NULL;
+    l->d.conv.act = fused ? act : NAT_ACT_NONE;
+    l->impl = NAT_IMPL_CUDNN;
     rc = ncu_conv_setup_geom(ctx, st, l, g, fused, act, err);
     if (!rc)
         rc = ncu_ws_reserve(ctx, st->ws_bytes, BIT(v), err);
@@ -650,21 +667,19 @@ static fb_code emit_zoo_conv(ncu_ctx *ctx, int v, const nat_launch *src, float *
 static fb_code lower_zoo_conv(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
 {
     static const char *const ops_bias[] = {"bias", NULL};
-    ncu_conv_geom g = zoo_geom(src);
-    int act = (int)src->i[14], ho = 0, wo = 0;
+    ncu_conv_geom g = ncu_conv_geom_of(&src->d.conv.s);
+    int act = src->d.conv.act, ho = 0, wo = 0;
     ncu_conv_out(&g, &ho, &wo);
     fb_code rc = check_act(src, act, err);
     if (!rc &&
         (ho <= 0 || wo <= 0 || g.n < 1 || g.groups < 1 || g.ci % g.groups || g.co % g.groups))
         rc = no_kernel(src, "impossible convolution shape", err);
-    /* dp: in, w, bias, out, res, the layout of the cuDNN launches */
-    const float *const hp[5] = {src->p[0], src->p[1], src->p[2], src->p[4], src->p[3]};
-    float *dp[5] = {0};
-    for (int j = 0; j < 5 && !rc; j++)
-        rc = ncu_dev_ptr(ctx, v, hp[j], &dp[j], err);
+    float *dp[NAT_CONV_OUT + 1] = {0};
+    for (int j = 0; j <= NAT_CONV_OUT && !rc; j++)
+        rc = ncu_dev_ptr(ctx, v, src->p[j], &dp[j], err);
     if (rc)
         return rc;
-    if (v == NAT_FUSED && dp[2] && (act == NCU_ACT_NONE || act == NCU_ACT_RELU)) {
+    if (v == NAT_FUSED && dp[NAT_CONV_BIAS] && (act == NCU_ACT_NONE || act == NCU_ACT_RELU)) {
         fb_err local;
         fb_err_clear(&local);
         rc = emit_zoo_conv(ctx, v, src, dp, &g, true, act, &local);
@@ -674,12 +689,12 @@ static fb_code lower_zoo_conv(ncu_ctx *ctx, int v, const nat_launch *src, fb_err
                 local.msg);
     }
     rc = emit_zoo_conv(ctx, v, src, dp, &g, false, NCU_ACT_NONE, err);
-    if (rc || (!dp[2] && !dp[4] && act == NCU_ACT_NONE))
+    if (rc || (!dp[NAT_CONV_BIAS] && !dp[NAT_CONV_RES] && act == NCU_ACT_NONE))
         return rc;
-    epi_args e = {.x = dp[3],
-                  .bias = dp[2],
-                  .res = dp[4],
-                  .out = dp[3],
+    epi_args e = {.x = dp[NAT_CONV_OUT],
+                  .bias = dp[NAT_CONV_BIAS],
+                  .res = dp[NAT_CONV_RES],
+                  .out = dp[NAT_CONV_OUT],
                   .n = (int64_t)g.n * g.co * ho * wo,
                   .c = g.co,
                   .inner = (int64_t)ho * wo,
@@ -694,28 +709,28 @@ static fb_code lower_zoo_conv(ncu_ctx *ctx, int v, const nat_launch *src, fb_err
 
 typedef fb_code (*check_fn)(const ncu_ctx *ctx, const nat_launch *src, fb_err *err);
 
-/* All of i[from, to) at least lo. */
-static bool all_at_least(const nat_launch *src, int from, int to, int64_t lo)
+/* All of v[0 .. n) at least lo. */
+static bool all_at_least(const int64_t *v, int n, int64_t lo)
 {
-    for (int k = from; k < to; k++)
-        if (src->i[k] < lo)
+    for (int k = 0; k < n; k++)
+        if (v[k] < lo)
             return false;
     return true;
 }
 
 static fb_code check_chain(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
 {
-    if (src->i[0] < 0 || src->i[1] < 0 || src->i[1] > NCU_CHAIN_MAX)
+    const nat_chain_desc *ch = &src->d.chain;
+    if (ch->n < 0 || ch->n_steps < 0 || ch->n_steps > NAT_CHAIN_MAX || ch->n_steps > NCU_CHAIN_MAX)
         return no_kernel(src, "too many steps", err);
-    for (int s = 0; s < (int)src->i[1]; s++) {
-        int64_t code = src->i[2 + s], size = code >> 32;
-        int op = (int)(code & 15), act = (int)((code >> 4) & 255), bc = (int)((code >> 12) & 15);
-        int operand = (int)((code >> 16) & 0xffff);
-        bool binary = op == NCU_CH_ADD || op == NCU_CH_MUL;
-        if (op > NCU_CH_SCALE || act >= NCU_ACT_COUNT || bc > NCU_CH_BC_ROW)
+    for (int s = 0; s < ch->n_steps; s++) {
+        const nat_chain_step *st = &ch->steps[s];
+        bool binary = st->op == NCU_CH_ADD || st->op == NCU_CH_MUL;
+        if (st->op > NCU_CH_SCALE || st->act >= NCU_ACT_COUNT || st->bc > NCU_CH_BC_ROW)
             return no_kernel(src, "a step it does not know", err);
-        if (binary && (operand >= NCU_CHAIN_MAX || !src->p[2 + operand] ||
-                       (bc != NCU_CH_BC_FULL && size < 1)))
+        if (binary &&
+            (NAT_CHAIN_OPD + st->operand >= NAT_MAX_ARGS || !src->p[NAT_CHAIN_OPD + st->operand] ||
+             (st->bc != NCU_CH_BC_FULL && st->size < 1)))
             return no_kernel(src, "a step without its operand", err);
     }
     return FB_OK;
@@ -724,19 +739,24 @@ static fb_code check_chain(const ncu_ctx *ctx, const nat_launch *src, fb_err *er
 /* gr_k_softmax and gr_k_causal: rows, cols. */
 static fb_code check_rows(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
 {
-    return src->i[0] >= 0 && src->i[1] >= 1 ? FB_OK : no_kernel(src, "empty rows", err);
+    return src->d.rows.rows >= 0 && src->d.rows.cols >= 1 ? FB_OK
+                                                          : no_kernel(src, "empty rows", err);
 }
 
 static fb_code check_pool(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
 {
-    bool ok =
-        all_at_least(src, 0, 7, 1) && all_at_least(src, 7, 9, 0) && all_at_least(src, 9, 11, 1);
+    const nat_pool_desc *g = &src->d.pool;
+    const int64_t pos[] = {g->planes, g->h, g->w, g->kh, g->kw, g->sh, g->sw, g->ho, g->wo};
+    const int64_t pad[] = {g->ph, g->pw};
+    bool ok = all_at_least(pos, 9, 1) && all_at_least(pad, 2, 0);
     return ok ? FB_OK : no_kernel(src, "impossible pool shape", err);
 }
 
 static fb_code check_apool(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
 {
-    return all_at_least(src, 0, 5, 1) ? FB_OK : no_kernel(src, "impossible pool shape", err);
+    const nat_pool_desc *g = &src->d.pool;
+    const int64_t pos[] = {g->planes, g->h, g->w, g->ho, g->wo};
+    return all_at_least(pos, 5, 1) ? FB_OK : no_kernel(src, "impossible pool shape", err);
 }
 
 /* Token ids are stored in the run's dtype: float16 holds every integer up to
@@ -744,24 +764,27 @@ static fb_code check_apool(const ncu_ctx *ctx, const nat_launch *src, fb_err *er
 static fb_code check_embedding(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
 {
     int64_t exact = ctx->dtype == NCU_F16 ? 2048 : (ctx->dtype == NCU_BF16 ? 256 : 1 << 24);
-    if (src->i[0] < 0 || !all_at_least(src, 1, 3, 1))
+    const nat_embed_desc *e = &src->d.embed;
+    if (e->n_ids < 0 || e->d < 1 || e->vocab < 1)
         return no_kernel(src, "impossible table", err);
-    if (src->i[2] - 1 > exact)
+    if (e->vocab - 1 > exact)
         return fb_err_set(err, FB_EUNSUPPORTED, "dtype",
                           "token ids up to %lld do not survive %s storage: use float32",
-                          (long long)(src->i[2] - 1),
+                          (long long)(e->vocab - 1),
                           ctx->dtype == NCU_F16 ? "float16" : "bfloat16");
     return FB_OK;
 }
 
 static fb_code check_permute(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
 {
-    int rank = (int)src->i[0];
+    const nat_permute_desc *pd = &src->d.permute;
+    int rank = pd->rank;
     unsigned seen = 0;
-    if (rank < 1 || rank > NCU_PERMUTE_MAX_RANK || !all_at_least(src, 1, 1 + rank, 1))
+    if (rank < 1 || rank > NCU_PERMUTE_MAX_RANK || rank > NAT_PERMUTE_MAX_RANK ||
+        !all_at_least(pd->dims, rank, 1))
         return no_kernel(src, "rank above 6", err);
     for (int d = 0; d < rank; d++) {
-        int64_t p = src->i[7 + d];
+        int64_t p = pd->perm[d];
         if (p < 0 || p >= rank || (seen & (1u << p)))
             return no_kernel(src, "no permutation", err);
         seen |= 1u << p;
@@ -771,21 +794,26 @@ static fb_code check_permute(const ncu_ctx *ctx, const nat_launch *src, fb_err *
 
 static fb_code check_concat(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
 {
-    int n_in = (int)src->i[0];
+    const nat_concat_desc *c = &src->d.concat;
+    int n_in = c->n_in;
     int64_t sum = 0;
-    if (n_in < 1 || n_in > NCU_CONCAT_MAX_IN || !all_at_least(src, 1, 4, 1) || !src->p[6])
+    const int64_t pos[] = {c->outer, c->inner, c->out_axis};
+    if (n_in < 1 || n_in > NCU_CONCAT_MAX_IN || n_in > NAT_CONCAT_MAX_IN ||
+        !all_at_least(pos, 3, 1) || !src->p[NAT_CONCAT_OUT])
         return no_kernel(src, "more than 6 inputs", err);
     for (int k = 0; k < n_in; k++) {
-        if (!src->p[k] || src->i[4 + k] < 0)
+        if (!src->p[k] || c->axis[k] < 0)
             return no_kernel(src, "a missing input", err);
-        sum += src->i[4 + k];
+        sum += c->axis[k];
     }
-    return sum == src->i[3] ? FB_OK : no_kernel(src, "inputs do not fill the axis", err);
+    return sum == c->out_axis ? FB_OK : no_kernel(src, "inputs do not fill the axis", err);
 }
 
 static fb_code check_slice(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
 {
-    bool ok = all_at_least(src, 0, 5, 0) && src->i[2] + src->i[3] <= src->i[1];
+    const nat_slice_desc *sd = &src->d.slice;
+    const int64_t v[] = {sd->outer, sd->axis_len, sd->start, sd->len, sd->inner};
+    bool ok = all_at_least(v, 5, 0) && sd->start + sd->len <= sd->axis_len;
     return ok ? FB_OK : no_kernel(src, "a slice past its axis", err);
 }
 
@@ -795,15 +823,15 @@ typedef fb_code (*lower_fn)(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *
 
 static fb_code lower_one(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
 {
-    /* Our kernel takes the launch as it is (p[0..np) to the device), after its
-     * check. */
+    /* Our kernel takes the launch as it is (slots p[0..np) to the device),
+     * after its check. */
     static const struct {
         nat_kernel_fn cpu, gpu;
         int np;
         check_fn check;
     } same[] = {
         {nat_k_binary, ncu_k_binary, 3, NULL},
-        {nat_k_unary, ncu_k_unary, 2, NULL},
+        {nat_k_unary, ncu_k_unary, 3, NULL},
         {nat_k_row_reduce, ncu_k_row_reduce, 2, NULL},
         {nat_k_softmax, ncu_k_softmax, 2, NULL},
         {nat_k_layernorm, ncu_k_layernorm, 5, NULL},
@@ -817,7 +845,7 @@ static fb_code lower_one(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err
         {gr_k_adaptive_avgpool, ncu_k_zoo_adaptive_avgpool, 2, check_apool},
         {gr_k_embedding, ncu_k_zoo_embedding, 3, check_embedding},
         {gr_k_permute, ncu_k_zoo_permute, 2, check_permute},
-        {gr_k_concat, ncu_k_zoo_concat, 7, check_concat},
+        {gr_k_concat, ncu_k_zoo_concat, NAT_CONCAT_OUT + 1, check_concat},
         {gr_k_slice, ncu_k_zoo_slice, 2, check_slice},
     };
     /* Library calls, or launches split or merged on the GPU. */
@@ -831,10 +859,10 @@ static fb_code lower_one(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err
         {gr_k_conv, lower_zoo_conv},  {gr_k_linear, lower_zoo_linear},
         {gr_k_mlp, lower_zoo_mlp},
     };
-    if ((src->fn == nat_k_unary && (src->i[0] < 0 || src->i[0] >= NCU_UNOP_COUNT)) ||
-        (src->fn == nat_k_binary && (src->i[0] < 0 || src->i[0] > NCU_DIV)))
-        return fb_err_set(err, FB_EUNSUPPORTED, NULL, "no CUDA kernel for %s op %lld", src->name,
-                          (long long)src->i[0]);
+    if ((src->fn == nat_k_unary && (src->d.elem.op < 0 || src->d.elem.op >= NCU_UNOP_COUNT)) ||
+        (src->fn == nat_k_binary && (src->d.elem.op < 0 || src->d.elem.op > NCU_DIV)))
+        return fb_err_set(err, FB_EUNSUPPORTED, NULL, "no CUDA kernel for %s op %d", src->name,
+                          src->d.elem.op);
     for (size_t j = 0; j < sizeof same / sizeof same[0]; j++) {
         if (src->fn != same[j].cpu)
             continue;
@@ -856,8 +884,8 @@ static fb_code reserve_hidden(ncu_ctx *ctx, int v, fb_err *err)
     int64_t most = 0;
     for (int j = 0; j < cpu->n; j++) {
         const nat_launch *l = &cpu->launches[j];
-        if ((l->fn == nat_k_mlp_fused || l->fn == gr_k_mlp) && l->i[0] * l->i[2] > most)
-            most = l->i[0] * l->i[2];
+        if (l->dk == NAT_D_MLP && l->d.mlp.m * l->d.mlp.h > most)
+            most = l->d.mlp.m * l->d.mlp.h;
     }
     if (most <= 0 || ctx->hidden[v])
         return FB_OK;

@@ -12,36 +12,12 @@
 
 void gr_k_conv(const nat_launch *l)
 {
-    nat_conv_shape s = {
-        .n = (int)l->i[0],
-        .ci = (int)l->i[1],
-        .h = (int)l->i[2],
-        .w = (int)l->i[3],
-        .co = (int)l->i[4],
-        .kh = (int)l->i[5],
-        .kw = (int)l->i[6],
-        .stride_h = (int)l->i[7],
-        .stride_w = (int)l->i[8],
-        .pad_h = (int)l->i[9],
-        .pad_w = (int)l->i[10],
-        .dil_h = (int)l->i[11],
-        .dil_w = (int)l->i[12],
-        .groups = (int)l->i[13],
-        .blas = l->i[15] != 0,
-    };
-    if (!nat_conv_shape_finish(&s))
-        return; /* validated when the plan was built */
-    nat_conv2d(l->p[0], l->p[1], l->p[6], l->p[2], l->p[3], l->p[4], &s, (nat_act)l->i[14],
-               l->p[5]);
+    nat_k_conv2d(l);
 }
-
-/* ---- linear and MLP: the launch layouts of gr_kern.h over nat_linear and
- * nat_mlp (nat_kern_linear.c) ---- */
 
 void gr_k_linear(const nat_launch *l)
 {
-    nat_weight w = {.w = l->p[1], .pw = l->p[5], .wt = l->i[4] != 0};
-    nat_linear(l->p[0], w, l->p[2], l->p[3], l->p[4], l->i[0], l->i[1], l->i[2], (int)l->i[3]);
+    nat_k_gemm_epi(l);
 }
 
 int64_t gr_mlp_ws(int64_t m, int64_t h, int64_t *mode, int64_t *rb, int64_t *slots)
@@ -51,40 +27,28 @@ int64_t gr_mlp_ws(int64_t m, int64_t h, int64_t *mode, int64_t *rb, int64_t *slo
 
 void gr_k_mlp(const nat_launch *l)
 {
-    nat_weight w1 = {.w = l->p[1], .pw = l->p[7], .wt = (l->i[4] & 1) != 0};
-    nat_weight w2 = {.w = l->p[3], .pw = l->p[8], .wt = (l->i[4] & 2) != 0};
-    nat_mlp_dims d = {.m = l->i[0],
-                      .d = l->i[1],
-                      .h = l->i[2],
-                      .act = (int)l->i[3],
-                      .mode = l->i[5],
-                      .rb = l->i[6],
-                      .slots = l->i[7]};
-    nat_mlp(l->p[0], w1, l->p[2], w2, l->p[4], l->p[9], l->p[5], l->p[6], &d);
+    nat_k_mlp_fused(l);
 }
 
 /* ---- element chain ---- */
 
-int64_t gr_chain_step(int op, int act, int bc, int operand, int64_t size)
-{
-    return (int64_t)(op | act << 4 | bc << 12 | operand << 16) | size << 32;
-}
-
 #define CHUNK 1024
 
-/* Applies step code to v[0..len), elements [j0, j0+len) of the flow. */
-static void chain_apply(float *v, int64_t len, int64_t j0, int64_t code, const float *b, float s)
+/* Applies step st to v[0..len), elements [j0, j0+len) of the flow, b its
+ * operand. */
+static void chain_apply(float *v, int64_t len, int64_t j0, const nat_chain_step *st, const float *b)
 {
-    int op = (int)(code & 15), act = (int)((code >> 4) & 255), bc = (int)((code >> 12) & 15);
-    int64_t size = code >> 32;
-    if (op == GR_CH_ACT) {
-        nat_act_vec(v, len, act);
-    } else if (op == GR_CH_SCALE) {
+    int op = st->op, bc = st->bc;
+    int64_t size = st->size;
+    if (op == NAT_CH_ACT) {
+        nat_act_vec(v, len, st->act);
+    } else if (op == NAT_CH_SCALE) {
+        float s = st->scalar;
 #pragma omp simd
         for (int64_t j = 0; j < len; j++)
             v[j] *= s;
-    } else if (bc == GR_BC_FULL) {
-        if (op == GR_CH_ADD)
+    } else if (bc == NAT_CH_FULL) {
+        if (op == NAT_CH_ADD)
             for (int64_t j = 0; j < len; j++)
                 v[j] += b[j0 + j];
         else
@@ -92,27 +56,30 @@ static void chain_apply(float *v, int64_t len, int64_t j0, int64_t code, const f
                 v[j] *= b[j0 + j];
     } else {
         for (int64_t j = 0; j < len; j++) {
-            int64_t idx = bc == GR_BC_COL ? (j0 + j) % size : (j0 + j) / size;
-            v[j] = op == GR_CH_ADD ? v[j] + b[idx] : v[j] * b[idx];
+            int64_t idx = bc == NAT_CH_COL ? (j0 + j) % size : (j0 + j) / size;
+            v[j] = op == NAT_CH_ADD ? v[j] + b[idx] : v[j] * b[idx];
         }
     }
 }
 
 NAT_SIMD_CLONES void gr_k_chain(const nat_launch *l)
 {
-    const float *x = l->p[0];
-    float *out = l->p[1];
-    int64_t n = l->i[0], steps = l->i[1], nch = (n + CHUNK - 1) / CHUNK;
+    const nat_chain_desc *ch = &l->d.chain;
+    const float *x = l->p[NAT_CHAIN_X];
+    float *out = l->p[NAT_CHAIN_OUT];
+    int64_t n = ch->n, nch = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < nch; c++) {
         int64_t j0 = c * CHUNK, len = n - j0 < CHUNK ? n - j0 : CHUNK;
         float *v = out + j0; /* the chunk is computed in place in out, in cache */
         if (v != x + j0)
             memcpy(v, x + j0, (size_t)len * sizeof *v);
-        for (int64_t s = 0; s < steps; s++) {
-            int64_t code = l->i[2 + s];
-            int operand = (int)((code >> 16) & 0xffff);
-            chain_apply(v, len, j0, code, l->p[2 + operand], l->f[s]);
+        for (int s = 0; s < ch->n_steps; s++) {
+            const nat_chain_step *st = &ch->steps[s];
+            const float *b = st->op == NAT_CH_ADD || st->op == NAT_CH_MUL
+                                 ? l->p[NAT_CHAIN_OPD + st->operand]
+                                 : NULL;
+            chain_apply(v, len, j0, st, b);
         }
     }
 }
@@ -121,11 +88,11 @@ NAT_SIMD_CLONES void gr_k_chain(const nat_launch *l)
 
 NAT_SIMD_CLONES void gr_k_softmax(const nat_launch *l)
 {
-    const float *x = l->p[0];
-    float *out = l->p[1];
-    int64_t rows = l->i[0], cols = l->i[1];
-    bool causal = l->i[2] != 0;
-    float scale = l->f[0];
+    const float *x = l->p[NAT_ROWS_X];
+    float *out = l->p[NAT_ROWS_OUT];
+    int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
+    bool causal = l->d.rows.causal;
+    float scale = l->d.rows.scale;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
@@ -150,9 +117,9 @@ NAT_SIMD_CLONES void gr_k_softmax(const nat_launch *l)
 
 NAT_SIMD_CLONES void gr_k_causal(const nat_launch *l)
 {
-    const float *x = l->p[0];
-    float *out = l->p[1];
-    int64_t rows = l->i[0], cols = l->i[1];
+    const float *x = l->p[NAT_ROWS_X];
+    float *out = l->p[NAT_ROWS_OUT];
+    int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         int64_t vis = r % cols + 1;
@@ -163,24 +130,13 @@ NAT_SIMD_CLONES void gr_k_causal(const nat_launch *l)
 
 /* ---- pools ---- */
 
-typedef struct pool_geom {
-    int64_t planes, h, w, kh, kw, sh, sw, ph, pw, ho, wo, count_pad;
-} pool_geom;
-
-static pool_geom pool_of(const nat_launch *l)
-{
-    pool_geom g = {l->i[0], l->i[1], l->i[2], l->i[3], l->i[4],  l->i[5],
-                   l->i[6], l->i[7], l->i[8], l->i[9], l->i[10], l->i[11]};
-    return g;
-}
-
 NAT_SIMD_CLONES void gr_k_maxpool(const nat_launch *l)
 {
-    pool_geom g = pool_of(l);
+    nat_pool_desc g = l->d.pool;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < g.planes; p++) {
-        const float *in = l->p[0] + p * g.h * g.w;
-        float *o = l->p[1] + p * g.ho * g.wo;
+        const float *in = l->p[NAT_MOVE_IN] + p * g.h * g.w;
+        float *o = l->p[NAT_MOVE_OUT] + p * g.ho * g.wo;
         for (int64_t oy = 0; oy < g.ho; oy++)
             for (int64_t ox = 0; ox < g.wo; ox++) {
                 float m = -INFINITY;
@@ -199,11 +155,11 @@ NAT_SIMD_CLONES void gr_k_maxpool(const nat_launch *l)
 
 NAT_SIMD_CLONES void gr_k_avgpool(const nat_launch *l)
 {
-    pool_geom g = pool_of(l);
+    nat_pool_desc g = l->d.pool;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < g.planes; p++) {
-        const float *in = l->p[0] + p * g.h * g.w;
-        float *o = l->p[1] + p * g.ho * g.wo;
+        const float *in = l->p[NAT_MOVE_IN] + p * g.h * g.w;
+        float *o = l->p[NAT_MOVE_OUT] + p * g.ho * g.wo;
         for (int64_t oy = 0; oy < g.ho; oy++)
             for (int64_t ox = 0; ox < g.wo; ox++) {
                 float s = 0.0f;
@@ -225,11 +181,12 @@ NAT_SIMD_CLONES void gr_k_avgpool(const nat_launch *l)
 
 void gr_k_adaptive_avgpool(const nat_launch *l)
 {
-    int64_t planes = l->i[0], h = l->i[1], w = l->i[2], ho = l->i[3], wo = l->i[4];
+    const nat_pool_desc *g = &l->d.pool;
+    int64_t planes = g->planes, h = g->h, w = g->w, ho = g->ho, wo = g->wo;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; p++) {
-        const float *in = l->p[0] + p * h * w;
-        float *o = l->p[1] + p * ho * wo;
+        const float *in = l->p[NAT_MOVE_IN] + p * h * w;
+        float *o = l->p[NAT_MOVE_OUT] + p * ho * wo;
         for (int64_t oy = 0; oy < ho; oy++) {
             int64_t y0 = oy * h / ho, y1 = ((oy + 1) * h + ho - 1) / ho;
             for (int64_t ox = 0; ox < wo; ox++) {
@@ -248,9 +205,9 @@ void gr_k_adaptive_avgpool(const nat_launch *l)
 
 void gr_k_embedding(const nat_launch *l)
 {
-    const float *ids = l->p[0], *tab = l->p[1];
-    float *out = l->p[2];
-    int64_t n = l->i[0], d = l->i[1], vocab = l->i[2];
+    const float *ids = l->p[NAT_EMBED_IDS], *tab = l->p[NAT_EMBED_TABLE];
+    float *out = l->p[NAT_EMBED_OUT];
+    int64_t n = l->d.embed.n_ids, d = l->d.embed.d, vocab = l->d.embed.vocab;
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < n; j++) {
         int64_t id = (int64_t)ids[j];
@@ -261,10 +218,10 @@ void gr_k_embedding(const nat_launch *l)
 
 void gr_k_permute(const nat_launch *l)
 {
-    int rank = (int)l->i[0];
-    int64_t dims[6], perm[6], istride[6], odims[6], total = 1;
-    for (int d = 0; d < rank; d++)
-        dims[d] = l->i[1 + d], perm[d] = l->i[7 + d];
+    const nat_permute_desc *pd = &l->d.permute;
+    int rank = pd->rank;
+    const int64_t *dims = pd->dims, *perm = pd->perm;
+    int64_t istride[NAT_PERMUTE_MAX_RANK], odims[NAT_PERMUTE_MAX_RANK], total = 1;
     for (int d = rank - 1, s = 1; d >= 0; d--)
         istride[d] = s, s *= (int)dims[d];
     for (int d = 0; d < rank; d++)
@@ -277,8 +234,8 @@ void gr_k_permute(const nat_launch *l)
             off += (rem % odims[d]) * istride[perm[d]];
             rem /= odims[d];
         }
-        const float *src = l->p[0] + off;
-        float *dst = l->p[1] + r * inner;
+        const float *src = l->p[NAT_MOVE_IN] + off;
+        float *dst = l->p[NAT_MOVE_OUT] + r * inner;
         for (int64_t j = 0; j < inner; j++)
             dst[j] = src[j * st];
     }
@@ -286,13 +243,14 @@ void gr_k_permute(const nat_launch *l)
 
 void gr_k_concat(const nat_launch *l)
 {
-    int n_in = (int)l->i[0];
-    int64_t outer = l->i[1], inner = l->i[2], oax = l->i[3];
+    const nat_concat_desc *c = &l->d.concat;
+    int n_in = c->n_in;
+    int64_t outer = c->outer, inner = c->inner, oax = c->out_axis;
 #pragma omp parallel for schedule(static)
     for (int64_t o = 0; o < outer; o++) {
-        float *dst = l->p[6] + o * oax * inner;
+        float *dst = l->p[NAT_CONCAT_OUT] + o * oax * inner;
         for (int k = 0; k < n_in; k++) {
-            int64_t ax = l->i[4 + k], src_o = (l->i[10] >> k) & 1 ? 0 : o;
+            int64_t ax = c->axis[k], src_o = (c->bcast >> k) & 1 ? 0 : o;
             memcpy(dst, l->p[k] + src_o * ax * inner, (size_t)(ax * inner) * sizeof *dst);
             dst += ax * inner;
         }
@@ -301,9 +259,11 @@ void gr_k_concat(const nat_launch *l)
 
 void gr_k_slice(const nat_launch *l)
 {
-    int64_t outer = l->i[0], ax = l->i[1], start = l->i[2], len = l->i[3], inner = l->i[4];
+    const nat_slice_desc *sd = &l->d.slice;
+    int64_t outer = sd->outer, ax = sd->axis_len, start = sd->start, len = sd->len;
+    int64_t inner = sd->inner;
 #pragma omp parallel for schedule(static)
     for (int64_t o = 0; o < outer; o++)
-        memcpy(l->p[1] + o * len * inner, l->p[0] + (o * ax + start) * inner,
+        memcpy(l->p[NAT_MOVE_OUT] + o * len * inner, l->p[NAT_MOVE_IN] + (o * ax + start) * inner,
                (size_t)(len * inner) * sizeof(float));
 }

@@ -233,13 +233,13 @@ static int bcast_of(const gr_tensor *a, const gr_tensor *b, int64_t *size)
     int64_t na = gr_numel(a), nb = gr_numel(b);
     *size = nb;
     if (na == nb)
-        return GR_BC_FULL;
+        return NAT_CH_FULL;
     if (a->rank == 4 && b->rank == 4 && b->dims[2] == 1 && b->dims[3] == 1 &&
         b->dims[0] == a->dims[0] && b->dims[1] == a->dims[1] && a->dims[2] * a->dims[3] > 1) {
         *size = a->dims[2] * a->dims[3];
-        return GR_BC_ROW;
+        return NAT_CH_ROW;
     }
-    return GR_BC_COL;
+    return NAT_CH_COL;
 }
 
 /* The weight of linear node n as gr_k_linear takes it: PyTorch's [n, k]
@@ -268,51 +268,38 @@ static float *lin_w(lower *L, const gr_node *n, bool *w_trans, float **packed)
 
 /* ---- single ops ---- */
 
-static void conv_args(const lower *L, const gr_node *n, nat_launch *l)
+/* The shape of conv node n (finished); false when impossible. */
+static bool conv_shape(const lower *L, const gr_node *n, nat_conv_shape *s)
 {
     const gr_tensor *x = ten(L, n->in[0]), *w = ten(L, n->in[1]);
     bool one_d = n->op == GR_CONV1D;
-    int64_t v[16] = {x->dims[0],
-                     x->dims[1],
-                     one_d ? 1 : x->dims[2],
-                     one_d ? x->dims[2] : x->dims[3],
-                     w->dims[0],
-                     one_d ? 1 : w->dims[2],
-                     one_d ? w->dims[2] : w->dims[3],
-                     one_d ? 1 : n->a.stride[0],
-                     one_d ? n->a.stride[0] : n->a.stride[1],
-                     one_d ? 0 : n->a.pad[0],
-                     one_d ? n->a.pad[0] : n->a.pad[1],
-                     one_d ? 1 : n->a.dil[0],
-                     one_d ? n->a.dil[0] : n->a.dil[1],
-                     n->a.groups,
-                     NAT_ACT_NONE,
-                     L->no_pack};
-    memcpy(l->i, v, sizeof v);
-}
-
-static bool conv_shape(const lower *L, const gr_node *n, nat_conv_shape *s)
-{
-    nat_launch tmp = {0};
-    conv_args(L, n, &tmp);
     *s = (nat_conv_shape){
-        .n = (int)tmp.i[0],
-        .ci = (int)tmp.i[1],
-        .h = (int)tmp.i[2],
-        .w = (int)tmp.i[3],
-        .co = (int)tmp.i[4],
-        .kh = (int)tmp.i[5],
-        .kw = (int)tmp.i[6],
-        .stride_h = (int)tmp.i[7],
-        .stride_w = (int)tmp.i[8],
-        .pad_h = (int)tmp.i[9],
-        .pad_w = (int)tmp.i[10],
-        .dil_h = (int)tmp.i[11],
-        .dil_w = (int)tmp.i[12],
-        .groups = (int)tmp.i[13],
-        .blas = tmp.i[15] != 0,
+        .n = (int)x->dims[0],
+        .ci = (int)x->dims[1],
+        .h = one_d ? 1 : (int)x->dims[2],
+        .w = (int)(one_d ? x->dims[2] : x->dims[3]),
+        .co = (int)w->dims[0],
+        .kh = one_d ? 1 : (int)w->dims[2],
+        .kw = (int)(one_d ? w->dims[2] : w->dims[3]),
+        .stride_h = one_d ? 1 : n->a.stride[0],
+        .stride_w = one_d ? n->a.stride[0] : n->a.stride[1],
+        .pad_h = one_d ? 0 : n->a.pad[0],
+        .pad_w = one_d ? n->a.pad[0] : n->a.pad[1],
+        .dil_h = one_d ? 1 : n->a.dil[0],
+        .dil_w = one_d ? n->a.dil[0] : n->a.dil[1],
+        .groups = n->a.groups,
+        .blas = L->no_pack,
     };
     return nat_conv_shape_finish(s);
+}
+
+/* Fills l as conv node n with activation act; false when the shape is
+ * impossible. */
+static bool conv_desc(const lower *L, const gr_node *n, int act, nat_launch *l)
+{
+    l->dk = NAT_D_CONV;
+    l->d.conv.act = act;
+    return conv_shape(L, n, &l->d.conv.s);
 }
 
 static fb_code emit_pool(lower *L, const gr_group *grp, const gr_node *n)
@@ -323,26 +310,24 @@ static fb_code emit_pool(lower *L, const gr_group *grp, const gr_node *n)
                            ? gr_k_maxpool
                            : (n->op == GR_AVGPOOL2D ? gr_k_avgpool : gr_k_adaptive_avgpool);
     ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_REDUCTION, fn);
-    l->p[0] = tp(L, n->in[0]);
-    l->p[1] = tp(L, n->out);
-    if (n->op == GR_ADAPTIVE_AVGPOOL2D) {
-        int64_t v[5] = {x->dims[0] * x->dims[1], x->dims[2], x->dims[3], o->dims[2], o->dims[3]};
-        memcpy(l->i, v, sizeof v);
+    l->p[NAT_MOVE_IN] = tp(L, n->in[0]);
+    l->p[NAT_MOVE_OUT] = tp(L, n->out);
+    l->dk = NAT_D_POOL;
+    l->d.pool = (nat_pool_desc){.planes = x->dims[0] * x->dims[1],
+                                .h = x->dims[2],
+                                .w = x->dims[3],
+                                .ho = o->dims[2],
+                                .wo = o->dims[3]};
+    if (n->op == GR_ADAPTIVE_AVGPOOL2D)
         return FB_OK;
-    }
-    int64_t v[12] = {x->dims[0] * x->dims[1],
-                     x->dims[2],
-                     x->dims[3],
-                     n->a.kernel[0],
-                     n->a.kernel[1],
-                     n->a.stride[0],
-                     n->a.stride[1],
-                     n->a.pad[0],
-                     n->a.pad[1],
-                     o->dims[2],
-                     o->dims[3],
-                     n->a.count_pad};
-    memcpy(l->i, v, sizeof v);
+    nat_pool_desc *g = &l->d.pool;
+    g->kh = n->a.kernel[0];
+    g->kw = n->a.kernel[1];
+    g->sh = n->a.stride[0];
+    g->sw = n->a.stride[1];
+    g->ph = n->a.pad[0];
+    g->pw = n->a.pad[1];
+    g->count_pad = n->a.count_pad != 0;
     return FB_OK;
 }
 
@@ -351,23 +336,24 @@ static fb_code emit_binary(lower *L, const gr_group *grp, const gr_node *n)
     nat_launch *l;
     ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_ELEMENTWISE, nat_k_binary);
     const gr_tensor *a = ten(L, n->in[0]);
-    l->p[0] = tp(L, n->in[0]);
-    l->p[2] = tp(L, n->out);
-    l->i[0] = n->op == GR_ADD ? NAT_ADD : NAT_MUL;
+    nat_elem_desc *e = &l->d.elem;
+    l->dk = NAT_D_ELEM;
+    l->p[NAT_ELEM_A] = tp(L, n->in[0]);
+    l->p[NAT_ELEM_OUT] = tp(L, n->out);
+    e->op = n->op == GR_ADD ? NAT_ADD : NAT_MUL;
     if (n->op == GR_SCALE) {
-        l->i[0] = NAT_MUL;
-        l->i[1] = 1;
-        l->i[2] = gr_numel(a);
-        l->i[3] = NAT_BC_SCALAR;
-        l->f[0] = n->a.alpha;
+        e->rows = 1;
+        e->cols = gr_numel(a);
+        e->bcast = NAT_BC_SCALAR;
+        e->scalar = n->a.alpha;
         return FB_OK;
     }
     int64_t size;
     int bc = bcast_of(a, ten(L, n->in[1]), &size);
-    l->p[1] = tp(L, n->in[1]);
-    l->i[3] = bc == GR_BC_FULL ? NAT_BC_FULL : (bc == GR_BC_ROW ? NAT_BC_ROW : NAT_BC_COL);
-    l->i[1] = bc == GR_BC_FULL ? 1 : (bc == GR_BC_ROW ? gr_numel(a) / size : gr_numel(a) / size);
-    l->i[2] = bc == GR_BC_FULL ? gr_numel(a) : size;
+    l->p[NAT_ELEM_B] = tp(L, n->in[1]);
+    e->bcast = bc == NAT_CH_FULL ? NAT_BC_FULL : (bc == NAT_CH_ROW ? NAT_BC_ROW : NAT_BC_COL);
+    e->rows = bc == NAT_CH_FULL ? 1 : gr_numel(a) / size;
+    e->cols = bc == NAT_CH_FULL ? gr_numel(a) : size;
     return FB_OK;
 }
 
@@ -375,11 +361,12 @@ static fb_code emit_act(lower *L, const gr_group *grp, const gr_node *n)
 {
     nat_launch *l;
     ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_ELEMENTWISE, gr_k_chain);
-    l->p[0] = tp(L, n->in[0]);
-    l->p[1] = tp(L, n->out);
-    l->i[0] = gr_numel(ten(L, n->out));
-    l->i[1] = 1;
-    l->i[2] = gr_chain_step(GR_CH_ACT, act_of(n->op), GR_BC_FULL, 0, 0);
+    l->p[NAT_CHAIN_X] = tp(L, n->in[0]);
+    l->p[NAT_CHAIN_OUT] = tp(L, n->out);
+    l->dk = NAT_D_CHAIN;
+    l->d.chain.n = gr_numel(ten(L, n->out));
+    l->d.chain.n_steps = 1;
+    l->d.chain.steps[0] = (nat_chain_step){.op = NAT_CH_ACT, .act = (uint8_t)act_of(n->op)};
     return FB_OK;
 }
 
@@ -401,54 +388,56 @@ static fb_code emit_norm(lower *L, const gr_group *grp, const gr_node *n)
     const gr_tensor *x = ten(L, n->in[0]);
     if (n->op == GR_BATCHNORM) {
         ADD_OR_FAIL(l, L, grp, "batch_norm", FB_KC_REDUCTION, nat_k_batchnorm);
-        int args[6] = {n->in[0], n->in[3], n->in[4], n->in[1], n->in[2], n->out};
-        for (int k = 0; k < 6; k++)
-            l->p[k] = tp(L, args[k]);
-        l->i[0] = x->dims[0];
-        l->i[1] = x->dims[1];
-        l->i[2] = gr_numel(x) / (x->dims[0] * x->dims[1]);
-        l->f[0] = n->a.eps;
+        l->p[NAT_BN_X] = tp(L, n->in[0]);
+        l->p[NAT_BN_GAMMA] = tp(L, n->in[1]);
+        l->p[NAT_BN_BETA] = tp(L, n->in[2]);
+        l->p[NAT_BN_MEAN] = tp(L, n->in[3]);
+        l->p[NAT_BN_VAR] = tp(L, n->in[4]);
+        l->p[NAT_BN_OUT] = tp(L, n->out);
+        l->dk = NAT_D_BN;
+        l->d.bn = (nat_bn_desc){.n = x->dims[0],
+                                .c = x->dims[1],
+                                .hw = gr_numel(x) / (x->dims[0] * x->dims[1]),
+                                .eps = n->a.eps};
         return FB_OK;
     }
     ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_REDUCTION,
                 n->op == GR_LAYERNORM ? nat_k_layernorm : nat_k_softmax);
     int64_t rows, cols;
     rows_cols(x, &rows, &cols);
-    l->i[0] = rows;
-    l->i[1] = cols;
-    l->p[0] = tp(L, n->in[0]);
-    if (n->op == GR_SOFTMAX) {
-        l->p[1] = tp(L, n->out);
+    l->dk = NAT_D_ROWS;
+    l->d.rows = (nat_rows_desc){.rows = rows, .cols = cols, .scale = 1.0f};
+    l->p[NAT_ROWS_X] = tp(L, n->in[0]);
+    l->p[NAT_ROWS_OUT] = tp(L, n->out);
+    if (n->op == GR_SOFTMAX)
         return FB_OK;
-    }
-    l->p[2] = tp(L, n->in[1]);
-    l->p[3] = tp(L, n->in[2]);
-    l->p[4] = tp(L, n->out);
-    l->f[0] = n->a.eps;
+    l->p[NAT_ROWS_GAMMA] = tp(L, n->in[1]);
+    l->p[NAT_ROWS_BETA] = tp(L, n->in[2]);
+    l->d.rows.op = NAT_ROW_LAYERNORM;
+    l->d.rows.eps = n->a.eps;
     return FB_OK;
 }
 
 /* The conv launch l's weights made ready once (nat_conv2d_prepare: Winograd's
- * kernels), l->p[6], where its path has them: from the weight tensor (kept on
- * it, shared by the variants) or from wf, the group's BN-folded weights. */
+ * kernels), at its PREP slot, where its path has them: from the weight tensor
+ * (kept on it, shared by the variants) or from wf, the group's BN-folded
+ * weights.  l's descriptor is filled. */
 static fb_code conv_prep(lower *L, const gr_node *n, const float *wf, nat_launch *l)
 {
-    nat_conv_shape s;
+    const nat_conv_shape *s = &l->d.conv.s;
     gr_tensor *w = ten(L, n->in[1]);
-    if (!conv_shape(L, n, &s))
-        return fb_err_set(L->err, FB_EINVAL, NULL, "node %s: impossible conv shape", n->name);
-    size_t k = nat_conv2d_prep_floats(&s);
+    size_t k = nat_conv2d_prep_floats(s);
     if (k == 0 || (!wf && w->packed)) {
-        l->p[6] = k ? w->packed : NULL;
+        l->p[NAT_CONV_PREP] = k ? w->packed : NULL;
         return FB_OK;
     }
     float *d = nat_buf_new(L->ctx, k, wf ? 1u << L->v : NAT_ALL_VARIANTS, "conv.prep", L->err);
     if (!d)
         return L->err->code;
-    nat_conv2d_prepare(wf ? wf : w->data, &s, d);
+    nat_conv2d_prepare(wf ? wf : w->data, s, d);
     if (!wf)
         w->packed = d;
-    l->p[6] = d;
+    l->p[NAT_CONV_PREP] = d;
     return FB_OK;
 }
 
@@ -457,12 +446,13 @@ static fb_code emit_gemm(lower *L, const gr_group *grp, const gr_node *n)
     nat_launch *l;
     if (n->op == GR_CONV2D || n->op == GR_CONV1D) {
         ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_GEMM, gr_k_conv);
-        conv_args(L, n, l);
-        l->p[0] = tp(L, n->in[0]);
-        l->p[1] = tp(L, n->in[1]);
-        l->p[2] = n->n_in > 2 ? tp(L, n->in[2]) : NULL;
-        l->p[4] = tp(L, n->out);
-        l->p[5] = L->conv_ws;
+        if (!conv_desc(L, n, NAT_ACT_NONE, l))
+            return fb_err_set(L->err, FB_EINVAL, NULL, "node %s: impossible conv shape", n->name);
+        l->p[NAT_CONV_IN] = tp(L, n->in[0]);
+        l->p[NAT_CONV_W] = tp(L, n->in[1]);
+        l->p[NAT_CONV_BIAS] = n->n_in > 2 ? tp(L, n->in[2]) : NULL;
+        l->p[NAT_CONV_OUT] = tp(L, n->out);
+        l->p[NAT_CONV_WS] = L->conv_ws;
         return conv_prep(L, n, NULL, l);
     }
     if (n->op == GR_LINEAR) {
@@ -471,31 +461,30 @@ static fb_code emit_gemm(lower *L, const gr_group *grp, const gr_node *n)
         if (!wt)
             return L->err->code;
         ADD_OR_FAIL(l, L, grp, "linear", FB_KC_GEMM, gr_k_linear);
-        l->p[5] = packed;
         int64_t m, k;
         rows_cols(ten(L, n->in[0]), &m, &k);
-        l->p[0] = tp(L, n->in[0]);
-        l->p[1] = wt;
-        l->p[2] = n->n_in > 2 ? tp(L, n->in[2]) : NULL;
-        l->p[4] = tp(L, n->out);
-        l->i[0] = m;
-        l->i[1] = last_dim(ten(L, n->out));
-        l->i[2] = k;
-        l->i[3] = NAT_ACT_NONE;
-        l->i[4] = w_trans;
+        l->p[NAT_GEMM_A] = tp(L, n->in[0]);
+        l->p[NAT_GEMM_B] = wt;
+        l->p[NAT_GEMM_BIAS] = n->n_in > 2 ? tp(L, n->in[2]) : NULL;
+        l->p[NAT_GEMM_C] = tp(L, n->out);
+        l->p[NAT_GEMM_PB] = packed;
+        l->dk = NAT_D_GEMM;
+        l->d.gemm = (nat_gemm_desc){
+            .nb = 1, .m = m, .n = last_dim(ten(L, n->out)), .k = k, .b_trans = w_trans};
         return FB_OK;
     }
     ADD_OR_FAIL(l, L, grp, "bmm", FB_KC_GEMM, nat_k_bmm);
     const gr_tensor *a = ten(L, n->in[0]), *o = ten(L, n->out);
     int r = a->rank;
-    l->p[0] = tp(L, n->in[0]);
-    l->p[1] = tp(L, n->in[1]);
-    l->p[2] = tp(L, n->out);
-    l->i[0] = gr_numel(a) / (a->dims[r - 1] * a->dims[r - 2]);
-    l->i[1] = a->dims[r - 2];
-    l->i[2] = o->dims[r - 1];
-    l->i[3] = a->dims[r - 1];
-    l->i[4] = n->a.trans_b;
+    l->p[NAT_GEMM_A] = tp(L, n->in[0]);
+    l->p[NAT_GEMM_B] = tp(L, n->in[1]);
+    l->p[NAT_GEMM_C] = tp(L, n->out);
+    l->dk = NAT_D_GEMM;
+    l->d.gemm = (nat_gemm_desc){.nb = gr_numel(a) / (a->dims[r - 1] * a->dims[r - 2]),
+                                .m = a->dims[r - 2],
+                                .n = o->dims[r - 1],
+                                .k = a->dims[r - 1],
+                                .b_trans = n->a.trans_b != 0};
     return FB_OK;
 }
 
@@ -504,12 +493,13 @@ static fb_code emit_permute(lower *L, const gr_group *grp, const gr_node *n)
     nat_launch *l;
     ADD_OR_FAIL(l, L, grp, "permute", FB_KC_COPY, gr_k_permute);
     const gr_tensor *x = ten(L, n->in[0]);
-    l->p[0] = tp(L, n->in[0]);
-    l->p[1] = tp(L, n->out);
-    l->i[0] = x->rank;
-    for (int d = 0; d < x->rank; d++) {
-        l->i[1 + d] = x->dims[d];
-        l->i[7 + d] = n->a.perm[d];
+    l->p[NAT_MOVE_IN] = tp(L, n->in[0]);
+    l->p[NAT_MOVE_OUT] = tp(L, n->out);
+    l->dk = NAT_D_PERMUTE;
+    l->d.permute.rank = x->rank;
+    for (int d = 0; d < x->rank && d < NAT_PERMUTE_MAX_RANK; d++) {
+        l->d.permute.dims[d] = x->dims[d];
+        l->d.permute.perm[d] = n->a.perm[d];
     }
     return FB_OK;
 }
@@ -532,36 +522,42 @@ static fb_code emit_copy(lower *L, const gr_group *grp, const gr_node *n)
     if (n->op == GR_SLICE) {
         ADD_OR_FAIL(l, L, grp, "slice", FB_KC_COPY, gr_k_slice);
         split_at(x, n->a.axis, &outer, &inner);
-        int64_t v[5] = {outer, x->dims[n->a.axis], n->a.start, n->a.end - n->a.start, inner};
-        memcpy(l->i, v, sizeof v);
-        l->p[0] = tp(L, n->in[0]);
-        l->p[1] = tp(L, n->out);
+        l->dk = NAT_D_SLICE;
+        l->d.slice = (nat_slice_desc){.outer = outer,
+                                      .axis_len = x->dims[n->a.axis],
+                                      .start = n->a.start,
+                                      .len = n->a.end - n->a.start,
+                                      .inner = inner};
+        l->p[NAT_MOVE_IN] = tp(L, n->in[0]);
+        l->p[NAT_MOVE_OUT] = tp(L, n->out);
         return FB_OK;
     }
     if (n->op == GR_EMBEDDING) {
         ADD_OR_FAIL(l, L, grp, "embedding", FB_KC_COPY, gr_k_embedding);
         const gr_tensor *tab = ten(L, n->in[1]);
-        l->p[0] = tp(L, n->in[0]);
-        l->p[1] = tp(L, n->in[1]);
-        l->p[2] = tp(L, n->out);
-        l->i[0] = gr_numel(x);
-        l->i[1] = tab->dims[1];
-        l->i[2] = tab->dims[0];
+        l->p[NAT_EMBED_IDS] = tp(L, n->in[0]);
+        l->p[NAT_EMBED_TABLE] = tp(L, n->in[1]);
+        l->p[NAT_EMBED_OUT] = tp(L, n->out);
+        l->dk = NAT_D_EMBED;
+        l->d.embed =
+            (nat_embed_desc){.n_ids = gr_numel(x), .d = tab->dims[1], .vocab = tab->dims[0]};
         return FB_OK;
     }
     ADD_OR_FAIL(l, L, grp, "concat", FB_KC_COPY, gr_k_concat);
     split_at(o, n->a.axis, &outer, &inner);
-    l->i[0] = n->n_in;
-    l->i[1] = outer;
-    l->i[2] = inner;
-    l->i[3] = o->dims[n->a.axis];
-    for (int k = 0; k < n->n_in; k++) {
+    nat_concat_desc *c = &l->d.concat;
+    l->dk = NAT_D_CONCAT;
+    c->n_in = n->n_in;
+    c->outer = outer;
+    c->inner = inner;
+    c->out_axis = o->dims[n->a.axis];
+    for (int k = 0; k < n->n_in && k < NAT_CONCAT_MAX_IN; k++) {
         l->p[k] = tp(L, n->in[k]);
-        l->i[4 + k] = ten(L, n->in[k])->dims[n->a.axis];
+        c->axis[k] = ten(L, n->in[k])->dims[n->a.axis];
         if (ten(L, n->in[k])->dims[0] != o->dims[0])
-            l->i[10] |= 1 << k;
+            c->bcast |= 1u << k;
     }
-    l->p[6] = tp(L, n->out);
+    l->p[NAT_CONCAT_OUT] = tp(L, n->out);
     return FB_OK;
 }
 
@@ -576,17 +572,13 @@ static fb_code emit_misc(lower *L, const gr_group *grp, const gr_node *n)
         ADD_OR_FAIL(l, L, grp, "mean", FB_KC_REDUCTION, nat_k_row_reduce);
         rows = gr_numel(ten(L, n->out));
         cols = gr_numel(ten(L, n->in[0])) / rows;
-        l->p[0] = tp(L, n->in[0]);
-        l->p[1] = tp(L, n->out);
-        l->i[0] = NAT_RMEAN;
-        l->i[1] = rows;
-        l->i[2] = cols;
-        return FB_OK;
     }
-    l->p[0] = tp(L, n->in[0]);
-    l->p[1] = tp(L, n->out);
-    l->i[0] = rows;
-    l->i[1] = cols;
+    l->p[NAT_ROWS_X] = tp(L, n->in[0]);
+    l->p[NAT_ROWS_OUT] = tp(L, n->out);
+    bool causal = n->op == GR_CAUSAL_MASK;
+    l->dk = causal ? NAT_D_ROWS : NAT_D_REDUCE;
+    l->d.rows = (nat_rows_desc){
+        .rows = rows, .cols = cols, .op = causal ? NAT_ROW_CAUSAL : NAT_RMEAN, .scale = 1.0f};
     return FB_OK;
 }
 
@@ -679,26 +671,30 @@ static fb_code emit_tensor(lower *L, const gr_group *grp)
         ADD_OR_FAIL(l, L, grp, "linear_fused", FB_KC_GEMM, gr_k_linear);
         int64_t m, kk;
         rows_cols(ten(L, t->in[0]), &m, &kk);
-        int64_t v[5] = {m, last_dim(ten(L, t->out)), kk, act, w_trans};
-        memcpy(l->i, v, sizeof v);
-        float *p[6] = {tp(L, t->in[0]),
-                       wt,
-                       t->n_in > 2 ? tp(L, t->in[2]) : NULL,
-                       res,
-                       tp(L, nd(L, grp->nodes[grp->n - 1])->out),
-                       packed};
-        memcpy(l->p, p, sizeof p);
+        l->dk = NAT_D_GEMM;
+        l->d.gemm = (nat_gemm_desc){.nb = 1,
+                                    .m = m,
+                                    .n = last_dim(ten(L, t->out)),
+                                    .k = kk,
+                                    .b_trans = w_trans,
+                                    .act = act};
+        l->p[NAT_GEMM_A] = tp(L, t->in[0]);
+        l->p[NAT_GEMM_B] = wt;
+        l->p[NAT_GEMM_BIAS] = t->n_in > 2 ? tp(L, t->in[2]) : NULL;
+        l->p[NAT_GEMM_RES] = res;
+        l->p[NAT_GEMM_C] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
+        l->p[NAT_GEMM_PB] = packed;
         return FB_OK;
     }
     ADD_OR_FAIL(l, L, grp, "conv_fused", FB_KC_GEMM, gr_k_conv);
-    conv_args(L, t, l);
-    l->i[14] = act;
-    l->p[0] = tp(L, t->in[0]);
-    l->p[1] = w ? w : tp(L, t->in[1]);
-    l->p[2] = w ? bias : (t->n_in > 2 ? tp(L, t->in[2]) : NULL);
-    l->p[3] = res;
-    l->p[4] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
-    l->p[5] = L->conv_ws;
+    if (!conv_desc(L, t, act, l))
+        return fb_err_set(L->err, FB_EINVAL, NULL, "node %s: impossible conv shape", t->name);
+    l->p[NAT_CONV_IN] = tp(L, t->in[0]);
+    l->p[NAT_CONV_W] = w ? w : tp(L, t->in[1]);
+    l->p[NAT_CONV_BIAS] = w ? bias : (t->n_in > 2 ? tp(L, t->in[2]) : NULL);
+    l->p[NAT_CONV_RES] = res;
+    l->p[NAT_CONV_OUT] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
+    l->p[NAT_CONV_WS] = L->conv_ws;
     return conv_prep(L, t, w, l);
 }
 
@@ -708,25 +704,29 @@ static fb_code emit_chain(lower *L, const gr_group *grp)
     ADD_OR_FAIL(l, L, grp, "element_chain", FB_KC_ELEMENTWISE, gr_k_chain);
     const gr_node *n0 = nd(L, grp->nodes[0]);
     int flow = n0->in[0], n_opd = 0;
-    l->p[0] = tp(L, flow);
-    l->p[1] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
-    l->i[0] = gr_numel(ten(L, nd(L, grp->nodes[grp->n - 1])->out));
-    l->i[1] = grp->n;
-    for (int s = 0; s < grp->n; s++) {
+    nat_chain_desc *ch = &l->d.chain;
+    l->dk = NAT_D_CHAIN;
+    l->p[NAT_CHAIN_X] = tp(L, flow);
+    l->p[NAT_CHAIN_OUT] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
+    ch->n = gr_numel(ten(L, nd(L, grp->nodes[grp->n - 1])->out));
+    ch->n_steps = grp->n < NAT_CHAIN_MAX ? grp->n : NAT_CHAIN_MAX; /* the planner caps it */
+    for (int s = 0; s < ch->n_steps; s++) {
         const gr_node *n = nd(L, grp->nodes[s]);
-        if (n->op == GR_ADD || n->op == GR_MUL) {
+        nat_chain_step *st = &ch->steps[s];
+        if ((n->op == GR_ADD || n->op == GR_MUL) && NAT_CHAIN_OPD + n_opd < NAT_MAX_ARGS) {
             int other = s == 0 ? n->in[1] : (n->in[0] == flow ? n->in[1] : n->in[0]);
             int64_t size;
             int bc = bcast_of(ten(L, n->out), ten(L, other), &size);
-            l->p[2 + n_opd] = tp(L, other);
-            l->i[2 + s] =
-                gr_chain_step(n->op == GR_ADD ? GR_CH_ADD : GR_CH_MUL, 0, bc, n_opd, size);
+            l->p[NAT_CHAIN_OPD + n_opd] = tp(L, other);
+            *st = (nat_chain_step){.op = n->op == GR_ADD ? NAT_CH_ADD : NAT_CH_MUL,
+                                   .bc = (uint8_t)bc,
+                                   .operand = (uint8_t)n_opd,
+                                   .size = size};
             n_opd++;
         } else if (n->op == GR_SCALE) {
-            l->i[2 + s] = gr_chain_step(GR_CH_SCALE, 0, GR_BC_FULL, 0, 0);
-            l->f[s] = n->a.alpha;
+            *st = (nat_chain_step){.op = NAT_CH_SCALE, .scalar = n->a.alpha};
         } else {
-            l->i[2 + s] = gr_chain_step(GR_CH_ACT, act_of(n->op), GR_BC_FULL, 0, 0);
+            *st = (nat_chain_step){.op = NAT_CH_ACT, .act = (uint8_t)act_of(n->op)};
         }
         flow = n->out;
     }
@@ -740,17 +740,16 @@ static fb_code emit_softmax(lower *L, const gr_group *grp)
     const gr_node *n0 = nd(L, grp->nodes[0]);
     int64_t rows, cols;
     rows_cols(ten(L, n0->in[0]), &rows, &cols);
-    l->p[0] = tp(L, n0->in[0]);
-    l->p[1] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
-    l->i[0] = rows;
-    l->i[1] = cols;
-    l->f[0] = 1.0f;
+    l->p[NAT_ROWS_X] = tp(L, n0->in[0]);
+    l->p[NAT_ROWS_OUT] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
+    l->dk = NAT_D_ROWS;
+    l->d.rows = (nat_rows_desc){.rows = rows, .cols = cols, .scale = 1.0f};
     for (int s = 0; s < grp->n; s++) {
         const gr_node *n = nd(L, grp->nodes[s]);
         if (n->op == GR_SCALE)
-            l->f[0] = n->a.alpha;
+            l->d.rows.scale = n->a.alpha;
         if (n->op == GR_CAUSAL_MASK)
-            l->i[2] = 1;
+            l->d.rows.causal = true;
     }
     return FB_OK;
 }
@@ -762,12 +761,14 @@ static fb_code emit_layernorm(lower *L, const gr_group *grp)
     const gr_node *a = nd(L, grp->nodes[0]), *ln = nd(L, grp->nodes[1]);
     int64_t rows, cols;
     rows_cols(ten(L, a->out), &rows, &cols);
-    float *p[5] = {tp(L, a->in[0]), tp(L, a->in[1]), tp(L, ln->in[1]), tp(L, ln->in[2]),
-                   tp(L, ln->out)};
-    memcpy(l->p, p, sizeof p);
-    l->i[0] = rows;
-    l->i[1] = cols;
-    l->f[0] = ln->a.eps;
+    l->p[NAT_ROWS_X] = tp(L, a->in[0]);
+    l->p[NAT_ROWS_RES] = tp(L, a->in[1]);
+    l->p[NAT_ROWS_GAMMA] = tp(L, ln->in[1]);
+    l->p[NAT_ROWS_BETA] = tp(L, ln->in[2]);
+    l->p[NAT_ROWS_OUT] = tp(L, ln->out);
+    l->dk = NAT_D_ROWS;
+    l->d.rows = (nat_rows_desc){
+        .rows = rows, .cols = cols, .op = NAT_ROW_LAYERNORM, .scale = 1.0f, .eps = ln->a.eps};
     return FB_OK;
 }
 
@@ -778,18 +779,18 @@ static fb_code emit_attention(lower *L, const gr_group *grp)
     const gr_node *qk = nd(L, grp->nodes[0]), *pv = nd(L, grp->nodes[grp->n - 1]);
     const gr_tensor *q = ten(L, qk->in[0]);
     int64_t s = q->dims[q->rank - 2], d = q->dims[q->rank - 1];
-    float *p[4] = {tp(L, qk->in[0]), tp(L, qk->in[1]), tp(L, pv->in[1]), tp(L, pv->out)};
-    memcpy(l->p, p, sizeof p);
-    l->i[0] = gr_numel(q) / (s * d);
-    l->i[1] = s;
-    l->i[2] = d;
-    l->f[0] = 1.0f;
+    l->p[NAT_ATTN_Q] = tp(L, qk->in[0]);
+    l->p[NAT_ATTN_K] = tp(L, qk->in[1]);
+    l->p[NAT_ATTN_V] = tp(L, pv->in[1]);
+    l->p[NAT_ATTN_O] = tp(L, pv->out);
+    l->dk = NAT_D_ATTN;
+    l->d.attn = (nat_attn_desc){.bh = gr_numel(q) / (s * d), .s = s, .d = d, .scale = 1.0f};
     for (int k = 1; k < grp->n - 1; k++) {
         const gr_node *n = nd(L, grp->nodes[k]);
         if (n->op == GR_SCALE)
-            l->f[0] = n->a.alpha;
+            l->d.attn.scale = n->a.alpha;
         if (n->op == GR_CAUSAL_MASK)
-            l->i[3] = 1;
+            l->d.attn.causal = true;
     }
     return FB_OK;
 }
@@ -810,19 +811,26 @@ static fb_code emit_mlp(lower *L, const gr_group *grp)
     int64_t m, d, h = last_dim(ten(L, l1->out)), mode, rb, slots;
     rows_cols(ten(L, l1->in[0]), &m, &d);
     gr_mlp_ws(m, h, &mode, &rb, &slots);
-    float *p[10] = {tp(L, l1->in[0]),
-                    w1,
-                    tp(L, l1->in[2]),
-                    w2,
-                    tp(L, l2->in[2]),
-                    tp(L, sum ? sum->out : l2->out),
-                    L->mlp_ws,
-                    pw1,
-                    pw2,
-                    res};
-    memcpy(l->p, p, sizeof p);
-    int64_t v[8] = {m, d, h, act_of(a->op), (int64_t)t1 | (int64_t)t2 << 1, mode, rb, slots};
-    memcpy(l->i, v, sizeof v);
+    l->p[NAT_MLP_X] = tp(L, l1->in[0]);
+    l->p[NAT_MLP_W1] = w1;
+    l->p[NAT_MLP_B1] = tp(L, l1->in[2]);
+    l->p[NAT_MLP_W2] = w2;
+    l->p[NAT_MLP_B2] = tp(L, l2->in[2]);
+    l->p[NAT_MLP_OUT] = tp(L, sum ? sum->out : l2->out);
+    l->p[NAT_MLP_WS] = L->mlp_ws;
+    l->p[NAT_MLP_PW1] = pw1;
+    l->p[NAT_MLP_PW2] = pw2;
+    l->p[NAT_MLP_RES] = res;
+    l->dk = NAT_D_MLP;
+    l->d.mlp = (nat_mlp_desc){.m = m,
+                              .d = d,
+                              .h = h,
+                              .act = act_of(a->op),
+                              .w1_trans = t1,
+                              .w2_trans = t2,
+                              .mode = mode,
+                              .rb = rb,
+                              .slots = slots};
     return FB_OK;
 }
 
@@ -944,10 +952,10 @@ out:
  * backend reads it, so it stays in the launch). */
 static bool cpu_reads(const nat_launch *l, int k)
 {
-    if (l->fn == gr_k_linear && k == 1)
-        return l->p[5] == NULL;
-    if (l->fn == gr_k_mlp && (k == 1 || k == 3))
-        return l->p[k == 1 ? 7 : 8] == NULL;
+    if (l->dk == NAT_D_GEMM && k == NAT_GEMM_B)
+        return l->p[NAT_GEMM_PB] == NULL;
+    if (l->dk == NAT_D_MLP && (k == NAT_MLP_W1 || k == NAT_MLP_W2))
+        return l->p[k == NAT_MLP_W1 ? NAT_MLP_PW1 : NAT_MLP_PW2] == NULL;
     return true;
 }
 
