@@ -595,6 +595,11 @@ static cJSON *res_kernel_row(const fb_kernel_row *k)
         ok = res_push(ops, cJSON_CreateString(k->ops[i]));
     if (ok && k->n_launches > 0)
         ok = res_put(o, "launches", res_launches(k));
+    if (ok && k->impl[0]) /* what the launches cost by their shapes */
+        ok = res_put(o, "impl", cJSON_CreateString(k->impl)) &&
+             res_put(o, "bytes", fb_json_num_or_null(k->bytes)) &&
+             res_put(o, "flops", fb_json_num_or_null(k->flops)) &&
+             res_put(o, "roofline_ms", fb_json_num_or_null(k->roof_ms));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

@@ -77,6 +77,13 @@ typedef struct fb_kernel_row {
      * duration] in ms; n_launches 0 when the engine does not say. */
     int n_launches;
     float launches_ms[FB_KERNEL_LAUNCHES_MAX][2];
+    /* What the launches cost by their shapes (native engine, nat_cost.h), per
+     * iteration: bytes moved, FLOPs, the sum of their roofline bounds (NaN
+     * when no roofline was measured) and who wrote the kernel ("loop",
+     * "packed_gemm", "openblas", "cublaslt", "mixed", ...).  impl "" when the
+     * engine does not say: then all four are null in JSON. */
+    double bytes, flops, roof_ms;
+    char impl[16];
 } fb_kernel_row;
 
 /* A fusion group of a variant's plan (native engine): kernels formed by the

@@ -305,14 +305,31 @@ function noisePairs(result) {
   return pairs;
 }
 
+// Achieved rates from a row's bytes and FLOPs over its time, and its share
+// of the roofline (the sum of its launches' bounds over its time).
+function rate(x, ms) {
+  if (typeof x !== "number" || typeof ms !== "number" || !(ms > 0)) return "–";
+  const r = x / (ms * 1e6);
+  return r >= 100 ? r.toFixed(0) : r.toPrecision(3);
+}
+
+function roofShare(k) {
+  if (typeof k.roofline_ms !== "number" || !(k.total_ms > 0)) return "–";
+  return (100 * k.roofline_ms / k.total_ms).toFixed(0) + "%";
+}
+
 function kernelRow(k) {
   const dims = (d) => (Array.isArray(d) && d.some((x) => x) ? d.join("×") : "–");
   return el("tr", {},
     el("td", {}, el("code", {}, k.name)),
     el("td", {}, k.category || "–"),
+    el("td", {}, k.impl || "–"),
     el("td", { class: "num" }, fmtNum(k.count)),
     el("td", { class: "num" }, fmtMs(k.total_ms)),
     el("td", { class: "num" }, fmtMs(k.mean_ms)),
+    el("td", { class: "num" }, rate(k.bytes, k.total_ms)),
+    el("td", { class: "num" }, rate(k.flops, k.total_ms)),
+    el("td", { class: "num" }, roofShare(k)),
     el("td", {}, dims(k.grid)),
     el("td", {}, dims(k.block)),
     el("td", {}, Array.isArray(k.ops) ? k.ops.join(", ") : "–"));

@@ -11,6 +11,7 @@
 #include <cblas.h>
 
 #include "fb_gpu.h"
+#include "nat_cost.h"
 #include "fb_log.h"
 
 #ifndef FB_GIT_SHA
@@ -99,6 +100,7 @@ void fb_env_set_roofline(double triad_gbps, double gemm_gflops)
 {
     roof_gbps = triad_gbps;
     roof_gflops = gemm_gflops;
+    nat_roofline_use(false, triad_gbps, gemm_gflops); /* each launch's bound, at profile */
 }
 
 void fb_env_capture(fb_env *env, const char *device)

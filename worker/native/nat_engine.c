@@ -14,6 +14,7 @@
 
 #include "gr_zoo.h"
 #include "nat.h"
+#include "nat_cost.h"
 #include "nat_engine.h"
 #ifdef NAT_HAVE_CUDA
 #include "cuda/ncu.h" /* the CUDA backend: device "cuda" goes there */
@@ -199,41 +200,6 @@ static void nat_destroy(fb_instance *inst)
 
 /* ---- profile ---- */
 
-static bool same_kernel(const fb_kernel_row *row, const nat_launch *l)
-{
-    if (strcmp(row->name, l->name) != 0 || row->n_ops != l->n_ops)
-        return false;
-    for (int i = 0; i < l->n_ops && i < FB_MAX_KERNEL_OPS; i++)
-        if (strcmp(row->ops[i], l->ops[i]) != 0)
-            return false;
-    return true;
-}
-
-/* Adds one timed launch to rows (at most plan->n, one per launch). */
-static void add_row(fb_kernel_row *rows, int *n, const nat_launch *l, double start, double ms)
-{
-    int i = 0;
-    while (i < *n && !same_kernel(&rows[i], l))
-        i++;
-    fb_kernel_row *row = &rows[i];
-    if (i == *n) {
-        (*n)++;
-        snprintf(row->name, sizeof row->name, "%s", l->name);
-        row->category = l->category;
-        row->n_ops = l->n_ops < FB_MAX_KERNEL_OPS ? l->n_ops : FB_MAX_KERNEL_OPS;
-        for (int k = 0; k < row->n_ops; k++)
-            snprintf(row->ops[k], sizeof row->ops[k], "%s", l->ops[k]);
-    }
-    if (row->n_launches < FB_KERNEL_LAUNCHES_MAX) { /* for the trace timeline */
-        row->launches_ms[row->n_launches][0] = (float)start;
-        row->launches_ms[row->n_launches][1] = (float)ms;
-        row->n_launches++;
-    }
-    row->count++;
-    row->total_ms += ms;
-    row->mean_ms = row->total_ms / row->count;
-}
-
 /* Fills the plan-derived counts of vr (kernels and fusion groups). */
 static void plan_counts(const nat_plan *plan, fb_variant_result *vr)
 {
@@ -270,7 +236,7 @@ static fb_code nat_profile(fb_instance *inst, int v, fb_variant_result *vr, fb_e
         double ms = now_ms() - ts;
         kernel_ms += ms;
         cat[l->category] = isnan(cat[l->category]) ? ms : cat[l->category] + ms;
-        add_row(rows, &n_rows, l, ts - t0, ms);
+        nat_kernel_row_add(rows, &n_rows, l, ts - t0, ms, (int)sizeof(float), false);
     }
     double busy = now_ms() - t0;
     free(vr->kernel_rows);

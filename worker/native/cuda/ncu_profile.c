@@ -8,37 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nat_cost.h"
 #include "ncu_int.h"
-
-static bool same_row(const fb_kernel_row *row, const nat_launch *l)
-{
-    if (strcmp(row->name, l->name) != 0 || row->n_ops != l->n_ops)
-        return false;
-    for (int i = 0; i < l->n_ops && i < FB_MAX_KERNEL_OPS; i++)
-        if (strcmp(row->ops[i], l->ops[i]) != 0)
-            return false;
-    return true;
-}
-
-/* Adds one timed launch to rows (one row per distinct kernel and ops). */
-static void add_row(fb_kernel_row *rows, int *n, const nat_launch *l, double ms)
-{
-    int i = 0;
-    while (i < *n && !same_row(&rows[i], l))
-        i++;
-    fb_kernel_row *row = &rows[i];
-    if (i == *n) {
-        (*n)++;
-        snprintf(row->name, sizeof row->name, "%s", l->name);
-        row->category = l->category;
-        row->n_ops = l->n_ops < FB_MAX_KERNEL_OPS ? l->n_ops : FB_MAX_KERNEL_OPS;
-        for (int k = 0; k < row->n_ops; k++)
-            snprintf(row->ops[k], sizeof row->ops[k], "%s", l->ops[k]);
-    }
-    row->count++;
-    row->total_ms += ms;
-    row->mean_ms = row->total_ms / row->count;
-}
 
 /* Runs plan with an event pair around each launch into ev[2 * j], ev[2 * j + 1]. */
 static fb_code timed_launches(ncu_ctx *ctx, const nat_plan *plan, cudaEvent_t *ev, fb_err *err)
@@ -64,8 +35,8 @@ static fb_code timed_launches(ncu_ctx *ctx, const nat_plan *plan, cudaEvent_t *e
 }
 
 /* Fills vr's rows, counts and times from the recorded events. */
-static fb_code fill_result(const nat_plan *plan, cudaEvent_t *ev, fb_kernel_row *rows,
-                           fb_variant_result *vr, fb_err *err)
+static fb_code fill_result(const ncu_ctx *ctx, const nat_plan *plan, cudaEvent_t *ev,
+                           fb_kernel_row *rows, fb_variant_result *vr, fb_err *err)
 {
     int n_rows = 0;
     double kernel_ms = 0.0;
@@ -75,16 +46,19 @@ static fb_code fill_result(const nat_plan *plan, cudaEvent_t *ev, fb_kernel_row 
     vr->fused_kernels = 0;
     vr->fused_ops = 0;
     for (int j = 0; j < plan->n; j++) {
-        float ms = 0.0f;
+        float ms = 0.0f, start = 0.0f;
         const nat_launch *l = &plan->launches[j];
         fb_code rc = ncu_cuda_check(cudaEventElapsedTime(&ms, ev[2 * j], ev[2 * j + 1]),
                                     "cudaEventElapsedTime", err);
+        if (!rc)
+            rc = ncu_cuda_check(cudaEventElapsedTime(&start, ev[0], ev[2 * j]),
+                                "cudaEventElapsedTime", err);
         if (rc)
             return rc;
         kernel_ms += ms;
         double *cat = &vr->categories_ms[l->category];
         *cat = isnan(*cat) ? ms : *cat + ms;
-        add_row(rows, &n_rows, l, ms);
+        nat_kernel_row_add(rows, &n_rows, l, start, ms, (int)ncu_dtype_size(ctx->dtype), true);
         if (l->n_ops >= 2) {
             vr->fused_kernels++;
             vr->fused_ops += l->n_ops;
@@ -120,7 +94,7 @@ fb_code ncu_profile_plan(ncu_ctx *ctx, const nat_plan *plan, int pv, fb_variant_
     if (!rc)
         rc = timed_launches(ctx, plan, ev, err);
     if (!rc)
-        rc = fill_result(plan, ev, rows, vr, err);
+        rc = fill_result(ctx, plan, ev, rows, vr, err);
     if (rc)
         goto out;
     free(vr->kernel_rows);

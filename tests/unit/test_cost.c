@@ -1,0 +1,240 @@
+/* nat_cost: bytes, FLOPs and implementation of launches from their
+ * descriptors, the kernel rows that carry them, and, over every pattern and
+ * model of the native zoo, that fusion moves fewer bytes for no more FLOPs. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "fb_spec.h"
+#include "gr_zoo.h"
+#include "nat.h"
+#include "nat_cost.h"
+
+static float dummy[4]; /* a non-NULL operand: costs read only which slots are set */
+
+static void test_gemm(void **state)
+{
+    (void)state;
+    nat_launch l = {.dk = NAT_D_GEMM, .d.gemm = {.nb = 1, .m = 4, .n = 8, .k = 16}};
+    l.p[NAT_GEMM_A] = l.p[NAT_GEMM_B] = l.p[NAT_GEMM_C] = dummy;
+    nat_cost c = nat_launch_cost(&l, 4);
+    assert_true(c.bytes_read == (4 * 16 + 16 * 8) * 4.0);
+    assert_true(c.bytes_written == 4 * 8 * 4.0);
+    assert_true(c.flops == 2.0 * 4 * 8 * 16);
+    /* bias and GELU: the bias vector read, one FLOP per output for each */
+    l.p[NAT_GEMM_BIAS] = dummy;
+    l.d.gemm.act = NAT_ACT_GELU;
+    c = nat_launch_cost(&l, 4);
+    assert_true(c.bytes_read == (4 * 16 + 16 * 8 + 8) * 4.0);
+    assert_true(c.flops == 2.0 * 4 * 8 * 16 + 2.0 * 32);
+    /* batched: each batch has its own b; float16 halves the bytes */
+    l = (nat_launch){.dk = NAT_D_GEMM, .d.gemm = {.nb = 3, .m = 2, .n = 5, .k = 7}};
+    l.p[NAT_GEMM_A] = l.p[NAT_GEMM_B] = l.p[NAT_GEMM_C] = dummy;
+    c = nat_launch_cost(&l, 2);
+    assert_true(c.bytes_read == 3.0 * (2 * 7 + 7 * 5) * 2);
+    assert_true(c.bytes_written == 3.0 * 2 * 5 * 2);
+    assert_true(c.flops == 2.0 * 3 * 2 * 5 * 7);
+    /* who runs it: our packed GEMM where the weight is packed, else OpenBLAS */
+    assert_string_equal(nat_impl_name(nat_launch_impl(&l)), "openblas");
+    l.p[NAT_GEMM_PB] = dummy;
+    assert_string_equal(nat_impl_name(nat_launch_impl(&l)), "packed_gemm");
+    l.impl = NAT_IMPL_CUBLASLT; /* a backend's choice wins */
+    assert_string_equal(nat_impl_name(nat_launch_impl(&l)), "cublaslt");
+    assert_true(nat_impl_is_library(NAT_IMPL_CUBLASLT));
+    assert_false(nat_impl_is_library(NAT_IMPL_LOOP));
+    assert_false(nat_impl_is_library(NAT_IMPL_CUDA));
+}
+
+static void test_conv(void **state)
+{
+    (void)state;
+    nat_launch l = {.dk = NAT_D_CONV};
+    l.d.conv.s = (nat_conv_shape){.n = 1,
+                                  .ci = 2,
+                                  .h = 4,
+                                  .w = 4,
+                                  .co = 3,
+                                  .kh = 3,
+                                  .kw = 3,
+                                  .stride_h = 1,
+                                  .stride_w = 1,
+                                  .pad_h = 1,
+                                  .pad_w = 1,
+                                  .dil_h = 1,
+                                  .dil_w = 1,
+                                  .groups = 1};
+    assert_true(nat_conv_shape_finish(&l.d.conv.s));
+    l.p[NAT_CONV_IN] = l.p[NAT_CONV_W] = l.p[NAT_CONV_OUT] = l.p[NAT_CONV_BIAS] = dummy;
+    l.d.conv.act = NAT_ACT_RELU;
+    nat_cost c = nat_launch_cost(&l, 4);
+    /* in 2x4x4, w 3x2x3x3, bias 3; out 3x4x4; 18 multiply-adds per output */
+    assert_true(c.bytes_read == (32 + 54 + 3) * 4.0);
+    assert_true(c.bytes_written == 48 * 4.0);
+    assert_true(c.flops == 2.0 * 48 * 18 + 2.0 * 48);
+    /* depthwise: our loop kernel; its weights are one channel deep */
+    l.d.conv.s.ci = l.d.conv.s.co = l.d.conv.s.groups = 8;
+    assert_true(nat_conv_shape_finish(&l.d.conv.s));
+    l.p[NAT_CONV_BIAS] = NULL;
+    l.d.conv.act = NAT_ACT_NONE;
+    c = nat_launch_cost(&l, 4);
+    assert_true(c.bytes_read == (8 * 16 + 8 * 9) * 4.0);
+    assert_true(c.flops == 2.0 * 8 * 16 * 9);
+    assert_string_equal(nat_impl_name(nat_launch_impl(&l)), "loop");
+}
+
+static void test_memory_bound(void **state)
+{
+    (void)state;
+    /* a bias add: b by column */
+    nat_launch l = {.dk = NAT_D_ELEM,
+                    .n_ops = 1,
+                    .d.elem = {.rows = 2, .cols = 5, .op = NAT_ADD, .bcast = NAT_BC_COL}};
+    l.p[NAT_ELEM_A] = l.p[NAT_ELEM_B] = l.p[NAT_ELEM_OUT] = dummy;
+    nat_cost c = nat_launch_cost(&l, 4);
+    assert_true(c.bytes_read == 15 * 4.0 && c.bytes_written == 10 * 4.0 && c.flops == 10);
+    assert_string_equal(nat_impl_name(nat_launch_impl(&l)), "loop");
+    /* a chain: act, + a column operand (10), * a row operand (20 per value) */
+    l = (nat_launch){.dk = NAT_D_CHAIN, .d.chain = {.n = 100, .n_steps = 3}};
+    l.d.chain.steps[0] = (nat_chain_step){.op = NAT_CH_ACT, .act = NAT_ACT_RELU};
+    l.d.chain.steps[1] = (nat_chain_step){.op = NAT_CH_ADD, .bc = NAT_CH_COL, .size = 10};
+    l.d.chain.steps[2] =
+        (nat_chain_step){.op = NAT_CH_MUL, .bc = NAT_CH_ROW, .operand = 1, .size = 20};
+    c = nat_launch_cost(&l, 4);
+    assert_true(c.bytes_read == (100 + 10 + 5) * 4.0 && c.flops == 300);
+    /* softmax, layernorm with its residual, a mean */
+    l = (nat_launch){.dk = NAT_D_ROWS, .d.rows = {.rows = 3, .cols = 4, .scale = 1.0f}};
+    c = nat_launch_cost(&l, 4);
+    assert_true(c.bytes_read == 12 * 4.0 && c.bytes_written == 12 * 4.0 && c.flops == 60);
+    l.d.rows.op = NAT_ROW_LAYERNORM;
+    l.p[NAT_ROWS_GAMMA] = l.p[NAT_ROWS_BETA] = l.p[NAT_ROWS_RES] = dummy;
+    c = nat_launch_cost(&l, 4);
+    assert_true(c.bytes_read == (12 + 8 + 12) * 4.0 && c.flops == 12 * 8 + 3 * 2);
+    l = (nat_launch){.dk = NAT_D_REDUCE, .d.rows = {.rows = 3, .cols = 4, .op = NAT_RMEAN}};
+    c = nat_launch_cost(&l, 4);
+    assert_true(c.bytes_written == 3 * 4.0 && c.flops == 12);
+    /* data movement: no FLOPs; a concat's broadcast input is read once */
+    l = (nat_launch){
+        .dk = NAT_D_CONCAT,
+        .d.concat = {
+            .n_in = 2, .outer = 4, .inner = 3, .out_axis = 3, .axis = {1, 2}, .bcast = 1u}};
+    c = nat_launch_cost(&l, 4);
+    assert_true(c.bytes_read == (1 * 1 * 3 + 4 * 2 * 3) * 4.0);
+    assert_true(c.bytes_written == 4 * 3 * 3 * 4.0 && c.flops == 0);
+}
+
+/* Rows sum bytes and FLOPs of their launches, say "mixed" when their kernels'
+ * authors differ, and hold them against the roofline set (NaN before). */
+static void test_rows(void **state)
+{
+    (void)state;
+    nat_launch a = {
+        .name = "linear", .dk = NAT_D_GEMM, .d.gemm = {.nb = 1, .m = 4, .n = 8, .k = 16}};
+    a.p[NAT_GEMM_A] = a.p[NAT_GEMM_B] = a.p[NAT_GEMM_C] = dummy;
+    nat_launch b = a;
+    b.p[NAT_GEMM_PB] = dummy;
+    fb_kernel_row rows[2];
+    int n = 0;
+    nat_roofline_use(false, 0, 0);
+    nat_kernel_row_add(rows, &n, &a, 0.0, 0.5, 4, false);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].impl, "openblas");
+    assert_true(isnan(rows[0].roof_ms));
+    nat_roofline_use(false, 10.0, 100.0); /* 10 GB/s, 100 GFLOP/s */
+    n = 0;
+    nat_kernel_row_add(rows, &n, &a, 0.0, 0.5, 4, false);
+    nat_kernel_row_add(rows, &n, &b, 0.5, 0.25, 4, false);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].count, 2);
+    assert_string_equal(rows[0].impl, "mixed");
+    double bytes = (4 * 16 + 16 * 8 + 4 * 8) * 4.0, flops = 2.0 * 4 * 8 * 16;
+    assert_true(rows[0].bytes == 2 * bytes && rows[0].flops == 2 * flops);
+    /* memory-bound here: 896 B at 10 GB/s is 8.96e-5 ms, over 1.02e-5 ms of FLOPs */
+    assert_true(fabs(rows[0].roof_ms - 2 * bytes / 1e7) < 1e-12);
+    assert_true(isnan(nat_roofline_bound_ms(&(nat_cost){.flops = 1}, true))); /* no GPU roofline */
+    nat_roofline_use(false, 0, 0);
+}
+
+static nat_cost plan_cost(const nat_plan *p)
+{
+    nat_cost t = {0};
+    for (int i = 0; i < p->n; i++) {
+        nat_cost c = nat_launch_cost(&p->launches[i], 4);
+        t.bytes_read += c.bytes_read;
+        t.bytes_written += c.bytes_written;
+        t.flops += c.flops;
+    }
+    return t;
+}
+
+/* Every pattern and model, at a small size: the fused plan moves fewer bytes
+ * than the eager one (the intermediates it keeps out of memory) and does no
+ * more FLOPs (batch norm folded into a conv does fewer). */
+static void test_fusion_moves_less(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *w, *p;
+    } cases[] = {
+        {"gemm_bias_relu", "{\"m\":64,\"n\":64,\"k\":64}"},
+        {"gemm_bias_gelu", "{\"m\":64,\"n\":64,\"k\":64}"},
+        {"conv_bn_relu", "{\"channels\":8,\"height\":8,\"width\":8}"},
+        {"conv_relu_conv", "{\"channels\":8,\"height\":8,\"width\":8}"},
+        {"layernorm", "{\"rows\":16,\"cols\":32}"},
+        {"add_layernorm", "{\"rows\":16,\"cols\":32}"},
+        {"softmax", "{\"rows\":16,\"cols\":32}"},
+        {"attention", "{\"seq\":16,\"heads\":2,\"head_dim\":8,\"causal\":1}"},
+        {"mlp", "{\"m\":16,\"d\":32,\"h\":64}"},
+        {"elementwise_chain", "{\"n\":4096}"},
+        {"resnet18", "{\"image\":32}"},
+        {"mobilenet_v2", "{\"image\":32}"},
+        {"efficientnet_b0", "{\"image\":32}"},
+        {"convnext_tiny", "{\"image\":32}"},
+        {"bert_base", "{\"seq\":8,\"layers\":1}"},
+        {"gpt2", "{\"seq\":8,\"layers\":1}"},
+        {"vit_b_16", "{\"image\":32,\"layers\":1}"},
+        {"whisper_tiny", "{\"frames\":100,\"layers\":1}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fb_spec spec;
+        fb_err err = {0};
+        nat_ctx *ctx = NULL;
+        fb_spec_init(&spec);
+        snprintf(spec.workload, sizeof spec.workload, "%s", cases[i].w);
+        snprintf(spec.engine, sizeof spec.engine, "native");
+        snprintf(spec.device, sizeof spec.device, "cpu");
+        snprintf(spec.dtype, sizeof spec.dtype, "float32");
+        spec.batch_size = 1;
+        spec.params = cJSON_Parse(cases[i].p);
+        assert_non_null(spec.params);
+        if (gr_ctx_build(&spec, &ctx, &err) != FB_OK)
+            fail_msg("%s: %s (%s)", cases[i].w, err.msg, err.field);
+        nat_cost e = plan_cost(&ctx->plans[NAT_EAGER]), f = plan_cost(&ctx->plans[NAT_FUSED]);
+        print_message("  %-18s bytes eager %.3e fused %.3e  flops eager %.3e fused %.3e\n",
+                      cases[i].w, e.bytes_read + e.bytes_written, f.bytes_read + f.bytes_written,
+                      e.flops, f.flops);
+        assert_true(f.bytes_read + f.bytes_written < e.bytes_read + e.bytes_written);
+        assert_true(f.flops <= e.flops * (1 + 1e-9));
+        /* no FLOPs lost on the way: the most fusion removes is causal
+         * attention's masked half, which the fused kernel never computes */
+        assert_true(f.flops > 0.45 * e.flops);
+        nat_ctx_free(ctx);
+        fb_spec_free(&spec);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_memory_bound),
+        cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_fusion_moves_less),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
