@@ -156,6 +156,69 @@ static void test_disable_rules(void **state)
     fb_spec_free(&spec);
 }
 
+/* The group ids of a fused plan's launches, as a bit set (ids < 64). */
+static uint64_t group_ids(const nat_plan *p, int *launches_of_3)
+{
+    uint64_t ids = 0;
+    *launches_of_3 = 0;
+    for (int i = 0; i < p->n; i++) {
+        int g = p->launches[i].group;
+        assert_true(g >= -1 && g < 64);
+        assert_true((g >= 0) == (p->launches[i].n_ops >= 2)); /* a group: a fused launch */
+        if (g >= 0)
+            ids |= 1ull << g;
+        *launches_of_3 += g == 3;
+    }
+    return ids;
+}
+
+/* params.unfuse leaves exactly the groups named as one launch per op, every
+ * other group with its id; the output stays eager's.  Bad ids name the
+ * field; a pattern (one group: its eager variant is it unfused) refuses. */
+static void test_unfuse(void **state)
+{
+    (void)state;
+    nat_ctx *base = build_run("resnet18", "{\"image\":32}", 1);
+    int n3 = 0, n3u = 0;
+    uint64_t ids = group_ids(&base->plans[NAT_FUSED], &n3);
+    assert_int_equal(ids, (1ull << 20) - 1); /* 20 groups, ids 0..19 */
+    assert_int_equal(n3, 1);
+    /* group 3 of resnet18: conv + bn + relu */
+    nat_ctx *un = build_run("resnet18", "{\"image\":32,\"unfuse\":[3]}", 1);
+    uint64_t ids_un = group_ids(&un->plans[NAT_FUSED], &n3u);
+    assert_int_equal(ids_un, ids & ~(1ull << 3));
+    assert_int_equal(n3u, 0);
+    assert_int_equal(un->plans[NAT_FUSED].n, base->plans[NAT_FUSED].n + 2);
+    nat_ctx_free(un);
+    un = build_run("resnet18",
+                   "{\"image\":32,\"unfuse\":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,"
+                   "16,17,18,19]}",
+                   1);
+    assert_int_equal(un->plans[NAT_FUSED].n, base->plans[NAT_EAGER].n);
+    assert_int_equal(fused_launches(&un->plans[NAT_FUSED]), 0);
+    nat_ctx_free(un);
+    nat_ctx_free(base);
+    static const struct {
+        const char *w, *p, *field;
+    } bad[] = {
+        {"resnet18", "{\"image\":32,\"unfuse\":[20]}", "params.unfuse[0]"},
+        {"resnet18", "{\"image\":32,\"unfuse\":[1,-1]}", "params.unfuse[1]"},
+        {"resnet18", "{\"image\":32,\"unfuse\":[1.5]}", "params.unfuse[0]"},
+        {"resnet18", "{\"image\":32,\"unfuse\":3}", "params.unfuse"},
+        {"softmax", "{\"rows\":8,\"cols\":8,\"unfuse\":[0]}", "params.unfuse"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fb_spec spec;
+        fb_err err = {0};
+        nat_ctx *ctx = NULL;
+        make_spec(&spec, bad[i].w, bad[i].p, 1);
+        assert_int_equal(gr_ctx_build(&spec, &ctx, &err), FB_EINVAL);
+        assert_string_equal(err.field, bad[i].field);
+        assert_null(ctx);
+        fb_spec_free(&spec);
+    }
+}
+
 /* A job never names a file on the host (issue 13, item 1): a path is refused
  * before anything is opened, and so is a name the weights folder lacks. */
 static void test_weights_stay_in_folder(void **state)
@@ -473,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_models_fused_match_eager),
         cmocka_unit_test(test_resnet18_counts_and_memory),
         cmocka_unit_test(test_disable_rules),
+        cmocka_unit_test(test_unfuse),
         cmocka_unit_test(test_weights_stay_in_folder),
         cmocka_unit_test(test_user_graph),
         cmocka_unit_test(test_user_graph_late_residual),

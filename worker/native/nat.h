@@ -71,6 +71,7 @@ typedef struct nat_launch {
     nat_impl impl;          /* set by a backend that knows; AUTO on the CPU */
     const char *rule;       /* fusion rule that formed it (static string), NULL: none */
     const char *kind;       /* its DESIGN.md taxonomy kind, NULL when not fused */
+    int group; /* the fusion group it belongs to (gr_group.fid; a pattern's: 0), -1: none */
     void *aux;              /* backend state: NULL on the CPU; on CUDA the launch's stream, handles
                              * and descriptors (ncu_int.h), and then p[] are device pointers */
 } nat_launch;

@@ -82,6 +82,7 @@ nat_launch *nat_plan_add(nat_ctx *ctx, int v, const char *name, fb_kcat cat, con
     l->name = name;
     l->category = cat;
     l->fn = fn;
+    l->group = -1;
     for (int k = 0; k < NAT_MAX_OPS && ops[k]; k++) {
         l->ops[k] = ops[k];
         l->n_ops = k + 1;
@@ -130,6 +131,16 @@ fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *spec, nat_ctx *
     if (!ctx->plans[NAT_EAGER].out || !ctx->plans[NAT_FUSED].out) {
         rc = fb_err_set(err, FB_EINTERNAL, NULL, "pattern %s built no output", spec->workload);
         goto out;
+    }
+    if (!ctx->graph) { /* a pattern: its fused launches are its one fusion group */
+        if (spec->params && cJSON_GetObjectItemCaseSensitive(spec->params, "unfuse")) {
+            rc = fb_err_set(err, FB_EINVAL, "params.unfuse",
+                            "a pattern is one fusion group: its eager variant is it unfused");
+            goto out;
+        }
+        nat_plan *f = &ctx->plans[NAT_FUSED];
+        for (int i = 0; i < f->n; i++)
+            f->launches[i].group = f->launches[i].n_ops >= 2 ? 0 : -1;
     }
     *out = ctx;
     ctx = NULL;

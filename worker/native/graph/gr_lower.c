@@ -215,6 +215,7 @@ static nat_launch *add(lower *L, const gr_group *grp, const char *name, fb_kcat 
     if (l) {
         l->rule = gr_group_rule(grp);
         l->kind = gr_group_kind(grp);
+        l->group = grp->fid;
     }
     return l;
 }

@@ -44,6 +44,30 @@ fb_code gr_rules_from_spec(const fb_spec *spec, unsigned *disabled, fb_err *err)
     return FB_OK;
 }
 
+fb_code gr_unfuse_from_spec(const fb_spec *spec, gr_unfuse *u, fb_err *err)
+{
+    u->n = 0;
+    const cJSON *arr =
+        spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "unfuse") : NULL;
+    if (!arr)
+        return FB_OK;
+    if (!cJSON_IsArray(arr))
+        return fb_err_set(err, FB_EINVAL, "params.unfuse", "must be an array of fusion group ids");
+    if (cJSON_GetArraySize(arr) > GR_UNFUSE_MAX)
+        return fb_err_set(err, FB_EINVAL, "params.unfuse", "at most %d group ids", GR_UNFUSE_MAX);
+    int i = 0;
+    for (const cJSON *e = arr->child; e; e = e->next, i++) {
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e6 ||
+            e->valuedouble != (double)(int)e->valuedouble) {
+            char field[32];
+            snprintf(field, sizeof field, "params.unfuse[%d]", i);
+            return fb_err_set(err, FB_EINVAL, field, "must be a fusion group id (an integer >= 0)");
+        }
+        u->ids[u->n++] = (int)e->valuedouble;
+    }
+    return FB_OK;
+}
+
 /* ---- planner state ---- */
 
 typedef struct planner {
@@ -302,8 +326,48 @@ static void group_at(const planner *p, int i, bool fused, gr_group *grp)
     push(grp, i);
 }
 
-fb_code gr_plan_groups(const gr_graph *g, bool fused, unsigned disabled, gr_groups *out,
-                       fb_err *err)
+static bool unfused(const gr_unfuse *u, int fid)
+{
+    for (int k = 0; u && k < u->n; k++)
+        if (u->ids[k] == fid)
+            return true;
+    return false;
+}
+
+/* Leaves group grp (at out->g[out->n]) as one group per op when unfuse names
+ * it; returns the number of groups it is now. */
+static int split_if_unfused(gr_groups *out, const gr_unfuse *u)
+{
+    gr_group *grp = &out->g[out->n];
+    if (grp->fid < 0 || !unfused(u, grp->fid))
+        return 1;
+    gr_group whole = *grp;
+    for (int k = 0; k < whole.n; k++) {
+        gr_group *one = &out->g[out->n + k];
+        memset(one, 0, sizeof *one);
+        one->kind = GR_G_SINGLE;
+        one->fid = -1;
+        one->n = 1;
+        one->nodes[0] = whole.nodes[k];
+    }
+    return whole.n;
+}
+
+/* Each id of u names a fusion group of the plan (n_fused of them). */
+static fb_code check_unfuse(const gr_unfuse *u, int n_fused, fb_err *err)
+{
+    for (int k = 0; u && k < u->n; k++)
+        if (u->ids[k] >= n_fused) {
+            char field[32];
+            snprintf(field, sizeof field, "params.unfuse[%d]", k);
+            return fb_err_set(err, FB_EINVAL, field, "no fusion group %d: the plan has %d",
+                              u->ids[k], n_fused);
+        }
+    return FB_OK;
+}
+
+fb_code gr_plan_groups(const gr_graph *g, bool fused, unsigned disabled, const gr_unfuse *unfuse,
+                       gr_groups *out, fb_err *err)
 {
     planner p = {0};
     memset(out, 0, sizeof *out);
@@ -313,16 +377,20 @@ fb_code gr_plan_groups(const gr_graph *g, bool fused, unsigned disabled, gr_grou
         if (!out->g)
             rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate groups");
     }
+    int n_fused = 0;
     for (int i = 0; !rc && i < g->n_nodes; i++) {
         gr_opk op = g->nodes[i].op;
         if (p.group_of[i] >= 0 || op == GR_RESHAPE || op == GR_FLATTEN)
             continue; /* views launch nothing */
         gr_group *grp = &out->g[out->n];
         group_at(&p, i, fused, grp);
+        grp->fid = grp->n >= 2 ? n_fused++ : -1;
         for (int k = 0; k < grp->n; k++)
             p.group_of[grp->nodes[k]] = out->n;
-        out->n++;
+        out->n += fused ? split_if_unfused(out, unfuse) : 1;
     }
+    if (!rc && fused)
+        rc = check_unfuse(unfuse, n_fused, err);
     free(p.group_of);
     free(p.reader);
     if (rc)

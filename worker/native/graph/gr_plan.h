@@ -43,6 +43,8 @@ typedef enum gr_gkind {
 typedef struct gr_group {
     gr_gkind kind;
     unsigned rules; /* bit r: rule r formed it */
+    int fid;        /* fusion group id: its place among the fused plan's groups of 2+ ops
+                       (params.unfuse and the explanation name groups so), -1: none */
     int n;
     int nodes[GR_GROUP_MAX]; /* in graph order; the last one's output leaves the group */
 } gr_group;
@@ -56,9 +58,22 @@ typedef struct gr_groups {
  * rule r off).  FB_EINVAL naming "params.disable_rules[i]" for an unknown name. */
 FB_MUSTCHECK fb_code gr_rules_from_spec(const fb_spec *spec, unsigned *disabled, fb_err *err);
 
-/* Groups of g: fused with the rules not in disabled, or eager (one op each). */
+/* params.unfuse: fusion group ids to leave unfused (at most GR_UNFUSE_MAX). */
+#define GR_UNFUSE_MAX 64
+typedef struct gr_unfuse {
+    int n;
+    int ids[GR_UNFUSE_MAX];
+} gr_unfuse;
+/* Reads params.unfuse (an array of fusion group ids, each at least 0) into u
+ * (n 0 when absent).  FB_EINVAL naming the field for anything else. */
+FB_MUSTCHECK fb_code gr_unfuse_from_spec(const fb_spec *spec, gr_unfuse *u, fb_err *err);
+
+/* Groups of g: fused with the rules not in disabled, or eager (one op each).
+ * With unfuse (fused only; may be NULL), the fusion groups it names are left
+ * as one group per op and every other group keeps its id; an id past the
+ * plan's groups is FB_EINVAL naming "params.unfuse[i]". */
 FB_MUSTCHECK fb_code gr_plan_groups(const gr_graph *g, bool fused, unsigned disabled,
-                                    gr_groups *out, fb_err *err);
+                                    const gr_unfuse *unfuse, gr_groups *out, fb_err *err);
 void gr_groups_free(gr_groups *gs);
 
 /* The group's rule names joined by '+' ("bn_fold+epilogue") as a static

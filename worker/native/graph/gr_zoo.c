@@ -184,13 +184,16 @@ static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, fb_err 
     unsigned off = 0;
     bool pack = true;
     gr_groups eager = {0}, fused = {0};
+    gr_unfuse unfuse;
     fb_code rc = gr_rules_from_spec(spec, &off, err);
+    if (!rc)
+        rc = gr_unfuse_from_spec(spec, &unfuse, err);
     if (!rc)
         rc = nat_spec_gemm_pack(spec, &pack, err);
     if (!rc)
-        rc = gr_plan_groups(g, false, off, &eager, err);
+        rc = gr_plan_groups(g, false, off, NULL, &eager, err);
     if (!rc)
-        rc = gr_plan_groups(g, true, off, &fused, err);
+        rc = gr_plan_groups(g, true, off, &unfuse, &fused, err);
     if (!rc)
         rc = gr_lower(ctx, g, &eager, NAT_EAGER, pack, err);
     if (!rc)
