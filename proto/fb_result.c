@@ -165,6 +165,8 @@ void fb_result_free(fb_result *r)
     }
     cJSON_Delete(r->graph);
     r->graph = NULL;
+    cJSON_Delete(r->explain);
+    r->explain = NULL;
 }
 
 /* Non-finite values are turned into null here, explicitly, rather than left to
@@ -550,7 +552,8 @@ cJSON *fb_result_to_json(const fb_result *r)
               res_put(o, "plan_ms", fb_json_num_or_null(r->plan_ms)) &&
               res_put(o, "variants", res_variants(r)) &&
               res_put(o, "comparison", res_comparison(r)) &&
-              (!r->graph || res_put(o, "graph", cJSON_Duplicate(r->graph, 1)));
+              (!r->graph || res_put(o, "graph", cJSON_Duplicate(r->graph, 1))) &&
+              (!r->explain || res_put(o, "explain", cJSON_Duplicate(r->explain, 1)));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

@@ -191,6 +191,10 @@ typedef struct fb_result {
      * gr_graph_compact's {n_nodes, truncated, input, nodes}), owned, NULL when
      * the workload has none; "graph" in JSON.  Freed by fb_result_free. */
     cJSON *graph;
+    /* The explanation of the fusion groups (spec.explain; docs/EXPLAIN.md),
+     * owned, NULL when not asked; "explain" in JSON.  {"unavailable": why}
+     * when asked and not possible.  Freed by fb_result_free. */
+    cJSON *explain;
 } fb_result;
 
 /* Initializes to "nothing known" (NaN / -1 fields). */

@@ -54,6 +54,8 @@ static fb_code spec_dec_params(const struct spec_field *f, const cJSON *item, fb
                                fb_err *err);
 static fb_code spec_dec_labels(const struct spec_field *f, const cJSON *item, fb_spec *s,
                                fb_err *err);
+static fb_code spec_dec_bool(const struct spec_field *f, const cJSON *item, fb_spec *s,
+                             fb_err *err);
 
 #define SPEC_NAME(k, allow)                                                                        \
     {                                                                                              \
@@ -80,12 +82,13 @@ static const struct spec_field spec_fields[] = {
     {"labels", spec_dec_labels, 0, 0, 0, NULL},
     SPEC_INT(timeout_s, 1, SPEC_TIMEOUT_MAX),
     SPEC_INT(max_attempts, 1, SPEC_ATTEMPTS_MAX),
+    {"explain", spec_dec_bool, offsetof(fb_spec, explain), 0, 0, NULL},
 };
 #define SPEC_N_FIELDS (sizeof spec_fields / sizeof spec_fields[0])
 
 #define SPEC_ALLOWED_LIST                                                                          \
     "workload, engine, device, batch_size, dtype, variants, params, warmup, iterations, "          \
-    "priority, labels, timeout_s, max_attempts"
+    "priority, labels, timeout_s, max_attempts, explain"
 
 /* ---- small helpers ---- */
 
@@ -214,6 +217,16 @@ static fb_code spec_get_name(const cJSON *item, const char *field, const char *c
 static fb_code spec_dec_name(const struct spec_field *f, const cJSON *item, fb_spec *s, fb_err *err)
 {
     return spec_get_name(item, f->key, f->allowed, (char *)s + f->off, err);
+}
+
+static fb_code spec_dec_bool(const struct spec_field *f, const cJSON *item, fb_spec *s, fb_err *err)
+{
+    char got[40];
+    if (!cJSON_IsBool(item))
+        return fb_err_set(err, FB_EINVAL, f->key, "%s must be true or false, got %s", f->key,
+                          spec_describe(item, got, sizeof got));
+    *(bool *)((char *)s + f->off) = cJSON_IsTrue(item);
+    return FB_OK;
 }
 
 static fb_code spec_dec_int(const struct spec_field *f, const cJSON *item, fb_spec *s, fb_err *err)
@@ -652,7 +665,8 @@ cJSON *fb_spec_to_json(const fb_spec *spec)
               spec_put_int(o, "iterations", spec->iterations, 1) &&
               spec_put_int(o, "priority", spec->priority, -SPEC_PRIORITY_MAX) &&
               spec_put_int(o, "timeout_s", spec->timeout_s, 1) &&
-              spec_put_int(o, "max_attempts", spec->max_attempts, 1);
+              spec_put_int(o, "max_attempts", spec->max_attempts, 1) &&
+              (!spec->explain || cJSON_AddTrueToObject(o, "explain"));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

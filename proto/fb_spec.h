@@ -46,6 +46,7 @@ typedef struct fb_spec {
     int max_attempts;                            /* 0 until defaults: 3; 1..10 */
     int n_labels;
     fb_label labels[FB_MAX_LABELS];
+    bool explain; /* also explain every fusion group (docs/EXPLAIN.md); default false */
 } fb_spec;
 
 /* Initializes a spec to "nothing set" (the sentinels above). */

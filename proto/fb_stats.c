@@ -317,6 +317,78 @@ bool fb_stats_speedup_ci(const double *base, int nb, const double *var, int nv, 
     return true;
 }
 
+/* Resamples for n draws each: FB_BOOTSTRAP_RESAMPLES, fewer past the draw
+ * cap, never fewer than the minimum. */
+static int resamples_for(long long n)
+{
+    long long b_cap = FB_BOOTSTRAP_DRAWS_MAX / (n > 0 ? n : 1);
+    return b_cap >= FB_BOOTSTRAP_RESAMPLES      ? FB_BOOTSTRAP_RESAMPLES
+           : b_cap < FB_BOOTSTRAP_RESAMPLES_MIN ? FB_BOOTSTRAP_RESAMPLES_MIN
+                                                : (int)b_cap;
+}
+
+/* The level CI from B sorted bootstrap values. */
+static void percentile_ci(double *vals, int B, double level, double *lo, double *hi)
+{
+    qsort(vals, (size_t)B, sizeof *vals, cmp_double);
+    int k_lo = (int)floor((1.0 - level) / 2.0 * B);
+    int k_hi = (int)ceil((1.0 + level) / 2.0 * B) - 1;
+    *lo = vals[k_lo < 0 ? 0 : k_lo];
+    *hi = vals[k_hi >= B ? B - 1 : k_hi];
+}
+
+bool fb_stats_diff_ci(const double *a, int na, const double *b, int nb, double level, double *diff,
+                      double *lo, double *hi)
+{
+    uint64_t rng = 0x5eedf00dull;
+    int n = na > nb ? na : nb, B = resamples_for((long long)na + nb);
+    *diff = *lo = *hi = NAN;
+    if (!a || !b || na < 2 || nb < 2 || !(level > 0.0 && level < 1.0))
+        return false;
+    double *buf = malloc((size_t)n * sizeof *buf), *vals = malloc((size_t)B * sizeof *vals);
+    if (!buf || !vals) {
+        free(buf);
+        free(vals);
+        return false;
+    }
+    memcpy(buf, a, (size_t)na * sizeof *buf);
+    double ma = median_select(buf, na);
+    memcpy(buf, b, (size_t)nb * sizeof *buf);
+    *diff = ma - median_select(buf, nb);
+    for (int k = 0; k < B; k++) {
+        double ra = resample_median(a, na, buf, &rng);
+        vals[k] = ra - resample_median(b, nb, buf, &rng);
+    }
+    percentile_ci(vals, B, level, lo, hi);
+    free(buf);
+    free(vals);
+    return true;
+}
+
+bool fb_stats_mean_ci(const double *x, int n, double level, double *mean, double *lo, double *hi)
+{
+    uint64_t rng = 0x5eedf00dull;
+    int B = resamples_for(n);
+    *mean = *lo = *hi = NAN;
+    if (!x || n < 2 || !(level > 0.0 && level < 1.0))
+        return false;
+    double *vals = malloc((size_t)B * sizeof *vals), sum = 0.0;
+    if (!vals)
+        return false;
+    for (int i = 0; i < n; i++)
+        sum += x[i];
+    *mean = sum / n;
+    for (int k = 0; k < B; k++) {
+        double s = 0.0;
+        for (int i = 0; i < n; i++)
+            s += x[mix_next(&rng) % (uint64_t)n];
+        vals[k] = s / n;
+    }
+    percentile_ci(vals, B, level, lo, hi);
+    free(vals);
+    return true;
+}
+
 fb_change fb_stats_change(double speedup, double lo, double hi)
 {
     if (isnan(speedup) || isnan(lo) || isnan(hi))

@@ -40,6 +40,18 @@ FB_MUSTCHECK bool fb_stats_median_ci(const double *samples, int n, double level,
 FB_MUSTCHECK bool fb_stats_speedup_ci(const double *base, int nb, const double *var, int nv,
                                       double level, double *speedup, double *lo, double *hi);
 
+/* The difference of medians median(a) - median(b) and its percentile
+ * bootstrap CI at level, resampled as fb_stats_speedup_ci (deterministic).
+ * false when a side has fewer than 2 samples or on ENOMEM. */
+FB_MUSTCHECK bool fb_stats_diff_ci(const double *a, int na, const double *b, int nb, double level,
+                                   double *diff, double *lo, double *hi);
+
+/* The mean of x and its percentile bootstrap CI at level (paired data: x
+ * holds the per-round differences).  Deterministic.  false when n < 2 or on
+ * ENOMEM. */
+FB_MUSTCHECK bool fb_stats_mean_ci(const double *x, int n, double level, double *mean, double *lo,
+                                   double *hi);
+
 /* What a speedup with CI [lo, hi] says: faster when the whole CI is above 1 +
  * FB_NOISE_THRESHOLD, slower when it is all below 1 / (1 + FB_NOISE_THRESHOLD),
  * else no (significant) difference; unknown when any is NaN.  As criterion's

@@ -197,6 +197,85 @@ static void tb_noise(FILE *f, const cJSON *result)
                 unstable);
 }
 
+/* Who wrote the kernels of a group's side, joined by ',' into buf. */
+static void tb_join(const cJSON *arr, char *buf, size_t cap)
+{
+    const cJSON *e;
+    size_t used = 0;
+    buf[0] = '\0';
+    cJSON_ArrayForEach(e, arr)
+    {
+        if (!cJSON_IsString(e) || used + 2 >= cap)
+            continue;
+        int w = snprintf(buf + used, cap - used, "%s%s", used ? "," : "", e->valuestring);
+        used = w < 0 ? used : (used + (size_t)w >= cap ? cap - 1 : used + (size_t)w);
+    }
+}
+
+static void tb_group(FILE *f, const cJSON *g)
+{
+    const cJSON *ci = tb_get(g, "delta_ci95"), *costs = tb_get(g, "costs");
+    const cJSON *cf = tb_get(g, "counterfactual"), *reason = tb_get(g, "reason");
+    char ie[96], ifu[48], cfs[64] = "";
+    tb_join(tb_get(g, "eager_impl"), ie, sizeof ie);
+    tb_join(tb_get(g, "fused_impl"), ifu, sizeof ifu);
+    if (cJSON_IsObject(cf))
+        snprintf(cfs, sizeof cfs, "%s (%+.3f ms)", tb_str(cf, "verdict", "?"),
+                 tb_num(cf, "recovered_ms"));
+    fprintf(f, "%4d  %-12s %9.3f %9.3f %9.3f  [%7.3f, %7.3f] %9.2f %9.3g  %-22s %-16s %s\n",
+            (int)tb_int(g, "id", 0, INT32_MAX, -1), tb_str(g, "verdict", "?"),
+            tb_num(g, "eager_ms"), tb_num(g, "fused_ms"), tb_num(g, "delta_ms"), tb_arr_num(ci, 0),
+            tb_arr_num(ci, 1), tb_num(costs, "bytes_saved") / 1048576.0,
+            tb_num(costs, "flops_added"), tb_str(g, "rule", "-"),
+            cJSON_IsObject(reason) ? tb_str(reason, "code", "") : "", cfs);
+    fprintf(f, "      %s -> %s\n", ie, ifu);
+}
+
+#define TB_EXPLAIN_ROWS 15
+
+void fb_table_explain(FILE *f, const cJSON *ex)
+{
+    if (!cJSON_IsObject(ex))
+        return;
+    if (tb_get(ex, "unavailable")) {
+        fprintf(f, "\nno explanation: %s\n", tb_str(ex, "unavailable", ""));
+        return;
+    }
+    const cJSON *w = tb_get(ex, "waterfall"), *s = tb_get(ex, "summary");
+    const cJSON *ci = tb_get(w, "measured_ci95"), *groups = tb_get(ex, "groups"), *g;
+    fprintf(f, "\nexplanation (docs/EXPLAIN.md): %d profiled rounds, noise threshold %.0f%%\n",
+            (int)tb_int(ex, "rounds", 0, INT32_MAX, 0), 100 * tb_num(ex, "noise_threshold"));
+    fprintf(f,
+            "waterfall: eager %.3f ms - won %.3f - lost %.3f - within noise %.3f - outside "
+            "groups %.3f - overhead %.3f - unexplained %.3f = fused %.3f ms\n"
+            "  (measured difference %.3f ms, 95%% CI [%.3f, %.3f])\n",
+            tb_num(w, "eager_ms"), tb_num(w, "won_ms"), tb_num(w, "lost_ms"),
+            tb_num(w, "within_noise_ms"), tb_num(w, "outside_groups_ms"), tb_num(w, "overhead_ms"),
+            tb_num(w, "unexplained_ms"), tb_num(w, "fused_ms"), tb_num(w, "measured_ms"),
+            tb_arr_num(ci, 0), tb_arr_num(ci, 1));
+    fprintf(
+        f, "groups: %d won, %d lost, %d within noise; fused kernels at %.0f%% of the roofline\n",
+        (int)tb_int(s, "won", 0, INT32_MAX, 0), (int)tb_int(s, "lost", 0, INT32_MAX, 0),
+        (int)tb_int(s, "within_noise", 0, INT32_MAX, 0), 100 * tb_num(s, "fused_roofline_share"));
+    if (isfinite(tb_num(ex, "layout_noise_ms")))
+        fprintf(f,
+                "counterfactuals: confirmed past %.3f ms, what two builds of the same plan "
+                "differ by (memory layout)\n",
+                tb_num(ex, "layout_noise_ms"));
+    fprintf(f, "%4s  %-12s %9s %9s %9s  %-18s %9s %9s  %-22s %-16s %s\n", "id", "verdict",
+            "eager ms", "fused ms", "delta ms", "95% CI of delta", "saved MiB", "FLOPs +", "rule",
+            "reason", "counterfactual");
+    int k = 0, n = cJSON_GetArraySize(groups);
+    cJSON_ArrayForEach(g, groups)
+    {
+        if (k++ >= TB_EXPLAIN_ROWS)
+            break;
+        tb_group(f, g);
+    }
+    if (n > TB_EXPLAIN_ROWS)
+        fprintf(f, "  ... %d more groups (--json has them all)\n", n - TB_EXPLAIN_ROWS);
+}
+
 void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result)
 {
     const cJSON *variants = tb_get(result, "variants"), *v, *env = tb_get(result, "env");
@@ -229,6 +308,7 @@ void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result)
     if (cJSON_IsObject(roof))
         fprintf(f, "roofline: triad %.1f GB/s, GEMM %.1f GFLOP/s on these threads\n",
                 tb_num(roof, "triad_gbps"), tb_num(roof, "gemm_gflops"));
+    fb_table_explain(f, tb_get(result, "explain"));
 }
 
 bool fb_table_all_ok(const cJSON *result)

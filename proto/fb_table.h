@@ -18,6 +18,11 @@
  * spec and result may be NULL (their fields print as unknown). */
 void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result);
 
+/* The explanation of a result (its "explain" object, docs/EXPLAIN.md): the
+ * waterfall, the counts and the groups largest effect first (fb_table_print
+ * prints it when the result has one). */
+void fb_table_explain(FILE *f, const cJSON *explain);
+
 /* True when result has at least one variant and every variant's status is "ok". */
 bool fb_table_all_ok(const cJSON *result);
 

@@ -23,7 +23,7 @@ typedef struct cli_opts {
     const char *workload;
     const char *engine, *device, *dtype, *variants; /* NULL = default */
     int iterations, warmup, batch;                  /* -1 = default */
-    bool json, list, catalog_json, roofline;
+    bool json, list, catalog_json, roofline, explain;
     cJSON *params; /* owned */
 } cli_opts;
 
@@ -32,12 +32,15 @@ static void usage(FILE *f)
     fprintf(f, "usage: fusionbench-run WORKLOAD [--device cpu] [--engine native] [--json]\n"
                "         [--variants eager,fused] [--iterations N] [--warmup N] [--batch N]\n"
                "         [--dtype float32] [--param key=value ...] [--threads N] [--roofline]\n"
+               "         [--explain]\n"
                "       fusionbench-run --list [--device cpu]\n"
                "       fusionbench-run --catalog-json\n"
                "Runs one benchmark locally (warmup, interleaved timed rounds, accuracy gate,\n"
                "one profiled iteration) and prints a table, or JSON with --json.\n"
                "--roofline first measures this machine's limits on the job's threads (a\n"
                "triad's bandwidth, our GEMM's FLOP rate; half a second) into the result.\n"
+               "--explain also explains every fusion group (docs/EXPLAIN.md): why each won\n"
+               "or lost, with the groups that lost undone and re-timed.\n"
                "Exit status: 0 all variants ok, 1 a variant or the run failed, 2 bad arguments.\n"
                "--catalog-json prints the catalog built into this build (the native engine on\n"
                "every device it was built for) as JSON: the server's built-in catalog.\n");
@@ -162,8 +165,8 @@ static int parse_one(cli_opts *o, int argc, char **argv, int *i)
         o->catalog_json = true;
         return 0;
     }
-    if (strcmp(a, "--roofline") == 0) {
-        o->roofline = true;
+    if (strcmp(a, "--roofline") == 0 || strcmp(a, "--explain") == 0) {
+        *(a[2] == 'r' ? &o->roofline : &o->explain) = true;
         return 0;
     }
     for (int k = 0; cli_valued[k]; k++) {
@@ -395,6 +398,7 @@ static int build_spec(cli_opts *o, fb_spec *spec)
     spec->warmup = o->warmup;
     spec->params = o->params;
     o->params = NULL;
+    spec->explain = o->explain;
     fb_spec_apply_defaults(spec, o->device, w->default_batch_size, w->variants);
     return rc ? rc : check_offered(w, spec);
 }

@@ -33,6 +33,13 @@ typedef struct fb_instance_ops {
      * timed iteration of v, *ms measured by the engine (a GPU backend: CUDA
      * events on its stream, synchronized before reading). */
     FB_MUSTCHECK fb_code (*timed_run)(fb_instance *inst, int v, double *ms, fb_err *err);
+    /* Optional (NULL: the engine explains nothing): after timing and
+     * profiling, explains variant fused against variant eager (spec.explain,
+     * docs/EXPLAIN.md) given their results' timed samples; *out a JSON object
+     * the result takes. */
+    FB_MUSTCHECK fb_code (*explain)(fb_instance *inst, int eager, int fused,
+                                    const fb_variant_result *ev, const fb_variant_result *fv,
+                                    cJSON **out, fb_err *err);
 } fb_instance_ops;
 
 struct fb_instance {

@@ -394,6 +394,50 @@ static void profile_all(run_state *st)
     }
 }
 
+static int variant_named(const run_state *st, const char *name)
+{
+    for (int v = 0; v < st->spec->n_variants; v++)
+        if (strcmp(st->spec->variants[v], name) == 0)
+            return v;
+    return -1;
+}
+
+/* spec.explain: the engine's explanation of fused against eager, or why there
+ * is none ({"unavailable": why}); it never fails the job. */
+static void explain(run_state *st)
+{
+    int e = variant_named(st, "eager"), f = variant_named(st, "fused");
+    fb_err err;
+    cJSON *out = NULL;
+    fb_err_clear(&err);
+    if (!st->inst->ops->explain)
+        fb_err_set(&err, FB_EUNSUPPORTED, NULL, "the %s engine explains nothing on %s",
+                   st->spec->engine, st->spec->device);
+    else if (e < 0 || f < 0)
+        fb_err_set(&err, FB_EUNSUPPORTED, "variants",
+                   "an explanation needs variants eager and fused");
+    else if (st->res->variants[e].status != FB_VS_OK || st->res->variants[f].status != FB_VS_OK)
+        fb_err_set(&err, FB_EUNSUPPORTED, NULL, "eager or fused did not run cleanly");
+    else {
+        report(st, "explain", NULL, 0, 1);
+        if (st->inst->ops->explain(st->inst, e, f, &st->res->variants[e], &st->res->variants[f],
+                                   &out, &err) != FB_OK) {
+            cJSON_Delete(out);
+            out = NULL;
+        }
+    }
+    if (!out) {
+        fb_warn("no explanation of %s: %s", st->spec->workload, err.msg);
+        out = cJSON_CreateObject();
+        if (out && !cJSON_AddStringToObject(out, "unavailable", err.msg)) {
+            cJSON_Delete(out);
+            out = NULL;
+        }
+    }
+    cJSON_Delete(st->res->explain);
+    st->res->explain = out;
+}
+
 static fb_code check_spec(const fb_spec *spec, fb_err *err)
 {
     if (spec->n_variants < 1 || spec->n_variants > FB_MAX_VARIANTS)
@@ -493,6 +537,15 @@ static fb_code run_whole(const fb_spec *spec, const fb_engine *eng, fb_progress_
     if (isnan(out->interference.timed_ms))
         probe_diff(&p0, &p1, &out->interference);
     fb_result_judge(out, spec->device);
+    if (spec->explain && !out->explain) { /* the engine's own explanation, when it has one */
+        char why[160];
+        snprintf(why, sizeof why, "the %s engine explains nothing yet", spec->engine);
+        out->explain = cJSON_CreateObject();
+        if (out->explain && !cJSON_AddStringToObject(out->explain, "unavailable", why)) {
+            cJSON_Delete(out->explain);
+            out->explain = NULL;
+        }
+    }
     for (int v = 0; rc == FB_OK && v < out->n_variants; v++) {
         fb_vstatus s = out->variants[v].status;
         if (s == FB_VS_OK || s == FB_VS_ACCURACY_FAILED)
@@ -522,6 +575,8 @@ fb_code fb_run_benchmark(const fb_spec *spec, fb_progress_fn progress, void *ud,
     accuracy_gate(&st);
     fb_result_judge(out, spec->device); /* again: no speedup for a wrong answer */
     profile_all(&st);
+    if (spec->explain)
+        explain(&st);
     rc = any_ran(&st, err);
     report(&st, "done", NULL, 1, 1);
 out:

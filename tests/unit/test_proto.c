@@ -71,6 +71,7 @@ static void assert_spec_equal(const fb_spec *a, const fb_spec *b)
     assert_int_equal(a->priority, b->priority);
     assert_int_equal(a->timeout_s, b->timeout_s);
     assert_int_equal(a->max_attempts, b->max_attempts);
+    assert_int_equal(a->explain, b->explain);
     assert_int_equal(a->n_labels, b->n_labels);
     for (int i = 0; i < a->n_labels; i++) {
         assert_string_equal(a->labels[i].key, b->labels[i].key);
@@ -114,7 +115,7 @@ static const char *full_spec =
     "\"batch_size\":4,\"dtype\":\"bfloat16\",\"variants\":[\"eager\",\"fused\","
     "\"eager+cudagraphs\"],\"params\":{\"m\":128,\"rules\":{\"off\":[\"gelu\"]},\"x\":0.1},"
     "\"warmup\":0,\"iterations\":7,\"priority\":-3,\"labels\":{\"project\":\"demo\","
-    "\"team/x\":\"caf\\u00e9 au lait\"},\"timeout_s\":30,\"max_attempts\":2}";
+    "\"team/x\":\"caf\\u00e9 au lait\"},\"timeout_s\":30,\"max_attempts\":2,\"explain\":true}";
 
 static void test_spec_full_fields(void **state)
 {
@@ -130,6 +131,7 @@ static void test_spec_full_fields(void **state)
     assert_int_equal(s.priority, -3);
     assert_int_equal(s.timeout_s, 30);
     assert_int_equal(s.max_attempts, 2);
+    assert_true(s.explain);
     assert_int_equal(s.n_labels, 2);
     assert_string_equal(fb_spec_label(&s, "project"), "demo");
     assert_string_equal(fb_spec_label(&s, "team/x"), "caf\xc3\xa9 au lait");
@@ -255,6 +257,8 @@ static void test_spec_whitespace_and_unterminated(void **state)
 
 static void test_spec_not_json(void **state)
 {
+    expect_err("{\"workload\":\"w\",\"explain\":1}", FB_EINVAL, "explain");
+    expect_err("{\"workload\":\"w\",\"explain\":\"yes\"}", FB_EINVAL, "explain");
     expect_err("", FB_EJSON, "");
     expect_err("{", FB_EJSON, "");
     expect_err("{\"workload\":}", FB_EJSON, "");
@@ -920,9 +924,10 @@ static void test_catalog_device(void **state)
 
 /* ---- schema ---- */
 
-static const char *const spec_keys[] = {
-    "workload", "engine",     "device",   "batch_size", "dtype",     "variants",     "params",
-    "warmup",   "iterations", "priority", "labels",     "timeout_s", "max_attempts", NULL};
+static const char *const spec_keys[] = {"workload",     "engine",   "device", "batch_size",
+                                        "dtype",        "variants", "params", "warmup",
+                                        "iterations",   "priority", "labels", "timeout_s",
+                                        "max_attempts", "explain",  NULL};
 
 /* Reads the schema from $FB_SOURCE_DIR, or from next to this source file. */
 static cJSON *load_schema(void)

@@ -183,6 +183,11 @@ static void test_unfuse(void **state)
     uint64_t ids = group_ids(&base->plans[NAT_FUSED], &n3);
     assert_int_equal(ids, (1ull << 20) - 1); /* 20 groups, ids 0..19 */
     assert_int_equal(n3, 1);
+    /* the eager launches group 3 replaced (conv, batch_norm, relu) carry its id */
+    int e3 = 0;
+    for (int i = 0; i < base->plans[NAT_EAGER].n; i++)
+        e3 += base->plans[NAT_EAGER].launches[i].group == 3;
+    assert_int_equal(e3, 3);
     /* group 3 of resnet18: conv + bn + relu */
     nat_ctx *un = build_run("resnet18", "{\"image\":32,\"unfuse\":[3]}", 1);
     uint64_t ids_un = group_ids(&un->plans[NAT_FUSED], &n3u);

@@ -71,7 +71,10 @@ typedef struct nat_launch {
     nat_impl impl;          /* set by a backend that knows; AUTO on the CPU */
     const char *rule;       /* fusion rule that formed it (static string), NULL: none */
     const char *kind;       /* its DESIGN.md taxonomy kind, NULL when not fused */
-    int group; /* the fusion group it belongs to (gr_group.fid; a pattern's: 0), -1: none */
+    /* The fusion group it belongs to (gr_group.fid), -1: none; in an eager
+     * plan, the group of the fused plan that replaces it.  A pattern is one
+     * group, 0, in both plans. */
+    int group;
     void *aux;              /* backend state: NULL on the CPU; on CUDA the launch's stream, handles
                              * and descriptors (ncu_int.h), and then p[] are device pointers */
 } nat_launch;

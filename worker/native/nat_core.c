@@ -132,15 +132,15 @@ fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *spec, nat_ctx *
         rc = fb_err_set(err, FB_EINTERNAL, NULL, "pattern %s built no output", spec->workload);
         goto out;
     }
-    if (!ctx->graph) { /* a pattern: its fused launches are its one fusion group */
+    if (!ctx->graph) { /* a pattern: one fusion group, its fused plan against its eager one */
         if (spec->params && cJSON_GetObjectItemCaseSensitive(spec->params, "unfuse")) {
             rc = fb_err_set(err, FB_EINVAL, "params.unfuse",
                             "a pattern is one fusion group: its eager variant is it unfused");
             goto out;
         }
-        nat_plan *f = &ctx->plans[NAT_FUSED];
-        for (int i = 0; i < f->n; i++)
-            f->launches[i].group = f->launches[i].n_ops >= 2 ? 0 : -1;
+        for (int v = NAT_EAGER; v <= NAT_FUSED; v++)
+            for (int i = 0; i < ctx->plans[v].n; i++)
+                ctx->plans[v].launches[i].group = 0;
     }
     *out = ctx;
     ctx = NULL;

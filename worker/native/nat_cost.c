@@ -241,6 +241,61 @@ nat_cost nat_launch_cost(const nat_launch *l, int elem_bytes)
     return c;
 }
 
+static double ceil_div(double a, double b)
+{
+    return a <= 0 ? 0 : ceil(a / b);
+}
+
+double nat_launch_units(const nat_launch *l)
+{
+    switch (l->dk) {
+    case NAT_D_GEMM:
+        return (double)l->d.gemm.nb * ceil_div((double)l->d.gemm.m, 64) *
+               ceil_div((double)l->d.gemm.n, 64);
+    case NAT_D_MLP:
+        return l->d.mlp.mode == NAT_MLP_ROWS && l->d.mlp.rb > 0
+                   ? ceil_div((double)l->d.mlp.m, (double)l->d.mlp.rb)
+                   : ceil_div((double)l->d.mlp.m, 64) * ceil_div((double)l->d.mlp.h, 64);
+    case NAT_D_CONV: {
+        const nat_conv_shape *s = &l->d.conv.s;
+        if (nat_conv2d_impl(s) == NAT_IMPL_LOOP) /* depthwise: a plane each */
+            return (double)s->n * s->co;
+        return (double)s->n * ceil_div((double)s->ho * s->wo, 64) * ceil_div(s->co, 64);
+    }
+    case NAT_D_EPI:
+        return ceil_div((double)l->d.epi.n, 16384);
+    case NAT_D_ELEM:
+        return l->d.elem.bcast == NAT_BC_FULL || l->d.elem.bcast == NAT_BC_SCALAR
+                   ? ceil_div((double)l->d.elem.rows * l->d.elem.cols, 16384)
+                   : (double)l->d.elem.rows;
+    case NAT_D_CHAIN:
+        return ceil_div((double)l->d.chain.n, 1024);
+    case NAT_D_BN:
+        return (double)l->d.bn.n * l->d.bn.c;
+    case NAT_D_ROWS:
+    case NAT_D_REDUCE:
+        return (double)l->d.rows.rows;
+    case NAT_D_ATTN:
+        return (double)l->d.attn.bh * ceil_div((double)l->d.attn.s, 64);
+    case NAT_D_POOL:
+        return (double)l->d.pool.planes;
+    case NAT_D_EMBED:
+        return (double)l->d.embed.n_ids;
+    case NAT_D_PERMUTE: {
+        double rows = 1;
+        for (int d = 0; d + 1 < l->d.permute.rank && d < NAT_PERMUTE_MAX_RANK; d++)
+            rows *= (double)l->d.permute.dims[d];
+        return rows;
+    }
+    case NAT_D_CONCAT:
+        return (double)l->d.concat.outer;
+    case NAT_D_SLICE:
+        return (double)l->d.slice.outer;
+    default:
+        return 1;
+    }
+}
+
 nat_impl nat_launch_impl(const nat_launch *l)
 {
     if (l->impl != NAT_IMPL_AUTO)

@@ -30,6 +30,11 @@ typedef struct nat_cost {
  * an embedding is read as elements too). */
 nat_cost nat_launch_cost(const nat_launch *l, int elem_bytes);
 
+/* Units of parallel work l's kernel splits into by its shape: the CPU
+ * kernels' parallel loops (rows, planes, tiles of 64 x 64 outputs, chunks of
+ * elements).  An estimate, for the explainer's lost-parallelism rule. */
+double nat_launch_units(const nat_launch *l);
+
 /* Who wrote the kernel l runs: the backend's choice where it set l->impl,
  * else the CPU path its descriptor takes. */
 nat_impl nat_launch_impl(const nat_launch *l);

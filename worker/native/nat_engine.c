@@ -16,6 +16,7 @@
 #include "nat.h"
 #include "nat_cost.h"
 #include "nat_engine.h"
+#include "nat_explain.h"
 #ifdef NAT_HAVE_CUDA
 #include "cuda/ncu.h" /* the CUDA backend: device "cuda" goes there */
 #endif
@@ -25,6 +26,7 @@
 typedef struct nat_instance {
     fb_instance base; /* first, so an fb_instance * is a nat_instance * */
     nat_ctx *ctx;
+    const fb_spec *spec; /* the caller's, outlives the instance */
     int n_variants;
     int plan[FB_MAX_VARIANTS]; /* spec variant index -> NAT_EAGER / NAT_FUSED */
 } nat_instance;
@@ -139,6 +141,7 @@ static fb_code nat_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
         goto out;
     }
     ni->base.ops = &nat_instance_ops;
+    ni->spec = spec;
     rc = check_spec(spec, ni, err);
     if (!rc)
         rc = set_threads(spec, err);
@@ -254,11 +257,28 @@ static fb_code nat_profile(fb_instance *inst, int v, fb_variant_result *vr, fb_e
     return FB_OK;
 }
 
+/* The explanation's profiled rounds take about this long; each
+ * counterfactual half of it (nat_explain_cpu). */
+#define NAT_EXPLAIN_BUDGET_S 3.0
+
+static fb_code nat_explain_op(fb_instance *inst, int eager, int fused, const fb_variant_result *ev,
+                              const fb_variant_result *fv, cJSON **out, fb_err *err)
+{
+    nat_instance *ni = (nat_instance *)inst;
+    *out = NULL;
+    if (eager < 0 || eager >= ni->n_variants || fused < 0 || fused >= ni->n_variants ||
+        ni->plan[eager] != NAT_EAGER || ni->plan[fused] != NAT_FUSED)
+        return fb_err_set(err, FB_EINVAL, NULL, "explain needs the eager and fused variants");
+    return nat_explain_cpu(ni->spec, ni->ctx, ev->samples_ms, ev->n_samples, fv->samples_ms,
+                           fv->n_samples, NAT_EXPLAIN_BUDGET_S, out, err);
+}
+
 static const fb_instance_ops nat_instance_ops = {
     .run = nat_run,
     .output = nat_output,
     .profile = nat_profile,
     .destroy = nat_destroy,
+    .explain = nat_explain_op,
 };
 
 const fb_engine nat_engine = {

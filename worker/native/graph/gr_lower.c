@@ -31,7 +31,8 @@ typedef struct lower {
     float *arena;
     float *conv_ws; /* shared by every conv of this variant */
     float *mlp_ws;
-    bool no_pack; /* params.gemm "openblas": linear weights not packed */
+    bool no_pack;          /* params.gemm "openblas": linear weights not packed */
+    const int *node_group; /* per node, the fused plan's group id for the launches, or NULL */
     fb_err *err;
 } lower;
 
@@ -215,7 +216,7 @@ static nat_launch *add(lower *L, const gr_group *grp, const char *name, fb_kcat 
     if (l) {
         l->rule = gr_group_rule(grp);
         l->kind = gr_group_kind(grp);
-        l->group = grp->fid;
+        l->group = L->node_group ? L->node_group[grp->nodes[0]] : grp->fid;
     }
     return l;
 }
@@ -908,9 +909,16 @@ static fb_code node_launches(lower *L)
     return rc;
 }
 
-fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, bool pack, fb_err *err)
+fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, bool pack,
+                 const int *node_group, fb_err *err)
 {
-    lower L = {.ctx = ctx, .g = g, .gs = gs, .v = v, .no_pack = !pack, .err = err};
+    lower L = {.ctx = ctx,
+               .g = g,
+               .gs = gs,
+               .v = v,
+               .no_pack = !pack,
+               .node_group = node_group,
+               .err = err};
     fb_code rc = FB_OK;
     L.order = malloc((size_t)(gs->n + 1) * sizeof *L.order);
     L.first = malloc((size_t)g->n_tensors * sizeof *L.first);

@@ -89,8 +89,11 @@ const char *gr_group_kind(const gr_group *grp);
  * Folded weights, and linear weights packed for nat_pw_gemm (when pack and
  * the CPU has AVX-512; shared by the variants), are new ctx buffers.  The
  * plan's out is the graph output. */
+/* Each launch's group is its group's fid, or with node_group (one per graph
+ * node; the eager plan's) the fid of the fused group its first node is in, so
+ * that the eager launches a fused group replaced carry its id. */
 FB_MUSTCHECK fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, bool pack,
-                              fb_err *err);
+                              const int *node_group, fb_err *err);
 
 /* After every variant is lowered: each buffer's variant mask becomes the set of
  * plans whose launches read or write it (so a variant's peak memory counts the

@@ -13,6 +13,7 @@
  * disable_rules, gemm, graph
  * (workload "graph": a user's graph in gr_to_json's form). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gr_files.h"
@@ -194,12 +195,22 @@ static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, fb_err 
         rc = gr_plan_groups(g, false, off, NULL, &eager, err);
     if (!rc)
         rc = gr_plan_groups(g, true, off, &unfuse, &fused, err);
+    /* the eager launches carry the id of the fused group that replaces them */
+    int *node_group = rc ? NULL : malloc(((size_t)g->n_nodes + 1) * sizeof *node_group);
+    if (!rc && !node_group)
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the group map");
+    for (int i = 0; !rc && i < g->n_nodes; i++)
+        node_group[i] = -1;
+    for (int gi = 0; !rc && gi < fused.n; gi++)
+        for (int k = 0; k < fused.g[gi].n; k++)
+            node_group[fused.g[gi].nodes[k]] = fused.g[gi].fid;
     if (!rc)
-        rc = gr_lower(ctx, g, &eager, NAT_EAGER, pack, err);
+        rc = gr_lower(ctx, g, &eager, NAT_EAGER, pack, node_group, err);
     if (!rc)
-        rc = gr_lower(ctx, g, &fused, NAT_FUSED, pack, err);
+        rc = gr_lower(ctx, g, &fused, NAT_FUSED, pack, NULL, err);
     if (!rc)
         gr_lower_masks(ctx, g->tensors[g->input].data);
+    free(node_group);
     gr_groups_free(&eager);
     gr_groups_free(&fused);
     return rc;

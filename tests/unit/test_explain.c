@@ -1,0 +1,264 @@
+/* nat_explain: the reason rules on facts, the analysis on planted samples (a
+ * group that wins, one that loses, one within noise, and a waterfall whose
+ * bars add up), the bootstrap helpers it stands on, and whole explanations of
+ * a pattern and a model on this CPU. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "fb_stats.h"
+#include "gr_zoo.h"
+#include "nat.h"
+#include "nat_explain.h"
+
+/* ---- the reason rules ---- */
+
+static nat_ex_facts plain_loss(void)
+{
+    /* a conv + epilogue that moves fewer bytes, same FLOPs, same workers */
+    return (nat_ex_facts){.eager_library = true,
+                          .fused_library = true,
+                          .eager_flops = 1e9,
+                          .fused_flops = 1e9,
+                          .eager_bytes = 4e6,
+                          .fused_bytes = 2e6,
+                          .eager_units_max = 64,
+                          .fused_units = 64,
+                          .eager_ms = 1.0,
+                          .threads = 2};
+}
+
+static void test_reasons(void **state)
+{
+    (void)state;
+    nat_ex_facts f = plain_loss();
+    assert_int_equal(nat_ex_reason_of(&f), NAT_EX_KERNEL_SLOWDOWN);
+    f.fused_library = false; /* our packed GEMM traded for a loop */
+    assert_int_equal(nat_ex_reason_of(&f), NAT_EX_LIBRARY_REPLACED);
+    f = plain_loss();
+    f.fused_flops = 1.2e9; /* a reduction recomputed in two consumers */
+    assert_int_equal(nat_ex_reason_of(&f), NAT_EX_RECOMPUTE);
+    f = plain_loss();
+    f.fused_bytes = 5e6; /* a layout change that added copies */
+    assert_int_equal(nat_ex_reason_of(&f), NAT_EX_MORE_BYTES);
+    f = plain_loss();
+    f.fused_units = 1; /* one unit of work for two threads, a part had 64 */
+    assert_int_equal(nat_ex_reason_of(&f), NAT_EX_LOST_PARALLELISM);
+    f.eager_units_max = 1; /* no part had more: not this reason */
+    assert_int_equal(nat_ex_reason_of(&f), NAT_EX_KERNEL_SLOWDOWN);
+    f = plain_loss();
+    f.eager_ms = 0.005; /* 5 us of kernels: launch-bound */
+    assert_int_equal(nat_ex_reason_of(&f), NAT_EX_TOO_SMALL);
+    f.gpu = true; /* a GPU's floor is lower: 5 us is not under 10 us... */
+    assert_int_equal(nat_ex_reason_of(&f), NAT_EX_TOO_SMALL);
+    f.eager_ms = 0.015; /* ...but 15 us is */
+    assert_int_equal(nat_ex_reason_of(&f), NAT_EX_KERNEL_SLOWDOWN);
+    f = plain_loss();
+    f.fused_bytes = 0; /* no costs: not decided */
+    assert_int_equal(nat_ex_reason_of(&f), NAT_EX_UNKNOWN);
+    assert_string_equal(nat_ex_reason_name(NAT_EX_LIBRARY_REPLACED), "library_replaced");
+}
+
+/* ---- the bootstrap helpers ---- */
+
+static double noise(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return ((*seed >> 8) & 0xffff) / 65535.0 - 0.5; /* uniform in [-0.5, 0.5] */
+}
+
+static void test_bootstrap(void **state)
+{
+    (void)state;
+    double a[40], b[40], d[40], diff, lo, hi, mean;
+    unsigned seed = 9;
+    for (int i = 0; i < 40; i++) {
+        a[i] = 10.0 + 0.3 * noise(&seed);
+        b[i] = 9.0 + 0.3 * noise(&seed);
+        d[i] = 0.5 + 0.2 * noise(&seed);
+    }
+    assert_true(fb_stats_diff_ci(a, 40, b, 40, 0.95, &diff, &lo, &hi));
+    assert_true(fabs(diff - 1.0) < 0.1 && lo < diff && diff < hi && lo > 0.8 && hi < 1.2);
+    assert_true(fb_stats_mean_ci(d, 40, 0.95, &mean, &lo, &hi));
+    assert_true(fabs(mean - 0.5) < 0.05 && lo < mean && mean < hi && hi - lo < 0.1);
+    assert_false(fb_stats_mean_ci(d, 1, 0.95, &mean, &lo, &hi));
+    assert_false(fb_stats_diff_ci(a, 1, b, 40, 0.95, &diff, &lo, &hi));
+}
+
+/* ---- the analysis on planted samples ---- */
+
+/* Eager: group 0 = 2 launches of 1 ms, group 1 = 1 launch of 1 ms, group 2 =
+ * 1 launch of 1 ms, and one launch outside any group (0.5 ms).  Fused: group
+ * 0 in 1 ms (wins 1 ms), group 1 in 1.5 ms (loses 0.5 ms), group 2 in 1 ms
+ * (no change), the outside launch the same.  Noise of +-5%. */
+static void test_planted(void **state)
+{
+    (void)state;
+    enum { R = 40 };
+    static float buf[8];
+    nat_launch el[5] = {0}, fl[4] = {0};
+    const int eg[5] = {0, 0, 1, 2, -1}, fg[4] = {0, 1, 2, -1};
+    for (int i = 0; i < 5; i++) {
+        el[i] = (nat_launch){.name = "e", .n_ops = 1, .group = eg[i], .dk = NAT_D_ELEM};
+        el[i].d.elem = (nat_elem_desc){.rows = 1, .cols = 1000};
+        el[i].p[NAT_ELEM_A] = el[i].p[NAT_ELEM_OUT] = buf;
+    }
+    for (int i = 0; i < 4; i++) {
+        /* as many ops as the eager launches it replaces: the same FLOPs */
+        fl[i] = (nat_launch){.name = "f", .n_ops = i == 0 ? 2 : 1, .group = fg[i]};
+        fl[i].dk = NAT_D_ELEM;
+        fl[i].d.elem = (nat_elem_desc){.rows = 1, .cols = 1000};
+        fl[i].p[NAT_ELEM_A] = fl[i].p[NAT_ELEM_OUT] = buf;
+        fl[i].rule = "element_chain";
+    }
+    nat_plan ep = {.n = 5, .launches = el}, fp = {.n = 4, .launches = fl};
+    static double te[R * 5], tf[R * 4], we[R], wf[R], hs_e[R], hs_f[R];
+    unsigned seed = 3;
+    const double e_ms[5] = {1, 1, 1, 1, 0.5}, f_ms[4] = {1, 1.5, 1, 0.5};
+    for (int r = 0; r < R; r++) {
+        we[r] = wf[r] = 0.05; /* overhead between launches, the same */
+        for (int i = 0; i < 5; i++)
+            we[r] += te[r * 5 + i] = e_ms[i] * (1 + 0.1 * noise(&seed));
+        for (int i = 0; i < 4; i++)
+            wf[r] += tf[r * 4 + i] = f_ms[i] * (1 + 0.1 * noise(&seed));
+        hs_e[r] = 4.55 + 0.2 * noise(&seed); /* the job's timed samples */
+        hs_f[r] = 4.05 + 0.2 * noise(&seed);
+    }
+    nat_ex_input in = {.eager = {&ep, te, we},
+                       .fused = {&fp, tf, wf},
+                       .rounds = R,
+                       .elem_bytes = 4,
+                       .threads = 2,
+                       .eager_ms = hs_e,
+                       .fused_ms = hs_f,
+                       .n_eager = R,
+                       .n_fused = R};
+    nat_ex_result ex;
+    fb_err err = {0};
+    assert_int_equal(nat_ex_analyze(&in, &ex, &err), FB_OK);
+    assert_int_equal(ex.n_groups, 3);
+    assert_int_equal(ex.groups[0].verdict, NAT_EX_WON);
+    assert_true(fabs(ex.groups[0].delta - 1.0) < 0.1);
+    assert_int_equal(ex.groups[0].n_eager, 2);
+    assert_int_equal(ex.groups[1].verdict, NAT_EX_LOST);
+    assert_true(fabs(ex.groups[1].delta + 0.5) < 0.1);
+    assert_int_equal(ex.groups[1].reason, NAT_EX_KERNEL_SLOWDOWN);
+    assert_int_equal(ex.groups[2].verdict, NAT_EX_NOISE);
+    assert_int_equal(ex.groups[2].reason, NAT_EX_NONE);
+    /* the bars: won 1, lost -0.5, nothing outside, no overhead difference;
+     * with the measured difference (0.5) they leave a small remainder */
+    assert_true(fabs(ex.won - 1.0) < 0.1 && fabs(ex.lost + 0.5) < 0.1);
+    assert_true(fabs(ex.outside) < 0.05 && fabs(ex.overhead) < 1e-9);
+    double parts = ex.won + ex.lost + ex.noise + ex.outside + ex.overhead;
+    assert_true(fabs(parts + ex.unexplained - ex.measured) < 1e-9);
+    assert_true(ex.measured_lo <= parts && parts <= ex.measured_hi);
+    cJSON *js = nat_ex_to_json(&ex, &in, NULL);
+    assert_non_null(js);
+    const cJSON *groups = cJSON_GetObjectItem(js, "groups");
+    assert_int_equal(cJSON_GetArraySize(groups), 3);
+    /* largest effect first: group 0 (1 ms), then group 1 (-0.5 ms) */
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(groups, 0), "id")->valueint, 0);
+    const cJSON *g1 = cJSON_GetArrayItem(groups, 1);
+    assert_string_equal(cJSON_GetObjectItem(g1, "verdict")->valuestring, "lost");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(g1, "reason"), "code")->valuestring,
+                        "kernel_slowdown");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(js, "summary"), "lost")->valueint, 1);
+    cJSON_Delete(js);
+    nat_ex_free(&ex);
+    /* no group: nothing to explain */
+    for (int i = 0; i < 4; i++)
+        fl[i].group = -1;
+    assert_int_equal(nat_ex_analyze(&in, &ex, &err), FB_EINVAL);
+}
+
+/* ---- whole explanations on this CPU ---- */
+
+static cJSON *explain(const char *workload, const char *params)
+{
+    fb_spec spec;
+    fb_err err = {0};
+    nat_ctx *ctx = NULL;
+    fb_spec_init(&spec);
+    snprintf(spec.workload, sizeof spec.workload, "%s", workload);
+    snprintf(spec.engine, sizeof spec.engine, "native");
+    snprintf(spec.device, sizeof spec.device, "cpu");
+    snprintf(spec.dtype, sizeof spec.dtype, "float32");
+    spec.batch_size = 1;
+    spec.params = cJSON_Parse(params);
+    assert_non_null(spec.params);
+    if (gr_ctx_build(&spec, &ctx, &err) != FB_OK)
+        fail_msg("%s: %s", workload, err.msg);
+    cJSON *out = NULL;
+    if (nat_explain_cpu(&spec, ctx, NULL, 0, NULL, 0, 0.3, &out, &err) != FB_OK)
+        fail_msg("%s: %s", workload, err.msg);
+    nat_ctx_free(ctx);
+    fb_spec_free(&spec);
+    return out;
+}
+
+static double num_at(const cJSON *o, const char *a, const char *b)
+{
+    const cJSON *x = cJSON_GetObjectItem(cJSON_GetObjectItem(o, a), b);
+    assert_true(cJSON_IsNumber(x));
+    return x->valuedouble;
+}
+
+/* A pattern is one group: its eager plan against its fused one; a model's
+ * groups carry their graph nodes, kernels and costs.  Without the job's
+ * samples the measured difference is the profiled rounds' own, so the bars
+ * add up to it exactly. */
+static void test_explain_cpu(void **state)
+{
+    (void)state;
+    cJSON *js = explain("softmax", "{\"rows\":256,\"cols\":512}");
+    const cJSON *groups = cJSON_GetObjectItem(js, "groups");
+    assert_int_equal(cJSON_GetArraySize(groups), 1);
+    const cJSON *g = cJSON_GetArrayItem(groups, 0);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(g, "eager_kernels")), 5);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(g, "nodes")));
+    assert_true(num_at(g, "costs", "bytes_saved") > 0);
+    double parts = num_at(js, "waterfall", "won_ms") + num_at(js, "waterfall", "lost_ms") +
+                   num_at(js, "waterfall", "within_noise_ms") +
+                   num_at(js, "waterfall", "outside_groups_ms") +
+                   num_at(js, "waterfall", "overhead_ms");
+    assert_true(fabs(parts + num_at(js, "waterfall", "unexplained_ms") -
+                     num_at(js, "waterfall", "measured_ms")) < 1e-9);
+    assert_true(fabs(num_at(js, "waterfall", "unexplained_ms")) < 1e-9);
+    cJSON_Delete(js);
+
+    js = explain("resnet18", "{\"image\":32}");
+    groups = cJSON_GetObjectItem(js, "groups");
+    assert_int_equal(cJSON_GetArraySize(groups), 20);
+    const cJSON *e;
+    int with_nodes = 0;
+    cJSON_ArrayForEach(e, groups)
+    {
+        const cJSON *nodes = cJSON_GetObjectItem(e, "nodes");
+        with_nodes += cJSON_IsArray(nodes) && cJSON_GetArraySize(nodes) >= 2;
+        const char *v = cJSON_GetObjectItem(e, "verdict")->valuestring;
+        const cJSON *reason = cJSON_GetObjectItem(e, "reason");
+        assert_true(strcmp(v, "lost") == 0 ? cJSON_IsObject(reason) : cJSON_IsNull(reason));
+        /* a conv with its batch norm folded in: fewer bytes, fewer FLOPs */
+        assert_true(num_at(e, "costs", "bytes_saved") > 0);
+        assert_true(num_at(e, "costs", "flops_added") <= 0);
+    }
+    assert_int_equal(with_nodes, 20);
+    cJSON_Delete(js);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reasons),
+        cmocka_unit_test(test_bootstrap),
+        cmocka_unit_test(test_planted),
+        cmocka_unit_test(test_explain_cpu),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

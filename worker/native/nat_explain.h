@@ -1,0 +1,134 @@
+/* nat_explain: why each fusion group of a native job won or lost, measured
+ * (docs/EXPLAIN.md has the method).
+ *
+ * Per-launch times of the eager and fused plans over interleaved profiled
+ * rounds give, per fusion group, the eager kernels it replaced summed against
+ * its fused kernel(s), with a bootstrap interval of the mean per-round
+ * difference; a verdict (won, lost, within_noise); for a group that lost, a
+ * reason from a fixed list derived from measured facts (costs from the
+ * launches' descriptors, who wrote each kernel, units of parallel work); and
+ * a waterfall from the eager time to the fused time whose bars add up to the
+ * job's measured difference with the remainder shown.  Counterfactuals then
+ * re-time the fused plan with each losing group undone (params.unfuse),
+ * interleaved with the plain fused plan: confirmed when undoing it recovers
+ * time (the interval of the difference excludes zero), refuted when not.
+ *
+ * The analysis (nat_ex_analyze) is a pure function of per-launch samples,
+ * so the CUDA backend's event timings feed it as the CPU's do, and the tests
+ * feed it made-up samples. */
+#ifndef NAT_EXPLAIN_H
+#define NAT_EXPLAIN_H
+
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
+#include "fb_err.h"
+#include "fb_spec.h"
+#include "nat.h"
+
+/* Reasons a group lost, in the order they are tried (the first that holds). */
+typedef enum nat_ex_reason {
+    NAT_EX_NONE,             /* the group did not lose */
+    NAT_EX_LIBRARY_REPLACED, /* a library/tuned kernel of eager replaced by a generic one */
+    NAT_EX_RECOMPUTE,        /* the fused kernel does more FLOPs than its parts */
+    NAT_EX_MORE_BYTES,       /* it moves more bytes than its parts (a layout change, copies) */
+    NAT_EX_LOST_PARALLELISM, /* fewer units of parallel work than the threads, its parts had more */
+    NAT_EX_TOO_SMALL,        /* its parts took under the launch-bound floor: overhead decides */
+    NAT_EX_KERNEL_SLOWDOWN,  /* none of the above: the fused kernel's own code is slower */
+    NAT_EX_UNKNOWN,          /* the facts to decide are missing */
+    NAT_EX_COUNT
+} nat_ex_reason;
+
+const char *nat_ex_reason_name(nat_ex_reason r); /* "library_replaced", ... */
+
+typedef enum nat_ex_verdict { NAT_EX_WON, NAT_EX_LOST, NAT_EX_NOISE } nat_ex_verdict;
+
+/* One plan's profiled rounds: t[r * plan->n + i] is launch i's time in round
+ * r (ms), wall[r] the whole round's. */
+typedef struct nat_ex_plan {
+    const nat_plan *plan;
+    const double *t, *wall;
+} nat_ex_plan;
+
+typedef struct nat_ex_input {
+    nat_ex_plan eager, fused;
+    int rounds;
+    int elem_bytes; /* 4: float32 */
+    bool gpu;
+    int threads; /* parallel workers (CPU threads; a GPU's SMs) */
+    /* The job's timed samples (the headline), NULL when none. */
+    const double *eager_ms, *fused_ms;
+    int n_eager, n_fused;
+} nat_ex_input;
+
+/* The facts the reason rules read, per group (exposed for the tests). */
+typedef struct nat_ex_facts {
+    bool eager_library, fused_library; /* some eager kernel / every fused one tuned */
+    double eager_flops, fused_flops, eager_bytes, fused_bytes;
+    double eager_units_max, fused_units; /* units of parallel work */
+    double eager_ms;                     /* median per-round sum of the replaced kernels */
+    int threads;
+    bool gpu;
+} nat_ex_facts;
+
+/* The reason a group that lost lost, by the rules above. */
+nat_ex_reason nat_ex_reason_of(const nat_ex_facts *f);
+
+/* The launch-bound floor: a group whose eager kernels take less (ms) is too
+ * small for its fusion to matter beyond launch overhead. */
+#define NAT_EX_SMALL_MS_CPU 0.02
+#define NAT_EX_SMALL_MS_GPU 0.01
+
+typedef struct nat_ex_group {
+    int id;
+    int n_eager, n_fused; /* launches */
+    const nat_launch *first_fused;
+    double eager_med, fused_med;      /* medians of the per-round sums (ms) */
+    double delta, delta_lo, delta_hi; /* mean per-round eager - fused and its 95% CI */
+    nat_ex_facts facts;
+    nat_ex_verdict verdict;
+    nat_ex_reason reason;
+    double roof_ms; /* the fused launches' roofline bound, NaN unknown */
+    /* counterfactual (lost groups): fused minus fused-with-this-undone */
+    bool cf_run;
+    double cf_fused_ms, cf_unfused_ms, cf_diff, cf_lo, cf_hi;
+    bool cf_confirmed;
+} nat_ex_group;
+
+typedef struct nat_ex_result {
+    int rounds;
+    int n_groups;
+    nat_ex_group *groups; /* owned, by id */
+    /* the waterfall (ms): means over the profiled rounds, and the measured
+     * difference from the job's timed medians */
+    double eager_wall, fused_wall;
+    double won, lost, noise, outside, overhead;
+    double measured, measured_lo, measured_hi, unexplained;
+    double eager_med, fused_med; /* the headline medians */
+    /* what memory layout alone moves the fused plan's time (ms): a placebo
+     * counterfactual, two fresh builds of it against each other; NaN when no
+     * counterfactual ran */
+    double layout_ms;
+} nat_ex_result;
+
+/* Analyzes in into out (freed by nat_ex_free).  FB_ENOMEM, or FB_EINVAL when
+ * the plans have no fusion group. */
+FB_MUSTCHECK fb_code nat_ex_analyze(const nat_ex_input *in, nat_ex_result *out, fb_err *err);
+void nat_ex_free(nat_ex_result *ex);
+
+/* The explanation as JSON (docs/EXPLAIN.md), groups largest effect first;
+ * ctx, when it has a graph, names each group's graph nodes.  NULL on ENOMEM. */
+cJSON *nat_ex_to_json(const nat_ex_result *ex, const nat_ex_input *in, const nat_ctx *ctx);
+
+/* The whole explanation of a CPU job: profiled rounds of ctx's eager and
+ * fused plans within budget_s, the analysis, counterfactuals of the losing
+ * groups (at most NAT_EX_MAX_COUNTERFACTUALS, largest loss first; plans built
+ * from spec with params.unfuse, a pattern's being its eager plan).  The
+ * headline samples as in nat_ex_input. */
+#define NAT_EX_MAX_COUNTERFACTUALS 8
+FB_MUSTCHECK fb_code nat_explain_cpu(const fb_spec *spec, nat_ctx *ctx, const double *eager_ms,
+                                     int n_eager, const double *fused_ms, int n_fused,
+                                     double budget_s, cJSON **out, fb_err *err);
+
+#endif
