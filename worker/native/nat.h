@@ -75,8 +75,8 @@ typedef struct nat_launch {
      * plan, the group of the fused plan that replaces it.  A pattern is one
      * group, 0, in both plans. */
     int group;
-    void *aux;              /* backend state: NULL on the CPU; on CUDA the launch's stream, handles
-                             * and descriptors (ncu_int.h), and then p[] are device pointers */
+    void *aux; /* backend state: NULL on the CPU; on CUDA the launch's stream, handles
+                * and descriptors (ncu_int.h), and then p[] are device pointers */
 } nat_launch;
 
 typedef struct nat_plan {
