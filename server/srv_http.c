@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "fb_log.h"
+#include "srv_explain.h"
 #include "srv_jobs.h"
 #include "srv_metrics.h"
 #include "srv_ops.h"
@@ -44,6 +45,8 @@ static const srv_route routes[] = {
     {"GET", "/api/v1/jobs/{id}", srv_jobs_get, true, SRV_ROLE_VIEWER},
     {"POST", "/api/v1/jobs/{id}/cancel", srv_jobs_cancel, true, SRV_ROLE_USER},
     {"GET", "/api/v1/jobs/{id}/kernels", srv_jobs_kernels, true, SRV_ROLE_VIEWER},
+    {"GET", "/api/v1/jobs/{id}/explain", srv_jobs_explain_get, true, SRV_ROLE_VIEWER},
+    {"POST", "/api/v1/jobs/{id}/explain", srv_jobs_explain_post, true, SRV_ROLE_USER},
     {"GET", "/api/v1/workloads", srv_workloads_list, true, SRV_ROLE_VIEWER},
     {"GET", "/api/v1/workers", srv_workers_list, true, SRV_ROLE_VIEWER},
     {"POST", "/api/v1/workers/{*}", srv_workers_action, true, SRV_ROLE_ADMIN},

@@ -35,8 +35,7 @@ static cJSON *str_or_null(const char *s)
     return s[0] ? cJSON_CreateString(s) : cJSON_CreateNull();
 }
 
-/* A new JSON object for j (caller deletes), NULL on ENOMEM. */
-static cJSON *job_to_json(const db_job *j)
+cJSON *srv_job_json(const db_job *j)
 {
     cJSON *o = cJSON_CreateObject();
 
@@ -76,7 +75,7 @@ static void reply_job(srv_req *r, int status, int64_t id)
         srv_reply_fb_err(r, &err);
         return;
     }
-    srv_reply_json(r, status, job_to_json(&j));
+    srv_reply_json(r, status, srv_job_json(&j));
     db_job_free(&j);
 }
 
@@ -251,7 +250,7 @@ static void create_reply(srv_req *r)
     }
     fb_info("job %" PRId64 " queued: %s/%s/%s", job->id, w->spec.workload, w->spec.engine,
             w->spec.device);
-    srv_reply_json(r, 201, job_to_json(job));
+    srv_reply_json(r, 201, srv_job_json(job));
     snprintf(location, sizeof location, "/api/v1/jobs/%" PRId64, job->id);
     srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, location);
 }
@@ -279,12 +278,19 @@ static bool create_prepare(srv_req *r, create_wait *w)
         srv_reply_fb_err(r, &err);
         return false;
     }
-    if (resolve(r, &w->spec, &err) != FB_OK) {
+    return srv_jobs_prepare(r, &w->spec, &w->text, &w->item.nj);
+}
+
+bool srv_jobs_prepare(srv_req *r, fb_spec *spec, char **text, db_new_job *nj)
+{
+    fb_err err;
+    fb_err_clear(&err);
+    if (resolve(r, spec, &err) != FB_OK) {
         reply_resolve_err(r, &err);
         return false;
     }
-    if (srv_jobs_admit(&w->spec, &r->user, &err) != FB_OK ||
-        srv_jobs_encode(&w->spec, &r->user, &w->text, &w->item.nj, &err) != FB_OK) {
+    if (srv_jobs_admit(spec, &r->user, &err) != FB_OK ||
+        srv_jobs_encode(spec, &r->user, text, nj, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);
         return false;
     }
@@ -398,7 +404,7 @@ static cJSON *page_json(const db_job *items, int n, int64_t next)
         return NULL;
     }
     for (int i = 0; i < n; i++) {
-        cJSON *j = job_to_json(&items[i]);
+        cJSON *j = srv_job_json(&items[i]);
         if (!j || !cJSON_AddItemToArray(arr, j)) {
             cJSON_Delete(j);
             cJSON_Delete(o);

@@ -15,6 +15,15 @@ FB_MUSTCHECK fb_code srv_jobs_admit(fb_spec *spec, const srv_user *u, fb_err *er
 FB_MUSTCHECK fb_code srv_jobs_encode(const fb_spec *spec, const srv_user *u, char **text,
                                      db_new_job *nj, fb_err *err);
 
+/* Resolves a parsed spec against the catalog (defaults filled), admits it
+ * for r's user and encodes it into *text (caller frees) and nj; false after
+ * answering the error (422 for a catalog miss). */
+bool srv_jobs_prepare(srv_req *r, fb_spec *spec, char **text, db_new_job *nj);
+
+/* A new JSON object for j, as GET /api/v1/jobs/{id} answers (caller deletes),
+ * NULL on ENOMEM. */
+cJSON *srv_job_json(const db_job *j);
+
 void srv_jobs_create(srv_req *r);  /* POST /api/v1/jobs */
 void srv_jobs_list(srv_req *r);    /* GET /api/v1/jobs */
 void srv_jobs_get(srv_req *r);     /* GET /api/v1/jobs/{id} */

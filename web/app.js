@@ -384,6 +384,7 @@ async function showJob(id) {
   };
   await loadKernels(job.id, kernelChoice.variant);
   if (window.fbJobGraph) window.fbJobGraph(job); // the model graph (graph.js)
+  if (window.fbJobExplain) await window.fbJobExplain(job); // why each fusion won or lost (explain.js)
   if (window.fbJobExtras) await window.fbJobExtras(job); // charts (dash.js)
 }
 

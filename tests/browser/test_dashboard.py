@@ -175,7 +175,7 @@ def graph_nodes(page, colored):
 def graph_page(env, page, shots, pattern_job):
     st, _, job = env.post("/api/v1/jobs", {
         "workload": "resnet18", "engine": "native", "params": {"image": 64},
-        "warmup": 1, "iterations": 5})
+        "warmup": 1, "iterations": 5, "explain": True})
     check_eq(st, 201, "resnet18 job: %s" % job)
     check_eq(env.wait_job(job["id"], timeout=180)["state"], "succeeded", "resnet18 job")
     page.goto(env.base + "/#/jobs/%d" % job["id"])
@@ -194,8 +194,27 @@ def graph_page(env, page, shots, pattern_job):
     check_eq(graph_nodes(page, True), 0, "eager view coloured nodes")
     check(graph_nodes(page, False) >= 60, "eager view still draws the graph")
     page.locator("#graph-card").screenshot(path=os.path.join(shots, "graph-eager.png"))
+    explain_card(page, shots)
     page.goto(env.base + "/#/jobs/%d" % pattern_job)
     page.wait_for_function("() => /no graph/.test(document.getElementById('graph-box').innerText)", timeout=20000)
+    # a job without an explanation offers one, and says who makes it
+    page.wait_for_selector("#explain-none button", timeout=20000)
+    page.click("#explain-none button")
+    page.wait_for_function("() => /Being explained by job|won/.test(document.getElementById('explain-card').innerText)",
+                           timeout=20000)
+
+
+def explain_card(page, shots):
+    """The Explain card of a job run with explain: the 20 groups of resnet18,
+    the waterfall, and a group's nodes picked out in the graph on a click."""
+    page.click("#graph-tools button[data-variant=fused]")
+    page.wait_for_function("() => document.querySelectorAll('#explain-table tbody tr').length == 20", timeout=20000)
+    text = page.inner_text("#explain-summary")
+    check("won" in text and "measured difference" in text, "explain summary: %r" % text)
+    page.click("#explain-table tbody tr:first-child")
+    picked = page.eval_on_selector_all("#graph-box .gnode.picked", "ns => ns.length")
+    check(picked >= 2, "a group's nodes picked out in the graph: %d" % picked)
+    page.locator("#explain-card").screenshot(path=os.path.join(shots, "explain.png"))
 
 
 def test(env):

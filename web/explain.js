@@ -1,0 +1,126 @@
+// The Explain section of a job page (docs/EXPLAIN.md): the waterfall from the
+// eager time to the fused time, the fusion groups largest effect first with
+// their verdict, reason and counterfactual, and a button that asks for an
+// explanation when the job has none.  Clicking a group highlights its nodes in
+// the graph view (graph.js).
+"use strict";
+
+const VERDICT_CLASS = { won: "ok", lost: "bad", within_noise: "muted" };
+let explainShown = null; // the job id and explanation drawn, so refreshes keep it
+
+function msCell(v, digits) {
+  return el("td", { class: "num" }, typeof v === "number" ? v.toFixed(digits === undefined ? 3 : digits) : "–");
+}
+
+function ciText(ci) {
+  return Array.isArray(ci) && typeof ci[0] === "number" ? "[" + ci[0].toFixed(3) + ", " + ci[1].toFixed(3) + "]" : "–";
+}
+
+// The waterfall as floating bars: eager, then each bar from where the last
+// ended, then fused; Chart.js when it is there, a table of the same numbers always.
+function waterfallBars(w) {
+  const steps = [["won", w.won_ms], ["lost", w.lost_ms], ["within noise", w.within_noise_ms],
+    ["outside groups", w.outside_groups_ms], ["overhead", w.overhead_ms], ["unexplained", w.unexplained_ms]];
+  const bars = [["eager", [0, w.eager_ms]]];
+  let at = w.eager_ms;
+  for (const [name, v] of steps) {
+    bars.push([name + " " + (v >= 0 ? "−" : "+") + Math.abs(v).toFixed(3), [at - v, at]]);
+    at -= v;
+  }
+  bars.push(["fused", [0, w.fused_ms]]);
+  return bars;
+}
+
+function drawWaterfall(w) {
+  const bars = waterfallBars(w);
+  const color = (name, i) => i === 0 ? COLORS.eager : i === bars.length - 1 ? COLORS.fused :
+    name.startsWith("won") ? COLORS.ok : name.startsWith("lost") ? COLORS.bad : "#b0b7c3";
+  drawChart("chart-explain", {
+    type: "bar",
+    data: { labels: bars.map((b) => b[0]),
+      datasets: [{ label: "ms", data: bars.map((b) => b[1]), backgroundColor: bars.map((b, i) => color(b[0], i)) }] },
+    options: { indexAxis: "y", plugins: { legend: { display: false } },
+      scales: { x: { title: { display: true, text: "ms per iteration" } } } },
+  });
+}
+
+function highlightGroup(nodes) {
+  const want = new Set(nodes || []);
+  document.querySelectorAll("#graph-box .gnode").forEach((g) => {
+    const id = Number(g.dataset.id);
+    g.classList.toggle("dim", want.size > 0 && !want.has(id));
+    g.classList.toggle("picked", want.has(id));
+  });
+}
+
+function groupRow(g) {
+  const cf = g.counterfactual;
+  const costs = g.costs || {};
+  const row = el("tr", { class: "clickable", title: "highlight its ops in the graph" },
+    el("td", { class: "num" }, String(g.id)),
+    el("td", {}, el("span", { class: VERDICT_CLASS[g.verdict] || "" }, g.verdict.replace("_", " "))),
+    el("td", {}, (g.ops || []).join(" → ")),
+    msCell(g.eager_ms), msCell(g.fused_ms), msCell(g.delta_ms), el("td", {}, ciText(g.delta_ci95)),
+    el("td", { class: "num" }, typeof costs.bytes_saved === "number" ? (costs.bytes_saved / 1048576).toFixed(2) : "–"),
+    el("td", { class: "num" }, typeof costs.roofline_share === "number" ? (100 * costs.roofline_share).toFixed(0) + "%" : "–"),
+    el("td", {}, (g.eager_impl || []).join(", ") + " → " + (g.fused_impl || []).join(", ")),
+    el("td", { title: g.reason ? g.reason.text : "" }, g.reason ? g.reason.code : ""),
+    el("td", {}, cf ? cf.verdict + " (" + (cf.recovered_ms >= 0 ? "+" : "") + cf.recovered_ms.toFixed(3) + " ms)" : ""));
+  row.onclick = () => highlightGroup(g.nodes);
+  return row;
+}
+
+function renderExplain(ex) {
+  const w = ex.waterfall || {}, s = ex.summary || {};
+  document.getElementById("explain-none").hidden = true;
+  document.getElementById("explain-body").hidden = false;
+  summaryList("explain-summary", [
+    ["measured difference", (w.measured_ms || 0).toFixed(3) + " ms, 95% CI " + ciText(w.measured_ci95)],
+    ["groups", s.won + " won, " + s.lost + " lost, " + s.within_noise + " within noise"],
+    ["lost, by reason", Object.entries(s.lost_by_reason || {}).map(([k, v]) => k + " " + v).join(", ") || "–"],
+    ["fused kernels on the roofline", typeof s.fused_roofline_share === "number" ? (100 * s.fused_roofline_share).toFixed(0) + "%" : "–"],
+    ["profiled rounds", String(ex.rounds)],
+    ["layout noise (counterfactuals)", typeof ex.layout_noise_ms === "number" ? ex.layout_noise_ms.toFixed(3) + " ms" : "–"]]);
+  fillTable("explain-table", (ex.groups || []).map(groupRow));
+  drawWaterfall(w);
+}
+
+function explainNone(job, text, canAsk) {
+  document.getElementById("explain-body").hidden = true;
+  const box = document.getElementById("explain-none");
+  box.hidden = false;
+  const ask = el("button", { type: "button", onclick: async () => {
+    try {
+      const made = await api("/jobs/" + job.id + "/explain", { method: "POST" });
+      setStatus("explaining job " + job.id + " as job " + made.id);
+      explainShown = null;
+      await window.fbJobExplain(job);
+    } catch (e) { setStatus(e.message, true); }
+  } }, "Explain this job");
+  box.replaceChildren(el("span", { class: "muted" }, text + " "), ...(canAsk ? [ask] : []));
+}
+
+window.fbJobExplain = async function (job) {
+  const own = job.result && job.result.explain;
+  if (own && !own.unavailable) {
+    if (explainShown !== job.id + ":own") { explainShown = job.id + ":own"; renderExplain(own); }
+    return;
+  }
+  if (job.state !== "succeeded") { explainShown = null; explainNone(job, "An explanation comes with a finished job.", false); return; }
+  let ans;
+  try {
+    ans = await api("/jobs/" + job.id + "/explain");
+  } catch (e) {
+    const why = own && own.unavailable ? own.unavailable : "Not explained yet: which fusion groups won, which lost, and why.";
+    explainNone(job, why, !(own && own.unavailable));
+    explainShown = null;
+    return;
+  }
+  if (!ans.explain) {
+    explainNone(job, "Being explained by job " + ans.explained_by + " (" + ans.state + ").", false);
+    explainShown = null;
+    return;
+  }
+  const key = job.id + ":" + ans.explained_by;
+  if (explainShown !== key) { explainShown = key; renderExplain(ans.explain); }
+};
