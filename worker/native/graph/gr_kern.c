@@ -36,6 +36,42 @@ void gr_k_mlp(const nat_launch *l)
 
 /* Applies step st to v[0..len), elements [j0, j0+len) of the flow, b its
  * operand. */
+/* v[j] (+ or *)= the operand of element j0 + j: by column, b[(j0 + j) % size];
+ * by row, b[(j0 + j) / size].  In runs where the operand's index moves with j
+ * (by column) or stays (by row), so the loops vectorize: an index computed per
+ * element (a division each) made the fused chain 3.5x slower than the eager
+ * kernels on [64, 131072] + a bias (the explanation's kernel_slowdown,
+ * docs/EXPLAIN.md). */
+static void chain_bcast(float *v, int64_t len, int64_t j0, bool add, bool by_col, int64_t size,
+                        const float *b)
+{
+    for (int64_t j = 0; j < len;) {
+        int64_t pos = (j0 + j) % size, run = size - pos < len - j ? size - pos : len - j;
+        float *w = v + j;
+        if (by_col && add) {
+#pragma omp simd
+            for (int64_t k = 0; k < run; k++)
+                w[k] += b[pos + k];
+        } else if (by_col) {
+#pragma omp simd
+            for (int64_t k = 0; k < run; k++)
+                w[k] *= b[pos + k];
+        } else {
+            float s = b[(j0 + j) / size];
+            if (add) {
+#pragma omp simd
+                for (int64_t k = 0; k < run; k++)
+                    w[k] += s;
+            } else {
+#pragma omp simd
+                for (int64_t k = 0; k < run; k++)
+                    w[k] *= s;
+            }
+        }
+        j += run;
+    }
+}
+
 static void chain_apply(float *v, int64_t len, int64_t j0, const nat_chain_step *st, const float *b)
 {
     int op = st->op, bc = st->bc;
@@ -55,10 +91,7 @@ static void chain_apply(float *v, int64_t len, int64_t j0, const nat_chain_step 
             for (int64_t j = 0; j < len; j++)
                 v[j] *= b[j0 + j];
     } else {
-        for (int64_t j = 0; j < len; j++) {
-            int64_t idx = bc == NAT_CH_COL ? (j0 + j) % size : (j0 + j) / size;
-            v[j] = op == NAT_CH_ADD ? v[j] + b[idx] : v[j] * b[idx];
-        }
+        chain_bcast(v, len, j0, op == NAT_CH_ADD, bc == NAT_CH_COL, size, b);
     }
 }
 
