@@ -36,13 +36,15 @@ static const opt_def opts[CL_O_COUNT] = {
     [CL_O_LABEL] = {"label", true, SPEC_CMDS},
     [CL_O_PRIORITY] = {"priority", true, SPEC_CMDS},
     [CL_O_TIMEOUT] = {"timeout", true, BIT(CL_CMD_SUBMIT)},
-    [CL_O_WAIT] = {"wait", false, SPEC_CMDS | BIT(CL_CMD_STATUS)},
+    [CL_O_WAIT] = {"wait", false, SPEC_CMDS | BIT(CL_CMD_STATUS) | BIT(CL_CMD_EXPLAIN)},
     [CL_O_ALL] = {"all", false, BIT(CL_CMD_JOBS)},
     [CL_O_STATE] = {"state", true, BIT(CL_CMD_JOBS)},
     [CL_O_WORKLOAD] = {"workload", true, BIT(CL_CMD_JOBS) | BIT(CL_CMD_RESULTS)},
     [CL_O_LIMIT] = {"limit", true, BIT(CL_CMD_JOBS) | BIT(CL_CMD_RESULTS)},
     [CL_O_VARIANT] = {"variant", true, BIT(CL_CMD_RESULTS)},
     [CL_O_TOKEN_STDIN] = {"token-stdin", false, BIT(CL_CMD_LOGIN)},
+    [CL_O_EXPLAIN] = {"explain", false, BIT(CL_CMD_SUBMIT)},
+    [CL_O_REQUEST] = {"request", false, BIT(CL_CMD_EXPLAIN)},
 };
 
 typedef struct cmd_def {
@@ -65,10 +67,10 @@ static const cmd_def cmds[CL_CMD_COUNT] = {
          "usage: fusionbench submit WORKLOAD [--variants a,b] [--engine E] [--device D]\n"
          "         [--dtype T] [--batch-size N] [--iterations N] [--warmup N]\n"
          "         [--param k=v ...] [--param k:=JSON ...] [--label k=v ...]\n"
-         "         [--priority N] [--timeout S] [--wait] [--json]\n"
+         "         [--priority N] [--timeout S] [--explain] [--wait] [--json]\n"
          "Queues a job and prints its id; --wait follows it to the end and prints\n"
          "its result table.  --param values are numbers, true/false or strings;\n"
-         "k:=JSON sets any JSON value.\n"},
+         "k:=JSON sets any JSON value.  --explain: also explain every fusion group.\n"},
     [CL_CMD_STATUS] = {"status", 1, 1,
                        "usage: fusionbench status ID [--wait] [--json]\n"
                        "Shows a job (its result table once finished); --wait follows it.\n"},
@@ -102,6 +104,11 @@ static const cmd_def cmds[CL_CMD_COUNT] = {
                         "usage: fusionbench workers [--json]\nLists the workers.\n"},
     [CL_CMD_WORKLOADS] = {"workloads", 0, 0,
                           "usage: fusionbench workloads [--json]\nLists the workload catalog.\n"},
+    [CL_CMD_EXPLAIN] =
+        {"explain", 1, 1,
+         "usage: fusionbench explain ID [--request] [--wait] [--json]\n"
+         "Shows why each fusion group of job ID won or lost (docs/EXPLAIN.md).\n"
+         "--request queues a job that explains it first; --wait follows that job.\n"},
 };
 
 static const char usage_all[] =
@@ -117,6 +124,7 @@ static const char usage_all[] =
     "  compare A B               compare two jobs or suites\n"
     "  suite submit NAME W...    queue a suite;  suite show ID: show one\n"
     "  workers, workloads        list the workers, the workload catalog\n"
+    "  explain ID [--request]    why each fusion group of a job won or lost\n"
     "Server: --server, else $FUSIONBENCH_URL, else the saved login's, else\n"
     "http://127.0.0.1:8080.  Token: $FUSIONBENCH_TOKEN, else the saved login's.\n"
     "--json prints the server's JSON answer and nothing else on stdout.\n"
@@ -430,6 +438,8 @@ fb_code cl_args_job_spec(const cl_args *a, cJSON **out, fb_err *err)
 
     if (rc == FB_OK)
         rc = common_fields(a, spec, err);
+    if (rc == FB_OK && a->set[CL_O_EXPLAIN])
+        rc = put(spec, "explain", cJSON_CreateTrue(), err);
     if (rc) {
         cJSON_Delete(spec);
         spec = NULL;

@@ -374,6 +374,74 @@ out:
     return rc;
 }
 
+static int check_id(const cl_ctx *c, const char *id);
+
+/* An explanation's answer ended: 200 with one. */
+static bool explained(waiter *w, const cJSON *ans, void *ud)
+{
+    (void)ud;
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(ans, "explain");
+    if (!w->tty && !cJSON_IsObject(ex)) {
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(ans, "state");
+        const char *s = cJSON_IsString(st) ? st->valuestring : "?";
+        if (strcmp(s, w->last_key) != 0) {
+            snprintf(w->last_key, sizeof w->last_key, "%s", s);
+            fprintf(stderr, "explaining: %s\n", s);
+        }
+    }
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(ans, "state");
+    return cJSON_IsObject(ex) || (cJSON_IsString(st) && terminal(st->valuestring));
+}
+
+/* fusionbench explain ID [--request] [--wait]: GET (after POST with
+ * --request) /jobs/ID/explain; the explanation's table, or the JSON. */
+static int cmd_explain(const cl_ctx *c)
+{
+    const char *id = c->a.pos[0];
+    cl_http_resp resp = {0};
+    cJSON *ans = NULL;
+    char path[96];
+    cl_url u;
+    int rc = check_id(c, id);
+
+    if (rc)
+        return rc;
+    snprintf(path, sizeof path, "/api/v1/jobs/%s/explain", id);
+    if (c->a.set[CL_O_REQUEST]) {
+        cl_url_init(&u, c->server, path);
+        rc = call(c, "POST", &u, NULL, &resp, &ans);
+        const cJSON *jid = ans ? cJSON_GetObjectItemCaseSensitive(ans, "id") : NULL;
+        if (rc == 0 && cJSON_IsNumber(jid))
+            fprintf(stderr, "job %s is explained by job %.0f\n", id, jid->valuedouble);
+        cJSON_Delete(ans);
+        ans = NULL;
+        cl_http_resp_free(&resp);
+        if (rc)
+            return rc;
+    }
+    if (c->a.set[CL_O_WAIT]) {
+        waiter w = {.tty = false, .t0 = now_s(), .delay = 0.5};
+        snprintf(path, sizeof path, "/api/v1/jobs/%s", id);
+        rc = poll_until(c, &w, path, "explain", explained, NULL, &resp, &ans);
+    } else {
+        cl_url_init(&u, c->server, path);
+        rc = call(c, "GET", &u, NULL, &resp, &ans);
+    }
+    if (rc == 0) {
+        const cJSON *ex = cJSON_GetObjectItemCaseSensitive(ans, "explain");
+        if (c->json)
+            print_raw(&resp);
+        else if (cJSON_IsObject(ex))
+            fb_table_explain(stdout, ex);
+        else
+            cl_fmt_job_summary(stdout, ans);
+        rc = cJSON_IsObject(ex) ? 0 : EXIT_JOB;
+    }
+    cJSON_Delete(ans);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
 static int check_id(const cl_ctx *c, const char *id)
 {
     fb_err err;
@@ -862,6 +930,8 @@ static int dispatch(cl_ctx *c)
         return cmd_list(c, "/api/v1/workers", cl_fmt_workers);
     case CL_CMD_WORKLOADS:
         return cmd_list(c, "/api/v1/workloads", cl_fmt_workloads);
+    case CL_CMD_EXPLAIN:
+        return cmd_explain(c);
     default:
         return EXIT_USAGE;
     }

@@ -248,15 +248,32 @@ void fb_table_explain(FILE *f, const cJSON *ex)
     fprintf(f,
             "waterfall: eager %.3f ms - won %.3f - lost %.3f - within noise %.3f - outside "
             "groups %.3f - overhead %.3f - unexplained %.3f = fused %.3f ms\n"
-            "  (measured difference %.3f ms, 95%% CI [%.3f, %.3f])\n",
+            "  (measured difference %.3f ms, 95%% CI [%.3f, %.3f]; the bars %.3f [%.3f, %.3f]; "
+            "re-measured beside them %.3f [%.3f, %.3f])\n",
             tb_num(w, "eager_ms"), tb_num(w, "won_ms"), tb_num(w, "lost_ms"),
             tb_num(w, "within_noise_ms"), tb_num(w, "outside_groups_ms"), tb_num(w, "overhead_ms"),
             tb_num(w, "unexplained_ms"), tb_num(w, "fused_ms"), tb_num(w, "measured_ms"),
-            tb_arr_num(ci, 0), tb_arr_num(ci, 1));
-    fprintf(
-        f, "groups: %d won, %d lost, %d within noise; fused kernels at %.0f%% of the roofline\n",
-        (int)tb_int(s, "won", 0, INT32_MAX, 0), (int)tb_int(s, "lost", 0, INT32_MAX, 0),
-        (int)tb_int(s, "within_noise", 0, INT32_MAX, 0), 100 * tb_num(s, "fused_roofline_share"));
+            tb_arr_num(ci, 0), tb_arr_num(ci, 1), tb_num(w, "explained_ms"),
+            tb_arr_num(tb_get(w, "explained_ci95"), 0), tb_arr_num(tb_get(w, "explained_ci95"), 1),
+            tb_num(w, "remeasured_ms"), tb_arr_num(tb_get(w, "remeasured_ci95"), 0),
+            tb_arr_num(tb_get(w, "remeasured_ci95"), 1));
+    fprintf(f, "groups: %d won, %d lost, %d within noise; ", (int)tb_int(s, "won", 0, INT32_MAX, 0),
+            (int)tb_int(s, "lost", 0, INT32_MAX, 0),
+            (int)tb_int(s, "within_noise", 0, INT32_MAX, 0));
+    double share = tb_num(s, "fused_roofline_share");
+    if (isfinite(share))
+        fprintf(f, "fused kernels at %.0f%% of the roofline\n", 100 * share);
+    else
+        fprintf(f, "no roofline measured (fusionbench-run --roofline; a worker measures it)\n");
+    const cJSON *all = tb_get(ex, "all_lost_undone");
+    if (cJSON_IsObject(all))
+        fprintf(f,
+                "all %d lost groups undone at once: %+.3f ms recovered, 95%% CI [%.3f, %.3f], of "
+                "%.3f ms they lost: %s\n",
+                (int)tb_int(all, "groups", 0, INT32_MAX, 0), tb_num(all, "recovered_ms"),
+                tb_arr_num(tb_get(all, "recovered_ci95"), 0),
+                tb_arr_num(tb_get(all, "recovered_ci95"), 1), -tb_num(all, "lost_ms"),
+                tb_str(all, "verdict", "?"));
     if (isfinite(tb_num(ex, "layout_noise_ms")))
         fprintf(f,
                 "counterfactuals: confirmed past %.3f ms, what two builds of the same plan "

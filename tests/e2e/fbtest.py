@@ -54,7 +54,7 @@ def source_dir():
 def find_bin(name):
     """Path of a built program under FB_BIN_DIR (build/, build/server, build/worker)."""
     root = os.environ.get("FB_BIN_DIR") or os.path.join(source_dir(), "build")
-    for sub in ("", "server", "worker", "bin"):
+    for sub in ("", "server", "worker", "client", "bin"):
         p = os.path.join(root, sub, name)
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return p

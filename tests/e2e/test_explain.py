@@ -11,6 +11,7 @@ viewer may read but not ask; a missing job is 404; the inductor engine and a job
 without variants eager and fused say why they have none."""
 
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -76,6 +77,18 @@ def test(env):
              "explained by the new job")
     check_explanation(body["explain"], 20)
 
+    # the command-line client: the table of a job's explanation, and one asked and waited for
+    client = dict(os.environ, FUSIONBENCH_URL=env.base, FUSIONBENCH_TOKEN=alice)
+    r = subprocess.run([fbtest.find_bin("fusionbench"), "explain", str(a["id"])],
+                       capture_output=True, text=True, timeout=60, env=client)
+    check(r.returncode == 0 and "waterfall:" in r.stdout and "counterfactual" in r.stdout,
+          "fusionbench explain: %s %s" % (r.stdout[-1500:], r.stderr[-500:]))
+    d = env.submit(dict(MODEL, params={"image": 32, "threads": 2, "seed": 7}))
+    env.wait_job(d["id"], timeout=300)
+    r = subprocess.run([fbtest.find_bin("fusionbench"), "explain", str(d["id"]), "--request",
+                        "--wait"], capture_output=True, text=True, timeout=400, env=client)
+    check(r.returncode == 0 and "waterfall:" in r.stdout and "explained by job" in r.stderr,
+          "fusionbench explain --request --wait: %s %s" % (r.stdout[-1500:], r.stderr[-500:]))
     check_eq(env.get("/api/v1/jobs/999999/explain")[0], 404, "explain of a missing job")
     check_eq(env.post("/api/v1/jobs/999999/explain")[0], 404, "POST explain of a missing job")
     # one variant: nothing to compare, said so

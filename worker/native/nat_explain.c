@@ -45,6 +45,22 @@ nat_ex_reason nat_ex_reason_of(const nat_ex_facts *f)
     return NAT_EX_KERNEL_SLOWDOWN;
 }
 
+nat_ex_cf nat_ex_cf_verdict(double lo, double hi, double loss, double layout_ms)
+{
+    if (lo > (layout_ms > 0 ? layout_ms : 0))
+        return NAT_EX_CF_CONFIRMED;
+    if (hi < fabs(loss))
+        return NAT_EX_CF_REFUTED;
+    return NAT_EX_CF_INCONCLUSIVE;
+}
+
+const char *nat_ex_cf_name(nat_ex_cf v)
+{
+    return v == NAT_EX_CF_CONFIRMED ? "confirmed"
+           : v == NAT_EX_CF_REFUTED ? "refuted"
+                                    : "inconclusive";
+}
+
 /* ---- analysis ---- */
 
 static double median_of(const double *x, int n)
@@ -173,6 +189,16 @@ static void waterfall(const nat_ex_input *in, double *e, double *f, nat_ex_resul
     round_sums(&in->eager, R, -2, e);
     round_sums(&in->fused, R, -2, f);
     ex->overhead = (ex->eager_wall - mean_of(e, R)) - (ex->fused_wall - mean_of(f, R));
+    for (int r = 0; r < R; r++) /* the bars' sum, round by round */
+        e[r] = in->eager.wall[r] - in->fused.wall[r];
+    if (!fb_stats_mean_ci(e, R, EX_LEVEL, &ex->explained, &ex->explained_lo, &ex->explained_hi))
+        ex->explained_lo = ex->explained_hi = NAN;
+    ex->remeasured = ex->remeasured_lo = ex->remeasured_hi = NAN;
+    for (int r = 0; in->plain_eager && in->plain_fused && r < R; r++)
+        f[r] = in->plain_eager[r] - in->plain_fused[r];
+    if (in->plain_eager && in->plain_fused &&
+        !fb_stats_mean_ci(f, R, EX_LEVEL, &ex->remeasured, &ex->remeasured_lo, &ex->remeasured_hi))
+        ex->remeasured = ex->remeasured_lo = ex->remeasured_hi = NAN;
     ex->measured = ex->eager_wall - ex->fused_wall;
     ex->measured_lo = ex->measured_hi = NAN;
     ex->eager_med = ex->eager_wall;
@@ -321,7 +347,7 @@ static cJSON *cf_json(const nat_ex_group *g)
               put(o, "unfused_ms", num(g->cf_unfused_ms)) &&
               put(o, "recovered_ms", num(g->cf_diff)) &&
               put(o, "recovered_ci95", pair(g->cf_lo, g->cf_hi)) &&
-              put(o, "verdict", cJSON_CreateString(g->cf_confirmed ? "confirmed" : "refuted"));
+              put(o, "verdict", cJSON_CreateString(nat_ex_cf_name(g->cf_verdict)));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -395,6 +421,25 @@ static cJSON *group_json(const nat_ex_group *g, const nat_ex_input *in, const na
     return o;
 }
 
+/* The counterfactual of every lost group at once, null when not run. */
+static cJSON *all_json(const nat_ex_result *ex)
+{
+    if (ex->all.n < 1)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && put(o, "groups", cJSON_CreateNumber(ex->all.n)) &&
+              put(o, "lost_ms", num(ex->all.loss)) && put(o, "fused_ms", num(ex->all.fused_ms)) &&
+              put(o, "unfused_ms", num(ex->all.unfused_ms)) &&
+              put(o, "recovered_ms", num(ex->all.diff)) &&
+              put(o, "recovered_ci95", pair(ex->all.lo, ex->all.hi)) &&
+              put(o, "verdict", cJSON_CreateString(nat_ex_cf_name(ex->all.verdict)));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
 static int by_effect(const void *a, const void *b)
 {
     double x = fabs((*(const nat_ex_group *const *)a)->delta);
@@ -405,15 +450,19 @@ static int by_effect(const void *a, const void *b)
 static cJSON *waterfall_json(const nat_ex_result *ex)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && put(o, "eager_ms", num(ex->eager_med)) && put(o, "won_ms", num(ex->won)) &&
-              put(o, "lost_ms", num(ex->lost)) && put(o, "within_noise_ms", num(ex->noise)) &&
-              put(o, "outside_groups_ms", num(ex->outside)) &&
-              put(o, "overhead_ms", num(ex->overhead)) &&
-              put(o, "unexplained_ms", num(ex->unexplained)) &&
-              put(o, "fused_ms", num(ex->fused_med)) && put(o, "measured_ms", num(ex->measured)) &&
-              put(o, "measured_ci95", pair(ex->measured_lo, ex->measured_hi)) &&
-              put(o, "profiled_eager_ms", num(ex->eager_wall)) &&
-              put(o, "profiled_fused_ms", num(ex->fused_wall));
+    bool ok =
+        o && put(o, "eager_ms", num(ex->eager_med)) && put(o, "won_ms", num(ex->won)) &&
+        put(o, "lost_ms", num(ex->lost)) && put(o, "within_noise_ms", num(ex->noise)) &&
+        put(o, "outside_groups_ms", num(ex->outside)) && put(o, "overhead_ms", num(ex->overhead)) &&
+        put(o, "unexplained_ms", num(ex->unexplained)) && put(o, "fused_ms", num(ex->fused_med)) &&
+        put(o, "measured_ms", num(ex->measured)) &&
+        put(o, "measured_ci95", pair(ex->measured_lo, ex->measured_hi)) &&
+        put(o, "explained_ms", num(ex->won + ex->lost + ex->noise + ex->outside + ex->overhead)) &&
+        put(o, "explained_ci95", pair(ex->explained_lo, ex->explained_hi)) &&
+        put(o, "remeasured_ms", num(ex->remeasured)) &&
+        put(o, "remeasured_ci95", pair(ex->remeasured_lo, ex->remeasured_hi)) &&
+        put(o, "profiled_eager_ms", num(ex->eager_wall)) &&
+        put(o, "profiled_fused_ms", num(ex->fused_wall));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -474,7 +523,7 @@ cJSON *nat_ex_to_json(const nat_ex_result *ex, const nat_ex_input *in, const nat
          put(o, "rounds", cJSON_CreateNumber(ex->rounds)) &&
          put(o, "noise_threshold", cJSON_CreateNumber(FB_NOISE_THRESHOLD)) &&
          put(o, "layout_noise_ms", num(ex->layout_ms)) && put(o, "waterfall", waterfall_json(ex)) &&
-         put(o, "summary", summary_json(ex));
+         put(o, "summary", summary_json(ex)) && put(o, "all_lost_undone", all_json(ex));
     bool given = ok; /* put() attaches groups or frees it */
     ok = ok && put(o, "groups", groups);
     free(order);

@@ -44,6 +44,14 @@ const char *nat_ex_reason_name(nat_ex_reason r); /* "library_replaced", ... */
 
 typedef enum nat_ex_verdict { NAT_EX_WON, NAT_EX_LOST, NAT_EX_NOISE } nat_ex_verdict;
 
+/* A counterfactual's verdict on the time undoing a group recovers, interval
+ * [lo, hi]: confirmed when all of it is past what memory layout alone moves;
+ * refuted when all of it is short of what the group lost; else inconclusive
+ * (the run cannot tell them apart: a small group in a noisy model). */
+typedef enum nat_ex_cf { NAT_EX_CF_CONFIRMED, NAT_EX_CF_REFUTED, NAT_EX_CF_INCONCLUSIVE } nat_ex_cf;
+nat_ex_cf nat_ex_cf_verdict(double lo, double hi, double loss, double layout_ms);
+const char *nat_ex_cf_name(nat_ex_cf v); /* "confirmed", "refuted", "inconclusive" */
+
 /* One plan's profiled rounds: t[r * plan->n + i] is launch i's time in round
  * r (ms), wall[r] the whole round's. */
 typedef struct nat_ex_plan {
@@ -60,6 +68,9 @@ typedef struct nat_ex_input {
     /* The job's timed samples (the headline), NULL when none. */
     const double *eager_ms, *fused_ms;
     int n_eager, n_fused;
+    /* The profiled rounds' plain runs of each plan (rounds of them), NULL
+     * when none: the difference re-measured in the explanation's phase. */
+    const double *plain_eager, *plain_fused;
 } nat_ex_input;
 
 /* The facts the reason rules read, per group (exposed for the tests). */
@@ -93,7 +104,7 @@ typedef struct nat_ex_group {
     /* counterfactual (lost groups): fused minus fused-with-this-undone */
     bool cf_run;
     double cf_fused_ms, cf_unfused_ms, cf_diff, cf_lo, cf_hi;
-    bool cf_confirmed;
+    nat_ex_cf cf_verdict;
 } nat_ex_group;
 
 typedef struct nat_ex_result {
@@ -105,11 +116,23 @@ typedef struct nat_ex_result {
     double eager_wall, fused_wall;
     double won, lost, noise, outside, overhead;
     double measured, measured_lo, measured_hi, unexplained;
+    /* the bars' sum (the profiled rounds' mean difference) and its 95% CI */
+    double explained, explained_lo, explained_hi;
+    /* the mean difference re-measured by plain runs in the same rounds (a
+     * mean, as the bars are), and its 95% CI (NaN without them): the job's
+     * headline was taken at another time, and a machine can drift between */
+    double remeasured, remeasured_lo, remeasured_hi;
     double eager_med, fused_med; /* the headline medians */
     /* what memory layout alone moves the fused plan's time (ms): a placebo
      * counterfactual, two fresh builds of it against each other; NaN when no
      * counterfactual ran */
     double layout_ms;
+    /* every lost group undone at once (n of them, 0: not run) */
+    struct {
+        int n;
+        double loss, fused_ms, unfused_ms, diff, lo, hi;
+        nat_ex_cf verdict;
+    } all;
 } nat_ex_result;
 
 /* Analyzes in into out (freed by nat_ex_free).  FB_ENOMEM, or FB_EINVAL when

@@ -10,7 +10,7 @@
  * fresh build of the fused plan, not the job's, and a placebo (a second fresh
  * build of the same fused plan against the first) measures what layout alone
  * does: a counterfactual is confirmed only when its whole interval of
- * recovered time is past the placebo's difference. */
+ * recovered time is past the placebo's difference (nat_ex_cf_verdict). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,7 @@
 #include <omp.h>
 
 #include "fb_stats.h"
+#include "gr_plan.h"
 #include "gr_zoo.h"
 #include "nat_explain.h"
 
@@ -65,26 +66,31 @@ static int rounds_for(double budget_s, double first_ms, int lo, int hi)
 typedef struct ex_samples {
     int rounds;
     double *te, *tf, *we, *wf; /* per launch per round; walls */
+    double *re, *rf;           /* the same rounds' plain runs (no per-launch timer) */
 } ex_samples;
 
 static void samples_free(ex_samples *s)
 {
-    free(s->te), free(s->tf), free(s->we), free(s->wf);
+    free(s->te), free(s->tf), free(s->we), free(s->wf), free(s->re), free(s->rf);
 }
 
 /* Profiled rounds of eager and fused, alternating which goes first (a fixed
- * order measured one plan warmer than the other, METHOD.md). */
+ * order measured one plan warmer than the other, METHOD.md); each round also
+ * runs both plainly, as the job's timing does, for the difference re-measured
+ * in this phase. */
 static fb_code profile_rounds(const nat_ctx *ctx, double budget_s, ex_samples *s, fb_err *err)
 {
     const nat_plan *e = &ctx->plans[NAT_EAGER], *f = &ctx->plans[NAT_FUSED];
-    double w0 = wall_round(e) + wall_round(f); /* warm, and the cost of a round */
+    double w0 = 2 * (wall_round(e) + wall_round(f)); /* warm, and the cost of a round */
     int R = rounds_for(budget_s, w0, EX_ROUNDS_MIN, EX_ROUNDS_MAX);
     memset(s, 0, sizeof *s);
     s->te = malloc((size_t)R * (size_t)(e->n + 1) * sizeof *s->te);
     s->tf = malloc((size_t)R * (size_t)(f->n + 1) * sizeof *s->tf);
     s->we = malloc((size_t)R * sizeof *s->we);
     s->wf = malloc((size_t)R * sizeof *s->wf);
-    if (!s->te || !s->tf || !s->we || !s->wf) {
+    s->re = malloc((size_t)R * sizeof *s->re);
+    s->rf = malloc((size_t)R * sizeof *s->rf);
+    if (!s->te || !s->tf || !s->we || !s->wf || !s->re || !s->rf) {
         samples_free(s);
         return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the explanation's samples");
     }
@@ -98,17 +104,24 @@ static fb_code profile_rounds(const nat_ctx *ctx, double budget_s, ex_samples *s
             else
                 timed_round(f, s->tf + (size_t)r * f->n, &s->wf[r]);
         }
+        for (int k = 0; k < 2; k++) {
+            if ((k == 0) != eager_first)
+                s->rf[r] = wall_round(f);
+            else
+                s->re[r] = wall_round(e);
+        }
     }
     return FB_OK;
 }
 
-/* A fresh build of spec, with params.unfuse = [g] when g >= 0, into *out. */
-static fb_code build(const fb_spec *spec, int g, nat_ctx **out, fb_err *err)
+/* A fresh build of spec, with params.unfuse = ids[0 .. n) when n > 0, into
+ * *out. */
+static fb_code build(const fb_spec *spec, const int *ids_in, int n, nat_ctx **out, fb_err *err)
 {
     fb_spec s = *spec;
     s.params = spec->params ? cJSON_Duplicate(spec->params, true) : cJSON_CreateObject();
-    cJSON *ids = g >= 0 ? cJSON_CreateIntArray(&g, 1) : NULL;
-    if (!s.params || (g >= 0 && !ids)) {
+    cJSON *ids = n > 0 ? cJSON_CreateIntArray(ids_in, n) : NULL;
+    if (!s.params || (n > 0 && !ids)) {
         cJSON_Delete(s.params);
         cJSON_Delete(ids);
         return fb_err_set(err, FB_ENOMEM, NULL, "cannot build a counterfactual");
@@ -166,7 +179,7 @@ static fb_code counterfactual(const fb_spec *spec, const nat_ctx *control, doubl
     const nat_plan *un = &control->plans[NAT_EAGER];
     fb_code rc = FB_OK;
     if (control->node_launch[NAT_FUSED]) { /* graph-built; a pattern is one group */
-        rc = build(spec, grp->id, &cf, err);
+        rc = build(spec, &grp->id, 1, &cf, err);
         un = cf ? &cf->plans[NAT_FUSED] : NULL;
     }
     double d[3];
@@ -178,7 +191,7 @@ static fb_code counterfactual(const fb_spec *spec, const nat_ctx *control, doubl
         grp->cf_diff = d[0];
         grp->cf_lo = d[1];
         grp->cf_hi = d[2];
-        grp->cf_confirmed = d[1] > layout_ms;
+        grp->cf_verdict = nat_ex_cf_verdict(d[1], d[2], grp->delta, layout_ms);
     }
     nat_ctx_free(cf);
     return rc;
@@ -198,13 +211,44 @@ static fb_code placebo(const fb_spec *spec, const nat_ctx *control, double budge
 {
     nat_ctx *twin = NULL;
     double d[3], ma, mb;
-    fb_code rc = build(spec, -1, &twin, err);
+    fb_code rc = build(spec, NULL, 0, &twin, err);
     if (!rc)
         rc =
             versus(&control->plans[NAT_FUSED], &twin->plans[NAT_FUSED], budget_s, d, &ma, &mb, err);
     if (!rc)
         ex->layout_ms = fabs(d[0]);
     nat_ctx_free(twin);
+    return rc;
+}
+
+/* Every group that lost undone at once (at most GR_UNFUSE_MAX, the largest
+ * losses): a model's small losses, each below what one re-timing resolves,
+ * add up to one that can be. */
+static fb_code all_undone(const fb_spec *spec, const nat_ctx *control, double budget_s,
+                          nat_ex_group *const *lost, int n, nat_ex_result *ex, fb_err *err)
+{
+    int ids[GR_UNFUSE_MAX];
+    double loss = 0;
+    n = n < GR_UNFUSE_MAX ? n : GR_UNFUSE_MAX;
+    for (int k = 0; k < n; k++) {
+        ids[k] = lost[k]->id;
+        loss += lost[k]->delta;
+    }
+    nat_ctx *cf = NULL;
+    double d[3];
+    fb_code rc = build(spec, ids, n, &cf, err);
+    if (!rc)
+        rc = versus(&control->plans[NAT_FUSED], &cf->plans[NAT_FUSED], budget_s, d,
+                    &ex->all.fused_ms, &ex->all.unfused_ms, err);
+    if (!rc) {
+        ex->all.n = n;
+        ex->all.loss = loss;
+        ex->all.diff = d[0];
+        ex->all.lo = d[1];
+        ex->all.hi = d[2];
+        ex->all.verdict = nat_ex_cf_verdict(d[1], d[2], loss, ex->layout_ms);
+    }
+    nat_ctx_free(cf);
     return rc;
 }
 
@@ -220,11 +264,13 @@ static fb_code counterfactuals(const fb_spec *spec, double budget_s, nat_ex_resu
         if (ex->groups[k].verdict == NAT_EX_LOST)
             lost[n++] = &ex->groups[k];
     qsort(lost, (size_t)n, sizeof *lost, by_loss);
-    fb_code rc = n > 0 ? build(spec, -1, &control, err) : FB_OK;
+    fb_code rc = n > 0 ? build(spec, NULL, 0, &control, err) : FB_OK;
     if (!rc && n > 0)
         rc = placebo(spec, control, budget_s, ex, err);
     for (int k = 0; !rc && k < n && k < NAT_EX_MAX_COUNTERFACTUALS; k++)
         rc = counterfactual(spec, control, budget_s, ex->layout_ms, lost[k], err);
+    if (!rc && n >= 2 && control->node_launch[NAT_FUSED])
+        rc = all_undone(spec, control, budget_s, lost, n, ex, err);
     nat_ctx_free(control);
     free(lost);
     return rc;
@@ -251,6 +297,8 @@ fb_code nat_explain_cpu(const fb_spec *spec, nat_ctx *ctx, const double *eager_m
         .fused_ms = fused_ms,
         .n_eager = n_eager,
         .n_fused = n_fused,
+        .plain_eager = s.re,
+        .plain_fused = s.rf,
     };
     rc = nat_ex_analyze(&in, &ex, err);
     if (!rc)

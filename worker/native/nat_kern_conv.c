@@ -43,6 +43,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Column tile target: floats of im2col per thread (1 MiB), so the tile and
@@ -711,24 +712,41 @@ __attribute__((target("avx512f"))) static void dw_row_v(const nat_conv_args *a, 
  * row (7 outputs at 7 x 7) its calls cost more than the convolution, and the
  * fused depthwise conv + SiLU of EfficientNet ran at 0.47x of eager's conv
  * then SiLU (1152 channels, 7 x 7, one thread: 0.75 against 0.36 ms). */
+/* Test only: FB_TEST_DW_ROW_EPILOGUE=1 puts back the epilogue per output row
+ * (the schedule that lost efficientnet_b0's depthwise groups, above), so that
+ * tests/e2e/test_explain_loss.py can check that the explanation names them. */
+static bool dw_row_epilogue(void)
+{
+    static int on = -1; /* read once, before any parallel region */
+    if (on < 0) {
+        const char *e = getenv("FB_TEST_DW_ROW_EPILOGUE");
+        on = e && strcmp(e, "1") == 0;
+    }
+    return on == 1;
+}
+
 static void conv_direct(const nat_conv_args *a)
 {
     const nat_conv_shape *s = a->s;
     int64_t planes = (int64_t)s->n * s->co, plane = (int64_t)s->ho * s->wo;
     bool vec = !s->blas && nat_pw_available() && (s->stride_w == 1 || s->stride_w == 2) &&
                s->kw <= DW_KW_MAX;
-    bool epi_after = !vec || !dw_epi_in_reg(a);
+    bool epi_after = !vec || !dw_epi_in_reg(a), by_row = epi_after && dw_row_epilogue();
 #pragma omp parallel for schedule(static)
     for (int64_t pl = 0; pl < planes; pl++) {
         int b = (int)(pl / s->co), oc = (int)(pl % s->co);
+        float bias = a->bias != NULL ? a->bias[oc] : 0.0f;
         for (int oy = 0; oy < s->ho; oy++) {
             if (vec)
                 dw_row_v(a, b, oc, oy);
             else
                 dw_row(a, b, oc, oy);
+            if (by_row)
+                epi_row(a->out + pl * plane + (int64_t)oy * s->wo, s->wo, bias,
+                        a->res != NULL ? a->res + pl * plane + (int64_t)oy * s->wo : NULL, a->act);
         }
-        if (epi_after)
-            epi_row(a->out + pl * plane, (int)plane, a->bias != NULL ? a->bias[oc] : 0.0f,
+        if (epi_after && !by_row)
+            epi_row(a->out + pl * plane, (int)plane, bias,
                     a->res != NULL ? a->res + pl * plane : NULL, a->act);
     }
 }

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The explanations of the native zoo and the ten patterns as markdown tables
+(bench/explain.sh runs it; docs/EXPLAIN.md shows its output)."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+# The zoo at sizes a 2-core VM explains in seconds each, and the patterns at
+# their defaults.
+ZOO = [("resnet18", ["image=112"]), ("resnet50", ["image=112"]), ("mobilenet_v2", ["image=112"]),
+       ("mobilenet_v3_large", ["image=112"]), ("efficientnet_b0", ["image=112"]),
+       ("convnext_tiny", ["image=112"]), ("vgg16", ["image=64"]),
+       ("vit_b_16", ["image=112", "layers=4"]), ("bert_base", ["seq=128", "layers=4"]),
+       ("gpt2", ["seq=128", "layers=4"]), ("whisper_tiny", ["frames=1000", "layers=4"])]
+PATTERNS = ["gemm_bias_relu", "gemm_bias_gelu", "mlp", "conv_bn_relu", "conv_relu_conv",
+            "elementwise_chain", "softmax", "layernorm", "add_layernorm", "attention"]
+
+
+def run(binary, workload, params, a):
+    argv = [binary, workload, "--explain", "--roofline", "--json", "--iterations",
+            str(a.iterations), "--warmup", "5"]
+    for p in params:
+        argv += ["--param", p]
+    if a.threads:
+        argv += ["--threads", str(a.threads)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        sys.exit("%s: %s" % (workload, r.stderr[-2000:]))
+    return json.loads(r.stdout)["result"]
+
+
+def fmt_ci(ci):
+    return "[%.3f, %.3f]" % tuple(ci) if ci and ci[0] is not None else "–"
+
+
+def row(name, params, res):
+    ex, w = res["explain"], res["explain"]["waterfall"]
+    s, allu = ex["summary"], ex.get("all_lost_undone")
+    reasons = ", ".join("%s %d" % kv for kv in sorted(s["lost_by_reason"].items())) or "–"
+    undone = ("%+.3f %s %s" % (allu["recovered_ms"], fmt_ci(allu["recovered_ci95"]), allu["verdict"])
+              if allu else "–")
+    share = s.get("fused_roofline_share")
+    return ("| %s %s | %.3f | %.3f | %+.3f %s | %+.3f | %+.3f | %+.3f | %+.3f | %+.3f | %d / %d / %d | %s | %s | %s |" % (
+        name, " ".join(params), w["eager_ms"], w["fused_ms"], w["measured_ms"], fmt_ci(w["measured_ci95"]),
+        w["won_ms"], w["lost_ms"], w["within_noise_ms"], w["outside_groups_ms"] + w["overhead_ms"],
+        w["unexplained_ms"], s["won"], s["lost"], s["within_noise"], reasons, undone,
+        "%.0f%%" % (100 * share) if share is not None else "–"))
+
+
+HEADER = ("| workload | eager ms | fused ms | measured difference [95% CI] | won | lost | within noise "
+          "| outside + overhead | unexplained | groups won / lost / noise | lost by reason "
+          "| all lost undone: recovered ms [CI] | fused kernels on the roofline |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--workloads", default="")
+    ap.add_argument("--md")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    todo = [(w, p) for w, p in ZOO] + [(p, []) for p in PATTERNS]
+    if a.workloads:
+        want = a.workloads.split(",")
+        todo = [(w, p) for w, p in todo if w in want]
+    lines, dump, env = [HEADER], {}, None
+    for w, p in todo:
+        res = run(a.bin, w, p, a)
+        env = res["env"]
+        dump[w] = res["explain"]
+        lines.append(row(w, p, res))
+        print(lines[-1], flush=True)
+    roof = (env or {}).get("roofline") or {}
+    foot = ("\n`%s` on %s, %d threads; roofline %.1f GB/s, %.1f GFLOP/s; fusionbench %s." % (
+        os.environ.get("FB_BENCH_COMMAND", "bench/explain.sh"), env["cpu"], env["threads"],
+        roof.get("triad_gbps", 0), roof.get("gemm_gflops", 0), env["fusionbench"])) if env else ""
+    text = "\n".join(lines) + "\n" + foot + "\n"
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(text)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dump, f, indent=1)
+    print(foot)
+
+
+if __name__ == "__main__":
+    main()

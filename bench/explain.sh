@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# bench/explain.sh: the explanation of every fusion over the native zoo and the
+# ten patterns (docs/EXPLAIN.md's tables): fusionbench-run --explain --roofline
+# per workload, summed up as a markdown table by bench/explain.py.
+#
+#   bench/explain.sh [BUILD_DIR] [explain.py options]
+#     BUILD_DIR   a CMake build folder with worker/fusionbench-run (default build)
+#     options     --threads N (default: all cores), --iterations N (30),
+#                 --workloads a,b (default: the zoo at small sizes and the
+#                 patterns), --md FILE, --json FILE (every explanation)
+# Needs only python3 (no venv).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build="$root/build"
+if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then
+    build=$1
+    shift
+fi
+run="$build/worker/fusionbench-run"
+[ -x "$run" ] || { echo "explain.sh: $run not built (cmake --build $build --target fusionbench-run)" >&2; exit 1; }
+export FB_BENCH_COMMAND="bench/explain.sh $*"
+exec python3 "$root/bench/explain.py" --bin "$run" "$@"
