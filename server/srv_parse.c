@@ -340,6 +340,15 @@ bool srv_parse_rfc3339(const char *s)
 }
 
 /* The name part of a Host header value: "[::1]:80" -> "::1", "a:80" -> "a". */
+/* Whether p is "" or ":" and a port of 1 to 5 digits, nothing after. */
+static bool port_ok(const char *p)
+{
+    if (*p == '\0')
+        return true;
+    size_t d = p[0] == ':' ? strspn(p + 1, "0123456789") : 0;
+    return d >= 1 && d <= 5 && p[1 + d] == '\0';
+}
+
 static bool host_name(const char *host, char *out, size_t size)
 {
     const char *end;
@@ -347,13 +356,15 @@ static bool host_name(const char *host, char *out, size_t size)
 
     if (host[0] == '[') {
         end = strchr(host, ']');
-        if (!end || (end[1] != '\0' && end[1] != ':'))
+        if (!end || !port_ok(end + 1))
             return false;
         host++;
     } else {
         end = strchr(host, ':');
         if (!end)
             end = host + strlen(host);
+        if (!port_ok(end))
+            return false;
     }
     n = (size_t)(end - host);
     if (n == 0 || n >= size)

@@ -238,6 +238,14 @@ static void test_host_allowed(void **state)
     assert_false(srv_host_allowed("[::1]x", lo));
     assert_false(srv_host_allowed("", lo));
     assert_false(srv_host_allowed(":8080", lo));
+    /* the port is digits, 1 to 5 of them, and nothing after (fuzz_query found
+     * "127.0.0.1:" followed by 300 bytes of anything let through) */
+    assert_false(srv_host_allowed("127.0.0.1:", lo));
+    assert_false(srv_host_allowed("127.0.0.1:80x", lo));
+    assert_false(srv_host_allowed("127.0.0.1:123456", lo));
+    assert_false(srv_host_allowed("localhost:8080:1", lo));
+    assert_false(srv_host_allowed("[::1]:", lo));
+    assert_false(srv_host_allowed("[::1]:8080/evil", lo));
     assert_false(srv_host_allowed(NULL, lo));
     assert_true(srv_host_allowed("anything", ""));
     assert_true(srv_host_allowed(NULL, NULL));
