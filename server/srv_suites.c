@@ -20,7 +20,7 @@
 /* Members of the suite body that are copied into every job spec. */
 static const char *const job_fields[] = {"engine", "device",       "dtype",      "variants",
                                          "params", "warmup",       "iterations", "priority",
-                                         "labels", "max_attempts", "timeout_s"};
+                                         "labels", "max_attempts", "timeout_s",  "explain"};
 
 /* ---- POST ---- */
 
@@ -258,7 +258,7 @@ static bool suite_fields_known(srv_req *r, const cJSON *body)
             srv_reply_error(r, 400, "invalid_argument", m->string,
                             "unknown field (a suite takes name, workloads, batch_sizes and the "
                             "job fields engine, device, dtype, variants, params, warmup, "
-                            "iterations, priority, labels, max_attempts, timeout_s)");
+                            "iterations, priority, labels, max_attempts, timeout_s, explain)");
             return false;
         }
     }
@@ -410,6 +410,91 @@ static cJSON *variant_summary(const cJSON *jobs, const char *variant)
     return o;
 }
 
+/* One job's explanation into the suite's: verdict counts, the lost groups by
+ * reason (count, time lost, workloads) and the fused kernels' roofline bound
+ * and time (each group's share times its fused time). */
+static void explain_add(const cJSON *j, const cJSON *ex, int counts[3], cJSON *by, double *roof,
+                        double *ms)
+{
+    static const char *const verdicts[] = {"won", "lost", "within_noise"};
+    const char *workload = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "workload"));
+    const cJSON *g;
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(ex, "groups"))
+    {
+        const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "verdict"));
+        for (int k = 0; v && k < 3; k++)
+            counts[k] += strcmp(v, verdicts[k]) == 0;
+        double share = num(cJSON_GetObjectItemCaseSensitive(g, "costs"), "roofline_share");
+        double f = num(g, "fused_ms");
+        if (isfinite(share) && isfinite(f) && f > 0) {
+            *roof += share * f;
+            *ms += f;
+        }
+        const char *code = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(g, "reason"), "code"));
+        if (!v || strcmp(v, "lost") != 0 || !code)
+            continue;
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(by, code);
+        if (!r && (r = cJSON_AddObjectToObject(by, code))) {
+            cJSON_AddNumberToObject(r, "groups", 0);
+            cJSON_AddNumberToObject(r, "lost_ms", 0);
+            cJSON_AddArrayToObject(r, "workloads");
+        }
+        if (!r)
+            continue;
+        cJSON *n = cJSON_GetObjectItemCaseSensitive(r, "groups");
+        cJSON *lost = cJSON_GetObjectItemCaseSensitive(r, "lost_ms");
+        cJSON_SetNumberValue(n, n->valuedouble + 1);
+        cJSON_SetNumberValue(lost, lost->valuedouble + num(g, "delta_ms"));
+        cJSON *ws = cJSON_GetObjectItemCaseSensitive(r, "workloads"), *w;
+        bool seen = false;
+        cJSON_ArrayForEach(w, ws)
+        {
+            seen |= workload && cJSON_IsString(w) && strcmp(w->valuestring, workload) == 0;
+        }
+        if (workload && !seen)
+            cJSON_AddItemToArray(ws, cJSON_CreateString(workload));
+    }
+}
+
+/* The suite's explanation (docs/EXPLAIN.md): over the jobs that carry one,
+ * the groups' verdicts, the lost ones by reason, and the time-weighted share
+ * of the roofline the fused kernels reach; null when no job was explained. */
+static cJSON *explain_summary(const cJSON *jobs)
+{
+    int n = 0, counts[3] = {0};
+    double roof = 0, ms = 0;
+    cJSON *o = cJSON_CreateObject(), *by = cJSON_CreateObject();
+    const cJSON *j;
+    if (!o || !by) {
+        cJSON_Delete(o);
+        cJSON_Delete(by);
+        return NULL;
+    }
+    cJSON_ArrayForEach(j, jobs)
+    {
+        const cJSON *ex = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(j, "result"), "explain");
+        if (!cJSON_IsObject(ex) || !cJSON_GetObjectItemCaseSensitive(ex, "groups"))
+            continue;
+        n++;
+        explain_add(j, ex, counts, by, &roof, &ms);
+    }
+    if (n == 0) {
+        cJSON_Delete(o);
+        cJSON_Delete(by);
+        return cJSON_CreateNull();
+    }
+    cJSON_AddNumberToObject(o, "jobs", n);
+    cJSON_AddNumberToObject(o, "won", counts[0]);
+    cJSON_AddNumberToObject(o, "lost", counts[1]);
+    cJSON_AddNumberToObject(o, "within_noise", counts[2]);
+    cJSON_AddItemToObject(o, "lost_by_reason", by);
+    cJSON_AddItemToObject(o, "fused_roofline_share",
+                          ms > 0 ? cJSON_CreateNumber(roof / ms) : cJSON_CreateNull());
+    return o;
+}
+
 cJSON *srv_suites_summary(const cJSON *jobs)
 {
     cJSON *o = cJSON_CreateObject(), *vars = cJSON_AddObjectToObject(o, "variants");
@@ -437,6 +522,7 @@ cJSON *srv_suites_summary(const cJSON *jobs)
     }
     cJSON_AddItemToObject(o, "baseline",
                           baseline ? cJSON_CreateString(baseline) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "explain", explain_summary(jobs));
     return o;
 }
 

@@ -264,7 +264,18 @@ async function showSuite(parts) {
     cards.push(kpi("verdicts, " + name, (v.faster || 0) + " faster · " + (v.slower || 0) + " slower · " + (v.no_difference || 0) + " same"));
     cards.push(kpi("pass rate, " + name, v.total ? (v.pass_rate * 100).toFixed(0) + "% (" + v.passed + "/" + v.total + ")" : "–"));
   }
+  const ex = s.summary.explain;
+  if (ex) {
+    cards.push(kpi("fusion groups explained (" + ex.jobs + " jobs)", ex.won + " won · " + ex.lost + " lost · " + ex.within_noise + " within noise"));
+    cards.push(kpi("fused kernels on the roofline", typeof ex.fused_roofline_share === "number" ? (100 * ex.fused_roofline_share).toFixed(0) + "%" : "–"));
+  }
   document.getElementById("suite-cards").replaceChildren(...cards);
+  const reasons = ex ? Object.entries(ex.lost_by_reason || {}).sort((a, b) => a[1].lost_ms - b[1].lost_ms) : [];
+  document.getElementById("suite-explain").hidden = !ex;
+  const rows = reasons.map(([code, r]) => el("tr", {},
+    el("td", {}, code), el("td", { class: "num" }, String(r.groups)), el("td", { class: "num" }, (-r.lost_ms).toFixed(3)),
+    el("td", {}, (r.workloads || []).join(", "))));
+  fillTable("suite-reasons", rows.length ? rows : [el("tr", {}, el("td", { colspan: 4, class: "muted" }, "No group lost."))]);
   document.getElementById("suite-csv").href = API + "/suites/" + s.id + "?format=csv";
   document.getElementById("suite-json").href = API + "/suites/" + s.id;
   fillTable("suite-table", s.rows.map(suiteRow));

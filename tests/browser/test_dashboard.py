@@ -77,7 +77,7 @@ def chart_points(page, canvas_id):
 def seed_suite(env):
     st, _, s = env.post("/api/v1/suites", {
         "name": "browser", "workloads": ["gemm_bias_relu", "softmax", "layernorm"],
-        "warmup": 1, "iterations": 10})
+        "warmup": 1, "iterations": 10, "explain": True})
     check_eq(st, 201, "seed suite: %s" % s)
     for r in s["rows"]:
         check_eq(env.wait_job(r["job_id"], timeout=120)["state"], "succeeded", "seed job")
@@ -96,6 +96,18 @@ def overview(env, page, shots):
     links = page.eval_on_selector_all("#ov-table tbody tr td:first-child a", "as => as.map(a => a.getAttribute('href'))")
     check(all(h.startswith("#/jobs/") for h in links) and len(links) == 3, "model links: %r" % links)
     page.screenshot(path=os.path.join(shots, "overview.png"), full_page=True)
+
+
+def suite_page(env, page, shots, suite_id):
+    """An explained suite's page: the groups' verdicts and the roofline share
+    as cards, the lost groups by reason as a table (shown, even when empty)."""
+    page.goto(env.base + "/#/suites/%d" % suite_id)
+    page.wait_for_function("() => /fusion groups explained/.test(document.getElementById('suite-cards').innerText)",
+                           timeout=20000)
+    cards = page.inner_text("#suite-cards")
+    check("3 jobs" in cards and "won" in cards and "on the roofline" in cards, "suite cards: %r" % cards)
+    check(page.is_visible("#suite-explain"), "the lost groups by reason")
+    page.screenshot(path=os.path.join(shots, "suite.png"), full_page=True)
 
 
 def submit_and_watch(env, page, shots, worker):
@@ -222,7 +234,7 @@ def test(env):
     shots = shots_dir()
     env.start_server()
     worker = env.start_worker()
-    seed_suite(env)
+    seeded = seed_suite(env)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
@@ -230,6 +242,7 @@ def test(env):
             errors = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             overview(env, page, shots)
+            suite_page(env, page, shots, seeded["id"])
             job_id = submit_and_watch(env, page, shots, worker)
             job_page(env, page, shots, job_id)
             queue_form(env, page)

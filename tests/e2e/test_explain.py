@@ -101,6 +101,19 @@ def test(env):
     check(st == 404 and "eager and fused" in body["error"]["message"], "says why: %r" % body)
     log("explained at submit and on request; 404 with the way to ask; a single variant says why")
 
+    # a suite with explain: its summary counts the groups and the losses by reason
+    st, _, suite = env.post("/api/v1/suites", {"workloads": ["softmax", "layernorm"], "device": "cpu",
+                                               "iterations": 5, "warmup": 1, "explain": True})
+    check_eq(st, 201, "suite with explain: %r" % suite)
+    for row in suite["rows"]:
+        env.wait_job(row["job_id"], timeout=120)
+    ex = env.get("/api/v1/suites/%d" % suite["id"])[2]["summary"]["explain"]
+    check(ex["jobs"] == 2 and ex["won"] + ex["lost"] + ex["within_noise"] == 2 and
+          isinstance(ex["lost_by_reason"], dict), "the suite's explanation: %r" % ex)
+    check(ex["fused_roofline_share"] is not None and 0 < ex["fused_roofline_share"] < 10,
+          "the suite's roofline share (the worker measured one): %r" % ex)
+    log("a suite of two patterns, explained: %r" % ex)
+
     # roles: a viewer reads, only a user asks
     env.token = vera
     check_eq(env.get("/api/v1/jobs/%d/explain" % a["id"])[0], 200, "a viewer reads")
