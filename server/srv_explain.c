@@ -17,16 +17,6 @@
 
 #define EXPLAIN_LABEL "explain_of"
 
-/* The {id} capture; 404 when it is no job id. */
-static bool explain_id(srv_req *r, int64_t *id)
-{
-    char buf[32];
-    if (srv_req_cap(r, 0, buf, sizeof buf) && srv_parse_id(buf, strlen(buf), id))
-        return true;
-    srv_reply_error(r, 404, "not_found", NULL, "no such job");
-    return false;
-}
-
 /* The "explain" object of a stored result, or NULL (also when it says
  * "unavailable": *why then points into it). */
 static cJSON *result_explain(const char *result_json, cJSON **root, const char **why)
@@ -100,7 +90,7 @@ void srv_jobs_explain_get(srv_req *r)
     memset(&j, 0, sizeof j);
     memset(&by, 0, sizeof by);
     fb_err_clear(&err);
-    if (!explain_id(r, &id))
+    if (!srv_job_id(r, &id))
         return;
     if (db_job_get(r->db, id, &j, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);
@@ -173,7 +163,7 @@ void srv_jobs_explain_post(srv_req *r)
     memset(&made, 0, sizeof made);
     fb_spec_init(&spec);
     fb_err_clear(&err);
-    if (!explain_id(r, &id) || !srv_auth_submit_allowed(r, r->srv->ratelimit))
+    if (!srv_job_id(r, &id) || !srv_auth_submit_allowed(r, r->srv->ratelimit))
         return;
     fb_code rc = db_job_get(r->db, id, &j, &err);
     if (!rc)

@@ -79,8 +79,7 @@ static void reply_job(srv_req *r, int status, int64_t id)
     db_job_free(&j);
 }
 
-/* The {id} capture as a job id; a bad one answers 404 like a missing job. */
-static bool job_id(srv_req *r, int64_t *id)
+bool srv_job_id(srv_req *r, int64_t *id)
 {
     char buf[32];
     if (srv_req_cap(r, 0, buf, sizeof buf) && srv_parse_id(buf, strlen(buf), id))
@@ -92,7 +91,7 @@ static bool job_id(srv_req *r, int64_t *id)
 void srv_jobs_get(srv_req *r)
 {
     int64_t id;
-    if (job_id(r, &id))
+    if (srv_job_id(r, &id))
         reply_job(r, 200, id);
 }
 
@@ -127,7 +126,7 @@ void srv_jobs_cancel(srv_req *r)
     fb_err err;
 
     fb_err_clear(&err);
-    if (!job_id(r, &id) || !may_change(r, id))
+    if (!srv_job_id(r, &id) || !may_change(r, id))
         return;
     if (db_job_cancel(r->db, id, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);
@@ -144,7 +143,7 @@ void srv_jobs_kernels(srv_req *r)
     fb_err err;
 
     fb_err_clear(&err);
-    if (!job_id(r, &id))
+    if (!srv_job_id(r, &id))
         return;
     if (variant && !fb_name_valid(variant)) {
         srv_reply_error(r, 400, "invalid_argument", "variant", "not a variant name");

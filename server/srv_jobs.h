@@ -20,6 +20,10 @@ FB_MUSTCHECK fb_code srv_jobs_encode(const fb_spec *spec, const srv_user *u, cha
  * answering the error (422 for a catalog miss). */
 bool srv_jobs_prepare(srv_req *r, fb_spec *spec, char **text, db_new_job *nj);
 
+/* The route's {id} capture as a job id; false after answering 404 (a bad id
+ * is answered like a missing job). */
+bool srv_job_id(srv_req *r, int64_t *id);
+
 /* A new JSON object for j, as GET /api/v1/jobs/{id} answers (caller deletes),
  * NULL on ENOMEM. */
 cJSON *srv_job_json(const db_job *j);
