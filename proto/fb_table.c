@@ -233,12 +233,53 @@ static void tb_group(FILE *f, const cJSON *g)
 
 #define TB_EXPLAIN_ROWS 15
 
+/* The inductor engine's explanation: the ladder, then its fused kernels. */
+static void tb_explain_inductor(FILE *f, const cJSON *ex)
+{
+    const cJSON *st, *k;
+    fprintf(f, "\nexplanation (docs/EXPLAIN.md): %s\nthe ladder, one mechanism a step:\n",
+            tb_str(ex, "note", ""));
+    cJSON_ArrayForEach(st, tb_get(ex, "ladder"))
+    {
+        const cJSON *ci = tb_get(st, "saved_ci95");
+        fprintf(f, "  %-22s -> %-22s %+9.3f ms [%.3f, %.3f]  %s\n", tb_str(st, "from", "?"),
+                tb_str(st, "to", "?"), tb_num(st, "saved_ms"), tb_arr_num(ci, 0), tb_arr_num(ci, 1),
+                tb_str(st, "mechanism", ""));
+    }
+    fprintf(f, "%-40s %6s %10s  %s\n", "fused Inductor kernel", "count", "mean ms",
+            "ATen ops (eager's ms per call; * also a library call)");
+    int n = 0;
+    cJSON_ArrayForEach(k, tb_get(ex, "kernels"))
+    {
+        if (n++ >= TB_EXPLAIN_ROWS)
+            break;
+        const cJSON *op;
+        char ops[320] = "";
+        size_t used = 0;
+        cJSON_ArrayForEach(op, tb_get(k, "ops"))
+        {
+            const char *name = tb_str(op, "op", "?");
+            int w = snprintf(ops + used, sizeof ops - used, "%s%s%s (%.3f)", used ? ", " : "",
+                             strncmp(name, "aten.", 5) == 0 ? name + 5 : name,
+                             cJSON_IsTrue(tb_get(op, "extern")) ? "*" : "",
+                             tb_num(op, "eager_ms_per_call"));
+            used = w < 0 || used + (size_t)w >= sizeof ops ? sizeof ops - 1 : used + (size_t)w;
+        }
+        fprintf(f, "%-40.40s %6d %10.4f  %s\n", tb_str(k, "kernel", "?"),
+                (int)tb_int(k, "count", 0, INT32_MAX, 0), tb_num(k, "mean_ms"), ops);
+    }
+}
+
 void fb_table_explain(FILE *f, const cJSON *ex)
 {
     if (!cJSON_IsObject(ex))
         return;
     if (tb_get(ex, "unavailable")) {
         fprintf(f, "\nno explanation: %s\n", tb_str(ex, "unavailable", ""));
+        return;
+    }
+    if (strcmp(tb_str(ex, "engine", ""), "inductor") == 0) {
+        tb_explain_inductor(f, ex);
         return;
     }
     const cJSON *w = tb_get(ex, "waterfall"), *s = tb_get(ex, "summary");

@@ -70,6 +70,9 @@ typedef struct fb_engine {
      * when no variant could run. */
     FB_MUSTCHECK fb_code (*run_whole)(const fb_spec *spec, fb_engine_progress_fn progress, void *ud,
                                       fb_result *out, fb_err *err);
+    /* Optional, with run_whole: the explanation of a finished result
+     * (spec.explain, docs/EXPLAIN.md); *out a JSON object the result takes. */
+    FB_MUSTCHECK fb_code (*explain_whole)(const fb_result *r, cJSON **out, fb_err *err);
 } fb_engine;
 
 /* The engines compiled into this binary; NULL-terminated. */

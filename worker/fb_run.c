@@ -538,10 +538,14 @@ static fb_code run_whole(const fb_spec *spec, const fb_engine *eng, fb_progress_
         probe_diff(&p0, &p1, &out->interference);
     fb_result_judge(out, spec->device);
     if (spec->explain && !out->explain) { /* the engine's own explanation, when it has one */
-        char why[160];
-        snprintf(why, sizeof why, "the %s engine explains nothing yet", spec->engine);
-        out->explain = cJSON_CreateObject();
-        if (out->explain && !cJSON_AddStringToObject(out->explain, "unavailable", why)) {
+        fb_err e;
+        char why[sizeof e.msg + 64] = "";
+        fb_err_clear(&e);
+        if (rc != FB_OK || !eng->explain_whole || eng->explain_whole(out, &out->explain, &e))
+            snprintf(why, sizeof why, "the %s engine explains nothing%s%s", spec->engine,
+                     e.msg[0] ? ": " : "", e.msg);
+        if (!out->explain && (out->explain = cJSON_CreateObject()) &&
+            !cJSON_AddStringToObject(out->explain, "unavailable", why)) {
             cJSON_Delete(out->explain);
             out->explain = NULL;
         }

@@ -31,7 +31,7 @@ def catalog(c, py):
 def run_json(c, py):
     r = cli(["tiny_cnn", "--engine", "inductor", "--json", "--iterations", "6", "--warmup", "2",
              "--threads", "2", "--variants", "eager,inductor-nofusion,inductor",
-             "--param", "image_size=16"], {"FUSIONBENCH_PYTHON": py})
+             "--param", "image_size=16", "--explain"], {"FUSIONBENCH_PYTHON": py})
     c.check(r.returncode == 0, "fusionbench-run --engine inductor --json: exit 0 (%s)"
             % r.stderr.strip()[-300:])
     out = json.loads(r.stdout)
@@ -72,6 +72,21 @@ def run_json(c, py):
     spec = out["spec"]
     c.check(spec["engine"] == "inductor" and spec["params"].get("image_size") == 16,
             "spec echoed")
+    # the explanation: the ladder's two steps as the counterfactuals, the fused
+    # kernels with eager's per-call time of the ATen op types they name
+    ex = res["explain"]
+    steps = [(s["from"], s["to"]) for s in ex["ladder"]]
+    c.check(ex["engine"] == "inductor" and steps == [("eager", "inductor-nofusion"),
+                                                     ("inductor-nofusion", "inductor")],
+            "explain: the ladder's steps %r" % steps)
+    for s in ex["ladder"]:
+        lo, hi = s["saved_ci95"]
+        c.check(lo <= s["saved_ms"] <= hi and s["mechanism"], "explain: a step's interval %r" % s)
+    c.check(ex["kernels"] and all(len(k["ops"]) >= 2 and k["mean_ms"] > 0 for k in ex["kernels"]),
+            "explain: fused kernels with their ops")
+    c.check(any(o["eager_ms_per_call"] for k in ex["kernels"] for o in k["ops"]),
+            "explain: eager's per-call time of an op a kernel names")
+    c.check("no undoing" in ex["note"], "explain: says per-group undoing is not offered")
 
 
 def errors(c, py):

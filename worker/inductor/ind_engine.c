@@ -9,6 +9,7 @@
 
 #include "fb_log.h"
 #include "fb_run.h"
+#include "ind_explain.h"
 #include "ind_proc.h"
 
 #include <unistd.h>
@@ -330,4 +331,5 @@ const fb_engine ind_engine = {
     .catalog = ind_catalog,
     .prepare = ind_prepare,
     .run_whole = ind_run_whole,
+    .explain_whole = ind_explain,
 };
