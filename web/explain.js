@@ -70,7 +70,26 @@ function groupRow(g) {
   return row;
 }
 
+// The inductor engine's explanation: the ladder's steps, then its fused
+// kernels with eager's per-call time of each ATen op type they name.
+function renderInductor(ex) {
+  document.getElementById("explain-none").hidden = true;
+  document.getElementById("explain-body").hidden = false;
+  summaryList("explain-summary", [["how", ex.note || ""]].concat((ex.ladder || []).map((st) =>
+    [st.from + " → " + st.to, (st.saved_ms >= 0 ? "saves " : "costs ") + Math.abs(st.saved_ms).toFixed(3) +
+      " ms, 95% CI " + ciText(st.saved_ci95) + " (" + st.mechanism + ")"])));
+  if (charts["chart-explain"]) { charts["chart-explain"].destroy(); delete charts["chart-explain"]; }
+  fillTable("explain-table", (ex.kernels || []).map((k, i) => el("tr", {},
+    el("td", { class: "num" }, String(i)), el("td", {}, ""),
+    el("td", {}, (k.ops || []).map((o) => o.op.replace(/^aten\./, "") + (o.extern ? "*" : "") +
+      (typeof o.eager_ms_per_call === "number" ? " (" + o.eager_ms_per_call.toFixed(3) + ")" : "")).join(", ")),
+    el("td", { class: "num" }, "–"), msCell(k.mean_ms), el("td", { class: "num" }, "–"), el("td", {}, ""),
+    el("td", { class: "num" }, "–"), el("td", { class: "num" }, "–"), el("td", {}, el("code", {}, k.kernel)),
+    el("td", {}, ""), el("td", {}, ""))));
+}
+
 function renderExplain(ex) {
+  if (ex.engine === "inductor") { renderInductor(ex); return; }
   const w = ex.waterfall || {}, s = ex.summary || {};
   document.getElementById("explain-none").hidden = true;
   document.getElementById("explain-body").hidden = false;
