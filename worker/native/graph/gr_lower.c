@@ -711,7 +711,7 @@ static fb_code emit_chain(lower *L, const gr_group *grp)
     l->p[NAT_CHAIN_X] = tp(L, flow);
     l->p[NAT_CHAIN_OUT] = tp(L, nd(L, grp->nodes[grp->n - 1])->out);
     ch->n = gr_numel(ten(L, nd(L, grp->nodes[grp->n - 1])->out));
-    ch->n_steps = grp->n < NAT_CHAIN_MAX ? grp->n : NAT_CHAIN_MAX; /* the planner caps it */
+    ch->n_steps = grp->n < NAT_CHAIN_MAX ? grp->n : NAT_CHAIN_MAX; /* gr_plan.c caps it below */
     for (int s = 0; s < ch->n_steps; s++) {
         const gr_node *n = nd(L, grp->nodes[s]);
         nat_chain_step *st = &ch->steps[s];

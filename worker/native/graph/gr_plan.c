@@ -269,13 +269,18 @@ static bool rule_softmax(const planner *p, int i, gr_group *grp)
     return true;
 }
 
+/* The longest element chain one group takes; its launch describes each op as
+ * one step (nat_chain_desc). */
+#define CHAIN_NODES_MAX 8
+_Static_assert(CHAIN_NODES_MAX <= NAT_CHAIN_MAX, "a chain group's steps fit its descriptor");
+
 static bool rule_chain(const planner *p, int i, gr_group *grp)
 {
     if (!gr_opk_is_elementwise(node(p, i)->op) || !on(p, GR_R_ELEMENT_CHAIN))
         return false;
     push(grp, i);
     int j;
-    while (grp->n < 8 && (j = sole_free_reader(p, last_out(p, grp))) >= 0) {
+    while (grp->n < CHAIN_NODES_MAX && (j = sole_free_reader(p, last_out(p, grp))) >= 0) {
         const gr_node *nd = node(p, j);
         if (!gr_opk_is_elementwise(nd->op))
             break;
