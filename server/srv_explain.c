@@ -31,23 +31,19 @@ static cJSON *result_explain(const char *result_json, cJSON **root, const char *
     return cJSON_IsObject(ex) ? ex : NULL;
 }
 
-/* {"job_id", "explained_by", "state", "explain"} of job j explained by job by. */
-static void reply_explanation(srv_req *r, int64_t id, const db_job *by)
+/* Answers status with {"job_id", "explained_by", "state", "explain"}: job
+ * id explained by job by, ex (NULL: null) moved out of the parsed result
+ * root, which the caller deletes. */
+static void reply_answer(srv_req *r, int status, int64_t id, const db_job *by, cJSON *root,
+                         cJSON *ex)
 {
-    cJSON *root = NULL;
-    const char *why = NULL;
-    cJSON *ex = result_explain(by->result_json, &root, &why);
-    if (!ex) {
-        srv_reply_error(r, 404, "not_found", NULL, "job %" PRId64 " has no explanation%s%s", id,
-                        why ? ": " : "", why ? why : "");
-        cJSON_Delete(root);
-        return;
-    }
     cJSON *o = cJSON_CreateObject();
     bool ok = o && cJSON_AddNumberToObject(o, "job_id", (double)id) &&
               cJSON_AddNumberToObject(o, "explained_by", (double)by->id) &&
               cJSON_AddStringToObject(o, "state", by->state);
-    if (ok) { /* the explanation moves from the stored result into the answer */
+    if (ok && !ex) {
+        ok = cJSON_AddNullToObject(o, "explain") != NULL;
+    } else if (ok) { /* the explanation moves from the stored result into the answer */
         cJSON_DetachItemViaPointer(root, ex);
         if (!cJSON_AddItemToObject(o, "explain", ex)) {
             cJSON_Delete(ex);
@@ -58,8 +54,7 @@ static void reply_explanation(srv_req *r, int64_t id, const db_job *by)
         cJSON_Delete(o);
         o = NULL;
     }
-    cJSON_Delete(root);
-    srv_reply_json(r, 200, o);
+    srv_reply_json(r, status, o);
 }
 
 /* The newest job explaining id into *out (db_job_free it); false when none. */
@@ -96,11 +91,11 @@ void srv_jobs_explain_get(srv_req *r)
         srv_reply_fb_err(r, &err);
         return;
     }
-    cJSON *root = NULL;
-    const char *why = NULL;
-    cJSON *own = result_explain(j.result_json, &root, &why);
+    cJSON *root = NULL, *by_root = NULL;
+    const char *why = NULL, *by_why = NULL;
+    cJSON *own = result_explain(j.result_json, &root, &why), *theirs = NULL;
     if (own) {
-        reply_explanation(r, id, &j);
+        reply_answer(r, 200, id, &j, root, own);
     } else if (newest_explainer(r, id, &by, &found, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);
     } else if (!found && why) { /* asked, and the engine said why not */
@@ -112,20 +107,17 @@ void srv_jobs_explain_get(srv_req *r)
                         "/explain enqueues its explanation",
                         id, id);
     } else if (strcmp(by.state, "succeeded") != 0) {
-        cJSON *o = cJSON_CreateObject();
-        if (o && (!cJSON_AddNumberToObject(o, "job_id", (double)id) ||
-                  !cJSON_AddNumberToObject(o, "explained_by", (double)by.id) ||
-                  !cJSON_AddStringToObject(o, "state", by.state) ||
-                  !cJSON_AddNullToObject(o, "explain"))) {
-            cJSON_Delete(o);
-            o = NULL;
-        }
         /* 202 while it waits or runs; a failed or canceled one says so */
-        srv_reply_json(
-            r, strcmp(by.state, "queued") == 0 || strcmp(by.state, "running") == 0 ? 202 : 200, o);
+        bool waiting = strcmp(by.state, "queued") == 0 || strcmp(by.state, "running") == 0;
+        reply_answer(r, waiting ? 202 : 200, id, &by, NULL, NULL);
+    } else if ((theirs = result_explain(by.result_json, &by_root, &by_why)) != NULL) {
+        reply_answer(r, 200, id, &by, by_root, theirs);
     } else {
-        reply_explanation(r, id, &by);
+        srv_reply_error(r, 404, "not_found", NULL,
+                        "job %" PRId64 " has no explanation: job %" PRId64 " made none%s%s", id,
+                        by.id, by_why ? ": " : "", by_why ? by_why : "");
     }
+    cJSON_Delete(by_root);
     cJSON_Delete(root);
     db_job_free(&j);
     db_job_free(&by);

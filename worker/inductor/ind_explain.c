@@ -26,11 +26,6 @@ static const fb_variant_result *variant(const fb_result *r, const char *name)
     return NULL;
 }
 
-static cJSON *num(double x)
-{
-    return isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull();
-}
-
 /* One step of the ladder: a's median minus b's, with its interval. */
 static cJSON *step(const fb_variant_result *a, const fb_variant_result *b, const char *mechanism)
 {
@@ -39,11 +34,12 @@ static cJSON *step(const fb_variant_result *a, const fb_variant_result *b, const
                           &hi))
         return NULL;
     cJSON *o = cJSON_CreateObject(), *ci = cJSON_CreateArray();
-    if (!o || !ci || !cJSON_AddItemToArray(ci, num(lo)) || !cJSON_AddItemToArray(ci, num(hi)) ||
+    if (!o || !ci || !cJSON_AddItemToArray(ci, fb_json_num_or_null(lo)) ||
+        !cJSON_AddItemToArray(ci, fb_json_num_or_null(hi)) ||
         !cJSON_AddStringToObject(o, "from", a->name) ||
         !cJSON_AddStringToObject(o, "to", b->name) ||
         !cJSON_AddStringToObject(o, "mechanism", mechanism) ||
-        !cJSON_AddItemToObject(o, "saved_ms", num(d))) {
+        !cJSON_AddItemToObject(o, "saved_ms", fb_json_num_or_null(d))) {
         cJSON_Delete(o);
         cJSON_Delete(ci);
         return NULL;
@@ -142,7 +138,7 @@ static cJSON *kernel_json(const fb_kernel_row *k, const fb_variant_result *v,
         cJSON *op = cJSON_CreateObject();
         if (!op || !cJSON_AddStringToObject(op, "op", k->ops[j]) ||
             !cJSON_AddBoolToObject(op, "extern", ext) ||
-            !cJSON_AddItemToObject(op, "eager_ms_per_call", num(t)) ||
+            !cJSON_AddItemToObject(op, "eager_ms_per_call", fb_json_num_or_null(t)) ||
             !cJSON_AddItemToArray(ops, op)) {
             cJSON_Delete(op);
             cJSON_Delete(ops);
@@ -151,8 +147,8 @@ static cJSON *kernel_json(const fb_kernel_row *k, const fb_variant_result *v,
     }
     bool ok = o && ops && cJSON_AddStringToObject(o, "kernel", k->name) &&
               cJSON_AddNumberToObject(o, "count", k->count) &&
-              cJSON_AddItemToObject(o, "mean_ms", num(k->mean_ms)) &&
-              cJSON_AddItemToObject(o, "total_ms", num(k->total_ms)) &&
+              cJSON_AddItemToObject(o, "mean_ms", fb_json_num_or_null(k->mean_ms)) &&
+              cJSON_AddItemToObject(o, "total_ms", fb_json_num_or_null(k->total_ms)) &&
               cJSON_AddItemToObject(o, "ops", ops);
     if (!ok) {
         if (o && ops && !cJSON_GetObjectItemCaseSensitive(o, "ops"))

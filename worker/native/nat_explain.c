@@ -251,11 +251,6 @@ void nat_ex_free(nat_ex_result *ex)
 
 /* ---- JSON ---- */
 
-static cJSON *num(double x)
-{
-    return isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull();
-}
-
 static bool put(cJSON *o, const char *k, cJSON *v)
 {
     if (!v)
@@ -270,7 +265,8 @@ static bool put(cJSON *o, const char *k, cJSON *v)
 static cJSON *pair(double a, double b)
 {
     cJSON *arr = cJSON_CreateArray();
-    if (arr && (!cJSON_AddItemToArray(arr, num(a)) || !cJSON_AddItemToArray(arr, num(b)))) {
+    if (arr && (!cJSON_AddItemToArray(arr, fb_json_num_or_null(a)) ||
+                !cJSON_AddItemToArray(arr, fb_json_num_or_null(b)))) {
         cJSON_Delete(arr);
         return NULL;
     }
@@ -343,9 +339,9 @@ static cJSON *cf_json(const nat_ex_group *g)
     if (!g->cf_run)
         return cJSON_CreateNull();
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && put(o, "fused_ms", num(g->cf_fused_ms)) &&
-              put(o, "unfused_ms", num(g->cf_unfused_ms)) &&
-              put(o, "recovered_ms", num(g->cf_diff)) &&
+    bool ok = o && put(o, "fused_ms", fb_json_num_or_null(g->cf_fused_ms)) &&
+              put(o, "unfused_ms", fb_json_num_or_null(g->cf_unfused_ms)) &&
+              put(o, "recovered_ms", fb_json_num_or_null(g->cf_diff)) &&
               put(o, "recovered_ci95", pair(g->cf_lo, g->cf_hi)) &&
               put(o, "verdict", cJSON_CreateString(nat_ex_cf_name(g->cf_verdict)));
     if (!ok) {
@@ -373,17 +369,18 @@ static cJSON *costs_json(const nat_ex_group *g)
     const nat_ex_facts *x = &g->facts;
     double ms = g->fused_med;
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && put(o, "eager_bytes", num(x->eager_bytes)) &&
-              put(o, "fused_bytes", num(x->fused_bytes)) &&
-              put(o, "bytes_saved", num(x->eager_bytes - x->fused_bytes)) &&
-              put(o, "eager_flops", num(x->eager_flops)) &&
-              put(o, "fused_flops", num(x->fused_flops)) &&
-              put(o, "flops_added", num(x->fused_flops - x->eager_flops)) &&
-              put(o, "fused_gbps", num(ms > 0 ? x->fused_bytes / (ms * 1e6) : NAN)) &&
-              put(o, "fused_gflops", num(ms > 0 ? x->fused_flops / (ms * 1e6) : NAN)) &&
-              put(o, "roofline_share", num(ms > 0 ? g->roof_ms / ms : NAN)) &&
-              put(o, "eager_units_max", num(x->eager_units_max)) &&
-              put(o, "fused_units", num(x->fused_units));
+    bool ok =
+        o && put(o, "eager_bytes", fb_json_num_or_null(x->eager_bytes)) &&
+        put(o, "fused_bytes", fb_json_num_or_null(x->fused_bytes)) &&
+        put(o, "bytes_saved", fb_json_num_or_null(x->eager_bytes - x->fused_bytes)) &&
+        put(o, "eager_flops", fb_json_num_or_null(x->eager_flops)) &&
+        put(o, "fused_flops", fb_json_num_or_null(x->fused_flops)) &&
+        put(o, "flops_added", fb_json_num_or_null(x->fused_flops - x->eager_flops)) &&
+        put(o, "fused_gbps", fb_json_num_or_null(ms > 0 ? x->fused_bytes / (ms * 1e6) : NAN)) &&
+        put(o, "fused_gflops", fb_json_num_or_null(ms > 0 ? x->fused_flops / (ms * 1e6) : NAN)) &&
+        put(o, "roofline_share", fb_json_num_or_null(ms > 0 ? g->roof_ms / ms : NAN)) &&
+        put(o, "eager_units_max", fb_json_num_or_null(x->eager_units_max)) &&
+        put(o, "fused_units", fb_json_num_or_null(x->fused_units));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -408,8 +405,9 @@ static cJSON *group_json(const nat_ex_group *g, const nat_ex_input *in, const na
          put(o, "eager_impl", kernels_of(in->eager.plan, g->id, true)) &&
          put(o, "fused_kernels", kernels_of(in->fused.plan, g->id, false)) &&
          put(o, "fused_impl", kernels_of(in->fused.plan, g->id, true)) &&
-         put(o, "eager_ms", num(g->eager_med)) && put(o, "fused_ms", num(g->fused_med)) &&
-         put(o, "delta_ms", num(g->delta)) &&
+         put(o, "eager_ms", fb_json_num_or_null(g->eager_med)) &&
+         put(o, "fused_ms", fb_json_num_or_null(g->fused_med)) &&
+         put(o, "delta_ms", fb_json_num_or_null(g->delta)) &&
          put(o, "delta_ci95", pair(g->delta_lo, g->delta_hi)) &&
          put(o, "verdict", cJSON_CreateString(verdict_name(g->verdict))) &&
          put(o, "reason", reason_json(g)) && put(o, "costs", costs_json(g)) &&
@@ -428,9 +426,10 @@ static cJSON *all_json(const nat_ex_result *ex)
         return cJSON_CreateNull();
     cJSON *o = cJSON_CreateObject();
     bool ok = o && put(o, "groups", cJSON_CreateNumber(ex->all.n)) &&
-              put(o, "lost_ms", num(ex->all.loss)) && put(o, "fused_ms", num(ex->all.fused_ms)) &&
-              put(o, "unfused_ms", num(ex->all.unfused_ms)) &&
-              put(o, "recovered_ms", num(ex->all.diff)) &&
+              put(o, "lost_ms", fb_json_num_or_null(ex->all.loss)) &&
+              put(o, "fused_ms", fb_json_num_or_null(ex->all.fused_ms)) &&
+              put(o, "unfused_ms", fb_json_num_or_null(ex->all.unfused_ms)) &&
+              put(o, "recovered_ms", fb_json_num_or_null(ex->all.diff)) &&
               put(o, "recovered_ci95", pair(ex->all.lo, ex->all.hi)) &&
               put(o, "verdict", cJSON_CreateString(nat_ex_cf_name(ex->all.verdict)));
     if (!ok) {
@@ -451,18 +450,23 @@ static cJSON *waterfall_json(const nat_ex_result *ex)
 {
     cJSON *o = cJSON_CreateObject();
     bool ok =
-        o && put(o, "eager_ms", num(ex->eager_med)) && put(o, "won_ms", num(ex->won)) &&
-        put(o, "lost_ms", num(ex->lost)) && put(o, "within_noise_ms", num(ex->noise)) &&
-        put(o, "outside_groups_ms", num(ex->outside)) && put(o, "overhead_ms", num(ex->overhead)) &&
-        put(o, "unexplained_ms", num(ex->unexplained)) && put(o, "fused_ms", num(ex->fused_med)) &&
-        put(o, "measured_ms", num(ex->measured)) &&
+        o && put(o, "eager_ms", fb_json_num_or_null(ex->eager_med)) &&
+        put(o, "won_ms", fb_json_num_or_null(ex->won)) &&
+        put(o, "lost_ms", fb_json_num_or_null(ex->lost)) &&
+        put(o, "within_noise_ms", fb_json_num_or_null(ex->noise)) &&
+        put(o, "outside_groups_ms", fb_json_num_or_null(ex->outside)) &&
+        put(o, "overhead_ms", fb_json_num_or_null(ex->overhead)) &&
+        put(o, "unexplained_ms", fb_json_num_or_null(ex->unexplained)) &&
+        put(o, "fused_ms", fb_json_num_or_null(ex->fused_med)) &&
+        put(o, "measured_ms", fb_json_num_or_null(ex->measured)) &&
         put(o, "measured_ci95", pair(ex->measured_lo, ex->measured_hi)) &&
-        put(o, "explained_ms", num(ex->won + ex->lost + ex->noise + ex->outside + ex->overhead)) &&
+        put(o, "explained_ms",
+            fb_json_num_or_null(ex->won + ex->lost + ex->noise + ex->outside + ex->overhead)) &&
         put(o, "explained_ci95", pair(ex->explained_lo, ex->explained_hi)) &&
-        put(o, "remeasured_ms", num(ex->remeasured)) &&
+        put(o, "remeasured_ms", fb_json_num_or_null(ex->remeasured)) &&
         put(o, "remeasured_ci95", pair(ex->remeasured_lo, ex->remeasured_hi)) &&
-        put(o, "profiled_eager_ms", num(ex->eager_wall)) &&
-        put(o, "profiled_fused_ms", num(ex->fused_wall));
+        put(o, "profiled_eager_ms", fb_json_num_or_null(ex->eager_wall)) &&
+        put(o, "profiled_fused_ms", fb_json_num_or_null(ex->fused_wall));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -491,7 +495,7 @@ static cJSON *summary_json(const nat_ex_result *ex)
     bool ok = o && by && put(o, "won", cJSON_CreateNumber(won)) &&
               put(o, "lost", cJSON_CreateNumber(lost)) &&
               put(o, "within_noise", cJSON_CreateNumber(noise)) &&
-              put(o, "fused_roofline_share", num(ms > 0 ? roof / ms : NAN));
+              put(o, "fused_roofline_share", fb_json_num_or_null(ms > 0 ? roof / ms : NAN));
     for (int r = NAT_EX_NONE + 1; ok && r < NAT_EX_COUNT; r++)
         ok = !reasons[r] || put(by, nat_ex_reason_name(r), cJSON_CreateNumber(reasons[r]));
     if (!ok || !put(o, "lost_by_reason", by)) {
@@ -522,8 +526,9 @@ cJSON *nat_ex_to_json(const nat_ex_result *ex, const nat_ex_input *in, const nat
          put(o, "device", cJSON_CreateString(in->gpu ? "cuda" : "cpu")) &&
          put(o, "rounds", cJSON_CreateNumber(ex->rounds)) &&
          put(o, "noise_threshold", cJSON_CreateNumber(FB_NOISE_THRESHOLD)) &&
-         put(o, "layout_noise_ms", num(ex->layout_ms)) && put(o, "waterfall", waterfall_json(ex)) &&
-         put(o, "summary", summary_json(ex)) && put(o, "all_lost_undone", all_json(ex));
+         put(o, "layout_noise_ms", fb_json_num_or_null(ex->layout_ms)) &&
+         put(o, "waterfall", waterfall_json(ex)) && put(o, "summary", summary_json(ex)) &&
+         put(o, "all_lost_undone", all_json(ex));
     bool given = ok; /* put() attaches groups or frees it */
     ok = ok && put(o, "groups", groups);
     free(order);

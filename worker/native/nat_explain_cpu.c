@@ -4,13 +4,13 @@
  *
  * A counterfactual is a plan built anew, so its buffers sit elsewhere in
  * memory than the job's; on the dev box two builds of the very same plan
- * timed 0.5 ms (6%) apart on resnet18, either way, build to build (memory
- * layout moves timings: Mytkowicz et al., "Producing wrong data without
- * doing anything obviously wrong").  So the counterfactual is timed against a
- * fresh build of the fused plan, not the job's, and a placebo (a second fresh
- * build of the same fused plan against the first) measures what layout alone
- * does: a counterfactual is confirmed only when its whole interval of
- * recovered time is past the placebo's difference (nat_ex_cf_verdict). */
+ * timed 0.34 ms (3.7%) apart on resnet18 at 112x112 (the placebo below,
+ * bench/explain.sh), either way, build to build (memory layout moves timings: Mytkowicz et al.,
+ * "Producing wrong data without doing anything obviously wrong").  So the counterfactual is timed
+ * against a fresh build of the fused plan, not the job's, and a placebo (a second fresh build of
+ * the same fused plan against the first) measures what layout alone does: a counterfactual is
+ * confirmed only when its whole interval of recovered time is past the placebo's difference
+ * (nat_ex_cf_verdict). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
