@@ -237,6 +237,17 @@ static bool grow_samples(run_state *st, int n)
     return true;
 }
 
+/* NVML for the clocks of a CUDA job's GPU, NULL otherwise or without NVML. */
+static fb_nvml *job_nvml(const fb_spec *spec)
+{
+    fb_gpu g;
+    fb_err e;
+    fb_err_clear(&e);
+    if (strcmp(spec->device, "cuda") != 0 || fb_gpu_query(-1, &g, &e) != FB_OK)
+        return NULL;
+    return fb_nvml_open(g.uuid);
+}
+
 static void timing(run_state *st)
 {
     int asked = st->spec->iterations, done = asked, most = asked * RUN_MAX_ROUNDS_X;
@@ -244,17 +255,10 @@ static void timing(run_state *st)
     probe p0, p1;
     double t_first, budget_ms, t_extra;
 
-    fb_nvml *nvml = NULL;
+    fb_nvml *nvml = job_nvml(st->spec);
 
     if (most > FB_MAX_ITERATIONS)
         most = asked > FB_MAX_ITERATIONS ? asked : FB_MAX_ITERATIONS;
-    if (strcmp(st->spec->device, "cuda") == 0) { /* the clocks of this job's GPU */
-        fb_gpu g;
-        fb_err e;
-        fb_err_clear(&e);
-        if (fb_gpu_query(-1, &g, &e) == FB_OK)
-            nvml = fb_nvml_open(g.uuid);
-    }
     report(st, "timing", NULL, 0, asked);
     fb_nvml_sample(nvml, &st->res->interference.gpu);
     probe_take(&p0, RUSAGE_SELF);
@@ -394,6 +398,18 @@ static void profile_all(run_state *st)
     }
 }
 
+/* {"unavailable": why}, the explanation of a job that has none; NULL on
+ * ENOMEM. */
+static cJSON *unavailable(const char *why)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o && !cJSON_AddStringToObject(o, "unavailable", why)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    return o;
+}
+
 static int variant_named(const run_state *st, const char *name)
 {
     for (int v = 0; v < st->spec->n_variants; v++)
@@ -428,11 +444,7 @@ static void explain(run_state *st)
     }
     if (!out) {
         fb_warn("no explanation of %s: %s", st->spec->workload, err.msg);
-        out = cJSON_CreateObject();
-        if (out && !cJSON_AddStringToObject(out, "unavailable", err.msg)) {
-            cJSON_Delete(out);
-            out = NULL;
-        }
+        out = unavailable(err.msg);
     }
     cJSON_Delete(st->res->explain);
     st->res->explain = out;
@@ -515,9 +527,6 @@ static fb_code prepare(run_state *st, const fb_engine **eng, fb_err *err)
     return rc;
 }
 
-/* An engine with run_whole measures in its own process; here only the spec
- * checks, the environment (captured first, the engine adds what it knows) and
- * "did anything run". */
 /* A whole-run engine's progress, passed on; while it reports its timing
  * phase, the GPU's clocks are read (NVML) as the run library's own timing
  * does: the engine's process is another, but the GPU is the same. */
@@ -537,6 +546,9 @@ static void whole_progress(void *ud, const char *phase, const char *variant, int
         w->progress(w->ud, phase, variant, done, total);
 }
 
+/* An engine with run_whole measures in its own process; here only the spec
+ * checks, the environment (captured first, the engine adds what it knows),
+ * the GPU's clocks, the engine's explanation and "did anything run". */
 static fb_code run_whole(const fb_spec *spec, const fb_engine *eng, fb_progress_fn progress,
                          void *ud, fb_result *out, fb_err *err)
 {
@@ -548,13 +560,7 @@ static fb_code run_whole(const fb_spec *spec, const fb_engine *eng, fb_progress_
     whole_watch w = {.progress = progress, .ud = ud, .gpu = out->interference.gpu}; /* NaNs */
 
     fb_env_capture(&out->env, spec->device);
-    if (strcmp(spec->device, "cuda") == 0) {
-        fb_gpu g;
-        fb_err e;
-        fb_err_clear(&e);
-        if (fb_gpu_query(-1, &g, &e) == FB_OK)
-            w.nvml = fb_nvml_open(g.uuid);
-    }
+    w.nvml = job_nvml(spec);
     /* The engine's process is a child, waited for within run_whole: its
      * figures cover the whole process (start, compile, timing) unless the
      * engine reports its timed rounds' own, which replace them. */
@@ -576,11 +582,8 @@ static fb_code run_whole(const fb_spec *spec, const fb_engine *eng, fb_progress_
         if (rc != FB_OK || !eng->explain_whole || eng->explain_whole(out, &out->explain, &e))
             snprintf(why, sizeof why, "the %s engine explains nothing%s%s", spec->engine,
                      e.msg[0] ? ": " : "", e.msg);
-        if (!out->explain && (out->explain = cJSON_CreateObject()) &&
-            !cJSON_AddStringToObject(out->explain, "unavailable", why)) {
-            cJSON_Delete(out->explain);
-            out->explain = NULL;
-        }
+        if (!out->explain)
+            out->explain = unavailable(why);
     }
     for (int v = 0; rc == FB_OK && v < out->n_variants; v++) {
         fb_vstatus s = out->variants[v].status;
