@@ -5,7 +5,7 @@ PyTorch eager / torch.compile (Inductor's C++ backend) side by side.
     PY=$(bench/venv.sh)   # or the project venv's python
     $PY bench/zoo.py --bin build/worker/fusionbench-run --threads 2 \
         [--models resnet50,bert_base] [--ablation resnet50,bert_base] \
-        [--torch resnet50,mobilenet_v2,bert_base] [--iterations 10] [--rounds 3] > zoo.md
+        [--torch resnet50,mobilenet_v2,bert_base] [--batch 1] [--iterations 10] [--rounds 3] > zoo.md
 
 Native figures come from fusionbench-run --json (its own warmup, interleaved
 rounds, accuracy gate, profiled iteration): median latency, speedup, kernels per
@@ -30,9 +30,9 @@ RULES = ["bn_fold", "epilogue", "residual_epilogue", "element_chain", "softmax",
          "attention", "mlp"]
 
 
-def native(binary, model, threads, iters, warmup, disable=None):
+def native(binary, model, threads, iters, warmup, disable=None, batch=1):
     cmd = [binary, model, "--json", "--iterations", str(iters), "--warmup", str(warmup),
-           "--threads", str(threads)]
+           "--threads", str(threads), "--batch", str(batch)]
     if disable:
         cmd += ["--param", "disable_rules=" + json.dumps([disable])]
     p = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -85,17 +85,17 @@ def table_ablation(binary, model, threads, iters, warmup):
               f"{f['fused_kernels']} | {mib(f):.0f} |", flush=True)
 
 
-def torch_model(name):
+def torch_model(name, batch=1):
     import torch
     import torchvision
     import transformers
     if name in ("resnet18", "resnet50", "mobilenet_v2"):
         m = getattr(torchvision.models, name)(weights=None).eval()
-        return m, (torch.randn(1, 3, 224, 224),)
+        return m, (torch.randn(batch, 3, 224, 224),)
     if name == "bert_base":
         cfg = transformers.BertConfig(attn_implementation="eager")
         m = transformers.BertModel(cfg, add_pooling_layer=False).eval()
-        return m, (torch.randint(0, 30522, (1, 128)),)
+        return m, (torch.randint(0, 30522, (batch, 128)),)
     raise SystemExit(f"no PyTorch peer for {name}")
 
 
@@ -103,11 +103,11 @@ class TorchSide:
     """One model in PyTorch, eager and torch.compile, prepared once (compile
     time measured apart) and timed in rounds (measure)."""
 
-    def __init__(self, name, threads, warmup):
+    def __init__(self, name, threads, warmup, batch=1):
         import torch
         torch.set_num_threads(threads)
         self.torch = torch
-        self.model, self.args = torch_model(name)
+        self.model, self.args = torch_model(name, batch)
         with torch.no_grad():
             t0 = time.perf_counter()
             self.comp = torch.compile(self.model)
@@ -133,21 +133,21 @@ class TorchSide:
         return te, tc
 
 
-def table_torch(binary, models, threads, iters, warmup, rounds):
+def table_torch(binary, models, threads, iters, warmup, rounds, batch=1):
     """Ours and PyTorch in alternating rounds (ours first in odd rounds, PyTorch
     first in even ones), each side's raw samples pooled over the rounds: a burst
     of load from elsewhere then hits both sides, not one."""
-    print(f"{rounds} rounds of {iters} iterations per side, alternating; medians of the"
-          " pooled samples.\n")
+    print(f"{threads} thread(s), batch {batch}: {rounds} rounds of {iters} iterations per side,"
+          " alternating; medians of the pooled samples.\n")
     print("| model | native eager ms | native fused ms | PyTorch eager ms | torch.compile ms |"
           " compile s | native eager / PyTorch eager | native fused / compile |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for m in models:
-        side = TorchSide(m, threads, warmup)
+        side = TorchSide(m, threads, warmup, batch)
         ne, nf, pe, pc = [], [], [], []
         for rnd in range(rounds):
             def ours():
-                r = native(binary, m, threads, iters, warmup)
+                r = native(binary, m, threads, iters, warmup, batch=batch)
                 ne.extend(r["eager"]["samples_ms"])
                 nf.extend(r["fused"]["samples_ms"])
 
@@ -171,6 +171,8 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--ablation", default="resnet50,bert_base")
     ap.add_argument("--torch", default="resnet50,mobilenet_v2,bert_base")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="batch size of the PyTorch side-by-side table (both sides)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating rounds of the PyTorch side-by-side table")
     a = ap.parse_args()
@@ -181,7 +183,7 @@ def main():
         table_ablation(a.bin, m, a.threads, a.iterations, a.warmup)
     if pick(a.torch):
         print()
-        table_torch(a.bin, pick(a.torch), a.threads, a.iterations, a.warmup, a.rounds)
+        table_torch(a.bin, pick(a.torch), a.threads, a.iterations, a.warmup, a.rounds, a.batch)
     return 0
 
 

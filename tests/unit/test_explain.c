@@ -15,6 +15,7 @@
 #include "fb_stats.h"
 #include "gr_zoo.h"
 #include "nat.h"
+#include "nat_engine.h"
 #include "nat_explain.h"
 
 /* ---- the reason rules ---- */
@@ -195,7 +196,9 @@ static cJSON *explain(const char *workload, const char *params)
     if (gr_ctx_build(&spec, &ctx, &err) != FB_OK)
         fail_msg("%s: %s", workload, err.msg);
     cJSON *out = NULL;
-    if (nat_explain_cpu(&spec, ctx, NULL, 0, NULL, 0, 0.3, &out, &err) != FB_OK)
+    nat_ex_builds bs = {&spec, "eager", "fused", ctx->node_launch[NAT_FUSED] != NULL,
+                        nat_engine.prepare};
+    if (nat_explain_cpu(&bs, ctx, NULL, 0, NULL, 0, 0.3, &out, &err) != FB_OK)
         fail_msg("%s: %s", workload, err.msg);
     nat_ctx_free(ctx);
     fb_spec_free(&spec);

@@ -144,13 +144,36 @@ void nat_ex_free(nat_ex_result *ex);
  * ctx, when it has a graph, names each group's graph nodes.  NULL on ENOMEM. */
 cJSON *nat_ex_to_json(const nat_ex_result *ex, const nat_ex_input *in, const nat_ctx *ctx);
 
+/* ---- counterfactuals (nat_explain_cf.c), on any backend ---- */
+
+#define NAT_EX_MAX_COUNTERFACTUALS 8  /* groups undone one by one, largest loss first */
+#define NAT_EX_UNFUSE_MAX          64 /* groups undone at once (= GR_UNFUSE_MAX) */
+
+/* How to make fresh builds of the job: prepare(spec) with the job's spec,
+ * params.unfuse set and variants (eager_name, fused_name).  by_group: the
+ * workload's groups can be undone one by one (graph-built); else it is a
+ * pattern whose one group undone is its eager variant. */
+typedef struct nat_ex_builds {
+    const fb_spec *spec;
+    const char *eager_name, *fused_name;
+    bool by_group;
+    FB_MUSTCHECK fb_code (*prepare)(const fb_spec *spec, fb_instance **out, fb_err *err);
+} nat_ex_builds;
+
+/* Counterfactuals of ex's losing groups, each within budget_s: against a
+ * fresh control build of the fused plan, a placebo (a second fresh build) for
+ * layout_ms, each losing group undone (at most NAT_EX_MAX_COUNTERFACTUALS)
+ * and, for a graph-built workload with two or more, all of them at once.
+ * Plain iterations are timed by the instances' timed_run where they have one
+ * (CUDA events), else by the wall clock around run. */
+FB_MUSTCHECK fb_code nat_ex_counterfactuals(const nat_ex_builds *bs, double budget_s,
+                                            nat_ex_result *ex, fb_err *err);
+
 /* The whole explanation of a CPU job: profiled rounds of ctx's eager and
  * fused plans within budget_s, the analysis, counterfactuals of the losing
- * groups (at most NAT_EX_MAX_COUNTERFACTUALS, largest loss first; plans built
- * from spec with params.unfuse, a pattern's being its eager plan).  The
+ * groups (nat_ex_counterfactuals with the native engine's prepare).  The
  * headline samples as in nat_ex_input. */
-#define NAT_EX_MAX_COUNTERFACTUALS 8
-FB_MUSTCHECK fb_code nat_explain_cpu(const fb_spec *spec, nat_ctx *ctx, const double *eager_ms,
+FB_MUSTCHECK fb_code nat_explain_cpu(const nat_ex_builds *bs, nat_ctx *ctx, const double *eager_ms,
                                      int n_eager, const double *fused_ms, int n_fused,
                                      double budget_s, cJSON **out, fb_err *err);
 
