@@ -323,6 +323,76 @@ static void test_file_roundtrip(void **state)
     fbc_store_free(&out);
 }
 
+static fbc_rec launch_mark(uint64_t launch_plus_1, uint32_t corr)
+{
+    fbc_rec r = ext(launch_plus_1, corr);
+    r.kind = FBC_LAUNCH;
+    return r;
+}
+
+/* Two rounds in one store; round 1's plan has 3 launches: launch 0 one
+ * kernel (corr 10, 100 ns), launch 1 a library call of two kernels (corr 11
+ * 210-400 and corr 12 400-450: 240 ns), launch 2 nothing on the device; a
+ * memset nobody marked (corr 13) and a mark past the plan (corr 14) stay
+ * unmarked; round 2's kernel (corr 20) is not round 1's.  Written to a record
+ * file and read back first, as the injection library's files are. */
+static void test_launch_times(void **state)
+{
+    char path[] = "/tmp/fbc_test_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    fbc_store in, s;
+    fbc_file_info info;
+    fbc_window w;
+    double t[3], wall;
+    int unmarked = -1;
+    (void)state;
+
+    assert_non_null(f);
+    fbc_store_init(&in, 0);
+    for (uint32_t c = 10; c <= 14; c++)
+        add(&in, ext(1, c));
+    add(&in, ext(2, 20));
+    add(&in, launch_mark(1, 10));
+    add(&in, launch_mark(2, 11));
+    add(&in, launch_mark(2, 12));
+    add(&in, launch_mark(9, 14));
+    add(&in, launch_mark(1, 20));
+    add(&in, kern("gemm_bias", 10, 100, 200));
+    add(&in, kern("sm90_xmma_gemm", 11, 210, 400));
+    add(&in, kern("splitKreduce_kernel", 12, 400, 450));
+    add(&in, other(FBC_MEMSET, 13, 460, 500, 64));
+    add(&in, kern("stray", 14, 500, 520));
+    add(&in, kern("gemm_bias", 20, 900, 1000));
+    fbc_rec range = other(FBC_RANGE, 0, 50, 600, 0);
+    range.ext_id = 1;
+    add(&in, range);
+    assert_int_equal(fbc_file_header(f, 1, 0), 0);
+    for (size_t i = 0; i < in.n; i++)
+        assert_int_equal(fbc_file_put(f, &in.recs[i], 0), 0);
+    fclose(f);
+    fbc_store_init(&s, 0);
+    assert_int_equal(fbc_file_read(path, &s, &info, NULL), FB_OK);
+    unlink(path);
+    assert_int_equal(s.n, in.n);
+
+    assert_true(fbc_window_of_range(&s, 1, &w));
+    assert_int_equal(fbc_launch_times(&s, &w, 3, t, &wall, &unmarked, NULL), FB_OK);
+    assert_true(fabs(t[0] - 100e-6) < 1e-12);
+    assert_true(fabs(t[1] - 240e-6) < 1e-12);
+    assert_true(t[2] == 0.0);
+    assert_int_equal(unmarked, 2);
+    assert_true(fabs(wall - 420e-6) < 1e-12); /* 100 .. 520 */
+
+    /* a window with no activity is an error, not zeros */
+    fbc_window empty = {.ext_id = 99, .t0 = 2000, .t1 = 3000};
+    fb_err err = {0};
+    assert_int_equal(fbc_launch_times(&s, &empty, 3, t, &wall, &unmarked, &err), FB_EINVAL);
+    assert_non_null(strstr(err.msg, "no device activity"));
+    fbc_store_free(&in);
+    fbc_store_free(&s);
+}
+
 static void test_file_bad(void **state)
 {
     char path[] = "/tmp/fbc_test_XXXXXX";
@@ -359,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_to_variant),
         cmocka_unit_test(test_file_roundtrip),
         cmocka_unit_test(test_file_bad),
+        cmocka_unit_test(test_launch_times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -448,3 +448,61 @@ void fbc_summary_to_variant(fbc_summary *s, int64_t base_bytes, fb_variant_resul
     s->rows = NULL;
     s->n_rows = 0;
 }
+
+/* ---- per-launch times ---- */
+
+typedef struct corr_launch {
+    uint32_t corr;
+    int launch;
+} corr_launch;
+
+static int corr_launch_cmp(const void *a, const void *b)
+{
+    const corr_launch *x = a, *y = b;
+    return x->corr < y->corr ? -1 : x->corr > y->corr;
+}
+
+fb_code fbc_launch_times(const fbc_store *s, const fbc_window *w, int n, double *t_ms,
+                         double *wall_ms, int *unmarked, fb_err *err)
+{
+    member_ctx m = {.w = w};
+    uint32_t *ids = NULL;
+    corr_launch *marks = malloc((s->n ? s->n : 1) * sizeof *marks);
+    size_t n_marks = 0;
+    uint64_t first = UINT64_MAX, last = 0;
+    fb_code rc = marks ? corr_set(s, w, &ids, &m.n_ids, err)
+                       : fb_err_set(err, FB_ENOMEM, NULL, "no memory for %zu launch marks", s->n);
+    m.ids = ids;
+    *unmarked = 0;
+    *wall_ms = 0;
+    for (int i = 0; i < n; i++)
+        t_ms[i] = 0;
+    if (rc)
+        goto out;
+    /* correlation ids are unique in a process: the store's marks, sorted */
+    for (size_t i = 0; i < s->n; i++)
+        if (s->recs[i].kind == FBC_LAUNCH)
+            marks[n_marks++] = (corr_launch){s->recs[i].corr, (int)s->recs[i].ext_id - 1};
+    qsort(marks, n_marks, sizeof *marks, corr_launch_cmp);
+    for (size_t i = 0; i < s->n; i++) {
+        const fbc_rec *r = &s->recs[i];
+        if (r->kind > FBC_MEMSET || !in_window(&m, r))
+            continue;
+        corr_launch key = {r->corr, 0};
+        const corr_launch *hit = bsearch(&key, marks, n_marks, sizeof *marks, corr_launch_cmp);
+        if (hit && hit->launch >= 0 && hit->launch < n)
+            t_ms[hit->launch] += (double)(r->end > r->start ? r->end - r->start : 0) / 1e6;
+        else
+            ++*unmarked;
+        first = r->start < first ? r->start : first;
+        last = r->end > last ? r->end : last;
+    }
+    if (last <= first)
+        rc = fb_err_set(err, FB_EINVAL, NULL, "the profiled iteration recorded no device activity");
+    else
+        *wall_ms = (double)(last - first) / 1e6;
+out:
+    free(ids);
+    free(marks);
+    return rc;
+}

@@ -28,6 +28,7 @@ typedef enum fbc_kind {
     FBC_FREE,    /* MEMORY2 release: start = end = timestamp, bytes, addr */
     FBC_EXTCORR, /* external correlation: corr (CUPTI's) belongs to ext_id (ours) */
     FBC_RANGE,   /* a range marker we recorded: ext_id, start, end, name = label */
+    FBC_LAUNCH,  /* a launch mark: corr (CUPTI's) was enqueued by launch ext_id - 1 of a plan */
 } fbc_kind;
 
 typedef struct fbc_rec {
@@ -118,6 +119,17 @@ bool fbc_window_of_range(const fbc_store *s, uint64_t ext_id, fbc_window *w);
  * here; free with fbc_summary_free even on error. */
 FB_MUSTCHECK fb_code fbc_summarize(const fbc_store *s, const fbc_window *w, const fbc_label *labels,
                                    int n_labels, fbc_summary *out, fb_err *err);
+
+/* Per-launch device time of one profiled iteration of a plan of n launches
+ * whose launch i was marked (FBC_LAUNCH, ext_id i + 1) while it enqueued its
+ * work: t_ms[i] the summed durations of window w's kernels, memcpys and
+ * memsets that launch i's marks name (a library call that runs several
+ * kernels adds them up; a launch that ran nothing on the device gets 0);
+ * *wall_ms the window's activity span, first start to last end.  Activity of
+ * the window that no mark names (or names past n) is counted in *unmarked,
+ * never given to a launch.  FB_EINVAL when the window holds no activity. */
+FB_MUSTCHECK fb_code fbc_launch_times(const fbc_store *s, const fbc_window *w, int n, double *t_ms,
+                                      double *wall_ms, int *unmarked, fb_err *err);
 
 /* Copies the summary into a variant result: kernels, kernel_time_ms, busy_ms,
  * idle_ms, memcpy_ms and _bytes, dropped_records, categories_ms (copy = memcpy + memset; unseen

@@ -136,9 +136,12 @@ static bool convert(const CUpti_Activity *a, fbc_rec *r)
         return conv_memory((const CUpti_ActivityMemory4 *)a, r);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
         const CUpti_ActivityExternalCorrelation *x = (const CUpti_ActivityExternalCorrelation *)a;
-        if (x->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+        if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+            r->kind = FBC_EXTCORR;
+        else if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1)
+            r->kind = FBC_LAUNCH;
+        else
             return false;
-        r->kind = FBC_EXTCORR;
         r->ext_id = x->externalId;
         r->corr = x->correlationId;
         return true;
@@ -286,5 +289,20 @@ fb_code fbc_mark_pop(fb_err *err)
     uint64_t last = 0;
     return fbc_cupti_code(
         cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last),
+        "cuptiActivityPopExternalCorrelationId", err);
+}
+
+fb_code fbc_launch_push(uint64_t id, fb_err *err)
+{
+    return fbc_cupti_code(
+        cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, id),
+        "cuptiActivityPushExternalCorrelationId", err);
+}
+
+fb_code fbc_launch_pop(fb_err *err)
+{
+    uint64_t last = 0;
+    return fbc_cupti_code(
+        cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, &last),
         "cuptiActivityPopExternalCorrelationId", err);
 }

@@ -63,4 +63,10 @@ uint64_t fbc_now(void);
 FB_MUSTCHECK fb_code fbc_mark_push(uint64_t id, fb_err *err);
 FB_MUSTCHECK fb_code fbc_mark_pop(fb_err *err);
 
+/* Launch marks (kind CUSTOM1, a stack of its own beside the range's): what
+ * the calling thread enqueues between push(i + 1) and pop is launch i's, for
+ * fbc_launch_times (FBC_LAUNCH records). */
+FB_MUSTCHECK fb_code fbc_launch_push(uint64_t id, fb_err *err);
+FB_MUSTCHECK fb_code fbc_launch_pop(fb_err *err);
+
 #endif

@@ -37,7 +37,7 @@ static uint64_t rel(uint64_t t, uint64_t base)
 }
 
 static const char *const kind_names[] = {"kernel", "memcpy", "memset", "alloc",
-                                         "free",   "ext",    "range"};
+                                         "free",   "ext",    "range",  "launch"};
 
 static int put_activity(FILE *f, const fbc_rec *r, uint64_t base)
 {
@@ -73,8 +73,9 @@ int fbc_file_put(FILE *f, const fbc_rec *r, uint64_t base)
                    ? -1
                    : 0;
     case FBC_EXTCORR:
-        return fprintf(f, "{\"t\":\"ext\",\"ext\":%" PRIu64 ",\"corr\":%" PRIu32 "}\n", r->ext_id,
-                       r->corr) < 0
+    case FBC_LAUNCH:
+        return fprintf(f, "{\"t\":\"%s\",\"ext\":%" PRIu64 ",\"corr\":%" PRIu32 "}\n",
+                       kind_names[r->kind], r->ext_id, r->corr) < 0
                    ? -1
                    : 0;
     case FBC_RANGE:

@@ -7,6 +7,7 @@
  *   {"t":"memcpy","start":..,"end":..,"bytes":..,"copy_kind":8,"corr":..,...}
  *   {"t":"memset",...}  {"t":"alloc"|"free","ts":..,"bytes":..,"addr":..}
  *   {"t":"ext","ext":3,"corr":7}     (correlation id 7 was launched in range 3)
+ *   {"t":"launch","ext":5,"corr":7}  (... by launch 4 of the plan being run)
  *   {"t":"range","ext":3,"label":"iter","start":..,"end":..}
  *   {"t":"end","dropped":0,"message":"..."}   (written at exit / SIGTERM)
  *

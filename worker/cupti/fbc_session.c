@@ -123,6 +123,22 @@ fb_code fbc_session_summary(fbc_session *s, uint64_t range_id, const fbc_label *
     return rc;
 }
 
+fb_code fbc_session_launch_times(fbc_session *s, uint64_t range_id, int n, double *t_ms,
+                                 double *wall_ms, int *unmarked, fb_err *err)
+{
+    fbc_window w;
+    fb_code rc;
+
+    pthread_mutex_lock(&s->lock);
+    if (!fbc_window_of_range(&s->store, range_id, &w))
+        rc = fb_err_set(err, FB_ENOTFOUND, NULL, "no profiled iteration %llu",
+                        (unsigned long long)range_id);
+    else
+        rc = fbc_launch_times(&s->store, &w, n, t_ms, wall_ms, unmarked, err);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
 void fbc_session_reset(fbc_session *s)
 {
     pthread_mutex_lock(&s->lock);

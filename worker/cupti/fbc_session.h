@@ -41,6 +41,12 @@ FB_MUSTCHECK fb_code fbc_session_end(fbc_session *s, fb_err *err);
 FB_MUSTCHECK fb_code fbc_session_summary(fbc_session *s, uint64_t range_id, const fbc_label *labels,
                                          int n_labels, fbc_summary *out, fb_err *err);
 
+/* Per-launch device times of a range whose launches were marked
+ * (fbc_launch_push/pop): fbc_launch_times over the session's records. */
+FB_MUSTCHECK fb_code fbc_session_launch_times(fbc_session *s, uint64_t range_id, int n,
+                                              double *t_ms, double *wall_ms, int *unmarked,
+                                              fb_err *err);
+
 /* Forgets the records collected so far (between variants). */
 void fbc_session_reset(fbc_session *s);
 
