@@ -10,9 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "fb_stats.h"
+#include "fbc_analysis.h"
+#include "fbc_file.h"
 #include "gr_zoo.h"
 #include "nat.h"
 #include "nat_engine.h"
@@ -178,6 +181,158 @@ static void test_planted(void **state)
     assert_int_equal(nat_ex_analyze(&in, &ex, &err), FB_EINVAL);
 }
 
+/* ---- a GPU job's explanation from CUPTI-shaped records ---- */
+
+/* A lowered plan's launch for the GPU test: elementwise costs (enough for the
+ * rules), who wrote its code, its fusion group, the kernels it runs (us). */
+typedef struct gpu_launch {
+    nat_impl impl;
+    int group;
+    int n_kernels;
+    const char *kernel[2];
+    double us[2];
+} gpu_launch;
+
+static void gpu_plan(const gpu_launch *g, int n, nat_launch *l, nat_plan *p)
+{
+    static float buf[8];
+    for (int i = 0; i < n; i++) {
+        l[i] = (nat_launch){.name = g[i].kernel[0], .n_ops = 1, .group = g[i].group};
+        l[i].dk = NAT_D_ELEM;
+        l[i].impl = g[i].impl;
+        l[i].d.elem = (nat_elem_desc){.rows = 1, .cols = 1000};
+        l[i].p[NAT_ELEM_A] = l[i].p[NAT_ELEM_OUT] = buf;
+    }
+    *p = (nat_plan){.n = n, .launches = l};
+}
+
+/* Records of one round of plan g as CUPTI's activity API delivers them: the
+ * range's external correlation and each launch's mark for every kernel's
+ * correlation id, kernels back to back with a 2 us gap, +-5% noise. */
+static void gpu_round(FILE *f, const gpu_launch *g, int n, uint64_t range, uint32_t *corr,
+                      uint64_t *t, unsigned *seed)
+{
+    uint64_t t0 = *t;
+    for (int j = 0; j < n; j++)
+        for (int k = 0; k < g[j].n_kernels; k++) {
+            fbc_rec r = {.kind = FBC_EXTCORR, .ext_id = range, .corr = ++*corr};
+            assert_int_equal(fbc_file_put(f, &r, 0), 0);
+            r.kind = FBC_LAUNCH;
+            r.ext_id = (uint64_t)j + 1;
+            assert_int_equal(fbc_file_put(f, &r, 0), 0);
+            r = (fbc_rec){.kind = FBC_KERNEL, .corr = *corr, .start = *t};
+            r.end = r.start + (uint64_t)(g[j].us[k] * 1e3 * (1 + 0.1 * noise(seed)));
+            snprintf(r.name, sizeof r.name, "%s", g[j].kernel[k]);
+            r.grid[0] = r.grid[1] = r.grid[2] = r.block[0] = r.block[1] = r.block[2] = 1;
+            assert_int_equal(fbc_file_put(f, &r, 0), 0);
+            *t = r.end + 2000;
+        }
+    fbc_rec rg = {.kind = FBC_RANGE, .ext_id = range, .start = t0 - 1000, .end = *t + 1000};
+    assert_int_equal(fbc_file_put(f, &rg, 0), 0);
+    *t += 50000;
+}
+
+/* A lowered gemm + bias + GELU (group 0: cuBLASLt's GEMM and split-K reduce,
+ * then our bias+GELU kernel, fused into cuBLASLt's GEMM with its epilogue:
+ * wins 11 us) and a GEMM + bias whose fusion traded cuBLASLt for a generic
+ * kernel of ours (group 1: loses 10 us, library_replaced), beside a softmax in
+ * no group.  Twenty rounds of each plan are written as the injection library
+ * writes records, read back, turned into per-launch times by
+ * fbc_launch_times and explained: the same path a GPU job's records take. */
+static void test_gpu_rows(void **state)
+{
+    (void)state;
+    enum { R = 20, NE = 5, NF = 3 };
+    const gpu_launch eg[NE] = {
+        {NAT_IMPL_CUBLASLT,
+         0,
+         2,
+         {"sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n", "splitKreduce_kernel"},
+         {40, 4}},
+        {NAT_IMPL_CUDA, 0, 1, {"ncu_bias_gelu"}, {9}},
+        {NAT_IMPL_CUBLASLT, 1, 1, {"sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n"}, {20}},
+        {NAT_IMPL_CUDA, 1, 1, {"ncu_bias"}, {5}},
+        {NAT_IMPL_CUDA, -1, 1, {"ncu_softmax_rows"}, {6}},
+    };
+    const gpu_launch fg[NF] = {
+        {NAT_IMPL_CUBLASLT,
+         0,
+         1,
+         {"sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_epilogue_gelu_bias"},
+         {42}},
+        {NAT_IMPL_CUDA, 1, 1, {"ncu_gemm_bias_generic"}, {35}},
+        {NAT_IMPL_CUDA, -1, 1, {"ncu_softmax_rows"}, {6}},
+    };
+    nat_launch el[NE], fl[NF];
+    nat_plan ep, fp;
+    gpu_plan(eg, NE, el, &ep);
+    gpu_plan(fg, NF, fl, &fp);
+
+    char path[] = "/tmp/fb_gpu_rows_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    assert_non_null(f);
+    assert_int_equal(fbc_file_header(f, 1, 0), 0);
+    uint32_t corr = 0;
+    uint64_t t = 1000000;
+    unsigned seed = 5;
+    for (int r = 0; r < R; r++) { /* alternating order, as the rounds run */
+        gpu_round(f, r % 2 ? fg : eg, r % 2 ? NF : NE, 2 * (uint64_t)r + 1, &corr, &t, &seed);
+        gpu_round(f, r % 2 ? eg : fg, r % 2 ? NE : NF, 2 * (uint64_t)r + 2, &corr, &t, &seed);
+    }
+    fclose(f);
+    fbc_store st;
+    fbc_file_info info;
+    fbc_store_init(&st, 0);
+    assert_int_equal(fbc_file_read(path, &st, &info, NULL), FB_OK);
+    unlink(path);
+
+    static double te[R * NE], tf[R * NF], we[R], wf[R];
+    for (int r = 0; r < R; r++) {
+        for (int k = 0; k < 2; k++) {
+            bool eager = (k == 0) == (r % 2 == 0);
+            fbc_window w;
+            int unmarked = -1;
+            assert_true(fbc_window_of_range(&st, 2 * (uint64_t)r + 1 + (uint64_t)k, &w));
+            assert_int_equal(fbc_launch_times(&st, &w, eager ? NE : NF,
+                                              eager ? te + r * NE : tf + r * NF,
+                                              eager ? &we[r] : &wf[r], &unmarked, NULL),
+                             FB_OK);
+            assert_int_equal(unmarked, 0);
+        }
+    }
+    fbc_store_free(&st);
+    /* a library call's two kernels are its launch's time */
+    assert_true(te[0] > 0.040 && te[0] < 0.050);
+
+    nat_ex_input in = {.eager = {&ep, te, we},
+                       .fused = {&fp, tf, wf},
+                       .rounds = R,
+                       .elem_bytes = 4,
+                       .gpu = true,
+                       .threads = 132};
+    nat_ex_result ex;
+    fb_err err = {0};
+    assert_int_equal(nat_ex_analyze(&in, &ex, &err), FB_OK);
+    assert_int_equal(ex.n_groups, 2);
+    assert_int_equal(ex.groups[0].verdict, NAT_EX_WON);
+    assert_int_equal(ex.groups[0].n_eager, 2);
+    assert_true(fabs(ex.groups[0].delta - 0.011) < 0.002);
+    assert_int_equal(ex.groups[1].verdict, NAT_EX_LOST);
+    assert_true(fabs(ex.groups[1].delta + 0.010) < 0.002);
+    assert_int_equal(ex.groups[1].reason, NAT_EX_LIBRARY_REPLACED);
+    /* the bars add up to the rounds' own difference, the gaps included */
+    double parts = ex.won + ex.lost + ex.noise + ex.outside + ex.overhead;
+    assert_true(fabs(parts + ex.unexplained - ex.measured) < 1e-9);
+    /* 2 us between kernels: eager 6 kernels (5 gaps), fused 3 (2 gaps) */
+    assert_true(fabs(ex.overhead - 3 * 0.002) < 0.0005);
+    cJSON *js = nat_ex_to_json(&ex, &in, NULL);
+    assert_non_null(js);
+    assert_string_equal(cJSON_GetObjectItem(js, "device")->valuestring, "cuda");
+    cJSON_Delete(js);
+    nat_ex_free(&ex);
+}
+
 /* ---- whole explanations on this CPU ---- */
 
 static cJSON *explain(const char *workload, const char *params)
@@ -258,9 +413,8 @@ static void test_explain_cpu(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reasons),
-        cmocka_unit_test(test_bootstrap),
-        cmocka_unit_test(test_planted),
+        cmocka_unit_test(test_reasons),     cmocka_unit_test(test_bootstrap),
+        cmocka_unit_test(test_planted),     cmocka_unit_test(test_gpu_rows),
         cmocka_unit_test(test_explain_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,10 +27,12 @@
 #define CF_ROUNDS_MAX 100
 #define CF_LEVEL      0.95
 
-/* A fresh build of the job; its spec's variants are the job's eager and
- * fused, in that order. */
+/* A fresh build of the job and its spec (instances may keep a pointer to
+ * it: it lives as long as they do); the spec's variants are the job's eager
+ * and fused, in that order. */
 typedef struct cf_build {
     fb_instance *inst;
+    fb_spec spec; /* owns its params */
 } cf_build;
 
 enum { CF_EAGER = 0, CF_FUSED = 1 };
@@ -59,30 +61,34 @@ static void build_free(cf_build *b)
     if (b->inst)
         b->inst->ops->destroy(b->inst);
     b->inst = NULL;
+    cJSON_Delete(b->spec.params);
+    b->spec.params = NULL;
 }
 
 /* A fresh build of the job with params.unfuse = ids[0 .. n) (none when n is
  * 0) and variants (eager, fused) as the job names them. */
 static fb_code build(const nat_ex_builds *bs, const int *ids, int n, cf_build *out, fb_err *err)
 {
-    fb_spec s = *bs->spec;
+    fb_spec *s = &out->spec;
+    *s = *bs->spec;
     out->inst = NULL;
-    s.n_variants = 2;
-    snprintf(s.variants[CF_EAGER], sizeof s.variants[0], "%s", bs->eager_name);
-    snprintf(s.variants[CF_FUSED], sizeof s.variants[0], "%s", bs->fused_name);
-    s.params = bs->spec->params ? cJSON_Duplicate(bs->spec->params, true) : cJSON_CreateObject();
+    s->n_variants = 2;
+    snprintf(s->variants[CF_EAGER], sizeof s->variants[0], "%s", bs->eager_name);
+    snprintf(s->variants[CF_FUSED], sizeof s->variants[0], "%s", bs->fused_name);
+    s->params = bs->spec->params ? cJSON_Duplicate(bs->spec->params, true) : cJSON_CreateObject();
     cJSON *arr = n > 0 ? cJSON_CreateIntArray(ids, n) : NULL;
-    if (!s.params || (n > 0 && !arr)) {
-        cJSON_Delete(s.params);
+    if (!s->params || (n > 0 && !arr)) {
         cJSON_Delete(arr);
+        build_free(out);
         return fb_err_set(err, FB_ENOMEM, NULL, "cannot build a counterfactual");
     }
-    cJSON_DeleteItemFromObjectCaseSensitive(s.params, "unfuse");
+    cJSON_DeleteItemFromObjectCaseSensitive(s->params, "unfuse");
     if (arr)
-        cJSON_AddItemToObject(s.params, "unfuse", arr);
-    fb_code rc = bs->prepare(&s, &out->inst, err);
-    cJSON_Delete(s.params);
-    if (!rc && out->inst->graph) { /* the job's result has the graph already */
+        cJSON_AddItemToObject(s->params, "unfuse", arr);
+    fb_code rc = bs->prepare(s, &out->inst, err);
+    if (rc)
+        build_free(out);
+    else if (out->inst->graph) { /* the job's result has the graph already */
         cJSON_Delete(out->inst->graph);
         out->inst->graph = NULL;
     }

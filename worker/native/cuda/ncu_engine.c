@@ -20,6 +20,7 @@
 typedef struct ncu_instance {
     fb_instance base; /* first, so an fb_instance * is an ncu_instance * */
     ncu_ctx *ctx;
+    const fb_spec *spec; /* the caller's, outlives the instance */
     int n_variants;
     int plan[FB_MAX_VARIANTS];   /* spec variant -> NAT_EAGER / NAT_FUSED */
     bool graph[FB_MAX_VARIANTS]; /* replay the plan's CUDA graph */
@@ -286,6 +287,7 @@ fb_code ncu_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
         goto out;
     }
     ni->base.ops = &ncu_instance_ops;
+    ni->spec = spec;
     if (!gr_workload_find(spec->workload)) {
         rc = fb_err_set(err, FB_EUNSUPPORTED, "workload", "native cuda has no workload %s",
                         spec->workload);
@@ -421,11 +423,8 @@ const nat_ctx *ncu_instance_host(const fb_instance *inst)
 
 /* ---- profile ---- */
 
-/* Each graph node's launch in lowered plan pv: of the lowered launches of its
- * CPU launch, the one whose op slice holds the node's op (a group's nodes are
- * its CPU launch's ops, in graph order).  n_graph_nodes entries, -1 for none;
- * the caller frees; NULL on ENOMEM. */
-static int *lowered_node_launches(const ncu_ctx *ctx, int pv)
+/* (ncu_int.h) A group's nodes are its CPU launch's ops, in graph order. */
+int *ncu_node_launches(const ncu_ctx *ctx, int pv)
 {
     const nat_ctx *h = ctx->host;
     const nat_plan *plan = &ctx->plans[pv];
@@ -473,7 +472,7 @@ static fb_code fusion_groups(const ncu_ctx *ctx, int pv, fb_variant_result *vr, 
         return gr_plan_node_groups(ctx->host, pv, vr)
                    ? FB_OK
                    : fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate fusion groups");
-    int *nl = lowered_node_launches(ctx, pv);
+    int *nl = ncu_node_launches(ctx, pv);
     nat_ctx *view = calloc(1, sizeof *view); /* the host ctx as the lowered plan sees it */
     bool ok = nl && view;
     if (ok) {
@@ -508,10 +507,35 @@ static fb_code ncu_profile(fb_instance *inst, int v, fb_variant_result *vr, fb_e
     return rc;
 }
 
+/* ---- explain ---- */
+
+/* The profiled rounds take about this long; each counterfactual half of it. */
+#define NCU_EXPLAIN_BUDGET_S 3.0
+
+static fb_code ncu_explain(fb_instance *inst, int eager, int fused, const fb_variant_result *ev,
+                           const fb_variant_result *fv, cJSON **out, fb_err *err)
+{
+    ncu_instance *ni = (ncu_instance *)inst;
+    *out = NULL;
+    if (eager < 0 || eager >= ni->n_variants || fused < 0 || fused >= ni->n_variants ||
+        ni->plan[eager] != NAT_EAGER || ni->plan[fused] != NAT_FUSED)
+        return fb_err_set(err, FB_EINVAL, NULL, "explain needs the eager and fused variants");
+    nat_ex_builds bs = {
+        .spec = ni->spec,
+        .eager_name = ni->spec->n_variants > eager ? ni->spec->variants[eager] : "eager",
+        .fused_name = ni->spec->n_variants > fused ? ni->spec->variants[fused] : "fused",
+        .by_group = ni->ctx->host->node_launch[NAT_FUSED] != NULL,
+        .prepare = ncu_prepare,
+    };
+    return ncu_explain_run(ni->ctx, inst, eager, fused, &bs, ev, fv, NCU_EXPLAIN_BUDGET_S, out,
+                           err);
+}
+
 static const fb_instance_ops ncu_instance_ops = {
     .run = ncu_run,
     .timed_run = ncu_timed_run,
     .output = ncu_output,
     .profile = ncu_profile,
     .destroy = ncu_destroy,
+    .explain = ncu_explain,
 };

@@ -10,6 +10,7 @@
 #include <cudnn.h>
 #endif
 
+#include "nat_explain.h"
 #include "ncu.h"
 
 #ifdef __cplusplus
@@ -125,6 +126,23 @@ FB_MUSTCHECK fb_code ncu_ws_reserve(ncu_ctx *ctx, size_t bytes, unsigned mask, f
  * fills vr's kernel rows, counts, times and peak_mem_bytes. */
 FB_MUSTCHECK fb_code ncu_profile_plan(ncu_ctx *ctx, const nat_plan *plan, int pv,
                                       fb_variant_result *vr, fb_err *err);
+
+/* Each graph node's launch in lowered plan pv (ncu_engine.c): of the lowered
+ * launches of its CPU launch, the one whose op slice holds the node's op.
+ * host->n_graph_nodes entries, -1 for none; the caller frees; NULL on
+ * ENOMEM. */
+int *ncu_node_launches(const ncu_ctx *ctx, int pv);
+
+/* ---- explain (ncu_explain.c) ---- */
+
+/* The explanation of the job's variant vf (plan NAT_FUSED) against ve
+ * (NAT_EAGER) of inst, whose ctx is ctx: profiled rounds within budget_s
+ * (CUPTI launch marks, else event pairs), the analysis with the job's timed
+ * samples of ev and fv, counterfactuals on fresh builds (bs). */
+FB_MUSTCHECK fb_code ncu_explain_run(ncu_ctx *ctx, fb_instance *inst, int ve, int vf,
+                                     const nat_ex_builds *bs, const fb_variant_result *ev,
+                                     const fb_variant_result *fv, double budget_s, cJSON **out,
+                                     fb_err *err);
 
 /* ---- cuBLASLt (ncu_blas.c) ---- */
 

@@ -1,0 +1,286 @@
+/* ncu_explain: a CUDA job's explanation (nat_explain.h, docs/EXPLAIN.md).
+ *
+ * Interleaved profiled rounds of the lowered eager and fused plans give each
+ * launch's device time: from CUPTI's activity records, a launch mark around
+ * each launch (fbc_launch_push/pop) and fbc_launch_times summing the kernels
+ * each launch ran (a cuBLASLt or cuDNN call may run several); where CUPTI
+ * cannot be had (a build without it, another profiler holding it) from a pair
+ * of CUDA events around each launch, which also counts the gaps between a
+ * launch's kernels.  The explanation says which ("launch_times").  Each round
+ * also times both variants plainly, as the job timed them (timed_run: CUDA
+ * events around the enqueue or the graph replay).  The analysis and the
+ * counterfactuals are the CPU's (nat_explain.c, nat_explain_cf.c), on fresh
+ * CUDA instances of the job. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fb_log.h"
+#include "ncu_int.h"
+#ifdef FB_HAVE_CUPTI
+#include "fbc_cupti.h"
+#include "fbc_session.h"
+#endif
+
+#define EX_ROUNDS_MIN 10
+#define EX_ROUNDS_MAX 200
+
+typedef struct ex_timer {
+    ncu_ctx *ctx;
+#ifdef FB_HAVE_CUPTI
+    fbc_session *cupti; /* NULL: events */
+#endif
+    cudaEvent_t *ev; /* 2 per launch of the larger plan */
+    int n_ev;
+    int unmarked; /* activity no launch mark named, over all rounds (CUPTI) */
+} ex_timer;
+
+static fb_code launch_status(ncu_ctx *ctx, fb_err *err)
+{
+    fb_code rc = ncu_cuda_check(cudaGetLastError(), "explain round", err);
+    if (!rc && ctx->launch_err.code != FB_OK) {
+        rc = ctx->launch_err.code;
+        *err = ctx->launch_err;
+        fb_err_clear(&ctx->launch_err);
+    }
+    return rc;
+}
+
+/* One round of plan, launch by launch, with event pairs: t[j], *wall. */
+static fb_code events_round(ex_timer *tm, const nat_plan *plan, double *t, double *wall,
+                            fb_err *err)
+{
+    cudaStream_t s = tm->ctx->stream;
+    fb_code rc = FB_OK;
+    for (int j = 0; j < plan->n && !rc; j++) {
+        rc = ncu_cuda_check(cudaEventRecord(tm->ev[2 * j], s), "cudaEventRecord", err);
+        plan->launches[j].fn(&plan->launches[j]);
+        if (!rc)
+            rc = ncu_cuda_check(cudaEventRecord(tm->ev[2 * j + 1], s), "cudaEventRecord", err);
+    }
+    if (!rc)
+        rc = ncu_cuda_check(cudaStreamSynchronize(s), "explain round", err);
+    if (!rc)
+        rc = launch_status(tm->ctx, err);
+    for (int j = 0; j < plan->n && !rc; j++) {
+        float ms = 0;
+        rc = ncu_cuda_check(cudaEventElapsedTime(&ms, tm->ev[2 * j], tm->ev[2 * j + 1]),
+                            "cudaEventElapsedTime", err);
+        t[j] = ms;
+    }
+    float w = 0;
+    if (!rc && plan->n > 0)
+        rc = ncu_cuda_check(cudaEventElapsedTime(&w, tm->ev[0], tm->ev[2 * plan->n - 1]),
+                            "cudaEventElapsedTime", err);
+    *wall = w;
+    return rc;
+}
+
+#ifdef FB_HAVE_CUPTI
+/* One round of plan with a CUPTI launch mark around each launch. */
+static fb_code cupti_round(ex_timer *tm, const nat_plan *plan, double *t, double *wall, fb_err *err)
+{
+    uint64_t id = 0;
+    int unmarked = 0;
+    fb_code rc = fbc_session_begin(tm->cupti, "explain", &id, err);
+    for (int j = 0; j < plan->n && !rc; j++) {
+        rc = fbc_launch_push((uint64_t)j + 1, err);
+        plan->launches[j].fn(&plan->launches[j]);
+        if (!rc)
+            rc = fbc_launch_pop(err);
+    }
+    fb_err ignored;
+    fb_code end = fbc_session_end(tm->cupti, rc ? &ignored : err);
+    rc = rc ? rc : end;
+    if (!rc)
+        rc = launch_status(tm->ctx, err);
+    if (!rc)
+        rc = fbc_session_launch_times(tm->cupti, id, plan->n, t, wall, &unmarked, err);
+    tm->unmarked += unmarked;
+    fbc_session_reset(tm->cupti);
+    return rc;
+}
+#endif
+
+static fb_code timed_round(ex_timer *tm, const nat_plan *plan, double *t, double *wall, fb_err *err)
+{
+#ifdef FB_HAVE_CUPTI
+    if (tm->cupti)
+        return cupti_round(tm, plan, t, wall, err);
+#endif
+    return events_round(tm, plan, t, wall, err);
+}
+
+/* CUPTI when it opens, events otherwise (and for the events, always made:
+ * a CUPTI round that fails falls back to them). */
+static fb_code timer_open(ex_timer *tm, ncu_ctx *ctx, int n_launches, fb_err *err)
+{
+    memset(tm, 0, sizeof *tm);
+    tm->ctx = ctx;
+    tm->ev = calloc((size_t)(2 * n_launches + 2), sizeof *tm->ev);
+    if (!tm->ev)
+        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the explanation's events");
+    fb_code rc = FB_OK;
+    for (; tm->n_ev < 2 * n_launches + 2 && !rc; tm->n_ev++)
+        rc = ncu_cuda_check(cudaEventCreate(&tm->ev[tm->n_ev]), "cudaEventCreate", err);
+#ifdef FB_HAVE_CUPTI
+    fb_err why;
+    if (!rc && fbc_session_open(&tm->cupti, &why) != FB_OK) {
+        fb_warn("explain: CUPTI unavailable (%s); timing launches with CUDA events", why.msg);
+        tm->cupti = NULL;
+    }
+#endif
+    return rc;
+}
+
+static void timer_close(ex_timer *tm)
+{
+#ifdef FB_HAVE_CUPTI
+    fbc_session_close(tm->cupti);
+    tm->cupti = NULL;
+#endif
+    for (int j = 0; j < tm->n_ev; j++)
+        if (tm->ev[j])
+            (void)cudaEventDestroy(tm->ev[j]);
+    free(tm->ev);
+}
+
+static const char *timer_name(const ex_timer *tm)
+{
+#ifdef FB_HAVE_CUPTI
+    if (tm->cupti)
+        return "cupti_activity";
+#endif
+    (void)tm;
+    return "cuda_events";
+}
+
+typedef struct ex_samples {
+    int rounds;
+    double *te, *tf, *we, *wf, *re, *rf;
+} ex_samples;
+
+static void samples_free(ex_samples *s)
+{
+    free(s->te), free(s->tf), free(s->we), free(s->wf), free(s->re), free(s->rf);
+}
+
+/* Interleaved rounds (the order alternating) within budget_s: each plan
+ * launch by launch, then each variant plainly as the job timed it. */
+static fb_code profile_rounds(ex_timer *tm, fb_instance *inst, int ve, int vf, double budget_s,
+                              ex_samples *s, fb_err *err)
+{
+    const nat_plan *e = &tm->ctx->plans[NAT_EAGER], *f = &tm->ctx->plans[NAT_FUSED];
+    double a = 0, b = 0, c = 0, d = 0;
+    memset(s, 0, sizeof *s);
+    double *scratch = malloc((size_t)(e->n + f->n + 2) * sizeof *scratch);
+    if (!scratch)
+        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the explanation's samples");
+    fb_code rc = timed_round(tm, e, scratch, &a, err); /* warm, and the cost of a round */
+    if (!rc)
+        rc = timed_round(tm, f, scratch, &b, err);
+    if (!rc)
+        rc = inst->ops->timed_run(inst, ve, &c, err);
+    if (!rc)
+        rc = inst->ops->timed_run(inst, vf, &d, err);
+    free(scratch);
+    if (rc)
+        return rc;
+    double per = 2 * (a + b + c + d) + 0.05 * (e->n + f->n); /* + host marking, ~50 us/launch */
+    double r = per > 0 ? budget_s * 1e3 / per : EX_ROUNDS_MAX;
+    int R = r < EX_ROUNDS_MIN ? EX_ROUNDS_MIN : (r > EX_ROUNDS_MAX ? EX_ROUNDS_MAX : (int)r);
+    s->te = malloc((size_t)R * (size_t)(e->n + 1) * sizeof *s->te);
+    s->tf = malloc((size_t)R * (size_t)(f->n + 1) * sizeof *s->tf);
+    s->we = malloc((size_t)R * sizeof *s->we);
+    s->wf = malloc((size_t)R * sizeof *s->wf);
+    s->re = malloc((size_t)R * sizeof *s->re);
+    s->rf = malloc((size_t)R * sizeof *s->rf);
+    if (!s->te || !s->tf || !s->we || !s->wf || !s->re || !s->rf) {
+        samples_free(s);
+        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the explanation's samples");
+    }
+    s->rounds = R;
+    for (int k = 0; k < R && !rc; k++) {
+        bool eager_first = k % 2 == 0;
+        for (int i = 0; i < 2 && !rc; i++)
+            rc = (i == 0) == eager_first
+                     ? timed_round(tm, e, s->te + (size_t)k * e->n, &s->we[k], err)
+                     : timed_round(tm, f, s->tf + (size_t)k * f->n, &s->wf[k], err);
+        for (int i = 0; i < 2 && !rc; i++)
+            rc = (i == 0) == eager_first ? inst->ops->timed_run(inst, ve, &s->re[k], err)
+                                         : inst->ops->timed_run(inst, vf, &s->rf[k], err);
+    }
+    if (rc)
+        samples_free(s);
+    return rc;
+}
+
+fb_code ncu_explain_run(ncu_ctx *ctx, fb_instance *inst, int ve, int vf, const nat_ex_builds *bs,
+                        const fb_variant_result *ev, const fb_variant_result *fv, double budget_s,
+                        cJSON **out, fb_err *err)
+{
+    const nat_plan *e = &ctx->plans[NAT_EAGER], *f = &ctx->plans[NAT_FUSED];
+    ex_timer tm;
+    ex_samples s = {0};
+    nat_ex_result ex;
+    bool analyzed = false;
+    int sms = 0, dev = 0;
+    int *nl = NULL;
+    nat_ctx *view = NULL;
+    *out = NULL;
+    fb_code rc = timer_open(&tm, ctx, e->n > f->n ? e->n : f->n, err);
+    if (!rc)
+        rc = profile_rounds(&tm, inst, ve, vf, budget_s, &s, err);
+    if (!rc && cudaGetDevice(&dev) == cudaSuccess)
+        (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const char *timer = timer_name(&tm);
+    int unmarked = tm.unmarked;
+    timer_close(&tm); /* CUPTI is process-wide: closed before anything else runs */
+    if (rc)
+        goto out;
+    nat_ex_input in = {
+        .eager = {e, s.te, s.we},
+        .fused = {f, s.tf, s.wf},
+        .rounds = s.rounds,
+        .elem_bytes = (int)ncu_dtype_size(ctx->dtype),
+        .gpu = true,
+        .threads = sms > 0 ? sms : 1,
+        .eager_ms = ev->samples_ms,
+        .fused_ms = fv->samples_ms,
+        .n_eager = ev->n_samples,
+        .n_fused = fv->n_samples,
+        .plain_eager = s.re,
+        .plain_fused = s.rf,
+    };
+    rc = nat_ex_analyze(&in, &ex, err);
+    analyzed = rc == FB_OK;
+    if (!rc)
+        rc = nat_ex_counterfactuals(bs, budget_s / 2, &ex, err);
+    if (rc)
+        goto out;
+    /* the graph's nodes as the lowered fused plan holds them */
+    if (ctx->host->node_launch[NAT_FUSED] && ctx->host->n_graph_nodes > 0) {
+        nl = ncu_node_launches(ctx, NAT_FUSED);
+        view = calloc(1, sizeof *view);
+        if (!nl || !view) {
+            rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot describe the explanation");
+            goto out;
+        }
+        view->n_graph_nodes = ctx->host->n_graph_nodes;
+        view->node_launch[NAT_FUSED] = nl;
+        view->plans[NAT_FUSED] = *f;
+    }
+    *out = nat_ex_to_json(&ex, &in, view);
+    if (!*out || !cJSON_AddStringToObject(*out, "launch_times", timer) ||
+        !cJSON_AddNumberToObject(*out, "unmarked_activity", unmarked)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot describe the explanation");
+    }
+out:
+    if (analyzed)
+        nat_ex_free(&ex);
+    samples_free(&s);
+    free(nl);
+    free(view);
+    return rc;
+}
