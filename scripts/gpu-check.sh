@@ -12,7 +12,9 @@
 #    4. the injection-library overhead: the same benchmark with
 #    and without CUDA_INJECTION64_PATH (target: under 5%); 5. the device-to-
 #    device copy bandwidth reference and the fused memory-bound patterns' DRAM
-#    bandwidth at sizes many times the L2 (target: at least 80% of it).
+#    bandwidth at sizes many times the L2 (target: at least 80% of it);
+#    6. explanations of two patterns and two models (CUPTI launch marks) with
+#    the GPU roofline.
 #
 # Missing packages (cJSON, cmocka, OpenBLAS are not on every GPU image): carry
 # the Debian packages and name them in FB_DEBS; they are unpacked with dpkg -x
@@ -175,6 +177,29 @@ section_bandwidth() {
     done
 }
 
+section_explain() {
+    local w
+    echo "## Explanations on the GPU (docs/EXPLAIN.md: CUPTI launch marks, the GPU roofline)"
+    echo "| workload | launch times | groups won / lost / noise | lost by reason | fused roofline share | env roofline |"
+    echo "|---|---|---|---|---|---|"
+    for w in gemm_bias_gelu softmax resnet50 bert_base; do
+        bench "explain-$w" "$w" --device cuda --variants eager,fused --explain --roofline
+        python3 - "$WORK/explain-$w.json" "$w" <<'PY'
+import json, sys
+try:
+    res = json.load(open(sys.argv[1]))["result"]
+except Exception as e:
+    print(f"| {sys.argv[2]} | (no result: {e}) |||||"); sys.exit(0)
+ex, s = res.get("explain") or {}, (res.get("explain") or {}).get("summary") or {}
+roof = (res.get("env") or {}).get("roofline") or {}
+print(f"| {sys.argv[2]} | {ex.get('launch_times', ex.get('unavailable', '-'))} | "
+      f"{s.get('won')} / {s.get('lost')} / {s.get('within_noise')} | {s.get('lost_by_reason')} | "
+      f"{s.get('fused_roofline_share')} | copy {roof.get('triad_gbps')} GB/s, "
+      f"GEMM {roof.get('gemm_gflops')} GFLOP/s |")
+PY
+    done
+}
+
 main() {
     local gpu report
     unpack_debs
@@ -197,6 +222,7 @@ main() {
         section_zoo
         section_injection
         section_bandwidth
+        section_explain
         echo
         echo "Raw JSON results: $WORK (not committed)."
     } >"$report"

@@ -14,7 +14,7 @@
 #include "fb_log.h"
 #include "fb_run.h"
 #include "fb_table.h"
-#include "nat_roofline.h"
+#include "nat_engine.h"
 
 #define CLI_EXIT_USAGE  2
 #define CLI_MAX_THREADS 1024
@@ -463,19 +463,21 @@ static int all_ok(const fb_result *r)
     return 1;
 }
 
-/* --roofline: the limits on the job's threads (params.threads, else OpenMP's). */
+/* --roofline: the limits of the job's device, on a CPU on the job's threads
+ * (params.threads, else OpenMP's). */
 static void measure_roofline(const fb_spec *spec)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec->params, "threads");
-    nat_roofline r;
+    double gbps, gflops;
     fb_err err;
 
     fb_err_clear(&err);
-    if (nat_roofline_measure(cJSON_IsNumber(t) ? t->valueint : 0, &r, &err) != FB_OK) {
+    if (nat_roofline_device(spec->device, cJSON_IsNumber(t) ? t->valueint : 0, &gbps, &gflops,
+                            &err) != FB_OK) {
         fprintf(stderr, "fusionbench-run: roofline: %s\n", err.msg);
         return;
     }
-    fb_env_set_roofline(r.triad_gbps, r.gemm_gflops);
+    fb_env_set_roofline(spec->device, gbps, gflops);
 }
 
 static int run(const fb_spec *spec, bool json, bool roofline)
@@ -484,7 +486,7 @@ static int run(const fb_spec *spec, bool json, bool roofline)
     fb_err err;
     int rc;
 
-    if (roofline && strcmp(spec->device, "cpu") == 0)
+    if (roofline)
         measure_roofline(spec);
     fb_err_clear(&err);
     if (fb_run_benchmark(spec, progress_cb, NULL, &res, &err) != FB_OK) {

@@ -94,13 +94,14 @@ static void gpu_fields(fb_env *env)
     snprintf(env->cublas, sizeof env->cublas, "%s", g.cublas);
 }
 
-static double roof_gbps, roof_gflops;
+static double roof_gbps[2], roof_gflops[2]; /* [0] the CPU's, [1] the GPU's */
 
-void fb_env_set_roofline(double triad_gbps, double gemm_gflops)
+void fb_env_set_roofline(const char *device, double gbps, double gflops)
 {
-    roof_gbps = triad_gbps;
-    roof_gflops = gemm_gflops;
-    nat_roofline_use(false, triad_gbps, gemm_gflops); /* each launch's bound, at profile */
+    bool gpu = device && strcmp(device, "cuda") == 0;
+    roof_gbps[gpu] = gbps;
+    roof_gflops[gpu] = gflops;
+    nat_roofline_use(gpu, gbps, gflops); /* each launch's bound, at profile */
 }
 
 void fb_env_capture(fb_env *env, const char *device)
@@ -117,8 +118,9 @@ void fb_env_capture(fb_env *env, const char *device)
         snprintf(env->device_name, sizeof env->device_name, "%s", env->cpu);
     else if (strcmp(device, "cuda") == 0)
         gpu_fields(env);
-    if (!device || strcmp(device, "cpu") == 0) { /* the CPU's roofline: for CPU jobs */
-        env->roofline_gbps = roof_gbps;
-        env->roofline_gflops = roof_gflops;
+    bool gpu = device && strcmp(device, "cuda") == 0; /* the job's device's roofline */
+    if (gpu || !device || strcmp(device, "cpu") == 0) {
+        env->roofline_gbps = roof_gbps[gpu];
+        env->roofline_gflops = roof_gflops[gpu];
     }
 }

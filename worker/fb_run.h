@@ -36,9 +36,10 @@ double fb_max_rel_error(const float *out, const float *ref, size_t n);
  * git revision; GPU fields when the device is CUDA). */
 void fb_env_capture(fb_env *env, const char *device);
 
-/* The roofline fb_env_capture records from now on (measured once per
- * process: the worker at start, fusionbench-run --roofline); 0: none.  A job
- * child forked later inherits it. */
-void fb_env_set_roofline(double triad_gbps, double gemm_gflops);
+/* The roofline of device ("cpu" or "cuda") fb_env_capture records for jobs
+ * on it from now on, and launches on it are held against (measured once per
+ * process: the worker at start, fusionbench-run --roofline; nat_engine.h's
+ * nat_roofline_device); 0: none.  A job child forked later inherits it. */
+void fb_env_set_roofline(const char *device, double gbps, double gflops);
 
 #endif

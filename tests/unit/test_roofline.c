@@ -27,17 +27,17 @@ static void test_measure(void **state)
     assert_int_equal(omp_get_max_threads(), before);
 }
 
-/* fb_env_capture records the roofline set for the process, for CPU jobs only;
+/* fb_env_capture records the roofline set for the job's device;
  * the result's env has it as "roofline", null when not measured. */
 static void test_env(void **state)
 {
     fb_env env;
     (void)state;
 
-    fb_env_set_roofline(0, 0);
+    fb_env_set_roofline("cpu", 0, 0);
     fb_env_capture(&env, "cpu");
     assert_true(env.roofline_gbps == 0);
-    fb_env_set_roofline(21.5, 300.25);
+    fb_env_set_roofline("cpu", 21.5, 300.25);
     fb_env_capture(&env, "cpu");
     assert_true(env.roofline_gbps == 21.5 && env.roofline_gflops == 300.25);
     fb_result r;
@@ -48,7 +48,14 @@ static void test_env(void **state)
     assert_true(cJSON_GetObjectItem(roof, "triad_gbps")->valuedouble == 21.5);
     assert_true(cJSON_GetObjectItem(roof, "gemm_gflops")->valuedouble == 300.25);
     cJSON_Delete(j);
-    fb_env_set_roofline(0, 0);
+    /* each device its own: a GPU's limits go to CUDA jobs, never to CPU ones */
+    fb_env_set_roofline("cuda", 3000.0, 50000.0);
+    fb_env_capture(&env, "cpu");
+    assert_true(env.roofline_gbps == 21.5 && env.roofline_gflops == 300.25);
+    fb_env_capture(&env, "cuda");
+    assert_true(env.roofline_gbps == 3000.0 && env.roofline_gflops == 50000.0);
+    fb_env_set_roofline("cuda", 0, 0);
+    fb_env_set_roofline("cpu", 0, 0);
     fb_env_capture(&r.env, "cpu");
     j = fb_result_to_json(&r);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "env"), "roofline")));

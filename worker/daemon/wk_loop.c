@@ -23,7 +23,7 @@
 
 #include "fb_log.h"
 #include "fb_run.h"
-#include "nat_roofline.h"
+#include "nat_engine.h"
 #include "wk_device.h"
 #include "wk_gpu.h"
 #include "wk_job.h"
@@ -300,11 +300,13 @@ static void serve(wk_ctx *ctx)
     fb_info("drained after %d job(s); exiting", ctx->jobs_done);
 }
 
-/* A CPU worker measures its machine's limits once, on its threads, before it
- * registers (in its device) and before any job (in each result's env).  In a
- * short-lived child: the measurement runs OpenMP threads, and a parent that
- * had started them would leave libgomp unusable in the job children it forks
- * later (GNU OpenMP is not fork-safe); the parent stays single-threaded. */
+/* A worker measures its device's limits once (a CPU's on its threads, a
+ * GPU's: device copy bandwidth and cuBLASLt's GEMM rate) before it registers
+ * (in its device) and before any job (in each result's env).  In a
+ * short-lived child: the measurement runs OpenMP threads or initializes CUDA,
+ * and a parent that had done either would leave libgomp or the CUDA runtime
+ * unusable in the job children it forks later (neither is fork-safe); the
+ * parent stays single-threaded and CUDA-free. */
 static void measure_roofline(const wk_config *cfg)
 {
     double got[2] = {0, 0};
@@ -312,7 +314,7 @@ static void measure_roofline(const wk_config *cfg)
     int pfd[2], status = 0;
     pid_t pid;
 
-    if (strcmp(cfg->device, "cpu") != 0)
+    if (strcmp(cfg->device, "cpu") != 0 && strcmp(cfg->device, "cuda") != 0)
         return;
     if (pipe(pfd) != 0) {
         fb_warn("roofline not measured: pipe: %s", strerror(errno));
@@ -321,15 +323,16 @@ static void measure_roofline(const wk_config *cfg)
     fflush(NULL);
     pid = fork();
     if (pid == 0) {
-        nat_roofline r;
+        double out[2];
         fb_err err;
         fb_err_clear(&err);
         close(pfd[0]);
         (void)prctl(PR_SET_NAME, "fb-roofline"); /* ps tells it from a job child */
-        if (nat_roofline_measure(cfg->threads, &r, &err) == FB_OK) {
-            double out[2] = {r.triad_gbps, r.gemm_gflops};
+        if (nat_roofline_device(cfg->device, cfg->threads, &out[0], &out[1], &err) == FB_OK) {
             if (write(pfd[1], out, sizeof out) != (ssize_t)sizeof out)
                 _exit(1);
+        } else {
+            fb_warn("roofline: %s", err.msg);
         }
         _exit(0);
     }
@@ -347,8 +350,9 @@ static void measure_roofline(const wk_config *cfg)
         fb_warn("roofline not measured (the measuring child answered nothing)");
         return;
     }
-    fb_env_set_roofline(got[0], got[1]);
-    fb_info("roofline: triad %.1f GB/s, GEMM %.1f GFLOP/s (%" PRId64 " ms)", got[0], got[1],
+    fb_env_set_roofline(cfg->device, got[0], got[1]);
+    fb_info("roofline (%s): %s %.1f GB/s, GEMM %.1f GFLOP/s (%" PRId64 " ms)", cfg->device,
+            strcmp(cfg->device, "cuda") == 0 ? "device copy" : "triad", got[0], got[1],
             wk_time_now_ms() - t0);
 }
 

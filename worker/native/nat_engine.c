@@ -17,6 +17,7 @@
 #include "nat_cost.h"
 #include "nat_engine.h"
 #include "nat_explain.h"
+#include "nat_roofline.h"
 #ifdef NAT_HAVE_CUDA
 #include "cuda/ncu.h" /* the CUDA backend: device "cuda" goes there */
 #endif
@@ -287,6 +288,25 @@ static const fb_instance_ops nat_instance_ops = {
     .destroy = nat_destroy,
     .explain = nat_explain_op,
 };
+
+fb_code nat_roofline_device(const char *device, int threads, double *gbps, double *gflops,
+                            fb_err *err)
+{
+    *gbps = *gflops = 0;
+#ifdef NAT_HAVE_CUDA
+    if (device && strcmp(device, "cuda") == 0)
+        return ncu_roofline_measure(gbps, gflops, err);
+#endif
+    if (device && strcmp(device, "cpu") != 0)
+        return fb_err_set(err, FB_EUNSUPPORTED, "device", "no roofline for device %s", device);
+    nat_roofline r;
+    fb_code rc = nat_roofline_measure(threads, &r, err);
+    if (!rc) {
+        *gbps = r.triad_gbps;
+        *gflops = r.gemm_gflops;
+    }
+    return rc;
+}
 
 const fb_engine nat_engine = {
     .name = "native",

@@ -61,6 +61,11 @@ const fb_workload_info *ncu_catalog(int *n);
  * memory runs out. */
 FB_MUSTCHECK fb_code ncu_prepare(const fb_spec *spec, fb_instance **out, fb_err *err);
 
+/* The current GPU's limits (ncu_roofline.c): a device-to-device copy's
+ * bandwidth (GB/s, read + write) and cuBLASLt's float32 GEMM rate (GFLOP/s),
+ * best of 5 each.  FB_EDEVICE / FB_EOOM as the CUDA calls fail. */
+FB_MUSTCHECK fb_code ncu_roofline_measure(double *copy_gbps, double *gemm_gflops, fb_err *err);
+
 /* The host ctx of a CUDA instance (made by ncu_prepare): its inputs hold the
  * values the device holds (rounded to the dtype), so a pattern's reference()
  * on it is the float64 truth for the GPU's outputs.  For tests. */
