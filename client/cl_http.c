@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 #include <curl/curl.h>
 
@@ -98,9 +99,30 @@ static fb_code curl_fail(CURLcode c, const sink *s, const char *url, const char 
 fb_code cl_http_request(const char *method, const char *url, const char *token, const char *body,
                         cl_http_resp *resp, fb_err *err)
 {
+    return cl_http_request_key(method, url, token, body, NULL, resp, err);
+}
+
+fb_code cl_http_new_key(char key[33], fb_err *err)
+{
+    unsigned char b[16];
+    size_t have = 0;
+    while (have < sizeof b) {
+        ssize_t got = getrandom(b + have, sizeof b - have, 0);
+        if (got <= 0)
+            return fb_err_set(err, FB_EIO, NULL, "the random source failed");
+        have += (size_t)got;
+    }
+    for (size_t i = 0; i < sizeof b; i++)
+        snprintf(key + 2 * i, 3, "%02x", b[i]);
+    return FB_OK;
+}
+
+fb_code cl_http_request_key(const char *method, const char *url, const char *token,
+                            const char *body, const char *idem_key, cl_http_resp *resp, fb_err *err)
+{
     CURL *h = curl_easy_init();
     struct curl_slist *hdrs = NULL;
-    char auth[600], detail[CURL_ERROR_SIZE] = "";
+    char auth[600], key[320], detail[CURL_ERROR_SIZE] = "";
     sink s = {.resp = resp};
     fb_code rc = FB_OK;
     CURLcode c;
@@ -114,6 +136,10 @@ fb_code cl_http_request(const char *method, const char *url, const char *token, 
     if (token && token[0]) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
         hdrs = curl_slist_append(hdrs, auth);
+    }
+    if (idem_key && idem_key[0]) {
+        snprintf(key, sizeof key, "Idempotency-Key: %s", idem_key);
+        hdrs = curl_slist_append(hdrs, key);
     }
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");

@@ -38,6 +38,15 @@ void cl_http_set_interrupt(volatile sig_atomic_t *interrupt);
 FB_MUSTCHECK fb_code cl_http_request(const char *method, const char *url, const char *token,
                                      const char *body, cl_http_resp *resp, fb_err *err);
 
+/* cl_http_request with an Idempotency-Key header (NULL: none). */
+FB_MUSTCHECK fb_code cl_http_request_key(const char *method, const char *url, const char *token,
+                                         const char *body, const char *idem_key, cl_http_resp *resp,
+                                         fb_err *err);
+
+/* A fresh Idempotency-Key: 32 hex digits from the kernel's random source
+ * (key has room for 33 bytes).  FB_EIO when it fails. */
+FB_MUSTCHECK fb_code cl_http_new_key(char key[33], fb_err *err);
+
 void cl_http_resp_free(cl_http_resp *resp);
 
 #endif

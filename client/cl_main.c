@@ -322,6 +322,54 @@ static int wait_job(const cl_ctx *c, const char *id)
 
 /* POSTs body (NULL: out of memory) to path; the created thing's JSON into
  * *obj and its id as text into id (32 bytes).  0 or an exit status. */
+/* Whether a submit whose answer was lost or refused for a while is worth
+ * sending again (with its key): the server could not be reached or timed
+ * out, or answered 502, 503 or 504. */
+static bool retryable(fb_code rc, long status)
+{
+    return rc == FB_EUNAVAIL || (rc == FB_ETIMEOUT && !interrupted) ||
+           (rc == FB_OK && (status == 502 || status == 503 || status == 504));
+}
+
+/* POSTs a new job or suite with a fresh Idempotency-Key, sending it again
+ * with the same key (at most SUBMIT_TRIES times, 1, 2, 4 s apart) while the
+ * answer is lost or the server is unavailable: the server makes it once
+ * (docs/API-EXTENSIONS.md, "Idempotent submits"). */
+#define SUBMIT_TRIES 4
+static int post_keyed(const cl_ctx *c, const cl_url *u, const char *body, cl_http_resp *resp,
+                      cJSON **obj)
+{
+    char key[33];
+    fb_err err;
+    fb_code rc;
+
+    fb_err_clear(&err);
+    *obj = NULL;
+    memset(resp, 0, sizeof *resp);
+    if (cl_url_done(u, &err) != FB_OK || cl_http_new_key(key, &err) != FB_OK) {
+        say("%s", err.msg);
+        return EXIT_SERVER;
+    }
+    for (int t = 1;; t++) {
+        cl_http_resp_free(resp);
+        fb_err_clear(&err);
+        rc = cl_http_request_key("POST", u->s, c->token, body, key, resp, &err);
+        if (t >= SUBMIT_TRIES || !retryable(rc, resp->status))
+            break;
+        say("%s; sending it again (%d of %d, Idempotency-Key %s)",
+            rc ? err.msg : "the server is unavailable", t + 1, SUBMIT_TRIES, key);
+        sleep(1u << (t - 1));
+        if (interrupted)
+            return EXIT_INTR;
+    }
+    if (rc) {
+        if (strcmp(err.msg, "interrupted") != 0)
+            say("cannot reach the server: %s", err.msg);
+        return interrupted ? EXIT_INTR : EXIT_SERVER;
+    }
+    return answer_json(resp, obj);
+}
+
 static int post_new(const cl_ctx *c, const char *path, const char *body, const char *what,
                     cl_http_resp *resp, cJSON **obj, char id[32])
 {
@@ -331,7 +379,7 @@ static int post_new(const cl_ctx *c, const char *path, const char *body, const c
     if (!body)
         return EXIT_SERVER;
     cl_url_init(&u, c->server, path);
-    rc = call(c, "POST", &u, body, resp, obj);
+    rc = post_keyed(c, &u, body, resp, obj);
     if (rc)
         return rc;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(*obj, "id");

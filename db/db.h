@@ -74,6 +74,25 @@ FB_MUSTCHECK fb_code db_job_insert(db_conn *c, const db_new_job *nj, int64_t *id
  * same round trip.  *out is the caller's (db_job_free), zeroed on error. */
 FB_MUSTCHECK fb_code db_job_create(db_conn *c, const db_new_job *nj, db_job *out, fb_err *err);
 
+/* A submit's Idempotency-Key (docs/API-EXTENSIONS.md): the client's key and
+ * the SHA-256 of its request body, hex. */
+typedef struct db_idem {
+    const char *key, *hash;
+} db_idem;
+
+/* What a keyed submit found: nothing under its key (it made the job or
+ * suite), the same request made before (the first one's is answered), or
+ * another request under the same key (nothing made). */
+typedef enum db_idem_outcome { DB_IDEM_NEW, DB_IDEM_REPLAY, DB_IDEM_MISMATCH } db_idem_outcome;
+
+/* db_job_create under idem: unless nj's owner already made a job with
+ * idem->key, creates it (DB_IDEM_NEW); else *out is that job when its body
+ * hash is idem->hash (DB_IDEM_REPLAY), and *out is zeroed when not
+ * (DB_IDEM_MISMATCH).  A concurrent submit of the same key waits for the
+ * first's commit and finds its job. */
+FB_MUSTCHECK fb_code db_job_create_idem(db_conn *c, const db_new_job *nj, const db_idem *idem,
+                                        db_job *out, db_idem_outcome *how, fb_err *err);
+
 #define DB_JOB_BATCH_MAX   1024                /* jobs per db_job_create_many */
 #define DB_JOB_BATCH_BYTES (32u * 1024 * 1024) /* array text of one batch statement */
 

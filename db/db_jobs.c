@@ -48,6 +48,29 @@ static const db_stmt st_create = {
     " FROM j LEFT JOIN results r ON false",
     false}; /* a retry could insert the job twice */
 
+/* st_create under an Idempotency-Key: no row when the owner has the key. */
+static const db_stmt st_create_idem = {
+    "job create idem",
+    "WITH j AS ("
+    " INSERT INTO jobs (spec, workload, engine, device, dtype, batch_size, priority,"
+    "                   max_attempts, timeout_s, owner_id, idem_key, idem_hash)"
+    " VALUES ($1::jsonb, $2, $3, $4, $5, $6::integer, $7::integer, $8::integer, $9::integer,"
+    "         NULLIF($10::bigint, 0), $11, $12)"
+    " ON CONFLICT ((COALESCE(owner_id, 0)), idem_key) WHERE idem_key IS NOT NULL DO NOTHING"
+    " RETURNING *)"
+    " SELECT " JOB_COLUMNS ", pg_notify('fb_jobs', j.id::text)"
+    " FROM j LEFT JOIN results r ON false",
+    false}; /* a retry could insert the job twice: the caller's key is what prevents it */
+
+/* The job an owner made under a key, and the hash of its request. */
+static const db_stmt st_get_idem = {"job get idem",
+                                    "SELECT " JOB_COLUMNS ", j.idem_hash" JOB_FROM
+                                    "WHERE COALESCE(j.owner_id, 0) = $1::bigint"
+                                    " AND j.idem_key = $2",
+                                    true};
+
+#define IDEM_HASH_COLUMN 15 /* after JOB_COLUMNS */
+
 static const db_stmt st_get = {"job get", "SELECT " JOB_COLUMNS JOB_FROM "WHERE j.id = $1::bigint",
                                true};
 
@@ -185,6 +208,52 @@ fb_code db_job_create(db_conn *c, const db_new_job *nj, db_job *out, fb_err *err
         rc = row_to_job(res, 0, out, err);
     PQclear(res);
     return rc;
+}
+
+fb_code db_job_create_idem(db_conn *c, const db_new_job *nj, const db_idem *idem, db_job *out,
+                           db_idem_outcome *how, fb_err *err)
+{
+    new_job_params p;
+    PGresult *res = NULL;
+    fb_code rc = new_job_params_fill(nj, &p, err);
+    char owner[24];
+
+    memset(out, 0, sizeof *out);
+    *how = DB_IDEM_NEW;
+    snprintf(owner, sizeof owner, "%" PRId64, nj->owner_id);
+    /* Twice at most: a key whose first job was rolled back between our
+     * insert and our read is free again. */
+    for (int pass = 0; !rc && pass < 2; pass++) {
+        const char *v[12];
+        memcpy(v, p.v, sizeof p.v);
+        v[10] = idem->key;
+        v[11] = idem->hash;
+        bool done = false;
+        rc = db_exec_prep(c, &st_create_idem, 12, v, &res, err);
+        if (!rc && PQntuples(res) == 1) { /* made it */
+            rc = row_to_job(res, 0, out, err);
+            done = true;
+        }
+        PQclear(res);
+        res = NULL;
+        const char *k[] = {owner, idem->key};
+        if (!rc && !done)
+            rc = db_exec_prep(c, &st_get_idem, 2, k, &res, err);
+        if (!rc && !done && PQntuples(res) == 1) { /* the key's first job */
+            bool same = strcmp(PQgetvalue(res, 0, IDEM_HASH_COLUMN), idem->hash) == 0;
+            *how = same ? DB_IDEM_REPLAY : DB_IDEM_MISMATCH;
+            if (same)
+                rc = row_to_job(res, 0, out, err);
+            done = true;
+        }
+        PQclear(res);
+        res = NULL;
+        if (rc || done)
+            return rc;
+    }
+    return rc ? rc
+              : fb_err_set(err, FB_EINTERNAL, NULL, "job create: key %s neither free nor found",
+                           idem->key);
 }
 
 /* ---- group commit (db_job_create_many) ---- */

@@ -18,9 +18,13 @@
 
 /* Inserts the suite (name may be "", spec_json the request as given) and its n
  * jobs (each as db_job_insert would), all in one statement, and NOTIFYs
- * fb_jobs.  *id is set.  n is 1..DB_SUITE_JOBS_MAX. */
+ * fb_jobs.  *id is set.  n is 1..DB_SUITE_JOBS_MAX.  Under idem (NULL: none)
+ * nothing is inserted when the owner already made a suite with the key: *id
+ * is that suite and *how DB_IDEM_REPLAY (the same body hash) or
+ * DB_IDEM_MISMATCH (another). */
 FB_MUSTCHECK fb_code db_suite_insert(db_conn *c, const char *name, const char *spec_json,
-                                     const db_new_job *jobs, int n, int64_t *id, fb_err *err);
+                                     const db_new_job *jobs, int n, const db_idem *idem,
+                                     int64_t *id, db_idem_outcome *how, fb_err *err);
 
 /* {"id", "name", "spec", "created_at", "jobs": [{"id", "state", "workload",
  * "batch_size", "device", "progress", "error", "result", "created_at",

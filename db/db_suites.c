@@ -16,8 +16,10 @@
  * every job; one statement, so all or nothing. */
 static const db_stmt st_insert = {
     "suite insert",
-    "WITH s AS (INSERT INTO suites (name, spec, owner_id)"
-    "  VALUES ($1, $2::jsonb, NULLIF($4::bigint, 0)) RETURNING id),"
+    "WITH s AS (INSERT INTO suites (name, spec, owner_id, idem_key, idem_hash)"
+    "  VALUES ($1, $2::jsonb, NULLIF($4::bigint, 0), $5, $6)"
+    "  ON CONFLICT ((COALESCE(owner_id, 0)), idem_key) WHERE idem_key IS NOT NULL DO NOTHING"
+    "  RETURNING id),"
     " j AS (INSERT INTO jobs (spec, workload, engine, device, dtype, batch_size, priority,"
     "                         max_attempts, timeout_s, suite_id, owner_id)"
     "  SELECT e -> 'spec', e ->> 'workload', e ->> 'engine', e ->> 'device', e ->> 'dtype',"
@@ -27,7 +29,13 @@ static const db_stmt st_insert = {
     "  FROM s, jsonb_array_elements($3::jsonb) WITH ORDINALITY x(e, ord) ORDER BY x.ord"
     "  RETURNING id)"
     " SELECT (SELECT id FROM s), (SELECT count(*) FROM j), pg_notify('fb_jobs', 'suite')",
-    false}; /* a retry could insert the suite twice */
+    false}; /* a retry could insert the suite twice: only a key prevents it */
+
+/* The suite an owner made under a key, and its request's hash. */
+static const db_stmt st_get_idem = {"suite get idem",
+                                    "SELECT id, idem_hash FROM suites"
+                                    " WHERE COALESCE(owner_id, 0) = $1::bigint AND idem_key = $2",
+                                    true};
 
 static const db_stmt st_get = {
     "suite get",
@@ -121,12 +129,14 @@ static fb_code jobs_text(const db_new_job *jobs, int n, char **out, fb_err *err)
 }
 
 fb_code db_suite_insert(db_conn *c, const char *name, const char *spec_json, const db_new_job *jobs,
-                        int n, int64_t *id, fb_err *err)
+                        int n, const db_idem *idem, int64_t *id, db_idem_outcome *how, fb_err *err)
 {
     char *arr = NULL;
     PGresult *res = NULL;
     fb_code rc;
 
+    *how = DB_IDEM_NEW;
+    *id = 0;
     if (n < 1 || n > DB_SUITE_JOBS_MAX)
         return fb_err_set(err, FB_EINVAL, NULL, "a suite holds 1..%d jobs, got %d",
                           DB_SUITE_JOBS_MAX, n);
@@ -135,10 +145,27 @@ fb_code db_suite_insert(db_conn *c, const char *name, const char *spec_json, con
         goto out;
     char owner[24];
     snprintf(owner, sizeof owner, "%" PRId64, jobs[0].owner_id);
-    const char *params[] = {name ? name : "", spec_json ? spec_json : "{}", arr, owner};
-    rc = db_exec(c, &st_insert, 4, params, &res, err);
-    if (!rc)
+    const char *params[] = {name ? name : "",        spec_json ? spec_json : "{}", arr, owner,
+                            idem ? idem->key : NULL, idem ? idem->hash : NULL};
+    rc = db_exec(c, &st_insert, 6, params, &res, err);
+    if (!rc && !PQgetisnull(res, 0, 0)) {
         rc = db_get_i64(res, 0, 0, id, err);
+        goto out;
+    }
+    PQclear(res);
+    res = NULL;
+    if (rc)
+        goto out;
+    /* the owner has the key: its first suite, the same request or not */
+    const char *k[] = {owner, idem ? idem->key : ""};
+    rc = db_exec(c, &st_get_idem, 2, k, &res, err);
+    if (!rc && PQntuples(res) != 1)
+        rc = fb_err_set(err, FB_EINTERNAL, NULL, "suite insert: key neither free nor found");
+    if (!rc) {
+        *how = strcmp(PQgetvalue(res, 0, 1), idem ? idem->hash : "") == 0 ? DB_IDEM_REPLAY
+                                                                          : DB_IDEM_MISMATCH;
+        rc = db_get_i64(res, 0, 0, id, err);
+    }
 out:
     PQclear(res);
     free(arr);

@@ -9,6 +9,7 @@
 #include "fb_spec.h"
 #include "srv_catcache.h"
 #include "srv_submit.h"
+#include "srv_token.h"
 
 #define LIST_LIMIT_DEFAULT 50
 #define LIST_LIMIT_MAX     200
@@ -224,6 +225,8 @@ typedef struct create_wait {
     srv_submit_item item;
     fb_spec spec;
     char *text;
+    srv_idem idem;
+    db_idem_outcome how; /* of a keyed submit */
 } create_wait;
 
 static void create_wait_free(void *p)
@@ -247,11 +250,18 @@ static void create_reply(srv_req *r)
         srv_reply_fb_err(r, &w->item.res.err);
         return;
     }
-    fb_info("job %" PRId64 " queued: %s/%s/%s", job->id, w->spec.workload, w->spec.engine,
-            w->spec.device);
-    srv_reply_json(r, 201, srv_job_json(job));
+    if (w->how == DB_IDEM_MISMATCH) {
+        srv_idem_mismatch(r, &w->idem, "job");
+        return;
+    }
+    if (w->how == DB_IDEM_NEW)
+        fb_info("job %" PRId64 " queued: %s/%s/%s", job->id, w->spec.workload, w->spec.engine,
+                w->spec.device);
+    srv_reply_json(r, w->how == DB_IDEM_REPLAY ? 200 : 201, srv_job_json(job));
     snprintf(location, sizeof location, "/api/v1/jobs/%" PRId64, job->id);
     srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, location);
+    if (w->how == DB_IDEM_REPLAY)
+        srv_reply_header(r, "Idempotent-Replayed", "true");
 }
 
 /* srv_submit_done_fn, on the batcher's thread. */
@@ -310,8 +320,15 @@ void srv_jobs_create(srv_req *r)
     fb_spec_init(&w->spec);
     r->data = w;
     r->data_free = create_wait_free;
-    if (!srv_auth_submit_allowed(r, r->srv->ratelimit) || !create_prepare(r, w))
+    if (!srv_idem_read(r, &w->idem) || !srv_auth_submit_allowed(r, r->srv->ratelimit) ||
+        !create_prepare(r, w))
         return;
+    if (w->idem.present) { /* on this request's connection: a keyed insert is its own */
+        w->item.res.rc = db_job_create_idem(r->db, &w->item.nj, &w->idem.db, &w->item.res.job,
+                                            &w->how, &w->item.res.err);
+        create_reply(r);
+        return;
+    }
     if (srv_submit_direct_begin(r->srv->submit)) {
         w->item.res.rc = db_job_create(r->db, &w->item.nj, &w->item.res.job, &w->item.res.err);
         srv_submit_direct_end(r->srv->submit);
@@ -323,6 +340,40 @@ void srv_jobs_create(srv_req *r)
     /* Suspend first: the batcher may answer before srv_submit_enqueue returns. */
     srv_req_suspend(r, create_reply);
     srv_submit_enqueue(r->srv->submit, &w->item);
+}
+
+/* ---- Idempotency-Key ---- */
+
+bool srv_idem_read(srv_req *r, srv_idem *out)
+{
+    const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
+    unsigned char d[SRV_TOKEN_DIGEST_LEN];
+    memset(out, 0, sizeof *out);
+    if (!v)
+        return true;
+    if (!srv_parse_idem_key(v)) {
+        srv_reply_error(r, 400, "invalid_argument", "Idempotency-Key",
+                        "Idempotency-Key must be 1..%d visible ASCII characters", SRV_IDEM_KEY_MAX);
+        return false;
+    }
+    if (!srv_token_digest(r->body ? r->body : "", r->body ? r->body_len : 0, d)) {
+        srv_reply_error(r, 500, "internal", NULL, "cannot hash the request");
+        return false;
+    }
+    snprintf(out->key, sizeof out->key, "%s", v);
+    for (int i = 0; i < SRV_TOKEN_DIGEST_LEN; i++)
+        snprintf(out->hash + 2 * i, 3, "%02x", d[i]);
+    out->db = (db_idem){out->key, out->hash};
+    out->present = true;
+    return true;
+}
+
+void srv_idem_mismatch(srv_req *r, const srv_idem *idem, const char *what)
+{
+    srv_reply_error(r, 422, "idempotency_mismatch", "Idempotency-Key",
+                    "Idempotency-Key %s was used for another request: a retry must send the "
+                    "same body, a new %s a new key",
+                    idem->key, what);
 }
 
 /* ---- GET /api/v1/jobs ---- */

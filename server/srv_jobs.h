@@ -5,6 +5,7 @@
 #include "db.h"
 #include "fb_spec.h"
 #include "srv_http.h"
+#include "srv_parse.h"
 
 /* What the user's role allows of a resolved spec: a priority above 0 only for
  * admins (FB_EFORBIDDEN), a timeout clamped to SRV_USER_TIMEOUT_MAX below. */
@@ -27,6 +28,22 @@ bool srv_job_id(srv_req *r, int64_t *id);
 /* A new JSON object for j, as GET /api/v1/jobs/{id} answers (caller deletes),
  * NULL on ENOMEM. */
 cJSON *srv_job_json(const db_job *j);
+
+/* A submit's Idempotency-Key header (docs/API-EXTENSIONS.md): present or
+ * not, and when present the key and the SHA-256 of the request's body. */
+typedef struct srv_idem {
+    bool present;
+    char key[SRV_IDEM_KEY_MAX + 1];
+    char hash[65];
+    db_idem db; /* points into key and hash */
+} srv_idem;
+
+/* Reads r's Idempotency-Key into *out; false after answering 400 for a bad
+ * key. */
+bool srv_idem_read(srv_req *r, srv_idem *out);
+
+/* Answers 422 idempotency_mismatch: key was used for another request. */
+void srv_idem_mismatch(srv_req *r, const srv_idem *idem, const char *what);
 
 void srv_jobs_create(srv_req *r);  /* POST /api/v1/jobs */
 void srv_jobs_list(srv_req *r);    /* GET /api/v1/jobs */

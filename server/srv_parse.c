@@ -393,3 +393,14 @@ bool srv_host_allowed(const char *host, const char *allowed)
     }
     return false;
 }
+
+bool srv_parse_idem_key(const char *s)
+{
+    size_t n = 0;
+    if (!s)
+        return false;
+    for (; s[n]; n++)
+        if ((unsigned char)s[n] < 0x21 || (unsigned char)s[n] > 0x7e || n >= SRV_IDEM_KEY_MAX)
+            return false;
+    return n > 0;
+}

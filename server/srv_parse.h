@@ -52,6 +52,11 @@ FB_MUSTCHECK bool srv_parse_worker_action(const char *s, char *id, size_t idsz, 
  * time it would refuse. */
 bool srv_parse_rfc3339(const char *s);
 
+/* An Idempotency-Key header's value: 1..SRV_IDEM_KEY_MAX visible ASCII
+ * characters (0x21-0x7e: a UUID, a ULID, any client's token). */
+#define SRV_IDEM_KEY_MAX 255
+bool srv_parse_idem_key(const char *s);
+
 /* True when the Host header value host ("name", "name:port", "[v6]:port")
  * names one of allowed (a comma-separated list of host names or addresses,
  * compared without the port, case-insensitively).  An empty or NULL allowed list

@@ -274,10 +274,12 @@ void srv_suites_create(srv_req *r)
     char name[SUITE_NAME_MAX], *spec_text = NULL, loc[64];
     int bs[SRV_SUITE_BATCHES_MAX], n_bs = 0;
     int64_t id = 0;
+    srv_idem idem;
+    db_idem_outcome how = DB_IDEM_NEW;
     fb_err err;
 
     fb_err_clear(&err);
-    if (!srv_auth_submit_allowed(r, r->srv->ratelimit))
+    if (!srv_idem_read(r, &idem) || !srv_auth_submit_allowed(r, r->srv->ratelimit))
         goto out;
     if (!srv_content_type_is_json(ct)) {
         srv_reply_error(r, 415, "unsupported_media_type", NULL,
@@ -297,14 +299,22 @@ void srv_suites_create(srv_req *r)
     if (!names || !build_all(r, body, names, bs, n_bs, catalog, name, &b))
         goto out;
     spec_text = cJSON_PrintUnformatted(body);
-    if (db_suite_insert(r->db, name, spec_text, b.jobs, b.n, &id, &err) != FB_OK) {
+    if (db_suite_insert(r->db, name, spec_text, b.jobs, b.n, idem.present ? &idem.db : NULL, &id,
+                        &how, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);
         goto out;
     }
-    fb_info("suite %" PRId64 " queued: %d jobs", id, b.n);
-    reply_suite(r, 201, id);
+    if (how == DB_IDEM_MISMATCH) {
+        srv_idem_mismatch(r, &idem, "suite");
+        goto out;
+    }
+    if (how == DB_IDEM_NEW)
+        fb_info("suite %" PRId64 " queued: %d jobs", id, b.n);
+    reply_suite(r, how == DB_IDEM_REPLAY ? 200 : 201, id);
     snprintf(loc, sizeof loc, "/api/v1/suites/%" PRId64, id);
     srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+    if (how == DB_IDEM_REPLAY)
+        srv_reply_header(r, "Idempotent-Replayed", "true");
 out:
     build_free(&b);
     free(spec_text);

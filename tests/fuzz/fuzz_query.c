@@ -116,6 +116,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (srv_host_allowed(s, "localhost,127.0.0.1,::1") && strlen(s) > 300)
         abort();
+    if (srv_parse_idem_key(s)) /* accepted: 1..255 visible ASCII, nothing else */
+        for (size_t i = 0; s[i]; i++)
+            if (i >= SRV_IDEM_KEY_MAX || (unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+                abort();
     check_token(s);
     (void)srv_state_valid(s);
     free(s);

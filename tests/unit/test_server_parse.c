@@ -221,6 +221,28 @@ static void test_rfc3339(void **state)
     assert_false(srv_parse_rfc3339(NULL));
 }
 
+/* Idempotency-Key values: 1..255 visible ASCII characters. */
+static void test_idem_key(void **state)
+{
+    (void)state;
+    char max[SRV_IDEM_KEY_MAX + 2];
+    assert_true(srv_parse_idem_key("0b5a5f1e-6c1e-4a7e-9b55-1d0f4c2a9e10"));
+    assert_true(srv_parse_idem_key("k"));
+    assert_true(srv_parse_idem_key("~!@#$%^&*()_+{}|:<>?"));
+    assert_false(srv_parse_idem_key(""));
+    assert_false(srv_parse_idem_key(NULL));
+    assert_false(srv_parse_idem_key("has space"));
+    assert_false(srv_parse_idem_key("tab\there"));
+    assert_false(srv_parse_idem_key("caf\xc3\xa9"));
+    assert_false(srv_parse_idem_key("del\x7f"));
+    memset(max, 'a', SRV_IDEM_KEY_MAX);
+    max[SRV_IDEM_KEY_MAX] = '\0';
+    assert_true(srv_parse_idem_key(max));
+    max[SRV_IDEM_KEY_MAX] = 'a';
+    max[SRV_IDEM_KEY_MAX + 1] = '\0';
+    assert_false(srv_parse_idem_key(max));
+}
+
 static void test_host_allowed(void **state)
 {
     const char *lo = "localhost,127.0.0.1,::1";
@@ -464,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_content_type_for),
         cmocka_unit_test(test_worker_action),
         cmocka_unit_test(test_rfc3339),
+        cmocka_unit_test(test_idem_key),
         cmocka_unit_test(test_host_allowed),
         cmocka_unit_test_setup_teardown(test_catalog_defaults, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_cpu_only, cat_setup, cat_teardown),
