@@ -44,6 +44,39 @@ function drawWaterfall(w) {
   });
 }
 
+// The fused kernel of each group on this machine's roofline (log-log: FLOPs
+// per byte against GFLOP/s achieved), under the roof min(peak, bandwidth x
+// intensity) measured by the worker; colored by verdict.
+function drawRoofline(ex) {
+  const box = document.getElementById("roofline-box");
+  const lim = ex.roofline;
+  const pts = (ex.groups || []).filter((g) => g.costs && g.costs.fused_bytes > 0 && g.costs.fused_flops > 0 &&
+    g.costs.fused_gflops > 0);
+  box.hidden = !lim || !pts.length || !hasChart();
+  if (box.hidden) return;
+  const xs = pts.map((g) => g.costs.fused_flops / g.costs.fused_bytes);
+  const lo = Math.min(...xs, lim.gflops / lim.gbps) / 4, hi = Math.max(...xs, lim.gflops / lim.gbps) * 4;
+  const roof = [];
+  for (let x = lo; x <= hi * 1.0001; x *= Math.pow(hi / lo, 1 / 40)) roof.push({ x: x, y: Math.min(lim.gflops, lim.gbps * x) });
+  const byVerdict = (v) => pts.filter((g) => g.verdict === v).map((g) => ({
+    x: g.costs.fused_flops / g.costs.fused_bytes, y: g.costs.fused_gflops, id: g.id }));
+  drawChart("chart-roofline", {
+    type: "scatter",
+    data: { datasets: [
+      { label: "roofline (" + lim.gbps.toFixed(0) + " GB/s, " + lim.gflops.toFixed(0) + " GFLOP/s)", data: roof,
+        showLine: true, pointRadius: 0, borderColor: "#6b7280", borderWidth: 1.5 },
+      { label: "won", data: byVerdict("won"), backgroundColor: COLORS.ok },
+      { label: "lost", data: byVerdict("lost"), backgroundColor: COLORS.bad },
+      { label: "within noise", data: byVerdict("within_noise"), backgroundColor: "#b0b7c3" }] },
+    options: {
+      scales: { x: { type: "logarithmic", title: { display: true, text: "FLOPs per byte (fused kernel)" } },
+        y: { type: "logarithmic", title: { display: true, text: "GFLOP/s achieved" } } },
+      plugins: { tooltip: { callbacks: { label: (c) => c.raw.id === undefined ? c.dataset.label :
+        "group " + c.raw.id + ": " + c.raw.x.toFixed(2) + " FLOP/B, " + c.raw.y.toFixed(1) + " GFLOP/s" } } },
+    },
+  });
+}
+
 function highlightGroup(nodes) {
   const want = new Set(nodes || []);
   document.querySelectorAll("#graph-box .gnode").forEach((g) => {
@@ -78,7 +111,9 @@ function renderInductor(ex) {
   summaryList("explain-summary", [["how", ex.note || ""]].concat((ex.ladder || []).map((st) =>
     [st.from + " → " + st.to, (st.saved_ms >= 0 ? "saves " : "costs ") + Math.abs(st.saved_ms).toFixed(3) +
       " ms, 95% CI " + ciText(st.saved_ci95) + " (" + st.mechanism + ")"])));
-  if (charts["chart-explain"]) { charts["chart-explain"].destroy(); delete charts["chart-explain"]; }
+  for (const id of ["chart-explain", "chart-roofline"])
+    if (charts[id]) { charts[id].destroy(); delete charts[id]; }
+  document.getElementById("roofline-box").hidden = true;
   fillTable("explain-table", (ex.kernels || []).map((k, i) => el("tr", {},
     el("td", { class: "num" }, String(i)), el("td", {}, ""),
     el("td", {}, (k.ops || []).map((o) => o.op.replace(/^aten\./, "") + (o.extern ? "*" : "") +
@@ -102,6 +137,7 @@ function renderExplain(ex) {
     ["layout noise (counterfactuals)", typeof ex.layout_noise_ms === "number" ? ex.layout_noise_ms.toFixed(3) + " ms" : "–"]]);
   fillTable("explain-table", (ex.groups || []).map(groupRow));
   drawWaterfall(w);
+  drawRoofline(ex);
 }
 
 function explainNone(job, text, canAsk) {

@@ -226,6 +226,12 @@ def explain_card(page, shots):
     page.click("#explain-table tbody tr:first-child")
     picked = page.eval_on_selector_all("#graph-box .gnode.picked", "ns => ns.length")
     check(picked >= 2, "a group's nodes picked out in the graph: %d" % picked)
+    # every group's fused kernel on the worker's measured roofline
+    check(page.is_visible("#roofline-box"), "the roofline chart is drawn")
+    pts = page.evaluate("() => charts['chart-roofline'].data.datasets.slice(1)"
+                        ".flatMap((d) => d.data.map((p) => [p.x, p.y]))")
+    check_eq(len(pts), 20, "one point per group on the roofline")
+    check(all(x > 0 and y > 0 for x, y in pts), "intensities and rates: %r" % pts)
     page.locator("#explain-card").screenshot(path=os.path.join(shots, "explain.png"))
 
 

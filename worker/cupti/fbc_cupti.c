@@ -277,32 +277,36 @@ uint64_t fbc_now(void)
     return cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? t : 0;
 }
 
+/* The range's marks are kind CUSTOM0, the launches' CUSTOM1: two stacks. */
+static fb_code push(CUpti_ExternalCorrelationKind kind, uint64_t id, fb_err *err)
+{
+    return fbc_cupti_code(cuptiActivityPushExternalCorrelationId(kind, id),
+                          "cuptiActivityPushExternalCorrelationId", err);
+}
+
+static fb_code pop(CUpti_ExternalCorrelationKind kind, fb_err *err)
+{
+    uint64_t last = 0;
+    return fbc_cupti_code(cuptiActivityPopExternalCorrelationId(kind, &last),
+                          "cuptiActivityPopExternalCorrelationId", err);
+}
+
 fb_code fbc_mark_push(uint64_t id, fb_err *err)
 {
-    return fbc_cupti_code(
-        cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id),
-        "cuptiActivityPushExternalCorrelationId", err);
+    return push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id, err);
 }
 
 fb_code fbc_mark_pop(fb_err *err)
 {
-    uint64_t last = 0;
-    return fbc_cupti_code(
-        cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last),
-        "cuptiActivityPopExternalCorrelationId", err);
+    return pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, err);
 }
 
 fb_code fbc_launch_push(uint64_t id, fb_err *err)
 {
-    return fbc_cupti_code(
-        cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, id),
-        "cuptiActivityPushExternalCorrelationId", err);
+    return push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, id, err);
 }
 
 fb_code fbc_launch_pop(fb_err *err)
 {
-    uint64_t last = 0;
-    return fbc_cupti_code(
-        cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, &last),
-        "cuptiActivityPopExternalCorrelationId", err);
+    return pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, err);
 }

@@ -344,6 +344,13 @@ void nat_roofline_use(bool gpu, double gbps, double gflops)
     roof_gflops[gpu] = gflops;
 }
 
+bool nat_roofline_get(bool gpu, double *gbps, double *gflops)
+{
+    *gbps = roof_gbps[gpu];
+    *gflops = roof_gflops[gpu];
+    return *gbps > 0 && *gflops > 0;
+}
+
 double nat_roofline_bound_ms(const nat_cost *c, bool gpu)
 {
     double bw = roof_gbps[gpu], peak = roof_gflops[gpu];

@@ -48,6 +48,8 @@ bool nat_impl_is_library(nat_impl i);
  * now on (the worker sets them once at start, fusionbench-run with
  * --roofline); 0: unknown. */
 void nat_roofline_use(bool gpu, double gbps, double gflops);
+/* The limits set for that device into *gbps, *gflops; false when none is. */
+bool nat_roofline_get(bool gpu, double *gbps, double *gflops);
 /* The roofline bound of c in ms on that device, NaN when none is set. */
 double nat_roofline_bound_ms(const nat_cost *c, bool gpu);
 

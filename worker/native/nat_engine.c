@@ -270,13 +270,8 @@ static fb_code nat_explain_op(fb_instance *inst, int eager, int fused, const fb_
     if (eager < 0 || eager >= ni->n_variants || fused < 0 || fused >= ni->n_variants ||
         ni->plan[eager] != NAT_EAGER || ni->plan[fused] != NAT_FUSED)
         return fb_err_set(err, FB_EINVAL, NULL, "explain needs the eager and fused variants");
-    nat_ex_builds bs = {
-        .spec = ni->spec,
-        .eager_name = ni->spec->n_variants > eager ? ni->spec->variants[eager] : "eager",
-        .fused_name = ni->spec->n_variants > fused ? ni->spec->variants[fused] : "fused",
-        .by_group = ni->ctx->node_launch[NAT_FUSED] != NULL,
-        .prepare = nat_prepare,
-    };
+    nat_ex_builds bs = nat_ex_builds_of(ni->spec, eager, fused,
+                                        ni->ctx->node_launch[NAT_FUSED] != NULL, nat_prepare);
     return nat_explain_cpu(&bs, ni->ctx, ev->samples_ms, ev->n_samples, fv->samples_ms,
                            fv->n_samples, NAT_EXPLAIN_BUDGET_S, out, err);
 }

@@ -507,6 +507,21 @@ static cJSON *summary_json(const nat_ex_result *ex)
     return o;
 }
 
+/* {"gbps", "gflops"}: the limits the groups were held against, or null. */
+static cJSON *limits_json(bool gpu)
+{
+    double gbps, gflops;
+    if (!nat_roofline_get(gpu, &gbps, &gflops))
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddNumberToObject(o, "gbps", gbps) ||
+        !cJSON_AddNumberToObject(o, "gflops", gflops)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
 cJSON *nat_ex_to_json(const nat_ex_result *ex, const nat_ex_input *in, const nat_ctx *ctx)
 {
     const nat_ex_group **order = malloc(((size_t)ex->n_groups + 1) * sizeof *order);
@@ -527,8 +542,8 @@ cJSON *nat_ex_to_json(const nat_ex_result *ex, const nat_ex_input *in, const nat
          put(o, "rounds", cJSON_CreateNumber(ex->rounds)) &&
          put(o, "noise_threshold", cJSON_CreateNumber(FB_NOISE_THRESHOLD)) &&
          put(o, "layout_noise_ms", fb_json_num_or_null(ex->layout_ms)) &&
-         put(o, "waterfall", waterfall_json(ex)) && put(o, "summary", summary_json(ex)) &&
-         put(o, "all_lost_undone", all_json(ex));
+         put(o, "roofline", limits_json(in->gpu)) && put(o, "waterfall", waterfall_json(ex)) &&
+         put(o, "summary", summary_json(ex)) && put(o, "all_lost_undone", all_json(ex));
     bool given = ok; /* put() attaches groups or frees it */
     ok = ok && put(o, "groups", groups);
     free(order);
@@ -539,4 +554,48 @@ cJSON *nat_ex_to_json(const nat_ex_result *ex, const nat_ex_input *in, const nat
         return NULL;
     }
     return o;
+}
+
+/* ---- helpers the backends share ---- */
+
+nat_ex_builds nat_ex_builds_of(const fb_spec *spec, int eager, int fused, bool by_group,
+                               fb_code (*prepare)(const fb_spec *, fb_instance **, fb_err *))
+{
+    return (nat_ex_builds){
+        .spec = spec,
+        .eager_name = spec->n_variants > eager ? spec->variants[eager] : "eager",
+        .fused_name = spec->n_variants > fused ? spec->variants[fused] : "fused",
+        .by_group = by_group,
+        .prepare = prepare,
+    };
+}
+
+void nat_ex_samples_free(nat_ex_samples *s)
+{
+    free(s->te), free(s->tf), free(s->we), free(s->wf), free(s->re), free(s->rf);
+    memset(s, 0, sizeof *s);
+}
+
+fb_code nat_ex_samples_alloc(nat_ex_samples *s, int rounds, int n_eager, int n_fused, fb_err *err)
+{
+    size_t r = (size_t)rounds;
+    memset(s, 0, sizeof *s);
+    s->te = malloc(r * (size_t)(n_eager + 1) * sizeof *s->te);
+    s->tf = malloc(r * (size_t)(n_fused + 1) * sizeof *s->tf);
+    s->we = malloc(r * sizeof *s->we);
+    s->wf = malloc(r * sizeof *s->wf);
+    s->re = malloc(r * sizeof *s->re);
+    s->rf = malloc(r * sizeof *s->rf);
+    if (!s->te || !s->tf || !s->we || !s->wf || !s->re || !s->rf) {
+        nat_ex_samples_free(s);
+        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the explanation's samples");
+    }
+    s->rounds = rounds;
+    return FB_OK;
+}
+
+int nat_ex_rounds_for(double budget_s, double round_ms, int lo, int hi)
+{
+    double r = round_ms > 0 ? budget_s * 1e3 / round_ms : hi;
+    return r < lo ? lo : (r > hi ? hi : (int)r);
 }

@@ -160,6 +160,30 @@ typedef struct nat_ex_builds {
     FB_MUSTCHECK fb_code (*prepare)(const fb_spec *spec, fb_instance **out, fb_err *err);
 } nat_ex_builds;
 
+/* The builds of a job's explanation: spec's variants eager and fused by
+ * index ("eager" and "fused" when the spec names none, its defaults not
+ * applied), prepare the backend's. */
+nat_ex_builds nat_ex_builds_of(const fb_spec *spec, int eager, int fused, bool by_group,
+                               fb_code (*prepare)(const fb_spec *, fb_instance **, fb_err *));
+
+/* ---- the profiled rounds' samples, on any backend ---- */
+
+/* Per launch per round of the eager (te) and fused (tf) plans, each round's
+ * wall (we, wf), and the same rounds' plain runs of each (re, rf). */
+typedef struct nat_ex_samples {
+    int rounds;
+    double *te, *tf, *we, *wf, *re, *rf;
+} nat_ex_samples;
+
+/* Room for rounds rounds of plans of n_eager and n_fused launches; FB_ENOMEM
+ * (and s owning nothing) when there is none. */
+FB_MUSTCHECK fb_code nat_ex_samples_alloc(nat_ex_samples *s, int rounds, int n_eager, int n_fused,
+                                          fb_err *err);
+void nat_ex_samples_free(nat_ex_samples *s);
+
+/* Rounds that fit budget_s when one takes round_ms, within [lo, hi]. */
+int nat_ex_rounds_for(double budget_s, double round_ms, int lo, int hi);
+
 /* Counterfactuals of ex's losing groups, each within budget_s: against a
  * fresh control build of the fused plan, a placebo (a second fresh build) for
  * layout_ms, each losing group undone (at most NAT_EX_MAX_COUNTERFACTUALS)

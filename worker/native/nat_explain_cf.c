@@ -95,13 +95,6 @@ static fb_code build(const nat_ex_builds *bs, const int *ids, int n, cf_build *o
     return rc;
 }
 
-/* Rounds that fit budget_s after a first round took first_ms, clamped. */
-static int rounds_for(double budget_s, double first_ms)
-{
-    double r = first_ms > 0 ? budget_s * 1e3 / first_ms : CF_ROUNDS_MAX;
-    return r < CF_ROUNDS_MIN ? CF_ROUNDS_MIN : (r > CF_ROUNDS_MAX ? CF_ROUNDS_MAX : (int)r);
-}
-
 /* Variant va of a against vb of b, interleaved rounds within budget_s (the
  * order alternating): median(a) - median(b) with its CI into d[0..3)
  * (difference, lo, hi), the medians into ma, mb. */
@@ -114,7 +107,7 @@ static fb_code versus(fb_instance *a, int va, fb_instance *b, int vb, double bud
         rc = once(b, vb, &wb, err);
     if (rc)
         return rc;
-    int R = rounds_for(budget_s, wa + wb);
+    int R = nat_ex_rounds_for(budget_s, wa + wb, CF_ROUNDS_MIN, CF_ROUNDS_MAX);
     double *ta = malloc((size_t)R * sizeof *ta), *tb = malloc((size_t)R * sizeof *tb);
     if (!ta || !tb) {
         rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate a counterfactual");

@@ -41,45 +41,18 @@ static double wall_round(const nat_plan *p)
     return now_ms() - t0;
 }
 
-/* Rounds that fit budget_s after a first round took first_ms, clamped. */
-static int rounds_for(double budget_s, double first_ms, int lo, int hi)
-{
-    double r = first_ms > 0 ? budget_s * 1e3 / first_ms : hi;
-    return r < lo ? lo : (r > hi ? hi : (int)r);
-}
-
-typedef struct ex_samples {
-    int rounds;
-    double *te, *tf, *we, *wf; /* per launch per round; walls */
-    double *re, *rf;           /* the same rounds' plain runs (no per-launch timer) */
-} ex_samples;
-
-static void samples_free(ex_samples *s)
-{
-    free(s->te), free(s->tf), free(s->we), free(s->wf), free(s->re), free(s->rf);
-}
-
 /* Profiled rounds of eager and fused, alternating which goes first (a fixed
  * order measured one plan warmer than the other, METHOD.md); each round also
  * runs both plainly, as the job's timing does, for the difference re-measured
  * in this phase. */
-static fb_code profile_rounds(const nat_ctx *ctx, double budget_s, ex_samples *s, fb_err *err)
+static fb_code profile_rounds(const nat_ctx *ctx, double budget_s, nat_ex_samples *s, fb_err *err)
 {
     const nat_plan *e = &ctx->plans[NAT_EAGER], *f = &ctx->plans[NAT_FUSED];
     double w0 = 2 * (wall_round(e) + wall_round(f)); /* warm, and the cost of a round */
-    int R = rounds_for(budget_s, w0, EX_ROUNDS_MIN, EX_ROUNDS_MAX);
-    memset(s, 0, sizeof *s);
-    s->te = malloc((size_t)R * (size_t)(e->n + 1) * sizeof *s->te);
-    s->tf = malloc((size_t)R * (size_t)(f->n + 1) * sizeof *s->tf);
-    s->we = malloc((size_t)R * sizeof *s->we);
-    s->wf = malloc((size_t)R * sizeof *s->wf);
-    s->re = malloc((size_t)R * sizeof *s->re);
-    s->rf = malloc((size_t)R * sizeof *s->rf);
-    if (!s->te || !s->tf || !s->we || !s->wf || !s->re || !s->rf) {
-        samples_free(s);
-        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the explanation's samples");
-    }
-    s->rounds = R;
+    int R = nat_ex_rounds_for(budget_s, w0, EX_ROUNDS_MIN, EX_ROUNDS_MAX);
+    fb_code rc = nat_ex_samples_alloc(s, R, e->n, f->n, err);
+    if (rc)
+        return rc;
     for (int r = 0; r < R; r++) {
         bool eager_first = r % 2 == 0;
         for (int k = 0; k < 2; k++) {
@@ -105,7 +78,7 @@ fb_code nat_explain_cpu(const nat_ex_builds *bs, nat_ctx *ctx, const double *eag
                         const double *fused_ms, int n_fused, double budget_s, cJSON **out,
                         fb_err *err)
 {
-    ex_samples s;
+    nat_ex_samples s;
     nat_ex_result ex;
     *out = NULL;
     fb_code rc = profile_rounds(ctx, budget_s, &s, err);
@@ -131,6 +104,6 @@ fb_code nat_explain_cpu(const nat_ex_builds *bs, nat_ctx *ctx, const double *eag
     if (!rc && !(*out = nat_ex_to_json(&ex, &in, ctx)))
         rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot describe the explanation");
     nat_ex_free(&ex);
-    samples_free(&s);
+    nat_ex_samples_free(&s);
     return rc;
 }

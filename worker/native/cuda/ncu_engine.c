@@ -520,13 +520,8 @@ static fb_code ncu_explain(fb_instance *inst, int eager, int fused, const fb_var
     if (eager < 0 || eager >= ni->n_variants || fused < 0 || fused >= ni->n_variants ||
         ni->plan[eager] != NAT_EAGER || ni->plan[fused] != NAT_FUSED)
         return fb_err_set(err, FB_EINVAL, NULL, "explain needs the eager and fused variants");
-    nat_ex_builds bs = {
-        .spec = ni->spec,
-        .eager_name = ni->spec->n_variants > eager ? ni->spec->variants[eager] : "eager",
-        .fused_name = ni->spec->n_variants > fused ? ni->spec->variants[fused] : "fused",
-        .by_group = ni->ctx->host->node_launch[NAT_FUSED] != NULL,
-        .prepare = ncu_prepare,
-    };
+    nat_ex_builds bs = nat_ex_builds_of(ni->spec, eager, fused,
+                                        ni->ctx->host->node_launch[NAT_FUSED] != NULL, ncu_prepare);
     return ncu_explain_run(ni->ctx, inst, eager, fused, &bs, ev, fv, NCU_EXPLAIN_BUDGET_S, out,
                            err);
 }

@@ -154,20 +154,10 @@ static const char *timer_name(const ex_timer *tm)
     return "cuda_events";
 }
 
-typedef struct ex_samples {
-    int rounds;
-    double *te, *tf, *we, *wf, *re, *rf;
-} ex_samples;
-
-static void samples_free(ex_samples *s)
-{
-    free(s->te), free(s->tf), free(s->we), free(s->wf), free(s->re), free(s->rf);
-}
-
 /* Interleaved rounds (the order alternating) within budget_s: each plan
  * launch by launch, then each variant plainly as the job timed it. */
 static fb_code profile_rounds(ex_timer *tm, fb_instance *inst, int ve, int vf, double budget_s,
-                              ex_samples *s, fb_err *err)
+                              nat_ex_samples *s, fb_err *err)
 {
     const nat_plan *e = &tm->ctx->plans[NAT_EAGER], *f = &tm->ctx->plans[NAT_FUSED];
     double a = 0, b = 0, c = 0, d = 0;
@@ -186,19 +176,11 @@ static fb_code profile_rounds(ex_timer *tm, fb_instance *inst, int ve, int vf, d
     if (rc)
         return rc;
     double per = 2 * (a + b + c + d) + 0.05 * (e->n + f->n); /* + host marking, ~50 us/launch */
-    double r = per > 0 ? budget_s * 1e3 / per : EX_ROUNDS_MAX;
-    int R = r < EX_ROUNDS_MIN ? EX_ROUNDS_MIN : (r > EX_ROUNDS_MAX ? EX_ROUNDS_MAX : (int)r);
-    s->te = malloc((size_t)R * (size_t)(e->n + 1) * sizeof *s->te);
-    s->tf = malloc((size_t)R * (size_t)(f->n + 1) * sizeof *s->tf);
-    s->we = malloc((size_t)R * sizeof *s->we);
-    s->wf = malloc((size_t)R * sizeof *s->wf);
-    s->re = malloc((size_t)R * sizeof *s->re);
-    s->rf = malloc((size_t)R * sizeof *s->rf);
-    if (!s->te || !s->tf || !s->we || !s->wf || !s->re || !s->rf) {
-        samples_free(s);
-        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the explanation's samples");
-    }
-    s->rounds = R;
+    rc = nat_ex_samples_alloc(s, nat_ex_rounds_for(budget_s, per, EX_ROUNDS_MIN, EX_ROUNDS_MAX),
+                              e->n, f->n, err);
+    if (rc)
+        return rc;
+    int R = s->rounds;
     for (int k = 0; k < R && !rc; k++) {
         bool eager_first = k % 2 == 0;
         for (int i = 0; i < 2 && !rc; i++)
@@ -210,7 +192,7 @@ static fb_code profile_rounds(ex_timer *tm, fb_instance *inst, int ve, int vf, d
                                          : inst->ops->timed_run(inst, vf, &s->rf[k], err);
     }
     if (rc)
-        samples_free(s);
+        nat_ex_samples_free(s);
     return rc;
 }
 
@@ -220,7 +202,7 @@ fb_code ncu_explain_run(ncu_ctx *ctx, fb_instance *inst, int ve, int vf, const n
 {
     const nat_plan *e = &ctx->plans[NAT_EAGER], *f = &ctx->plans[NAT_FUSED];
     ex_timer tm;
-    ex_samples s = {0};
+    nat_ex_samples s = {0};
     nat_ex_result ex;
     bool analyzed = false;
     int sms = 0, dev = 0;
@@ -279,7 +261,7 @@ fb_code ncu_explain_run(ncu_ctx *ctx, fb_instance *inst, int ve, int vf, const n
 out:
     if (analyzed)
         nat_ex_free(&ex);
-    samples_free(&s);
+    nat_ex_samples_free(&s);
     free(nl);
     free(view);
     return rc;

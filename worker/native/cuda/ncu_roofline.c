@@ -12,34 +12,63 @@
 #define RF_GEMM_N     8192
 #define RF_REPS       5
 
-static fb_code best_copy(cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, double *gbps, fb_err *err)
+/* The timer: a stream and an event pair. */
+typedef struct rf_timer {
+    cudaStream_t s;
+    cudaEvent_t e0, e1;
+} rf_timer;
+
+/* The best of RF_REPS runs of enqueue(ud) on the stream (after one that
+ * warms), in ms into *best (0 when none took time). */
+static fb_code best_ms(const rf_timer *t, fb_code (*enqueue)(void *ud, cudaStream_t s, fb_err *err),
+                       void *ud, float *best, fb_err *err)
 {
-    void *a = NULL, *b = NULL;
-    fb_code rc = ncu_cuda_check(cudaMalloc(&a, RF_COPY_BYTES), "roofline copy buffer", err);
-    if (!rc)
-        rc = ncu_cuda_check(cudaMalloc(&b, RF_COPY_BYTES), "roofline copy buffer", err);
-    if (!rc)
-        rc = ncu_cuda_check(cudaMemsetAsync(a, 1, RF_COPY_BYTES, s), "cudaMemsetAsync", err);
-    float best = 0;
-    for (int r = 0; r <= RF_REPS && !rc; r++) { /* the first warms */
+    fb_code rc = FB_OK;
+    *best = 0;
+    for (int r = 0; r <= RF_REPS && !rc; r++) {
         float ms = 0;
-        rc = ncu_cuda_check(cudaEventRecord(e0, s), "cudaEventRecord", err);
+        rc = ncu_cuda_check(cudaEventRecord(t->e0, t->s), "cudaEventRecord", err);
         if (!rc)
-            rc = ncu_cuda_check(cudaMemcpyAsync(b, a, RF_COPY_BYTES, cudaMemcpyDeviceToDevice, s),
-                                "cudaMemcpyAsync", err);
+            rc = enqueue(ud, t->s, err);
         if (!rc)
-            rc = ncu_cuda_check(cudaEventRecord(e1, s), "cudaEventRecord", err);
+            rc = ncu_cuda_check(cudaEventRecord(t->e1, t->s), "cudaEventRecord", err);
         if (!rc)
-            rc = ncu_cuda_check(cudaEventSynchronize(e1), "cudaEventSynchronize", err);
+            rc = ncu_cuda_check(cudaEventSynchronize(t->e1), "cudaEventSynchronize", err);
         if (!rc)
-            rc = ncu_cuda_check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime", err);
-        if (!rc && r > 0 && ms > 0 && (best == 0 || ms < best))
-            best = ms;
+            rc = ncu_cuda_check(cudaEventElapsedTime(&ms, t->e0, t->e1), "cudaEventElapsedTime",
+                                err);
+        if (!rc && r > 0 && ms > 0 && (*best == 0 || ms < *best))
+            *best = ms;
     }
+    return rc;
+}
+
+typedef struct rf_copy {
+    void *a, *b;
+} rf_copy;
+
+static fb_code enqueue_copy(void *ud, cudaStream_t s, fb_err *err)
+{
+    rf_copy *c = ud;
+    return ncu_cuda_check(cudaMemcpyAsync(c->b, c->a, RF_COPY_BYTES, cudaMemcpyDeviceToDevice, s),
+                          "cudaMemcpyAsync", err);
+}
+
+static fb_code best_copy(const rf_timer *t, double *gbps, fb_err *err)
+{
+    rf_copy c = {NULL, NULL};
+    float best = 0;
+    fb_code rc = ncu_cuda_check(cudaMalloc(&c.a, RF_COPY_BYTES), "roofline copy buffer", err);
     if (!rc)
+        rc = ncu_cuda_check(cudaMalloc(&c.b, RF_COPY_BYTES), "roofline copy buffer", err);
+    if (!rc)
+        rc = ncu_cuda_check(cudaMemsetAsync(c.a, 1, RF_COPY_BYTES, t->s), "cudaMemsetAsync", err);
+    if (!rc)
+        rc = best_ms(t, enqueue_copy, &c, &best, err);
+    if (!rc) /* read and written: twice the bytes */
         *gbps = best > 0 ? 2.0 * (double)RF_COPY_BYTES / (best * 1e-3) / 1e9 : 0;
-    (void)cudaFree(a);
-    (void)cudaFree(b);
+    (void)cudaFree(c.a);
+    (void)cudaFree(c.b);
     return rc;
 }
 
@@ -103,31 +132,24 @@ static void gemm_free(rf_gemm *g)
         (void)cublasLtDestroy(g->lt);
 }
 
-static fb_code best_gemm(cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, double *gflops,
-                         fb_err *err)
+static fb_code enqueue_gemm(void *ud, cudaStream_t s, fb_err *err)
+{
+    const rf_gemm *g = ud;
+    const float one = 1.0f, zero = 0.0f;
+    return ncu_cublas_check(cublasLtMatmul(g->lt, g->mm, &one, g->a, g->l, g->b, g->l, &zero, g->c,
+                                           g->l, g->c, g->l, &g->res.algo, g->ws,
+                                           g->res.workspaceSize, s),
+                            "cublasLtMatmul", err);
+}
+
+static fb_code best_gemm(const rf_timer *t, double *gflops, fb_err *err)
 {
     rf_gemm g;
-    memset(&g, 0, sizeof g);
-    const float one = 1.0f, zero = 0.0f;
-    fb_code rc = gemm_setup(&g, s, err);
     float best = 0;
-    for (int r = 0; r <= RF_REPS && !rc; r++) {
-        float ms = 0;
-        rc = ncu_cuda_check(cudaEventRecord(e0, s), "cudaEventRecord", err);
-        if (!rc)
-            rc = ncu_cublas_check(cublasLtMatmul(g.lt, g.mm, &one, g.a, g.l, g.b, g.l, &zero, g.c,
-                                                 g.l, g.c, g.l, &g.res.algo, g.ws,
-                                                 g.res.workspaceSize, s),
-                                  "cublasLtMatmul", err);
-        if (!rc)
-            rc = ncu_cuda_check(cudaEventRecord(e1, s), "cudaEventRecord", err);
-        if (!rc)
-            rc = ncu_cuda_check(cudaEventSynchronize(e1), "cudaEventSynchronize", err);
-        if (!rc)
-            rc = ncu_cuda_check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime", err);
-        if (!rc && r > 0 && ms > 0 && (best == 0 || ms < best))
-            best = ms;
-    }
+    memset(&g, 0, sizeof g);
+    fb_code rc = gemm_setup(&g, t->s, err);
+    if (!rc)
+        rc = best_ms(t, enqueue_gemm, &g, &best, err);
     const double n = RF_GEMM_N;
     if (!rc)
         *gflops = best > 0 ? 2.0 * n * n * n / (best * 1e-3) / 1e9 : 0;
@@ -137,23 +159,22 @@ static fb_code best_gemm(cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, double 
 
 fb_code ncu_roofline_measure(double *copy_gbps, double *gemm_gflops, fb_err *err)
 {
-    cudaStream_t s = NULL;
-    cudaEvent_t e0 = NULL, e1 = NULL;
+    rf_timer t = {NULL, NULL, NULL};
     *copy_gbps = *gemm_gflops = 0;
-    fb_code rc = ncu_cuda_check(cudaStreamCreate(&s), "cudaStreamCreate", err);
+    fb_code rc = ncu_cuda_check(cudaStreamCreate(&t.s), "cudaStreamCreate", err);
     if (!rc)
-        rc = ncu_cuda_check(cudaEventCreate(&e0), "cudaEventCreate", err);
+        rc = ncu_cuda_check(cudaEventCreate(&t.e0), "cudaEventCreate", err);
     if (!rc)
-        rc = ncu_cuda_check(cudaEventCreate(&e1), "cudaEventCreate", err);
+        rc = ncu_cuda_check(cudaEventCreate(&t.e1), "cudaEventCreate", err);
     if (!rc)
-        rc = best_copy(s, e0, e1, copy_gbps, err);
+        rc = best_copy(&t, copy_gbps, err);
     if (!rc)
-        rc = best_gemm(s, e0, e1, gemm_gflops, err);
-    if (e0)
-        (void)cudaEventDestroy(e0);
-    if (e1)
-        (void)cudaEventDestroy(e1);
-    if (s)
-        (void)cudaStreamDestroy(s);
+        rc = best_gemm(&t, gemm_gflops, err);
+    if (t.e0)
+        (void)cudaEventDestroy(t.e0);
+    if (t.e1)
+        (void)cudaEventDestroy(t.e1);
+    if (t.s)
+        (void)cudaStreamDestroy(t.s);
     return rc;
 }
