@@ -12,7 +12,7 @@
 # crash stops that target; its input is left as bench-fuzz-out/crash-* and the
 # script exits 1 after the table.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 SECONDS_PER=${FUZZ_SECONDS:-600}
 OUT=$ROOT/bench-fuzz-out
