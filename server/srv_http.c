@@ -58,6 +58,7 @@ static const srv_route routes[] = {
     {"GET", "/api/v1/compare", srv_compare_get, true, SRV_ROLE_VIEWER},
     {"GET", "/api/v1/users", srv_users_list, true, SRV_ROLE_VIEWER},
     {"GET", "/api/v1/users/me", srv_users_me, true, SRV_ROLE_VIEWER},
+    {"GET", "/api/v1/openapi.json", srv_static_openapi, false, SRV_ROLE_NONE},
     {"GET", "/healthz", srv_ops_healthz, false, SRV_ROLE_NONE},
     {"GET", "/readyz", srv_ops_readyz, false, SRV_ROLE_NONE},
     {"GET", "/metrics", srv_metrics_handle, false, SRV_ROLE_NONE},

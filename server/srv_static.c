@@ -66,6 +66,11 @@ void srv_static_index(srv_req *r)
     serve(r, "index.html");
 }
 
+void srv_static_openapi(srv_req *r)
+{
+    serve(r, "openapi.json");
+}
+
 void srv_static_file(srv_req *r)
 {
     char rel[SRV_STATIC_MAX + 1];

@@ -7,5 +7,8 @@
 
 void srv_static_index(srv_req *r); /* GET / → index.html */
 void srv_static_file(srv_req *r);  /* GET /static/{*} */
+/* GET /api/v1/openapi.json: the API as OpenAPI 3.1 (web/openapi.json, kept
+ * equal to the route table by unit.test_openapi). */
+void srv_static_openapi(srv_req *r);
 
 #endif

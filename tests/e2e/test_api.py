@@ -235,6 +235,10 @@ def t_catalog(env, wid):
 def t_ops(env):
     check_eq(env.get("/healthz")[0], 200, "/healthz")
     check_eq(env.get("/readyz")[0], 200, "/readyz")
+    st, _, doc = env.get("/api/v1/openapi.json")
+    check_eq(st, 200, "/api/v1/openapi.json")
+    with open(os.path.join(fbtest.source_dir(), "web", "openapi.json")) as f:
+        check_eq(doc, json.load(f), "the served OpenAPI document is the tree's")
     st, hdrs, text = env.get("/metrics")
     check_eq(st, 200, "/metrics")
     check("text/plain" in hdrs.get("Content-Type", ""), "metrics content type")

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""The API's OpenAPI 3.1 document (web/openapi.json, served at
+/api/v1/openapi.json) against the server's route table (server/srv_http.c):
+every route is documented with its method, and nothing is documented that the
+server does not route (an operation's x-route names the route pattern where
+it differs from its path); the role each route needs (x-role) and whether it
+needs a token (security) agree with the table; every error response is the
+one Error shape.  Exit 0 when they agree, 1 naming each difference.
+
+    test_openapi.py SOURCE_DIR"""
+
+import json
+import os
+import re
+import sys
+
+ROLES = {"SRV_ROLE_NONE": "none", "SRV_ROLE_VIEWER": "viewer", "SRV_ROLE_USER": "user",
+         "SRV_ROLE_ADMIN": "admin"}
+
+
+def routes(src):
+    """(method, pattern) -> (needs a token, role) from the routes[] table."""
+    text = open(os.path.join(src, "server", "srv_http.c")).read()
+    table = text[text.index("static const srv_route routes[] = {"):]
+    table = table[:table.index("};")]
+    out = {}
+    for m in re.finditer(r'\{"(\w+)", "([^"]+)", \w+, (true|false), (\w+)\}', table):
+        out[(m.group(1), m.group(2))] = (m.group(3) == "true", ROLES[m.group(4)])
+    return out
+
+
+def documented(doc):
+    out = {}
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            out[(method.upper(), op.get("x-route", path))] = (op, path)
+    return out
+
+
+def main(src):
+    doc = json.load(open(os.path.join(src, "web", "openapi.json")))
+    bad = []
+    if not doc.get("openapi", "").startswith("3.1"):
+        bad.append("not an OpenAPI 3.1 document")
+    table, docs = routes(src), documented(doc)
+    if len(table) < 20:
+        bad.append("read only %d routes from srv_http.c" % len(table))
+    for key in sorted(set(table) - set(docs)):
+        bad.append("route %s %s is not documented" % key)
+    for key in sorted(set(docs) - set(table)):
+        bad.append("documented %s %s is not a route" % key)
+    for key in sorted(set(table) & set(docs)):
+        auth, role = table[key]
+        op, path = docs[key]
+        if op.get("x-role") != role:
+            bad.append("%s %s: x-role %r, the table says %r" % (key + (op.get("x-role"), role)))
+        if bool(op.get("security")) != auth:
+            bad.append("%s %s: security %r, the table says auth %s" % (key + (op.get("security"),
+                                                                               auth)))
+        for status, r in op["responses"].items():
+            if int(status) >= 400 and r != {"$ref": "#/components/responses/Error"}:
+                bad.append("%s %s: %s is not the Error response" % (key + (status,)))
+        for p in re.findall(r"\{(\w+)\}", path):
+            names = [x["name"] for x in op.get("parameters", []) if x["in"] == "path"]
+            if p not in names:
+                bad.append("%s %s: path parameter %s undeclared" % (key + (p,)))
+    for b in bad:
+        print("test_openapi: " + b)
+    print("test_openapi: %s" % ("FAILED" if bad else "%d routes documented" % len(table)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1]))
