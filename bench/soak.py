@@ -34,6 +34,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 import fbtest  # noqa: E402
 
 SMALL = dict(fbtest.SMALL, iterations=10, warmup=1)
+# the harness's progress lines go to stderr: stdout is the report
+fbtest.log = lambda msg: print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr,
+                               flush=True)
 
 
 def rss_fds(pid):
