@@ -27,14 +27,17 @@ void fb_log(fb_log_level level, const char *fmt, ...)
 {
     static const char *names[] = {"debug", "info", "warn", "error"};
     char line[2048], stamp[32];
-    time_t now = time(NULL);
+    struct timespec now;
     struct tm tm;
     va_list ap;
 
     if (level < log_threshold)
         return;
-    gmtime_r(&now, &tm);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(stamp + strlen(stamp), sizeof stamp - strlen(stamp), ".%03dZ",
+             (int)(now.tv_nsec / 1000000));
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);

@@ -26,6 +26,17 @@ typedef struct db_conn db_conn;
  * db_close.  FB_EUNAVAIL when the server does not answer. */
 FB_MUSTCHECK fb_code db_connect(const char *conninfo, db_conn **out, fb_err *err);
 
+/* db_connect's bound on a silent peer (db_connect_io). */
+#define DB_IO_TIMEOUT_MS 10000
+
+/* db_connect, with a session that counts as broken (FB_EUNAVAIL) when the
+ * server leaves sent data unacknowledged for io_timeout_ms (at least 500), or
+ * stops answering keepalives while a statement waits: a partition or a dead
+ * host ends a call in about 1.5 io_timeout_ms, not TCP's quarter of an hour.
+ * Settings in conninfo win (keepalives_idle, tcp_user_timeout, ...). */
+FB_MUSTCHECK fb_code db_connect_io(const char *conninfo, int io_timeout_ms, db_conn **out,
+                                   fb_err *err);
+
 /* Sets the session's statement_timeout (ms, 0 = none): a statement that runs
  * longer is canceled and its call returns FB_ETIMEOUT. */
 FB_MUSTCHECK fb_code db_set_statement_timeout(db_conn *c, int ms, fb_err *err);

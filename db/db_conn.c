@@ -32,10 +32,33 @@ static void copy_msg(char *dst, size_t cap, const char *src)
 
 fb_code db_connect(const char *conninfo, db_conn **out, fb_err *err)
 {
+    return db_connect_io(conninfo, DB_IO_TIMEOUT_MS, out, err);
+}
+
+fb_code db_connect_io(const char *conninfo, int io_timeout_ms, db_conn **out, fb_err *err)
+{
     /* Our defaults come first: settings in conninfo (expanded in place of
-     * dbname) override them. */
-    const char *const keys[] = {"connect_timeout", "fallback_application_name", "dbname", NULL};
-    const char *const vals[] = {"10", "fusionbench", conninfo, NULL};
+     * dbname) override them.  A peer that stops answering (a partition, a host
+     * gone) ends the session within about 1.5 io_timeout_ms instead of TCP's
+     * quarter of an hour: sent data unacknowledged for io_timeout_ms
+     * (tcp_user_timeout), and keepalive probes on a session waiting for an
+     * answer.  Both are ignored on Unix sockets. */
+    char user_to[16], idle[16], intvl[16];
+    int ms = io_timeout_ms < 500 ? 500 : io_timeout_ms;
+    const char *const keys[] = {"connect_timeout",
+                                "fallback_application_name",
+                                "keepalives",
+                                "keepalives_idle",
+                                "keepalives_interval",
+                                "keepalives_count",
+                                "tcp_user_timeout",
+                                "dbname",
+                                NULL};
+    const char *const vals[] = {"10", "fusionbench", "1",      idle, intvl,
+                                "2",  user_to,       conninfo, NULL};
+    snprintf(user_to, sizeof user_to, "%d", ms);
+    snprintf(idle, sizeof idle, "%d", ms / 2000 > 1 ? ms / 2000 : 1);
+    snprintf(intvl, sizeof intvl, "%d", ms / 4000 > 1 ? ms / 4000 : 1);
     char msg[FB_ERR_MSG_MAX];
     fb_code rc = FB_OK;
     db_conn *c = NULL;

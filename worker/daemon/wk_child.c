@@ -240,7 +240,11 @@ void wk_child_outcome(wk_child *ch, wk_outcome *out)
     int st = ch->wait_status;
 
     memset(out, 0, sizeof *out);
-    if (WIFSIGNALED(st)) {
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+        outcome_fail(out, "killed",
+                     "the job process was killed (SIGKILL) from outside the worker: an operator, "
+                     "or the kernel's OOM killer");
+    } else if (WIFSIGNALED(st)) {
         snprintf(msg, sizeof msg, "the job process was killed by signal %d (SIG%s)", WTERMSIG(st),
                  sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
         outcome_fail(out, "crashed", msg);

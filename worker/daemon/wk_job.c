@@ -3,13 +3,30 @@
  * The parent only watches: it polls the child's progress pipe, heartbeats the
  * job (fenced by attempt) every heartbeat-ms with the latest progress, and acts
  * on a cancel request, a lost fence, the job's timeout, a stop request, or the
- * child's exit.  The database going away does not stop the child: heartbeats
- * retry with backoff, and a job fenced out meanwhile is dropped. */
+ * child's exit.  The database going away does not stop the child at once:
+ * heartbeats retry with backoff, and a job fenced out meanwhile is dropped.
+ *
+ * The lease.  The database may rescue the job once its heartbeat_at is
+ * stale-s old (by the database's clock), and heartbeat_at is never older than
+ * the moment this worker sent the heartbeat that set it.  So the worker keeps
+ * a lease of stale-s / 2 from sending each heartbeat that was acknowledged
+ * (the claim's, at first), on its monotonic clock, and when it runs out the
+ * job process is SIGKILLed by a timer (ITIMER_REAL, whose handler signals the
+ * child through a pidfd): however the worker is stuck, in a database call that
+ * hangs on a dead network or frozen with its whole host, the job stops running
+ * here before another worker can claim it.  The attempt then ends as "lost"
+ * (retried), a write the fence refuses when the job was rescued meanwhile. */
 #include "wk_job.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "fb_log.h"
 #include "wk_child.h"
@@ -25,7 +42,98 @@ typedef struct job_run {
     const db_claim *cl;
     wk_child ch;
     int64_t start_ms, deadline_ms, next_hb_ms, backoff_ms;
+    int64_t lease_ms; /* the lease runs out at this monotonic time */
 } job_run;
+
+/* The lease timer.  The handler only signals the job process, through a pidfd
+ * (never a pid the kernel may have given to another process since). */
+static volatile sig_atomic_t lease_pidfd = -1, lease_fired;
+
+static void on_lease_alarm(int sig)
+{
+    int saved = errno;
+    (void)sig;
+    if (lease_pidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, (int)lease_pidfd, SIGKILL, NULL, 0);
+        lease_fired = 1;
+    }
+    errno = saved;
+}
+
+/* Arms the lease timer to fire in ms (at once when ms <= 0). */
+static void lease_arm_timer(int64_t ms)
+{
+    struct itimerval it = {{0, 0}, {0, 1}};
+    if (ms > 0) {
+        it.it_value.tv_sec = (time_t)(ms / 1000);
+        it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+    }
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+/* Starts watching the lease of jr's child (pidfd -1: the child cannot be
+ * watched, the lease is checked by the loop alone). */
+static void lease_start(job_run *jr, int64_t sent_ms)
+{
+    struct sigaction sa;
+    int fd = (int)syscall(SYS_pidfd_open, jr->ch.pid, 0);
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_lease_alarm;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    if (fd < 0)
+        fb_warn("job %" PRId64 ": pidfd_open: %s; the lease is checked between database calls "
+                "only",
+                jr->cl->id, strerror(errno));
+    lease_fired = 0;
+    lease_pidfd = fd;
+    jr->lease_ms = sent_ms + (int64_t)jr->ctx->cfg->stale_s * 1000 / 2;
+    lease_arm_timer(jr->lease_ms - wk_time_now_ms());
+}
+
+/* A heartbeat sent at sent_ms was acknowledged: the lease runs from then. */
+static void lease_renew(job_run *jr, int64_t sent_ms)
+{
+    if (lease_fired) /* too late: the job process is gone */
+        return;
+    jr->lease_ms = sent_ms + (int64_t)jr->ctx->cfg->stale_s * 1000 / 2;
+    lease_arm_timer(jr->lease_ms - wk_time_now_ms());
+}
+
+static void lease_stop(void)
+{
+    struct itimerval off = {{0, 0}, {0, 0}};
+    int fd = (int)lease_pidfd;
+
+    lease_pidfd = -1; /* first: a timer firing now signals nothing */
+    setitimer(ITIMER_REAL, &off, NULL);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* The job process is gone (exited, or killed here): the end of this attempt's
+ * run on this host, which tests/chaos reads from the log. */
+static void log_ended(const job_run *jr, const char *how, int64_t at_ms)
+{
+    int64_t wall = wk_time_wall_ms(at_ms);
+    time_t sec = (time_t)(wall / 1000);
+    struct tm tm;
+    char stamp[32];
+
+    gmtime_r(&sec, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+    fb_info("job %" PRId64 " attempt %d: job process ended (%s) at %s.%03dZ after %.3f s",
+            jr->cl->id, jr->cl->attempt, how, stamp, (int)(wall % 1000),
+            (at_ms - jr->start_ms) / 1000.0);
+}
+
+static void stop_child(job_run *jr, const char *why)
+{
+    wk_child_kill(&jr->ch);
+    log_ended(jr, why, wk_time_now_ms());
+}
 
 typedef enum { SETTLE_COMPLETE, SETTLE_FAIL, SETTLE_CANCELED, SETTLE_RELEASE } settle_kind;
 
@@ -149,18 +257,19 @@ static bool heartbeat(job_run *jr)
     fb_err_clear(&err);
     rc = db_queue_heartbeat(jr->ctx->db, jr->cl->id, jr->cl->attempt, prog, &cancel, &err);
     if (rc == FB_OK) {
+        lease_renew(jr, now);
         wk_job_heartbeat_worker(jr->ctx, jr->cl->id);
         jr->next_hb_ms = now + hb;
         jr->backoff_ms = hb;
         if (!cancel)
             return true;
         fb_info("job %" PRId64 ": cancel requested; stopping it", jr->cl->id);
-        wk_child_kill(&jr->ch);
+        stop_child(jr, "canceled");
         settle_kind_only(jr, SETTLE_CANCELED);
         return false;
     }
     if (rc == FB_ESTALE) {
-        wk_child_kill(&jr->ch);
+        stop_child(jr, "fenced out");
         fb_warn("job %" PRId64 " attempt %d: fenced out (%s); dropping it", jr->cl->id,
                 jr->cl->attempt, err.msg);
         return false;
@@ -173,13 +282,38 @@ static bool heartbeat(job_run *jr)
     return true;
 }
 
+/* The lease ran out and its timer killed the job process. */
+static void lease_lost(job_run *jr)
+{
+    char msg[160];
+
+    snprintf(msg, sizeof msg,
+             "the worker lost its lease: no heartbeat acknowledged for %.1f s (stale-s %d)",
+             (wk_time_now_ms() - (jr->lease_ms - (int64_t)jr->ctx->cfg->stale_s * 1000 / 2)) /
+                 1000.0,
+             jr->ctx->cfg->stale_s);
+    fb_warn("job %" PRId64 " attempt %d: %s; its process was killed", jr->cl->id, jr->cl->attempt,
+            msg);
+    settle_fail(jr, "lost", msg, true);
+}
+
 /* The child exited by itself: store its result or its failure (never retried:
- * a workload that crashes or errs would do it again). */
+ * a workload that crashes or errs would do it again, except a process killed
+ * from outside with SIGKILL: an operator, or the kernel's OOM killer). */
 static void finish(job_run *jr)
 {
     wk_outcome oc;
 
     wk_child_outcome(&jr->ch, &oc);
+    if (!oc.ok && lease_fired && strcmp(oc.code, "killed") == 0) {
+        /* killed by the lease's timer when the lease ran out (or, on a host
+         * that was frozen, as it resumed: the process had not run since) */
+        log_ended(jr, "lost", jr->lease_ms);
+        wk_outcome_free(&oc);
+        lease_lost(jr);
+        return;
+    }
+    log_ended(jr, oc.ok ? "result" : oc.code, wk_time_now_ms());
     if (oc.ok) {
         settle s = {.kind = SETTLE_COMPLETE,
                     .result_json = oc.result_json,
@@ -194,7 +328,7 @@ static void finish(job_run *jr)
                      " (its memory budget was %d MiB: --job-memory-mib)", cfg->job_memory_mib);
         }
         fb_warn("job %" PRId64 ": %s: %s", jr->cl->id, oc.code, oc.message);
-        settle_fail(jr, oc.code, oc.message, false);
+        settle_fail(jr, oc.code, oc.message, strcmp(oc.code, "killed") == 0);
     }
     wk_outcome_free(&oc);
 }
@@ -210,7 +344,7 @@ static void supervise(job_run *jr)
         if (wk_loop_stopping()) { /* a drain's grace is over: give the job back */
             fb_info("job %" PRId64 ": releasing it (stop, or the drain's grace is over)",
                     jr->cl->id);
-            wk_child_kill(&jr->ch);
+            stop_child(jr, "released");
             settle_kind_only(jr, SETTLE_RELEASE);
             return;
         }
@@ -219,7 +353,7 @@ static void supervise(job_run *jr)
             return;
         }
         if (now >= jr->deadline_ms) {
-            wk_child_kill(&jr->ch);
+            stop_child(jr, "timeout");
             snprintf(msg, sizeof msg, "the job ran over its timeout of %" PRId64 " s",
                      (jr->deadline_ms - jr->start_ms) / 1000);
             settle_fail(jr, "timeout", msg, false);
@@ -231,7 +365,7 @@ static void supervise(job_run *jr)
     }
 }
 
-void wk_job_run(wk_ctx *ctx, const db_claim *cl)
+void wk_job_run(wk_ctx *ctx, const db_claim *cl, int64_t claim_sent_ms)
 {
     job_run jr = {.ctx = ctx, .cl = cl};
     int timeout_s = cl->timeout_s > 0 ? cl->timeout_s : JOB_DEFAULT_TIMEOUT_S;
@@ -249,6 +383,8 @@ void wk_job_run(wk_ctx *ctx, const db_claim *cl)
         settle_fail(&jr, fb_code_name(err.code), err.msg, true);
         return;
     }
+    lease_start(&jr, claim_sent_ms);
     supervise(&jr);
+    lease_stop();
     wk_child_close(&jr.ch);
 }

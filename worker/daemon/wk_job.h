@@ -9,7 +9,7 @@
  * child's error; never retried), mark canceled, release (on stop), or drop (when
  * fenced out: another worker owns the job now).  Errors are logged, not
  * returned: whatever happens the worker goes on. */
-void wk_job_run(wk_ctx *ctx, const db_claim *cl);
+void wk_job_run(wk_ctx *ctx, const db_claim *cl, int64_t claim_sent_ms);
 
 /* The worker's heartbeat while it holds job id: state "busy", or "draining"
  * once it claims no more; reads back an operator's drain.  Failures are logged. */

@@ -131,7 +131,8 @@ static fb_code connect_retry(wk_ctx *ctx)
 
     for (;;) {
         fb_err_clear(&err);
-        if (db_connect(ctx->cfg->database_url, &ctx->db, &err) == FB_OK)
+        if (db_connect_io(ctx->cfg->database_url, wk_io_timeout_ms(ctx->cfg), &ctx->db, &err) ==
+            FB_OK)
             return FB_OK;
         ctx->db = NULL;
         if (wk_loop_stopping())
@@ -248,6 +249,7 @@ static bool claim_and_run(wk_ctx *ctx, int64_t *backoff)
     }
     memset(&cl, 0, sizeof cl);
     fb_err_clear(&err);
+    int64_t sent_ms = wk_time_now_ms(); /* the lease runs from here (wk_job.c) */
     rc = db_queue_claim(ctx->db, ctx->cfg->id, eng, n_eng, ctx->cfg->device, &cl, &err);
     if (rc == FB_ENOTFOUND)
         return false;
@@ -259,7 +261,7 @@ static bool claim_and_run(wk_ctx *ctx, int64_t *backoff)
     }
     *backoff = LOOP_BACKOFF_START_MS;
     wk_job_heartbeat_worker(ctx, cl.id);
-    wk_job_run(ctx, &cl);
+    wk_job_run(ctx, &cl, sent_ms);
     db_claim_free(&cl);
     ctx->jobs_done++;
     worker_heartbeat(ctx, idle_state());

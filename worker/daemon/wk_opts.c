@@ -179,3 +179,9 @@ int wk_opts_parse(int argc, char **argv, wk_config *cfg)
         rc = bad_arg("--heartbeat-ms", "must be shorter than --stale-s, or jobs look lost");
     return rc;
 }
+
+int wk_io_timeout_ms(const wk_config *cfg)
+{
+    int ms = cfg->stale_s * 250;
+    return ms < 1000 ? 1000 : ms > 10000 ? 10000 : ms;
+}

@@ -30,4 +30,8 @@ typedef struct wk_config {
  * message naming the bad argument; -1 when --help was printed (exit 0). */
 int wk_opts_parse(int argc, char **argv, wk_config *cfg);
 
+/* How long the worker's database sessions wait on a silent peer before they
+ * count as broken (db_connect_io): a quarter of stale-s, within 1 to 10 s. */
+int wk_io_timeout_ms(const wk_config *cfg);
+
 #endif

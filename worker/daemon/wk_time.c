@@ -20,3 +20,10 @@ void wk_time_sleep_ms(int64_t ms)
     /* EINTR ends the sleep on purpose: the caller re-checks its stop flag. */
     (void)nanosleep(&ts, NULL);
 }
+
+int64_t wk_time_wall_ms(int64_t mono_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - (wk_time_now_ms() - mono_ms);
+}

@@ -11,4 +11,8 @@ int64_t wk_time_now_ms(void);
  * is seen at once). */
 void wk_time_sleep_ms(int64_t ms);
 
+/* The wall-clock (CLOCK_REALTIME) milliseconds since the epoch of a moment
+ * given on the monotonic clock (wk_time_now_ms). */
+int64_t wk_time_wall_ms(int64_t mono_ms);
+
 #endif
