@@ -26,6 +26,10 @@ typedef struct db_conn db_conn;
  * db_close.  FB_EUNAVAIL when the server does not answer. */
 FB_MUSTCHECK fb_code db_connect(const char *conninfo, db_conn **out, fb_err *err);
 
+/* Whether the last statement on c was sent a second time after its connection
+ * broke under it (a fenced write refused then may have landed the first time). */
+bool db_resent(const db_conn *c);
+
 /* db_connect's bound on a silent peer (db_connect_io). */
 #define DB_IO_TIMEOUT_MS 10000
 

@@ -87,6 +87,11 @@ out:
     return rc;
 }
 
+bool db_resent(const db_conn *c)
+{
+    return c && c->resent;
+}
+
 void db_close(db_conn *c)
 {
     if (!c)
@@ -129,8 +134,8 @@ static fb_code status_code(PGconn *pg, const PGresult *res)
     if (!res || PQstatus(pg) == CONNECTION_BAD)
         return FB_EUNAVAIL;
     const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    if (!st)
-        return FB_EDB;
+    if (!st) /* an error of libpq's own (the server said nothing): the connection */
+        return FB_EUNAVAIL;
     if (sqlstate_unavailable(st))
         return FB_EUNAVAIL;
     /* data exception (bad JSON text, out of range), NOT NULL or CHECK violated:
@@ -212,12 +217,16 @@ static fb_code exec_stmt(db_conn *c, const db_stmt *st, int n, const char *const
 {
     fb_code rc;
     *res = NULL;
+    c->resent = false;
     /* A connection known to be broken is reset before use; whatever ran on it
      * before is gone, so this is safe for any statement. */
     if (PQstatus(c->pg) == CONNECTION_BAD && !conn_reset(c))
         return fb_err_set(err, FB_EUNAVAIL, NULL, "database unreachable (%s)", st->name);
     PGresult *r = run_once(c, st, n, params, prep);
-    bool broken = PQstatus(c->pg) == CONNECTION_BAD;
+    /* Broken: libpq says so, or the statement failed without a word from the
+     * server ("server closed the connection unexpectedly" can come before
+     * libpq marks the connection bad), or the server is shutting down. */
+    bool broken = PQstatus(c->pg) == CONNECTION_BAD || status_code(c->pg, r) == FB_EUNAVAIL;
     /* A statement about to be retried is worth a warning, not an error. */
     rc = check_result(c, st->name, st->sql, r, res,
                       broken && st->retry ? FB_LOG_WARN : FB_LOG_ERROR, err);
@@ -230,6 +239,7 @@ static fb_code exec_stmt(db_conn *c, const db_stmt *st, int n, const char *const
         return rc;
     fb_info("db: retrying %s after reconnect", st->name);
     fb_err_clear(err);
+    c->resent = true;
     r = run_once(c, st, n, params, prep); /* prepares again on the new session */
     return check_result(c, st->name, st->sql, r, res, FB_LOG_ERROR, err);
 }

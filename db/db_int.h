@@ -21,6 +21,7 @@ struct db_conn {
      * session (reset) has none, so the count goes back to 0 there. */
     const struct db_stmt *prepared[DB_PREPARED_MAX];
     int n_prepared;
+    bool resent; /* the last statement was sent again after a reconnect */
 };
 
 /* A statement: a short name for logs, its SQL, and whether it may run twice

@@ -12,7 +12,9 @@ pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcjson-dev libpq-dev 
       libopenblas-dev libcmocka-dev postgresql postgresql-contrib python3 curl
       clang-format libjs-chart.js)
 if [[ "${1:-}" == "--test" ]]; then
-    pkgs+=(clang chromium) # chromium: the dashboard's browser tests (Playwright)
+    # chromium: the dashboard's browser tests (Playwright); iproute2 and
+    # faketime: the chaos test's hosts (network namespaces) and clock skew
+    pkgs+=(clang chromium iproute2 faketime)
 elif [[ -n "${1:-}" ]]; then
     echo "usage: $0 [--test]" >&2
     exit 2

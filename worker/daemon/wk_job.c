@@ -165,6 +165,25 @@ static fb_code settle_once(job_run *jr, const settle *s, fb_err *err)
     return fb_err_set(err, FB_EINTERNAL, NULL, "bad settle kind");
 }
 
+/* Whether this attempt's completion is what the database holds: a try whose
+ * answer was lost may have committed (only this attempt can make the job
+ * succeeded at this attempt number). */
+static bool landed(job_run *jr)
+{
+    db_job j;
+    fb_err err;
+    bool yes;
+
+    memset(&j, 0, sizeof j);
+    fb_err_clear(&err);
+    if (db_job_get(jr->ctx->db, jr->cl->id, &j, &err) != FB_OK)
+        return false;
+    yes = strcmp(j.state, "succeeded") == 0 && j.attempt == jr->cl->attempt &&
+          strcmp(j.worker, jr->ctx->cfg->id) == 0;
+    db_job_free(&j);
+    return yes;
+}
+
 /* A result the database refused (not a lost connection) still ends the job. */
 static void settle_store_failed(job_run *jr, const fb_err *why);
 
@@ -174,21 +193,34 @@ static void settle_store_failed(job_run *jr, const fb_err *why);
 static void settle_job(job_run *jr, const settle *s)
 {
     int64_t backoff = 250;
+    bool resent = false; /* a try before this one may have landed unanswered */
     fb_err err;
 
     for (int tries = 1;; tries++) {
         fb_code rc;
         fb_err_clear(&err);
         rc = settle_once(jr, s, &err);
+        resent = resent || db_resent(jr->ctx->db);
         if (rc == FB_OK) {
             fb_info("job %" PRId64 " attempt %d: %s%s%s after %.1f s", jr->cl->id, jr->cl->attempt,
                     settle_names[s->kind], s->code ? " " : "", s->code ? s->code : "",
                     (wk_time_now_ms() - jr->start_ms) / 1000.0);
             return;
         }
+        if (rc == FB_ESTALE && resent && s->kind == SETTLE_COMPLETE && landed(jr)) {
+            fb_info("job %" PRId64 " attempt %d: succeeded after %.1f s (the first try landed; "
+                    "its answer was lost with the connection)",
+                    jr->cl->id, jr->cl->attempt, (wk_time_now_ms() - jr->start_ms) / 1000.0);
+            return;
+        }
         if (rc == FB_ESTALE) {
-            fb_warn("job %" PRId64 " attempt %d: fenced out (%s); dropping it", jr->cl->id,
-                    jr->cl->attempt, err.msg);
+            fb_warn("job %" PRId64 " attempt %d: fenced out: its %s write was refused%s (%s); "
+                    "dropping it",
+                    jr->cl->id, jr->cl->attempt, settle_names[s->kind],
+                    resent ? " when sent again after a lost connection (the first try may have "
+                             "landed)"
+                           : "",
+                    err.msg);
             return;
         }
         if (rc != FB_EUNAVAIL) {
@@ -198,6 +230,7 @@ static void settle_job(job_run *jr, const settle *s)
                 settle_store_failed(jr, &err);
             return;
         }
+        resent = true;
         if (wk_loop_stopping() && tries >= JOB_STOP_TRIES) {
             fb_warn("job %" PRId64 ": database unreachable while stopping; the rescuer will "
                     "requeue it",
@@ -270,8 +303,9 @@ static bool heartbeat(job_run *jr)
     }
     if (rc == FB_ESTALE) {
         stop_child(jr, "fenced out");
-        fb_warn("job %" PRId64 " attempt %d: fenced out (%s); dropping it", jr->cl->id,
-                jr->cl->attempt, err.msg);
+        fb_warn("job %" PRId64 " attempt %d: fenced out: its heartbeat write was refused (%s); "
+                "dropping it",
+                jr->cl->id, jr->cl->attempt, err.msg);
         return false;
     }
     fb_warn("job %" PRId64 ": heartbeat failed (%s); the job goes on, retrying in %" PRId64 " ms",
@@ -350,6 +384,12 @@ static void supervise(job_run *jr)
         }
         if (jr->ch.exited) {
             finish(jr);
+            return;
+        }
+        if (lease_fired || now >= jr->lease_ms) { /* the timer killed it, or is about to */
+            wk_child_kill(&jr->ch);
+            log_ended(jr, "lost", jr->lease_ms);
+            lease_lost(jr);
             return;
         }
         if (now >= jr->deadline_ms) {
