@@ -152,31 +152,9 @@ done
 
 # --- venv with kubernetes-validate --------------------------------------------
 
-# Sets DEPLOY_PY to the python of the deploy venv, building it when needed.  Same
-# scheme as scripts/venv.sh: keyed by the requirements' hash, trusted only once
-# its stamp exists, built by one run while the others wait on the lock.
-DEPLOY_PY=
-deploy_venv() {
-    local hash venv stamp
-    hash=$(sha256sum "$req" | cut -c1-16)
-    venv="$cache/deploy-venv-$hash"
-    stamp="$venv/.fusionbench-ready"
-    DEPLOY_PY="$venv/bin/python"
-    [ -f "$stamp" ] && return 0
-    mkdir -p "$cache"
-    (
-        flock 9
-        if [ ! -f "$stamp" ]; then
-            echo "test_k8s: building $venv from $req"
-            rm -rf "$venv"
-            "${FB_PYTHON:-python3}" -m venv "$venv"
-            "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
-            "$venv/bin/python" -c 'import kubernetes_validate, yaml, jsonschema'
-            cp "$req" "$stamp"
-        fi
-    ) 9>"$cache/deploy-venv-$hash.lock"
-}
-deploy_venv
+# The deploy venv (scripts/small-venv.sh: keyed by the requirements' hash,
+# trusted once its stamp exists, built by one run while the others wait).
+DEPLOY_PY=$("$root/scripts/small-venv.sh" deploy-venv "$req" 'import kubernetes_validate, yaml, jsonschema')
 
 # --- checks -------------------------------------------------------------------
 
