@@ -5,7 +5,9 @@ every route is documented with its method, and nothing is documented that the
 server does not route (an operation's x-route names the route pattern where
 it differs from its path); the role each route needs (x-role) and whether it
 needs a token (security) agree with the table; every error response is the
-one Error shape.  Exit 0 when they agree, 1 naming each difference.
+one Error shape; the job spec's schema is proto/schema/job_spec.schema.json's
+(and a suite's job fields the same).  Exit 0 when they agree, 1 naming each
+difference.
 
     test_openapi.py SOURCE_DIR"""
 
@@ -64,6 +66,19 @@ def main(src):
             names = [x["name"] for x in op.get("parameters", []) if x["in"] == "path"]
             if p not in names:
                 bad.append("%s %s: path parameter %s undeclared" % (key + (p,)))
+    # The job spec is proto/schema/job_spec.schema.json (the decoder's mirror), its
+    # name definition at components/schemas/Name; a suite's job fields are the spec's.
+    spec = json.load(open(os.path.join(src, "proto", "schema", "job_spec.schema.json")))
+    want = json.loads(json.dumps(spec["properties"]).replace("#/$defs/name",
+                                                             "#/components/schemas/Name"))
+    schemas = doc["components"]["schemas"]
+    if schemas.get("Spec", {}).get("properties") != want:
+        bad.append("components/schemas/Spec differs from proto/schema/job_spec.schema.json")
+    if schemas.get("Name") != spec["$defs"]["name"]:
+        bad.append("components/schemas/Name differs from job_spec.schema.json's name")
+    for k, v in schemas.get("SuiteSpec", {}).get("properties", {}).items():
+        if k in want and v != want[k]:
+            bad.append("SuiteSpec.%s differs from the job spec's" % k)
     for b in bad:
         print("test_openapi: " + b)
     print("test_openapi: %s" % ("FAILED" if bad else "%d routes documented" % len(table)))
