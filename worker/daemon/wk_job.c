@@ -129,10 +129,15 @@ static void log_ended(const job_run *jr, const char *how, int64_t at_ms)
             (at_ms - jr->start_ms) / 1000.0);
 }
 
+/* Ends the job process for why, unless the lease's timer did first: then it
+ * ended, as "lost", when the lease ran out. */
 static void stop_child(job_run *jr, const char *why)
 {
     wk_child_kill(&jr->ch);
-    log_ended(jr, why, wk_time_now_ms());
+    if (lease_fired)
+        log_ended(jr, "lost", jr->lease_ms);
+    else
+        log_ended(jr, why, wk_time_now_ms());
 }
 
 typedef enum { SETTLE_COMPLETE, SETTLE_FAIL, SETTLE_CANCELED, SETTLE_RELEASE } settle_kind;
