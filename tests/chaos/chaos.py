@@ -1078,6 +1078,13 @@ def main():
             pwd.getpwnam("postgres")
         except KeyError:
             missing.append("a postgres user")
+    if not missing:  # namespaces may still be refused (an unprivileged container)
+        probe = "fbc%d-probe" % os.getpid()
+        r = run(["ip", "netns", "add", probe], check=False)
+        if r.returncode != 0:
+            missing.append("network namespaces (ip netns add: %s)" % r.stderr.strip())
+        else:
+            run(["ip", "netns", "del", probe], check=False)
     try:
         fbtest.find_bin("fusionbench-server")
         fbtest.find_bin("fusionbench-worker")
