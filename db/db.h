@@ -105,6 +105,12 @@ typedef enum db_idem_outcome { DB_IDEM_NEW, DB_IDEM_REPLAY, DB_IDEM_MISMATCH } d
  * hash is idem->hash (DB_IDEM_REPLAY), and *out is zeroed when not
  * (DB_IDEM_MISMATCH).  A concurrent submit of the same key waits for the
  * first's commit and finds its job. */
+/* The job owner_id (0: none) made under idem's key: FB_ENOTFOUND when none (err
+ * untouched); else *how is DB_IDEM_REPLAY (same hash, *out filled, the caller
+ * frees it) or DB_IDEM_MISMATCH. */
+FB_MUSTCHECK fb_code db_job_find_idem(db_conn *c, int64_t owner_id, const db_idem *idem,
+                                      db_job *out, db_idem_outcome *how, fb_err *err);
+
 FB_MUSTCHECK fb_code db_job_create_idem(db_conn *c, const db_new_job *nj, const db_idem *idem,
                                         db_job *out, db_idem_outcome *how, fb_err *err);
 

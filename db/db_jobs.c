@@ -210,17 +210,38 @@ fb_code db_job_create(db_conn *c, const db_new_job *nj, db_job *out, fb_err *err
     return rc;
 }
 
+fb_code db_job_find_idem(db_conn *c, int64_t owner_id, const db_idem *idem, db_job *out,
+                         db_idem_outcome *how, fb_err *err)
+{
+    PGresult *res = NULL;
+    char owner[24];
+    const char *k[] = {owner, idem->key};
+    fb_code rc;
+
+    memset(out, 0, sizeof *out);
+    snprintf(owner, sizeof owner, "%" PRId64, owner_id);
+    rc = db_exec_prep(c, &st_get_idem, 2, k, &res, err);
+    if (!rc && PQntuples(res) != 1)
+        rc = FB_ENOTFOUND;
+    if (!rc) {
+        bool same = strcmp(PQgetvalue(res, 0, IDEM_HASH_COLUMN), idem->hash) == 0;
+        *how = same ? DB_IDEM_REPLAY : DB_IDEM_MISMATCH;
+        if (same)
+            rc = row_to_job(res, 0, out, err);
+    }
+    PQclear(res);
+    return rc;
+}
+
 fb_code db_job_create_idem(db_conn *c, const db_new_job *nj, const db_idem *idem, db_job *out,
                            db_idem_outcome *how, fb_err *err)
 {
     new_job_params p;
     PGresult *res = NULL;
     fb_code rc = new_job_params_fill(nj, &p, err);
-    char owner[24];
 
     memset(out, 0, sizeof *out);
     *how = DB_IDEM_NEW;
-    snprintf(owner, sizeof owner, "%" PRId64, nj->owner_id);
     /* Twice at most: a key whose first job was rolled back between our
      * insert and our read is free again. */
     for (int pass = 0; !rc && pass < 2; pass++) {
@@ -228,28 +249,20 @@ fb_code db_job_create_idem(db_conn *c, const db_new_job *nj, const db_idem *idem
         memcpy(v, p.v, sizeof p.v);
         v[10] = idem->key;
         v[11] = idem->hash;
-        bool done = false;
         rc = db_exec_prep(c, &st_create_idem, 12, v, &res, err);
         if (!rc && PQntuples(res) == 1) { /* made it */
             rc = row_to_job(res, 0, out, err);
-            done = true;
-        }
-        PQclear(res);
-        res = NULL;
-        const char *k[] = {owner, idem->key};
-        if (!rc && !done)
-            rc = db_exec_prep(c, &st_get_idem, 2, k, &res, err);
-        if (!rc && !done && PQntuples(res) == 1) { /* the key's first job */
-            bool same = strcmp(PQgetvalue(res, 0, IDEM_HASH_COLUMN), idem->hash) == 0;
-            *how = same ? DB_IDEM_REPLAY : DB_IDEM_MISMATCH;
-            if (same)
-                rc = row_to_job(res, 0, out, err);
-            done = true;
-        }
-        PQclear(res);
-        res = NULL;
-        if (rc || done)
+            PQclear(res);
             return rc;
+        }
+        PQclear(res);
+        res = NULL;
+        if (rc)
+            return rc;
+        rc = db_job_find_idem(c, nj->owner_id, idem, out, how, err); /* the key's first job */
+        if (rc != FB_ENOTFOUND)
+            return rc;
+        rc = FB_OK;
     }
     return rc ? rc
               : fb_err_set(err, FB_EINTERNAL, NULL, "job create: key %s neither free nor found",

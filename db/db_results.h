@@ -22,6 +22,11 @@
  * nothing is inserted when the owner already made a suite with the key: *id
  * is that suite and *how DB_IDEM_REPLAY (the same body hash) or
  * DB_IDEM_MISMATCH (another). */
+/* The suite owner_id (0: none) made under idem's key: FB_ENOTFOUND when none
+ * (err untouched); else *id and *how (DB_IDEM_REPLAY or DB_IDEM_MISMATCH). */
+FB_MUSTCHECK fb_code db_suite_find_idem(db_conn *c, int64_t owner_id, const db_idem *idem,
+                                        int64_t *id, db_idem_outcome *how, fb_err *err);
+
 FB_MUSTCHECK fb_code db_suite_insert(db_conn *c, const char *name, const char *spec_json,
                                      const db_new_job *jobs, int n, const db_idem *idem,
                                      int64_t *id, db_idem_outcome *how, fb_err *err);

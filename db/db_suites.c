@@ -128,6 +128,27 @@ static fb_code jobs_text(const db_new_job *jobs, int n, char **out, fb_err *err)
     return *out ? FB_OK : fb_err_set(err, FB_ENOMEM, NULL, "out of memory encoding suite jobs");
 }
 
+fb_code db_suite_find_idem(db_conn *c, int64_t owner_id, const db_idem *idem, int64_t *id,
+                           db_idem_outcome *how, fb_err *err)
+{
+    PGresult *res = NULL;
+    char owner[24];
+    const char *k[] = {owner, idem->key};
+    fb_code rc;
+
+    *id = 0;
+    snprintf(owner, sizeof owner, "%" PRId64, owner_id);
+    rc = db_exec(c, &st_get_idem, 2, k, &res, err);
+    if (!rc && PQntuples(res) != 1)
+        rc = FB_ENOTFOUND;
+    if (!rc) {
+        *how = strcmp(PQgetvalue(res, 0, 1), idem->hash) == 0 ? DB_IDEM_REPLAY : DB_IDEM_MISMATCH;
+        rc = db_get_i64(res, 0, 0, id, err);
+    }
+    PQclear(res);
+    return rc;
+}
+
 fb_code db_suite_insert(db_conn *c, const char *name, const char *spec_json, const db_new_job *jobs,
                         int n, const db_idem *idem, int64_t *id, db_idem_outcome *how, fb_err *err)
 {
@@ -157,15 +178,9 @@ fb_code db_suite_insert(db_conn *c, const char *name, const char *spec_json, con
     if (rc)
         goto out;
     /* the owner has the key: its first suite, the same request or not */
-    const char *k[] = {owner, idem ? idem->key : ""};
-    rc = db_exec(c, &st_get_idem, 2, k, &res, err);
-    if (!rc && PQntuples(res) != 1)
+    rc = idem ? db_suite_find_idem(c, jobs[0].owner_id, idem, id, how, err) : FB_ENOTFOUND;
+    if (rc == FB_ENOTFOUND)
         rc = fb_err_set(err, FB_EINTERNAL, NULL, "suite insert: key neither free nor found");
-    if (!rc) {
-        *how = strcmp(PQgetvalue(res, 0, 1), idem ? idem->hash : "") == 0 ? DB_IDEM_REPLAY
-                                                                          : DB_IDEM_MISMATCH;
-        rc = db_get_i64(res, 0, 0, id, err);
-    }
 out:
     PQclear(res);
     free(arr);

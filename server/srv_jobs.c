@@ -306,6 +306,27 @@ bool srv_jobs_prepare(srv_req *r, fb_spec *spec, char **text, db_new_job *nj)
     return true;
 }
 
+/* A keyed submit whose key already has a job is answered with it (or 422 for
+ * another body) before any limit: a resend creates nothing, so the rate limit
+ * and the quota, which would answer 429, do not apply.  True when answered. */
+static bool replayed(srv_req *r, create_wait *w)
+{
+    fb_code rc;
+
+    if (!w->idem.present)
+        return false;
+    fb_err_clear(&w->item.res.err);
+    rc = db_job_find_idem(r->db, r->user.id, &w->idem.db, &w->item.res.job, &w->how,
+                          &w->item.res.err);
+    if (rc == FB_ENOTFOUND) {
+        w->how = DB_IDEM_NEW;
+        return false;
+    }
+    w->item.res.rc = rc;
+    create_reply(r);
+    return true;
+}
+
 /* Validates here; creates the job on the request's connection when nothing
  * else is being committed, else hands it to the submit batcher and suspends
  * the request until its batch has committed (create_reply answers). */
@@ -320,8 +341,8 @@ void srv_jobs_create(srv_req *r)
     fb_spec_init(&w->spec);
     r->data = w;
     r->data_free = create_wait_free;
-    if (!srv_idem_read(r, &w->idem) || !srv_auth_submit_allowed(r, r->srv->ratelimit) ||
-        !create_prepare(r, w))
+    if (!srv_idem_read(r, &w->idem) || replayed(r, w) ||
+        !srv_auth_submit_allowed(r, r->srv->ratelimit) || !create_prepare(r, w))
         return;
     if (w->idem.present) { /* on this request's connection: a keyed insert is its own */
         w->item.res.rc = db_job_create_idem(r->db, &w->item.nj, &w->idem.db, &w->item.res.job,

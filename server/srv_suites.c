@@ -239,6 +239,25 @@ static bool suite_name(srv_req *r, const cJSON *body, char *name)
 
 static void reply_suite(srv_req *r, int status, int64_t id);
 
+/* The answer to a submit: the new suite (201, n jobs), the key's first one
+ * (200, a replay) or 422 for another body under the key. */
+static void answer_suite(srv_req *r, const srv_idem *idem, db_idem_outcome how, int64_t id, int n)
+{
+    char loc[64];
+
+    if (how == DB_IDEM_MISMATCH) {
+        srv_idem_mismatch(r, idem, "suite");
+        return;
+    }
+    if (how == DB_IDEM_NEW)
+        fb_info("suite %" PRId64 " queued: %d jobs", id, n);
+    reply_suite(r, how == DB_IDEM_REPLAY ? 200 : 201, id);
+    snprintf(loc, sizeof loc, "/api/v1/suites/%" PRId64, id);
+    srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+    if (how == DB_IDEM_REPLAY)
+        srv_reply_header(r, "Idempotent-Replayed", "true");
+}
+
 /* Strict decoding, as for a job spec: a member the suite body does not define
  * is refused, naming it, so what is stored is only the decoded spec (junk
  * members once went into every suite list the dashboard fetches). */
@@ -271,7 +290,7 @@ void srv_suites_create(srv_req *r)
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     cJSON *body = NULL, *catalog = NULL, *names = NULL;
     suite_build b = {0};
-    char name[SUITE_NAME_MAX], *spec_text = NULL, loc[64];
+    char name[SUITE_NAME_MAX], *spec_text = NULL;
     int bs[SRV_SUITE_BATCHES_MAX], n_bs = 0;
     int64_t id = 0;
     srv_idem idem;
@@ -279,7 +298,21 @@ void srv_suites_create(srv_req *r)
     fb_err err;
 
     fb_err_clear(&err);
-    if (!srv_idem_read(r, &idem) || !srv_auth_submit_allowed(r, r->srv->ratelimit))
+    if (!srv_idem_read(r, &idem))
+        goto out;
+    /* a resend of a keyed suite is answered before any limit: it creates nothing */
+    if (idem.present) {
+        fb_code rc = db_suite_find_idem(r->db, r->user.id, &idem.db, &id, &how, &err);
+        if (rc != FB_ENOTFOUND) {
+            if (rc != FB_OK)
+                srv_reply_fb_err(r, &err);
+            else
+                answer_suite(r, &idem, how, id, 0);
+            goto out;
+        }
+        how = DB_IDEM_NEW;
+    }
+    if (!srv_auth_submit_allowed(r, r->srv->ratelimit))
         goto out;
     if (!srv_content_type_is_json(ct)) {
         srv_reply_error(r, 415, "unsupported_media_type", NULL,
@@ -304,17 +337,7 @@ void srv_suites_create(srv_req *r)
         srv_reply_fb_err(r, &err);
         goto out;
     }
-    if (how == DB_IDEM_MISMATCH) {
-        srv_idem_mismatch(r, &idem, "suite");
-        goto out;
-    }
-    if (how == DB_IDEM_NEW)
-        fb_info("suite %" PRId64 " queued: %d jobs", id, b.n);
-    reply_suite(r, how == DB_IDEM_REPLAY ? 200 : 201, id);
-    snprintf(loc, sizeof loc, "/api/v1/suites/%" PRId64, id);
-    srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, loc);
-    if (how == DB_IDEM_REPLAY)
-        srv_reply_header(r, "Idempotent-Replayed", "true");
+    answer_suite(r, &idem, how, id, b.n);
 out:
     build_free(&b);
     free(spec_text);

@@ -6,7 +6,8 @@ A keyed submit makes its job (201); the same key and body again answers the
 first job (200, the same Location, Idempotent-Replayed: true) and stores
 nothing; the same key with another body is 422 idempotency_mismatch and
 stores nothing; keys are per user (bob's K is not alice's K); a bad key is
-400 naming the header.  Eight concurrent submits of one key and body make one
+400 naming the header.  A user the quota holds (429) still gets a resend's
+answer (it creates nothing); a new key is refused.  Eight concurrent submits of one key and body make one
 job, and all eight answers name it.  Suites: the same three cases, and a
 replayed suite adds no jobs.  The client: `fusionbench submit` through a proxy
 that passes its first request to the server and then cuts the connection
@@ -21,6 +22,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fbtest  # noqa: E402
@@ -176,6 +178,36 @@ class LosingProxy:
                     conn.sendall(resp)
 
 
+def t_held(env, alice):
+    """A user held by the quota (429) still gets a resend's answer: the resend
+    creates nothing, so no limit applies to it; a new key is refused."""
+    suite = {"name": "held", "workloads": ["gemm_bias_relu"], "params": {"m": 8, "k": 8, "n": 8},
+             "iterations": 5, "warmup": 1}
+    st, _, j1 = post(env, "/api/v1/jobs", SPEC, "h-1", alice)
+    check_eq(st, 201, "keyed job before the hold: %r" % (j1,))
+    st, _, s1 = post(env, "/api/v1/suites", suite, "hs-1", alice)
+    check_eq(st, 201, "keyed suite before the hold: %r" % (s1,))
+    env.sql("UPDATE users SET held_until = now() + interval '1 hour' WHERE name = 'alice'")
+    time.sleep(5.2)  # the server reads a token's user again after 5 s (SRV_AUTH_CACHE_MS)
+    n = count_jobs(env)
+    st, h, j2 = post(env, "/api/v1/jobs", SPEC, "h-1", alice)
+    check_eq((st, j2.get("id"), h.get("Idempotent-Replayed")), (200, j1["id"], "true"),
+             "a held user's resend of a job")
+    st, h, s2 = post(env, "/api/v1/suites", suite, "hs-1", alice)
+    check_eq((st, s2.get("id"), h.get("Idempotent-Replayed")), (200, s1["id"], "true"),
+             "a held user's resend of a suite")
+    st, _, e = post(env, "/api/v1/jobs", dict(SPEC, iterations=7), "h-1", alice)
+    check_eq((st, e["error"]["code"]), (422, "idempotency_mismatch"), "another body, held")
+    st, _, e = post(env, "/api/v1/jobs", SPEC, "h-2", alice)
+    check_eq((st, e["error"]["code"]), (429, "quota_exceeded"), "a new key, held")
+    st, _, e = post(env, "/api/v1/suites", suite, "hs-2", alice)
+    check_eq((st, e["error"]["code"]), (429, "quota_exceeded"), "a new suite key, held")
+    check_eq(count_jobs(env), n, "nothing stored while held")
+    env.sql("UPDATE users SET held_until = NULL WHERE name = 'alice'")
+    time.sleep(5.2)
+    log("held by the quota: resends answered (200), new keys refused (429)")
+
+
 def t_client_retry(env, alice):
     proxy = LosingProxy(env.port)
     home = os.path.join(env.tmp, "client-home")
@@ -211,6 +243,7 @@ def run(env):
     t_concurrent(env, alice)
     beat(env)
     t_suites(env, alice)
+    t_held(env, alice)
     t_client_retry(env, alice)
 
 
