@@ -353,3 +353,18 @@ fb_code db_set_statement_timeout(db_conn *c, int ms, fb_err *err)
     PQclear(res);
     return rc;
 }
+
+fb_code db_idem_row(db_conn *c, const db_stmt *st, int64_t owner_id, const db_idem *idem,
+                    int hash_col, PGresult **res, db_idem_outcome *how, fb_err *err)
+{
+    char owner[24];
+    const char *k[] = {db_i64_text(owner_id, owner, sizeof owner), idem->key};
+    fb_code rc = db_exec_prep(c, st, 2, k, res, err);
+
+    if (!rc && PQntuples(*res) != 1)
+        rc = FB_ENOTFOUND;
+    if (!rc)
+        *how = strcmp(PQgetvalue(*res, 0, hash_col), idem->hash) == 0 ? DB_IDEM_REPLAY
+                                                                      : DB_IDEM_MISMATCH;
+    return rc;
+}

@@ -72,6 +72,14 @@ FB_MUSTCHECK fb_code db_get_buf(const PGresult *res, int row, int col, char *buf
 /* Decimal text of v in buf (>= 24 bytes); returns buf. */
 const char *db_i64_text(int64_t v, char *buf, size_t cap);
 
+/* Runs st ($1 the owner id, $2 the key; prepared) for what owner_id made under
+ * idem's key: FB_ENOTFOUND when nothing (err untouched), else *res holds the
+ * row, hash_col its request's hash, and *how says whether idem's hash is it
+ * (DB_IDEM_REPLAY) or not (DB_IDEM_MISMATCH).  The caller clears *res. */
+FB_MUSTCHECK fb_code db_idem_row(db_conn *c, const db_stmt *st, int64_t owner_id,
+                                 const db_idem *idem, int hash_col, PGresult **res,
+                                 db_idem_outcome *how, fb_err *err);
+
 typedef struct db_migration {
     int version;
     const char *name; /* "0001_init" */

@@ -214,21 +214,11 @@ fb_code db_job_find_idem(db_conn *c, int64_t owner_id, const db_idem *idem, db_j
                          db_idem_outcome *how, fb_err *err)
 {
     PGresult *res = NULL;
-    char owner[24];
-    const char *k[] = {owner, idem->key};
-    fb_code rc;
+    fb_code rc = db_idem_row(c, &st_get_idem, owner_id, idem, IDEM_HASH_COLUMN, &res, how, err);
 
     memset(out, 0, sizeof *out);
-    snprintf(owner, sizeof owner, "%" PRId64, owner_id);
-    rc = db_exec_prep(c, &st_get_idem, 2, k, &res, err);
-    if (!rc && PQntuples(res) != 1)
-        rc = FB_ENOTFOUND;
-    if (!rc) {
-        bool same = strcmp(PQgetvalue(res, 0, IDEM_HASH_COLUMN), idem->hash) == 0;
-        *how = same ? DB_IDEM_REPLAY : DB_IDEM_MISMATCH;
-        if (same)
-            rc = row_to_job(res, 0, out, err);
-    }
+    if (!rc && *how == DB_IDEM_REPLAY)
+        rc = row_to_job(res, 0, out, err);
     PQclear(res);
     return rc;
 }

@@ -132,19 +132,11 @@ fb_code db_suite_find_idem(db_conn *c, int64_t owner_id, const db_idem *idem, in
                            db_idem_outcome *how, fb_err *err)
 {
     PGresult *res = NULL;
-    char owner[24];
-    const char *k[] = {owner, idem->key};
-    fb_code rc;
+    fb_code rc = db_idem_row(c, &st_get_idem, owner_id, idem, 1, &res, how, err);
 
     *id = 0;
-    snprintf(owner, sizeof owner, "%" PRId64, owner_id);
-    rc = db_exec(c, &st_get_idem, 2, k, &res, err);
-    if (!rc && PQntuples(res) != 1)
-        rc = FB_ENOTFOUND;
-    if (!rc) {
-        *how = strcmp(PQgetvalue(res, 0, 1), idem->hash) == 0 ? DB_IDEM_REPLAY : DB_IDEM_MISMATCH;
+    if (!rc)
         rc = db_get_i64(res, 0, 0, id, err);
-    }
     PQclear(res);
     return rc;
 }
