@@ -7,6 +7,10 @@
 #   bench/fuzz.sh [TARGET...]            default: every tests/fuzz/fuzz_*.c
 #   FUZZ_SECONDS=60 bench/fuzz.sh fuzz_query
 #
+# Then the API: schemathesis against a live server (tests/e2e/test_schemathesis.py
+# with FUZZ_API_EXAMPLES examples per operation, default 1000; 0 skips it) on a
+# throwaway PostgreSQL cluster (scripts/pg.sh), the server built in build/.
+#
 # New inputs libFuzzer finds that add coverage are merged (-merge=1, so only
 # the ones that add coverage) into tests/fuzz/corpus/<name>/: commit them.  A
 # crash stops that target; its input is left as bench-fuzz-out/crash-* and the
@@ -67,4 +71,34 @@ for name in "${targets[@]}"; do
     ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
     echo "| $name | ${execs:-?} | ${rate:-?} | ${cov:-?} | ${ft:-?} | $before → $after | $result |"
 done
+
+API_EXAMPLES=${FUZZ_API_EXAMPLES:-1000}
+if ((API_EXAMPLES > 0)) && (($# == 0)); then
+    echo
+    pgdir=$(mktemp -d /tmp/fb-fuzz-pg.XXXXXX)
+    chmod 755 "$pgdir"
+    port=$((20000 + RANDOM % 20000))
+    if ! { cmake -S "$ROOT" -B "$ROOT/build" && cmake --build "$ROOT/build" -j"$(nproc)" \
+        --target fusionbench-server; } >"$OUT/api-build.log" 2>&1; then
+        echo "fuzz.sh: building the server failed (see $OUT/api-build.log)" >&2
+        status=1
+    elif ! FB_PG_FAST=1 scripts/pg.sh start "$pgdir/pg" "$port" >"$OUT/api-pg.log" 2>&1; then
+        echo "fuzz.sh: no PostgreSQL for the API run (see $OUT/api-pg.log)" >&2
+        status=1
+    else
+        t0=$SECONDS
+        FB_TEST_DATABASE_URL=$(scripts/pg.sh url "$pgdir/pg") FB_BIN_DIR=$ROOT/build \
+            FB_SOURCE_DIR=$ROOT FB_SCHEMATHESIS_EXAMPLES=$API_EXAMPLES \
+            FB_SCHEMATHESIS_TIMEOUT=7200 python3 tests/e2e/test_schemathesis.py \
+            >"$OUT/api.log" 2>&1
+        rc=$?
+        cases=$(grep -oE '[0-9]+ generated, .*' "$OUT/api.log" | tail -1)
+        seed=$(grep -oE 'seed [0-9]+' "$OUT/api.log" | head -1)
+        echo "API (schemathesis, $API_EXAMPLES examples per operation, $seed, $((SECONDS - t0)) s):" \
+            "${cases:-no count} -- $([ $rc = 0 ] && echo ok || echo "FAILED, see $OUT/api.log")"
+        ((rc == 0)) || status=1
+        scripts/pg.sh stop "$pgdir/pg" >/dev/null 2>&1
+    fi
+    rm -rf "$pgdir"
+fi
 exit $status

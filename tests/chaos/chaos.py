@@ -598,6 +598,10 @@ class Injector:
 
     def f_kill_server(self, ev):
         h = ev["host"]
+        # a schedule running late may reach a server still down from its last
+        # kill: wait for its restart, as a burst needs it up
+        self.wait_servers_up()
+        self._take(h)
         n, _ = self.budget.take(4)
         ev["burst"] = n
         self.bursts += self.clients.burst(h, n)
@@ -662,8 +666,18 @@ class Injector:
         with self.lock:
             self.busy.discard(h)
 
+    def wait_servers_up(self):
+        """Until no server is down from a kill (a restart's time is not the
+        database's recovery)."""
+        end = time.monotonic() + 30
+        while any(h in self.busy or self.c.readyz(h, 0.5) != 200 for h in SERVERS):
+            if time.monotonic() > end:
+                raise Failure("the servers not both up for 30 s")
+            time.sleep(0.05)
+
     def _pg(self, ev, mode):
         ev["mode"] = mode
+        self.wait_servers_up()
         t_stop = time.monotonic()
         self.c.pg_stop(mode)
         t_down = time.monotonic()
