@@ -524,21 +524,21 @@ class Injector:
         ev["hit"] = ["%d/%d" % j for j in jobs]
 
     def worker_with_child(self, want, timeout=3.0):
-        """want if it runs a job process, else another worker host that does
-        and carries no fault now; want when none does within timeout."""
-        end = time.monotonic() + timeout
+        """A worker host that carries no fault now: want if it runs a job
+        process, else one that does, else (after timeout) any, want first.
+        Waits up to 60 s for a host to be free."""
+        start = time.monotonic()
         while True:
             with self.lock:
-                order = [h for h in (want,) + WORKERS if h not in self.busy]
-            for h in order:
+                free = [h for h in (want,) + WORKERS if h not in self.busy]
+            for h in free:
                 p = self.c.workers.get(h)
                 if p and p.poll() is None and fbtest.children_of(p.pid):
                     return h
-            if time.monotonic() > end:
-                with self.lock:
-                    if want in self.busy:
-                        raise Failure("%s carries another fault" % want)
-                return want
+            if free and time.monotonic() > start + timeout:
+                return free[0]
+            if time.monotonic() > start + max(timeout, 60.0):
+                raise Failure("every worker host carried a fault for 60 s")
             time.sleep(0.05)
 
     def run(self, plan, t0):
@@ -588,10 +588,10 @@ class Injector:
         self._later(ev["hold"], h, lambda: self.c.start_worker(h))
 
     def f_kill_child(self, ev):
-        h = ev["host"] = self.worker_with_child(ev["host"], 10.0)
+        h = ev["host"] = self.worker_with_child(ev["host"], 60.0)
         kids = fbtest.children_of(self.c.workers[h].pid)
         if not kids:
-            raise Failure("no worker ran a job process for 10 s")
+            raise Failure("no worker ran a job process for 60 s")
         ev["child"] = kids
         for k in kids:
             os.kill(k, signal.SIGKILL)
@@ -649,10 +649,17 @@ class Injector:
 
     def f_skew(self, ev):
         h = ev["host"]
-        with self.lock:
-            if h in self.busy:
-                h = ev["host"] = next(w for w in WORKERS if w not in self.busy)
-            self.busy.add(h)
+        end = time.monotonic() + 60
+        while True:  # the named host, or another one carrying no fault now
+            with self.lock:
+                free = [w for w in (h,) + WORKERS if w not in self.busy]
+                if free:
+                    h = ev["host"] = free[0]
+                    self.busy.add(h)
+                    break
+            if time.monotonic() > end:
+                raise Failure("every worker host carried a fault for 60 s")
+            time.sleep(0.1)
         p = self.c.workers[h]
         p.send_signal(signal.SIGTERM)  # hands a running job back (drain, then release)
         try:
@@ -843,14 +850,20 @@ def inside(args):
             print("  %8.2f s  %-12s %-4s %s" % (ev["at"], ev["kind"], ev["host"], " ".join(
                 "%s=%s" % (k, v) for k, v in ev.items() if k not in ("at", "kind", "host"))))
         sys.stdout.flush()
-        budget = Budget(n_b)
-        inj = Injector(c, clients, budget, args.stale_s)
+        # each server kill fires a burst of 4 submits: kept aside from the paced ones
+        bursts = min(n_b // 2, 4 * args.faults_per_kind)
+        budget = Budget(n_b - bursts)
+        inj = Injector(c, clients, Budget(bursts), args.stale_s)
         t0 = time.monotonic()
         t0_wall = time.time()
-        submitters = paced(clients, n_b, span * 0.95, budget)
+        submitters = paced(clients, n_b - bursts, span * 0.95, budget)
         inj.run(plan, t0)
         for t in list(inj.pending):
             t.join()
+        left, _ = inj.budget.take(n_b)  # bursts the schedule did not fire
+        inj.bursts += [threading.Thread(target=clients.submit, daemon=True) for _ in range(left)]
+        for t in inj.bursts[len(inj.bursts) - left:]:
+            t.start()
         for t in submitters + inj.bursts:
             t.join()
         t_faults_end = time.time()
@@ -1072,6 +1085,9 @@ def main():
     ap.add_argument("--octet", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
+    # SIGTERM (ctest's timeout, an operator) ends the run through its finally
+    # blocks: processes stopped, PostgreSQL stopped, namespaces removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.inside:
         failures = inside(args)
         print("chaos: %s" % ("PASSED" if not failures else "FAILED (%d checks)" % len(failures)),
@@ -1131,10 +1147,11 @@ def main():
                 str(args.size), "--iterations", str(args.iterations)]
         child = subprocess.Popen(argv)
         rc = child.wait()
-    except KeyboardInterrupt:
-        if child:
-            child.send_signal(signal.SIGINT)
+    except (KeyboardInterrupt, SystemExit):
+        if child and child.poll() is None:
+            child.send_signal(signal.SIGTERM)  # it stops what it started first
             child.wait()
+        rc = 1
     finally:
         net.down()
     if rc == 0 and not keep:
