@@ -484,8 +484,11 @@ class Budget:
             return k, first
 
 
-def paced(clients, n, seconds, budget):
-    """Submits the budget's jobs spread over seconds (4 threads)."""
+def paced(clients, n, seconds, budget, progress=None, lead=0.0):
+    """Submits the budget's jobs spread over seconds (4 threads); with
+    progress (a function giving the schedule's share done, 0 to 1), job i
+    waits instead until progress() >= i/n - lead, so jobs keep coming, a
+    backlog of lead ahead, however long the schedule really takes."""
     start = time.monotonic()
     interval = seconds / max(1, n)
 
@@ -494,9 +497,13 @@ def paced(clients, n, seconds, budget):
             k, i = budget.take()
             if not k:
                 return
-            wait = start + i * interval - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
+            if progress:
+                while progress() < i / max(1, n) - lead:
+                    time.sleep(0.05)
+            else:
+                wait = start + i * interval - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
             clients.submit()
     ts = [threading.Thread(target=loop, daemon=True) for _ in range(4)]
     for t in ts:
@@ -857,7 +864,10 @@ def inside(args):
         inj = Injector(c, clients, Budget(bursts), args.stale_s)
         t0 = time.monotonic()
         t0_wall = time.time()
-        submitters = paced(clients, n_b - bursts, span * 0.95, budget)
+        # jobs follow the schedule (a schedule runs late: PostgreSQL restarts
+        # take longer than planned), a tenth of them ahead as a backlog
+        submitters = paced(clients, n_b - bursts, span, budget,
+                           progress=lambda: len(inj.done) / len(plan), lead=0.1)
         inj.run(plan, t0)
         for t in list(inj.pending):
             t.join()
