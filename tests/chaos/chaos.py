@@ -513,6 +513,16 @@ def paced(clients, n, seconds, budget, progress=None, lead=0.0):
 
 # ---------------------------------------------------------------- faults
 
+def stopped(pid):
+    """True when pid is stopped (state T) or gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return True
+    return st[st.rfind(")") + 2] in ("T", "t", "Z", "X")
+
+
 class Injector:
     def __init__(self, cluster, clients, budget, stale_s):
         self.c, self.clients, self.budget, self.stale_s = cluster, clients, budget, stale_s
@@ -632,12 +642,15 @@ class Injector:
         h = ev["host"] = self.worker_with_child(ev["host"], 1.0)
         self._take(h)
         p = self.c.workers[h]
-        self._hit(h, ev, time.time())
-        kids = fbtest.children_of(p.pid)
+        t0 = time.time()
+        # the worker first: stopped, it starts no job process, so the list of
+        # its children is then complete (a job it just claimed included)
         os.kill(p.pid, signal.SIGSTOP)
+        fbtest.wait_until(lambda: stopped(p.pid), 5, "worker %d to stop" % p.pid, 0.01)
+        kids = fbtest.children_of(p.pid)
         for k in kids:
             os.kill(k, signal.SIGSTOP)
-        t0 = time.time()
+        self._hit(h, ev, t0)
 
         def thaw():
             t1 = time.time()
