@@ -10,7 +10,9 @@ and `ctl` (this harness and its clients).  No interface is added to the host's
 own namespace; traffic stays on that private bridge.
 
 Phase A runs a tenth of the jobs without faults (the throughput without
-faults).  Phase B submits the rest, paced, through both servers, by clients
+faults).  Phase B submits the rest along the schedule's progress (a tenth
+ahead as a backlog), and a burst of 4 at each server kill, through both
+servers, by clients
 that send every submit with an Idempotency-Key and resend it (to either
 server) while answers are lost, while the schedule injects, per kind, at
 least --faults-per-kind faults:
