@@ -12,10 +12,9 @@ own namespace; traffic stays on that private bridge.
 Phase A runs a tenth of the jobs without faults (the throughput without
 faults).  Phase B submits the rest along the schedule's progress (a tenth
 ahead as a backlog), and a burst of 4 at each server kill, through both
-servers, by clients
-that send every submit with an Idempotency-Key and resend it (to either
-server) while answers are lost, while the schedule injects, per kind, at
-least --faults-per-kind faults:
+servers, by clients that send every submit with an Idempotency-Key and
+resend it (to either server) while answers are lost, while the schedule
+injects, per kind, at least --faults-per-kind faults:
 
   kill_worker   SIGKILL a worker (its job process dies with it), restarted 1 s on
   kill_child    SIGKILL a worker's job process (the job is retried: `killed`)
