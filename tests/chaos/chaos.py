@@ -41,8 +41,8 @@ replay it.  At the end the run checks (any failure exits 1):
     log line); attempts never exceed max_attempts;
   * no job ran on two workers at once: per job, each attempt's run (from the
     worker's "running" line to its "job process ended" line, or to the SIGKILL
-    of its worker; clock skew undone, frozen time taken out) ends before the
-    next attempt's starts;
+    of its worker; clock skew undone; a run its lease's timer killed ends at
+    the lease's end) ends before the next attempt's starts;
   * every write a worker's log says the fence refused belongs to an attempt
     that was no longer the job's; they are counted and printed;
   * both servers answered /readyz 503 while PostgreSQL was down and 200 again
@@ -59,6 +59,7 @@ is missing.
 """
 
 import argparse
+import calendar
 import glob
 import http.client
 import json
@@ -255,9 +256,8 @@ class Cluster:
         self.local_url = "postgresql://postgres@/fusionbench?host=%s" % self.sock
         self.servers = {}  # host -> Popen
         self.workers = {}  # host -> Popen
-        self.incarnations = []  # dicts: host, n, pid, log, skew_s, killed_at, frozen
+        self.incarnations = []  # dicts: host, n, pid, log, skew_s, killed_at
         self.skew = {h: 0 for h in WORKERS}
-        self.frozen = {}  # worker pid -> [(t0, t1)]
         self.lock = threading.Lock()
         self.token = None
         self.faketime = faketime_lib()
@@ -514,19 +514,9 @@ def paced(clients, n, seconds, budget, progress=None, lead=0.0):
 
 # ---------------------------------------------------------------- faults
 
-def stopped(pid):
-    """True when pid is stopped (state T) or gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-    except OSError:
-        return True
-    return st[st.rfind(")") + 2] in ("T", "t", "Z", "X")
-
-
 class Injector:
-    def __init__(self, cluster, clients, budget, stale_s):
-        self.c, self.clients, self.budget, self.stale_s = cluster, clients, budget, stale_s
+    def __init__(self, cluster, clients, budget):
+        self.c, self.clients, self.budget = cluster, clients, budget
         self.done = []  # executed faults, with what they hit
         self.victims = []  # (job, attempt, fault time, kind)
         self.pg = []  # per restart: down/up/ready times, 503 seen
@@ -647,14 +637,14 @@ class Injector:
         # the worker first: stopped, it starts no job process, so the list of
         # its children is then complete (a job it just claimed included)
         os.kill(p.pid, signal.SIGSTOP)
-        fbtest.wait_until(lambda: stopped(p.pid), 5, "worker %d to stop" % p.pid, 0.01)
+        fbtest.wait_until(lambda: fbtest.pid_state(p.pid) in (None, "T", "t", "Z", "X"), 5,
+                          "worker %d to stop" % p.pid, 0.01)
         kids = fbtest.children_of(p.pid)
         for k in kids:
             os.kill(k, signal.SIGSTOP)
         self._hit(h, ev, t0)
 
         def thaw():
-            t1 = time.time()
             try:
                 os.kill(p.pid, signal.SIGCONT)  # the worker first: its lease check runs
             except OSError:
@@ -665,8 +655,6 @@ class Injector:
                     os.kill(k, signal.SIGCONT)
                 except OSError:
                     pass
-            with self.c.lock:
-                self.c.frozen.setdefault(p.pid, []).append((t0, t1))
         self._later(ev["hold"], h, thaw)
 
     def f_skew(self, ev):
@@ -755,7 +743,6 @@ RE_FENCED = re.compile(r"^" + STAMP + r" \w+ \S+: job (\d+) attempt (\d+): fence
 
 
 def epoch(stamp):
-    import calendar
     base, ms = stamp.split(".")
     return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + int(ms) / 1000.0
 
@@ -875,7 +862,7 @@ def inside(args):
         # each server kill fires a burst of 4 submits: kept aside from the paced ones
         bursts = min(n_b // 2, 4 * args.faults_per_kind)
         budget = Budget(n_b - bursts)
-        inj = Injector(c, clients, Budget(bursts), args.stale_s)
+        inj = Injector(c, clients, Budget(bursts))
         t0 = time.monotonic()
         t0_wall = time.time()
         # jobs follow the schedule (a schedule runs late: PostgreSQL restarts

@@ -134,14 +134,19 @@ def children_of(pid):
     return out
 
 
-def pid_alive(pid):
-    """False when the process is gone or a zombie (dead, not yet reaped)."""
+def pid_state(pid):
+    """The process's state letter from /proc (R, S, T, Z, ...), None when gone."""
     try:
         with open("/proc/%d/stat" % pid) as f:
             st = f.read()
     except OSError:
-        return False
-    return st[st.rfind(")") + 2] not in ("Z", "X")
+        return None
+    return st[st.rfind(")") + 2]
+
+
+def pid_alive(pid):
+    """False when the process is gone or a zombie (dead, not yet reaped)."""
+    return pid_state(pid) not in (None, "Z", "X")
 
 
 class Env:
