@@ -126,8 +126,7 @@ static const char *spec_describe(const cJSON *item, char *buf, size_t n)
     return buf;
 }
 
-/* True when s is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
-static bool spec_utf8_valid(const char *s)
+size_t fb_utf8_prefix(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
@@ -143,18 +142,26 @@ static bool spec_utf8_valid(const char *s)
         else if (c >= 0xf0 && c <= 0xf4)
             need = 3, min = 0x10000;
         else
-            return false;
-        unsigned cp = c & (0x3f >> need);
-        for (unsigned k = 1; k <= need; k++) {
-            if ((p[k] & 0xc0) != 0x80)
-                return false;
+            break;
+        unsigned cp = c & (0x3f >> need), k = 1;
+        for (; k <= need && (p[k] & 0xc0) == 0x80; k++)
             cp = (cp << 6) | (p[k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
+        if (k <= need || cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            break;
         p += need + 1;
     }
-    return true;
+    return (size_t)(p - (const unsigned char *)s);
+}
+
+bool fb_utf8_valid(const char *s)
+{
+    return s[fb_utf8_prefix(s)] == '\0';
+}
+
+void fb_utf8_mend(char *s)
+{
+    for (size_t n; s[n = fb_utf8_prefix(s)]; s += n + 1)
+        s[n] = '?';
 }
 
 bool fb_name_valid(const char *s)
@@ -298,13 +305,15 @@ static fb_code spec_check_unique(const cJSON *obj, fb_err *err)
     return rc;
 }
 
-/* Walks a params subtree: depth (the params object is 1), finite numbers, UTF-8
- * keys and strings, unique keys.  Recursion is bounded by FB_JSON_MAX_DEPTH + 1. */
+/* Walks a params subtree: depth (the params object is 1), numbers within
+ * +/-FB_PARAM_NUM_MAX, UTF-8 keys and strings, unique keys.  Recursion is
+ * bounded by FB_JSON_MAX_DEPTH + 1. */
 static fb_code spec_check_tree(const cJSON *node, int depth, fb_err *err)
 {
-    if (cJSON_IsNumber(node) && !isfinite(node->valuedouble))
-        return fb_err_set(err, FB_EINVAL, "params", "params holds a number out of range");
-    if (cJSON_IsString(node) && !spec_utf8_valid(node->valuestring))
+    if (cJSON_IsNumber(node) && !(fabs(node->valuedouble) <= FB_PARAM_NUM_MAX))
+        return fb_err_set(err, FB_EINVAL, "params",
+                          "params holds a number out of range (beyond +/-1e308)");
+    if (cJSON_IsString(node) && !fb_utf8_valid(node->valuestring))
         return fb_err_set(err, FB_EINVAL, "params", "params holds a string that is not UTF-8");
     if (!cJSON_IsArray(node) && !cJSON_IsObject(node))
         return FB_OK;
@@ -313,7 +322,7 @@ static fb_code spec_check_tree(const cJSON *node, int depth, fb_err *err)
                           FB_JSON_MAX_DEPTH);
     fb_code rc = cJSON_IsObject(node) ? spec_check_unique(node, err) : FB_OK;
     for (const cJSON *c = node->child; c && !rc; c = c->next) {
-        if (cJSON_IsObject(node) && (!c->string || !spec_utf8_valid(c->string)))
+        if (cJSON_IsObject(node) && (!c->string || !fb_utf8_valid(c->string)))
             return fb_err_set(err, FB_EINVAL, "params", "params holds a key that is not UTF-8");
         rc = spec_check_tree(c, depth + 1, err);
     }
@@ -374,7 +383,7 @@ static bool spec_label_value_valid(const char *v)
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
             return false;
-    return n < FB_LABEL_MAX && spec_utf8_valid(v);
+    return n < FB_LABEL_MAX && fb_utf8_valid(v);
 }
 
 static fb_code spec_dec_label(const cJSON *item, fb_spec *s, fb_err *err)
@@ -499,7 +508,8 @@ out:
 /* Scans the raw text before cJSON sees it: bracket depth over limit is
  * FB_ETOOBIG (cJSON recurses once per level), and a raw control character in a
  * string, or outside one other than tab/LF/CR, is FB_EJSON (RFC 8259 forbids
- * them; cJSON would let them through). */
+ * them; cJSON would let them through).  The escape \u0000 is FB_EINVAL: cJSON
+ * ends the string there, silently dropping the rest. */
 static fb_code spec_text_scan(const char *text, size_t len, int limit, fb_err *err)
 {
     int depth = 0;
@@ -510,6 +520,11 @@ static fb_code spec_text_scan(const char *text, size_t len, int limit, fb_err *e
             return fb_err_set(err, FB_EJSON, "",
                               "the body is not valid JSON (control character at byte %zu)", i);
         if (in_str) {
+            if (c == '\\' && len - i >= 6 && memcmp(text + i + 1, "u0000", 5) == 0)
+                return fb_err_set(err, FB_EINVAL, "",
+                                  "a string holds \\u0000 (at byte %zu): NUL characters "
+                                  "cannot be stored",
+                                  i);
             if (c == '\\')
                 i++; /* the escaped character cannot end the string */
             else if (c == '"')
@@ -559,6 +574,13 @@ static fb_code spec_parse_text(const char *text, size_t len, cJSON **out, fb_err
     return rc;
 }
 
+fb_code fb_json_parse_body(const char *text, size_t len, cJSON **out, fb_err *err)
+{
+    *out = NULL;
+    fb_code rc = spec_text_scan(text, len, SPEC_SCAN_MAX_DEPTH, err);
+    return rc ? rc : spec_parse_text(text, len, out, err);
+}
+
 fb_code fb_spec_parse(const char *text, size_t len, fb_spec *spec, fb_err *err)
 {
     cJSON *obj = NULL;
@@ -569,10 +591,7 @@ fb_code fb_spec_parse(const char *text, size_t len, fb_spec *spec, fb_err *err)
                         FB_SPEC_JSON_MAX);
         goto out;
     }
-    rc = spec_text_scan(text, len, SPEC_SCAN_MAX_DEPTH, err);
-    if (rc)
-        goto out;
-    rc = spec_parse_text(text, len, &obj, err);
+    rc = fb_json_parse_body(text, len, &obj, err);
     if (rc)
         goto out;
     rc = fb_spec_from_json(obj, spec, err);

@@ -24,6 +24,11 @@
 #define FB_MAX_BATCH      65536
 #define FB_SPEC_JSON_MAX  (64 * 1024) /* encoded spec, params included */
 #define FB_JSON_MAX_DEPTH 16
+/* Largest magnitude of a number in params: cJSON prints a double with 15
+ * significant digits when that reads back within its tolerance, and next to
+ * DBL_MAX the 15-digit text (1.79769313486232e+308) reads back as infinity, so
+ * a value that close would be stored as null. */
+#define FB_PARAM_NUM_MAX 1e308
 
 typedef struct fb_label {
     char key[FB_LABEL_MAX];
@@ -71,6 +76,14 @@ void fb_spec_free(fb_spec *spec);
  * On error the spec is left initialized and owns nothing. */
 FB_MUSTCHECK fb_code fb_spec_parse(const char *text, size_t len, fb_spec *spec, fb_err *err);
 
+/* Parses a request body from outside (len bytes, need not be NUL-terminated)
+ * the way fb_spec_parse does before it reads fields: FB_EJSON when it is not
+ * exactly one JSON value (raw control characters, trailing text), FB_ETOOBIG
+ * when brackets nest past twice FB_JSON_MAX_DEPTH, FB_EINVAL when a string or
+ * key holds \u0000 (cJSON's strings end there and jsonb refuses it, so it
+ * would be cut short).  *out is the tree, or NULL with err set. */
+FB_MUSTCHECK fb_code fb_json_parse_body(const char *text, size_t len, cJSON **out, fb_err *err);
+
 /* The same from an already-parsed object (not consumed). */
 FB_MUSTCHECK fb_code fb_spec_from_json(const cJSON *obj, fb_spec *spec, fb_err *err);
 
@@ -96,5 +109,13 @@ FB_MUSTCHECK fb_code fb_spec_param_bool(const fb_spec *spec, const char *key, bo
 
 /* True when s is a valid name for workload/engine/device/dtype/variant. */
 bool fb_name_valid(const char *s);
+
+/* True when s is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+bool fb_utf8_valid(const char *s);
+/* Bytes of s's longest well-formed UTF-8 prefix. */
+size_t fb_utf8_prefix(const char *s);
+/* Makes s well-formed UTF-8 in place: each byte that starts no valid sequence
+ * (a message cut inside a character, client bytes) becomes '?'. */
+void fb_utf8_mend(char *s);
 
 #endif

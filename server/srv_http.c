@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "fb_log.h"
+#include "fb_spec.h"
 #include "srv_explain.h"
 #include "srv_jobs.h"
 #include "srv_metrics.h"
@@ -171,6 +172,7 @@ void srv_reply_error(srv_req *r, int status, const char *code, const char *field
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fb_utf8_mend(msg); /* a JSON body is UTF-8, whatever was cut or echoed */
     if (e) {
         cJSON_AddStringToObject(e, "code", code);
         cJSON_AddStringToObject(e, "message", msg);
@@ -412,8 +414,45 @@ static bool csrf_safe(const srv_req *r)
            MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-FusionBench-Client") != NULL;
 }
 
+/* A query parameter no handler can take as text: a NUL (%00) would silently
+ * cut its C string short, and bytes that are not UTF-8 the database refuses. */
+typedef struct query_bad {
+    const char *key;
+    const char *why;
+} query_bad;
+
+static enum MHD_Result query_bad_it(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    size_t key_size, const char *value, size_t value_size)
+{
+    query_bad *b = cls;
+    (void)kind;
+    if (strlen(key) != key_size || !fb_utf8_valid(key)) {
+        b->key = "";
+        b->why = "a query parameter's name holds a NUL byte (%00) or is not UTF-8";
+        return MHD_NO;
+    }
+    if (value && strlen(value) != value_size)
+        b->why = "holds a NUL byte (%00)";
+    else if (value && !fb_utf8_valid(value))
+        b->why = "is not UTF-8";
+    else
+        return MHD_YES;
+    b->key = key;
+    return MHD_NO;
+}
+
+/* The first query parameter no handler can take (key "" when its name is the
+ * trouble), or key NULL. */
+static query_bad query_check(const srv_req *r)
+{
+    query_bad b = {NULL, NULL};
+    MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, query_bad_it, &b);
+    return b;
+}
+
 static void dispatch(srv_req *r)
 {
+    query_bad bad = {NULL, NULL};
     const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
 
     if (r->body_too_big)
@@ -426,6 +465,11 @@ static void dispatch(srv_req *r)
                         host ? host : "", r->srv->cfg.allowed_hosts);
     else if (!r->route)
         route_miss(r);
+    else if ((bad = query_check(r)).key && !bad.key[0])
+        srv_reply_error(r, 400, "invalid_argument", NULL, "%s", bad.why);
+    else if (bad.key)
+        srv_reply_error(r, 400, "invalid_argument", bad.key, "query parameter '%.100s' %s", bad.key,
+                        bad.why);
     else if (!csrf_safe(r))
         srv_reply_error(r, 415, "unsupported_media_type", NULL,
                         "a %s needs Content-Type: application/json (or an X-FusionBench-Client "

@@ -399,9 +399,14 @@ void srv_idem_mismatch(srv_req *r, const srv_idem *idem, const char *what)
 
 /* ---- GET /api/v1/jobs ---- */
 
+/* A label filter's key and value: up to FB_LABEL_MAX - 1 characters each, as
+ * the schema counts (a stored label has as many bytes at most, so a longer one
+ * matches nothing). */
+#define LABEL_QUERY_BYTES (4 * (FB_LABEL_MAX - 1) + 1)
+
 typedef struct list_query {
     db_job_filter f;
-    char label_key[FB_LABEL_MAX], label_value[FB_LABEL_MAX];
+    char label_key[LABEL_QUERY_BYTES], label_value[LABEL_QUERY_BYTES];
 } list_query;
 
 static bool name_param(srv_req *r, const char *key, const char **out)
@@ -432,9 +437,10 @@ static bool list_query_read(srv_req *r, list_query *q)
     if (!name_param(r, "workload", &q->f.workload) || !name_param(r, "engine", &q->f.engine) ||
         !name_param(r, "device", &q->f.device))
         return false;
-    if (label && !srv_parse_label(label, q->label_key, sizeof q->label_key, q->label_value,
-                                  sizeof q->label_value)) {
-        srv_reply_error(r, 400, "invalid_argument", "label", "label must be key:value");
+    if (label && !srv_parse_label(label, FB_LABEL_MAX - 1, q->label_key, sizeof q->label_key,
+                                  q->label_value, sizeof q->label_value)) {
+        srv_reply_error(r, 400, "invalid_argument", "label",
+                        "label must be key:value, each 1..%d characters", FB_LABEL_MAX - 1);
         return false;
     }
     if (limit && !srv_parse_int_range(limit, 1, LIST_LIMIT_MAX, &lim)) {

@@ -2,6 +2,7 @@
 
 #include <assert.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -98,7 +99,17 @@ bool srv_parse_int_range(const char *s, long lo, long hi, long *out)
     return true;
 }
 
-bool srv_parse_label(const char *s, char *key, size_t keysz, char *val, size_t valsz)
+/* Characters of UTF-8 text: the bytes that are not continuation bytes. */
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return c;
+}
+
+bool srv_parse_label(const char *s, size_t maxchars, char *key, size_t keysz, char *val,
+                     size_t valsz)
 {
     const char *colon;
     size_t klen, vlen;
@@ -110,7 +121,8 @@ bool srv_parse_label(const char *s, char *key, size_t keysz, char *val, size_t v
         return false;
     klen = (size_t)(colon - s);
     vlen = strlen(colon + 1);
-    if (klen == 0 || vlen == 0 || klen >= keysz || vlen >= valsz)
+    if (klen == 0 || vlen == 0 || klen >= keysz || vlen >= valsz ||
+        utf8_chars(s, klen) > maxchars || utf8_chars(colon + 1, vlen) > maxchars)
         return false;
     memcpy(key, s, klen);
     key[klen] = '\0';
@@ -303,18 +315,50 @@ static int days_in_month(int y, int m)
     return m == 2 && leap ? 29 : days[m - 1];
 }
 
-/* "Z", or "+HH:MM" / "-HH:MM": the rest of the string. */
-static bool zone_ok(const char *s)
+/* "Z", or "+HH:MM" / "-HH:MM": the rest of the string; *minutes is the
+ * offset east of UTC. */
+static bool zone_ok(const char *s, int *minutes)
 {
+    *minutes = 0;
     if ((s[0] == 'Z' || s[0] == 'z') && s[1] == '\0')
         return true;
-    return (s[0] == '+' || s[0] == '-') && digits(s + 1, 2, 0, 23) >= 0 && s[3] == ':' &&
-           digits(s + 4, 2, 0, 59) >= 0 && s[6] == '\0';
+    if (s[0] != '+' && s[0] != '-')
+        return false;
+    int h = digits(s + 1, 2, 0, 23), m = h >= 0 && s[3] == ':' ? digits(s + 4, 2, 0, 59) : -1;
+    if (m < 0 || s[6] != '\0')
+        return false;
+    *minutes = (s[0] == '-' ? -1 : 1) * (h * 60 + m);
+    return true;
 }
 
-bool srv_parse_rfc3339(const char *s)
+/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar, and back
+ * (eras of 400 years, 146097 days; March-based years put the leap day last). */
+static long long days_from_civil(int y, int m, int d)
 {
-    int y, m, d;
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+static void civil_from_days(long long z, int *y, int *m, int *d)
+{
+    z += 719468;
+    long long era = (z >= 0 ? z : z - 146096) / 146097;
+    long long doe = z - era * 146097;
+    long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    long long mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = (int)(yoe + era * 400 + (*m <= 2));
+}
+
+bool srv_parse_rfc3339(const char *s, char *utc, size_t n)
+{
+    int y, m, d, hh, mi, off;
+    const char *sec, *end;
 
     if (!s || strnlen(s, 11) < 10)
         return false;
@@ -323,20 +367,44 @@ bool srv_parse_rfc3339(const char *s)
     d = m > 0 && s[7] == '-' ? digits(s + 8, 2, 1, 31) : -1;
     if (y < 0 || m < 0 || d < 0 || d > days_in_month(y, m))
         return false;
-    if (s[10] == '\0')
+    if (s[10] == '\0') {
+        if (utc)
+            snprintf(utc, n, "%.10s", s);
         return true;
-    s += 10;
-    if (!(s[0] == 'T' || s[0] == 't' || s[0] == ' ') || digits(s + 1, 2, 0, 23) < 0 ||
-        s[3] != ':' || digits(s + 4, 2, 0, 59) < 0 || s[6] != ':' || digits(s + 7, 2, 0, 60) < 0)
+    }
+    const char *t = s + 10;
+    if (!(t[0] == 'T' || t[0] == 't' || t[0] == ' ') || (hh = digits(t + 1, 2, 0, 23)) < 0 ||
+        t[3] != ':' || (mi = digits(t + 4, 2, 0, 59)) < 0 || t[6] != ':' ||
+        digits(t + 7, 2, 0, 60) < 0)
         return false;
-    s += 9;
-    if (s[0] == '.') {
-        size_t frac = strspn(s + 1, "0123456789");
+    sec = t + 7;
+    end = t + 9;
+    if (end[0] == '.') {
+        size_t frac = strspn(end + 1, "0123456789");
         if (frac == 0 || frac > 9)
             return false;
-        s += 1 + frac;
+        end += 1 + frac;
     }
-    return zone_ok(s);
+    if (!zone_ok(end, &off))
+        return false;
+    if (!utc)
+        return true;
+    /* The same instant in UTC: PostgreSQL refuses offsets past 15:59, RFC 3339
+     * allows 23:59.  Seconds (60 included) are kept as written; an instant
+     * shifted out of years 1..9999 is clamped to the range's end, which
+     * filters the same rows. */
+    long long min = (days_from_civil(y, m, d) * 24 + hh) * 60 + mi - off;
+    long long day = min >= 0 ? min / 1440 : -((-min + 1439) / 1440);
+    int rest = (int)(min - day * 1440);
+    civil_from_days(day, &y, &m, &d);
+    if (y < 1)
+        snprintf(utc, n, "0001-01-01T00:00:00Z");
+    else if (y > 9999)
+        snprintf(utc, n, "9999-12-31T23:59:59.999999Z");
+    else
+        snprintf(utc, n, "%04d-%02d-%02dT%02d:%02d:%.*sZ", y, m, d, rest / 60, rest % 60,
+                 (int)(end - sec), sec);
+    return true;
 }
 
 /* The name part of a Host header value: "[::1]:80" -> "::1", "a:80" -> "a". */

@@ -36,8 +36,10 @@ FB_MUSTCHECK bool srv_parse_id(const char *s, size_t len, int64_t *out);
 FB_MUSTCHECK bool srv_parse_int_range(const char *s, long lo, long hi, long *out);
 
 /* Splits "key:value" at the first ':' into key and value (both non-empty, each
- * shorter than its buffer).  key and val are written only on success. */
-FB_MUSTCHECK bool srv_parse_label(const char *s, char *key, size_t keysz, char *val, size_t valsz);
+ * at most maxchars UTF-8 characters and shorter than its buffer).  key and val
+ * are written only on success. */
+FB_MUSTCHECK bool srv_parse_label(const char *s, size_t maxchars, char *key, size_t keysz,
+                                  char *val, size_t valsz);
 
 /* Splits "ID/ACTION" (the tail of /api/v1/workers/...) at its last slash into id,
  * percent-decoded, and action.  False when either part is empty, a part does not
@@ -48,9 +50,12 @@ FB_MUSTCHECK bool srv_parse_worker_action(const char *s, char *id, size_t idsz, 
 
 /* True when s is a date that exists ("2026-11-22") or an RFC 3339 date-time
  * ("2026-11-22T10:00:00Z", "...T10:00:00.5+01:00"; 'T' or a space, seconds up
- * to 60 for a leap second, years 0001..9999), so the database never sees a
- * time it would refuse. */
-bool srv_parse_rfc3339(const char *s);
+ * to 60 for a leap second, years 0001..9999, offsets up to +/-23:59).  When utc
+ * is not NULL it gets (n >= SRV_TIME_MAX) the date as written, or the instant
+ * in UTC ("2026-11-22T09:00:00.5Z"), so the database never sees a time it
+ * would refuse. */
+#define SRV_TIME_MAX 40
+bool srv_parse_rfc3339(const char *s, char *utc, size_t n);
 
 /* An Idempotency-Key header's value: 1..SRV_IDEM_KEY_MAX visible ASCII
  * characters (0x21-0x7e: a UUID, a ULID, any client's token). */

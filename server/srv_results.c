@@ -53,7 +53,8 @@ static bool int_param(srv_req *r, const char *key, long lo, long hi, long *out)
  * of an HTTP thread; 25,000 is 50 series of 500 points, or 500 of 50. */
 #define RESULTS_POINTS_TOTAL_MAX 25000
 
-static bool read_filter(srv_req *r, db_results_filter *f)
+/* Reads the query into f; since_utc (SRV_TIME_MAX) holds f->since. */
+static bool read_filter(srv_req *r, db_results_filter *f, char *since_utc)
 {
     long bs = 0, pts = POINTS_DEFAULT, lim = LIMIT_DEFAULT;
     const char *cursor = srv_req_query(r, "cursor");
@@ -71,13 +72,14 @@ static bool read_filter(srv_req *r, db_results_filter *f)
                         RESULTS_POINTS_TOTAL_MAX, pts, lim);
         return false;
     }
-    f->since = srv_req_query(r, "since");
-    if (f->since && !srv_parse_rfc3339(f->since)) {
+    const char *since = srv_req_query(r, "since");
+    if (since && !srv_parse_rfc3339(since, since_utc, SRV_TIME_MAX)) {
         srv_reply_error(r, 400, "invalid_argument", "since",
                         "since must be a date (2026-11-22) or an RFC 3339 time "
                         "(2026-11-22T10:00:00Z) that exists");
         return false;
     }
+    f->since = since ? since_utc : NULL;
     if (cursor && !srv_parse_id(cursor, strlen(cursor), &f->after)) {
         srv_reply_error(r, 400, "invalid_argument", "cursor", "not a cursor from next_cursor");
         return false;
@@ -273,6 +275,7 @@ static void reply_page(srv_req *r, cJSON *items, int64_t next, bool csv)
 void srv_results_list(srv_req *r)
 {
     db_results_filter f;
+    char since_utc[SRV_TIME_MAX];
     char *text = NULL;
     int64_t next = 0;
     bool csv;
@@ -280,7 +283,7 @@ void srv_results_list(srv_req *r)
     fb_err err;
 
     fb_err_clear(&err);
-    if (!srv_export_format(r, &csv) || !read_filter(r, &f))
+    if (!srv_export_format(r, &csv) || !read_filter(r, &f, since_utc))
         return;
     if (db_results_query(r->db, &f, &text, &next, &err) != FB_OK) {
         srv_reply_fb_err(r, &err);

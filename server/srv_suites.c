@@ -319,7 +319,10 @@ void srv_suites_create(srv_req *r)
                         "Content-Type must be application/json");
         goto out;
     }
-    body = r->body ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
+    if (fb_json_parse_body(r->body ? r->body : "", r->body_len, &body, &err) != FB_OK) {
+        srv_reply_fb_err(r, &err);
+        goto out;
+    }
     if (!cJSON_IsObject(body)) {
         srv_reply_error(r, 400, "invalid_json", NULL, "the body must be a JSON object");
         goto out;

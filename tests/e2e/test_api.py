@@ -5,6 +5,7 @@ A small job runs to the end and every field of the job and its result is checked
 then kernels, listing with filters and cursor pagination, catalog, workers,
 operations endpoints, and every error the API promises."""
 
+import datetime
 import http.client
 import json
 import re
@@ -12,6 +13,7 @@ import socket
 import sys
 import time
 import os
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fbtest  # noqa: E402
@@ -270,6 +272,48 @@ def t_hardening(env):
         check_eq(hdrs.get("X-Content-Type-Options"), "nosniff", path + ": nosniff")
 
 
+def t_outside_text(env, done_id):
+    """Text that could not be stored and read back unchanged is refused, by name;
+    since takes any RFC 3339 offset (PostgreSQL stops at 15:59) as its instant."""
+    for q, field in (("label=a:%00b", "label"), ("label=%FF:x", "label"),
+                     ("workload=soft%00max", "workload")):
+        check_error(env.get("/api/v1/jobs?" + q), 400, "invalid_argument", field, q)
+    check_error(env.get("/api/v1/jobs?%FF=1"), 400, "invalid_argument", None, "%FF as a name")
+    check_error(env.get("/api/v1/results?device=%C3"), 400, "invalid_argument", "device",
+                "a cut UTF-8 character")
+    for body, what in ((b'{"workload":"softmax","labels":{"a":"x\u0000y"}}', "NUL in a label"),
+                       (b'{"workload":"softmax","params":{"k\u0000":1}}', "NUL in a key"),
+                       (b'{"workloads":["softmax"],"params":{"s":"\u0000"}}', "NUL in a suite")):
+        path = "/api/v1/suites" if b"workloads" in body else "/api/v1/jobs"
+        resp = env.post(path, raw=body)
+        check_error(resp, 400, "invalid_argument", None, what)
+        check("u0000" in resp[2]["error"]["message"], what + ": %r" % (resp[2],))
+    for n in ("1.7976931348623157e308", "-1.7976931348623157e308", "1e309"):
+        check_error(env.post("/api/v1/jobs", raw=b'{"workload":"softmax","params":{"x":[%s]}}'
+                             % n.encode()), 400, "invalid_argument", "params", "params " + n)
+    # 1e308 fits and comes back as itself, not as null
+    st, _, job = env.post("/api/v1/jobs", {"workload": "softmax", "priority": -100,
+                                           "params": {"x": [1e308, -1e308, 5e-324]}})
+    check_eq(st, 201, "params within +/-1e308")
+    check_eq(env.get("/api/v1/jobs/%d" % job["id"])[2]["spec"]["params"]["x"],
+             [1e308, -1e308, 5e-324], "params numbers stored")
+    check(env.post("/api/v1/jobs/%d/cancel" % job["id"])[0] in (200, 409), "cancel")
+    env.wait_job(job["id"])
+    # since: the finished job's point, bracketed by times written 17:41 behind UTC
+    st, _, page = env.get("/api/v1/results?workload=gemm_bias_relu&limit=500")
+    pts = [p for s in page["items"] for p in s["series"] if p["job_id"] == done_id]
+    check(st == 200 and pts, "results hold job %d: %r" % (done_id, page))
+    at = datetime.datetime.fromisoformat(pts[0]["created_at"].replace("Z", "+00:00"))
+    zone = datetime.timezone(-datetime.timedelta(hours=17, minutes=41))
+    for delta, want in ((-60, True), (60, False)):
+        since = (at + datetime.timedelta(seconds=delta)).astimezone(zone)
+        q = urllib.parse.quote(since.isoformat(timespec="seconds"))
+        st, _, page = env.get("/api/v1/results?workload=gemm_bias_relu&limit=500&since=" + q)
+        check_eq(st, 200, "since=%s" % since.isoformat())
+        got = any(p["job_id"] == done_id for s in page["items"] for p in s["series"])
+        check_eq(got, want, "since=%s keeps the point at %s" % (since.isoformat(), at))
+
+
 def t_csrf_and_host(env, done_id):
     """A page elsewhere cannot change state (item 2): a body-less POST needs the
     client header or a JSON type, which a form cannot send; a Host that is not
@@ -443,6 +487,7 @@ def run(env):
     t_catalog(env, worker.wid)
     t_ops(env)
     t_hardening(env)
+    t_outside_text(env, job["id"])
     t_csrf_and_host(env, job["id"])
     t_connection_limits(env)
     t_errors(env, job["id"])

@@ -67,15 +67,21 @@ def main(src):
             if p not in names:
                 bad.append("%s %s: path parameter %s undeclared" % (key + (p,)))
     # The job spec is proto/schema/job_spec.schema.json (the decoder's mirror), its
-    # name definition at components/schemas/Name; a suite's job fields are the spec's.
+    # name and param definitions at components/schemas/Name and Param; a suite's
+    # job fields are the spec's.
     spec = json.load(open(os.path.join(src, "proto", "schema", "job_spec.schema.json")))
-    want = json.loads(json.dumps(spec["properties"]).replace("#/$defs/name",
-                                                             "#/components/schemas/Name"))
+
+    def refs(x):
+        return json.loads(json.dumps(x).replace("#/$defs/name", "#/components/schemas/Name")
+                          .replace("#/$defs/param", "#/components/schemas/Param"))
+    want = refs(spec["properties"])
     schemas = doc["components"]["schemas"]
     if schemas.get("Spec", {}).get("properties") != want:
         bad.append("components/schemas/Spec differs from proto/schema/job_spec.schema.json")
     if schemas.get("Name") != spec["$defs"]["name"]:
         bad.append("components/schemas/Name differs from job_spec.schema.json's name")
+    if schemas.get("Param") != refs(spec["$defs"]["param"]):
+        bad.append("components/schemas/Param differs from job_spec.schema.json's param")
     for k, v in schemas.get("SuiteSpec", {}).get("properties", {}).items():
         if k in want and v != want[k]:
             bad.append("SuiteSpec.%s differs from the job spec's" % k)

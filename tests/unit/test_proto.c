@@ -509,6 +509,56 @@ static void test_spec_params(void **state)
     expect_ok_free("{\"workload\":\"w\",\"params\":{\"a\":{\"x\":1},\"b\":{\"x\":1}}}");
 }
 
+static void test_utf8(void **state)
+{
+    (void)state;
+    assert_true(fb_utf8_valid("plain \xc3\xa9 \xf0\x9f\x98\x8d"));
+    assert_false(fb_utf8_valid("\xff"));
+    assert_false(fb_utf8_valid("\xed\xa0\x80"));   /* a surrogate */
+    assert_false(fb_utf8_valid("\xc0\xaf"));       /* overlong */
+    assert_int_equal(fb_utf8_prefix("ab\xc3"), 2); /* cut inside a character */
+    assert_int_equal(fb_utf8_prefix("ab\xc3x"), 2);
+    char s[] = "a\xc3\xa9\xff\xe2\x82"
+               "b\xe2\x82\xac\xc3";
+    fb_utf8_mend(s);
+    assert_string_equal(s, "a\xc3\xa9???b\xe2\x82\xac?"); /* each bad byte one '?' */
+    assert_true(fb_utf8_valid(s));
+}
+
+/* A number next to DBL_MAX is finite, but cJSON's 15-digit text for it reads
+ * back as infinity and prints as null: refused.  1e308 and smaller survive the
+ * trip from the spec's text and back unchanged. */
+static void test_spec_params_number_range(void **state)
+{
+    (void)state;
+    expect_err("{\"workload\":\"w\",\"params\":{\"x\":[1.7976931348623157e+308]}}", FB_EINVAL,
+               "params");
+    expect_err("{\"workload\":\"w\",\"params\":{\"x\":-1.797693134862315e308}}", FB_EINVAL,
+               "params");
+    expect_err("{\"workload\":\"w\",\"params\":{\"x\":1.00000000000001e308}}", FB_EINVAL, "params");
+    fb_spec s;
+    expect_ok("{\"workload\":\"w\",\"params\":{\"a\":[1e308,-1e308,9.999999999999999e307,"
+              "5e-324]}}",
+              &s);
+    cJSON *j = fb_spec_to_json(&s);
+    char *txt = cJSON_PrintUnformatted(j);
+    assert_non_null(txt);
+    fb_spec back;
+    fb_err err;
+    assert_int_equal(fb_spec_parse(txt, strlen(txt), &back, &err), FB_OK);
+    const cJSON *a = cJSON_GetObjectItem(back.params, "a");
+    assert_int_equal(cJSON_GetArraySize(a), 4);
+    assert_true(cJSON_GetArrayItem(a, 0)->valuedouble == 1e308);
+    assert_true(cJSON_GetArrayItem(a, 1)->valuedouble == -1e308);
+    assert_true(isfinite(cJSON_GetArrayItem(a, 2)->valuedouble));
+    assert_true(cJSON_GetArrayItem(a, 2)->valuedouble > 9.99e307);
+    assert_true(cJSON_GetArrayItem(a, 3)->valuedouble > 0);
+    cJSON_free(txt);
+    cJSON_Delete(j);
+    fb_spec_free(&back);
+    fb_spec_free(&s);
+}
+
 static void test_spec_params_depth(void **state)
 {
     char *ok = deep_params(FB_JSON_MAX_DEPTH), *bad = deep_params(FB_JSON_MAX_DEPTH + 1);
@@ -992,6 +1042,18 @@ static void test_schema_matches_decoder(void **state)
     assert_true(schema_num(props, "iterations", "maximum") == FB_MAX_ITERATIONS);
     assert_true(schema_num(props, "variants", "maxItems") == FB_MAX_VARIANTS);
     assert_true(schema_num(props, "labels", "maxProperties") == FB_MAX_LABELS);
+    /* params' values: numbers bounded as the decoder bounds them. */
+    const cJSON *params = cJSON_GetObjectItem(props, "params");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(params, "additionalProperties"), "$ref")
+            ->valuestring,
+        "#/$defs/param");
+    const cJSON *num = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "$defs"), "param"), "anyOf"),
+        0);
+    assert_string_equal(cJSON_GetObjectItem(num, "type")->valuestring, "number");
+    assert_true(num_at(num, "maximum") == FB_PARAM_NUM_MAX);
+    assert_true(num_at(num, "minimum") == -FB_PARAM_NUM_MAX);
     const cJSON *req = cJSON_GetObjectItem(s, "required");
     assert_int_equal(cJSON_GetArraySize(req), 1);
     assert_string_equal(cJSON_GetArrayItem(req, 0)->valuestring, "workload");
@@ -1020,6 +1082,8 @@ int main(void)
         cmocka_unit_test(test_spec_variants),
         cmocka_unit_test(test_spec_labels),
         cmocka_unit_test(test_spec_params),
+        cmocka_unit_test(test_spec_params_number_range),
+        cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_spec_params_depth),
         cmocka_unit_test(test_spec_too_big),
         cmocka_unit_test(test_spec_param_int_bool),

@@ -94,18 +94,25 @@ static void test_int_range(void **state)
 static void test_label(void **state)
 {
     char k[8] = "", v[8] = "";
-    assert_true(srv_parse_label("project:demo", k, sizeof k, v, sizeof v));
+    assert_true(srv_parse_label("project:demo", 7, k, sizeof k, v, sizeof v));
     assert_string_equal(k, "project");
     assert_string_equal(v, "demo");
-    assert_true(srv_parse_label("a:b:c", k, sizeof k, v, sizeof v));
+    assert_true(srv_parse_label("a:b:c", 7, k, sizeof k, v, sizeof v));
     assert_string_equal(k, "a");
     assert_string_equal(v, "b:c");
-    assert_false(srv_parse_label("nocolon", k, sizeof k, v, sizeof v));
-    assert_false(srv_parse_label(":v", k, sizeof k, v, sizeof v));
-    assert_false(srv_parse_label("k:", k, sizeof k, v, sizeof v));
-    assert_false(srv_parse_label("toolongkey:v", k, sizeof k, v, sizeof v));
-    assert_false(srv_parse_label("k:toolongvalue", k, sizeof k, v, sizeof v));
+    assert_false(srv_parse_label("nocolon", 7, k, sizeof k, v, sizeof v));
+    assert_false(srv_parse_label(":v", 7, k, sizeof k, v, sizeof v));
+    assert_false(srv_parse_label("k:", 7, k, sizeof k, v, sizeof v));
+    assert_false(srv_parse_label("toolongkey:v", 7, k, sizeof k, v, sizeof v));
+    assert_false(srv_parse_label("k:toolongvalue", 7, k, sizeof k, v, sizeof v));
     assert_string_equal(k, "a"); /* untouched on failure */
+    /* characters, not bytes: 3 two-byte characters fit a limit of 3 */
+    char kk[16], vv[16];
+    assert_true(srv_parse_label("\xc3\xa9\xc3\xa9\xc3\xa9:x", 3, kk, sizeof kk, vv, sizeof vv));
+    assert_string_equal(kk, "\xc3\xa9\xc3\xa9\xc3\xa9");
+    assert_false(
+        srv_parse_label("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9:x", 3, kk, sizeof kk, vv, sizeof vv));
+    assert_false(srv_parse_label("k:abcd", 3, kk, sizeof kk, vv, sizeof vv));
 }
 
 static void test_state(void **state)
@@ -211,14 +218,40 @@ static void test_rfc3339(void **state)
         "now",
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        if (!srv_parse_rfc3339(good[i]))
+        if (!srv_parse_rfc3339(good[i], NULL, 0))
             fail_msg("refused %s", good[i]);
     }
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        if (srv_parse_rfc3339(bad[i]))
+        if (srv_parse_rfc3339(bad[i], NULL, 0))
             fail_msg("accepted %s", bad[i]);
     }
-    assert_false(srv_parse_rfc3339(NULL));
+    assert_false(srv_parse_rfc3339(NULL, NULL, 0));
+}
+
+/* The UTC form handed to PostgreSQL, which refuses offsets past 15:59. */
+static void test_rfc3339_utc(void **state)
+{
+    static const char *const cases[][2] = {
+        {"2026-11-22", "2026-11-22"},
+        {"2026-11-22T10:00:00Z", "2026-11-22T10:00:00Z"},
+        {"2026-11-22t23:59:60z", "2026-11-22T23:59:60Z"},
+        {"2026-11-22 10:00:00.5+01:00", "2026-11-22T09:00:00.5Z"},
+        {"2053-01-19T14:38:31-17:41", "2053-01-20T08:19:31Z"},
+        {"2024-03-01T00:30:00+01:00", "2024-02-29T23:30:00Z"},
+        {"1900-03-01T01:00:00+02:00", "1900-02-28T23:00:00Z"},
+        {"1969-12-31T23:00:00.123456789-02:00", "1970-01-01T01:00:00.123456789Z"},
+        {"2026-12-31T23:59:59-00:01", "2027-01-01T00:00:59Z"},
+        {"0001-01-01T00:00:00-12:30", "0001-01-01T12:30:00Z"},
+        {"0001-01-01T00:00:00+00:01", "0001-01-01T00:00:00Z"},
+        {"9999-12-31T23:59:60-23:59", "9999-12-31T23:59:59.999999Z"},
+    };
+    char utc[SRV_TIME_MAX];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_true(srv_parse_rfc3339(cases[i][0], utc, sizeof utc));
+        if (strcmp(utc, cases[i][1]) != 0)
+            fail_msg("%s: got %s, want %s", cases[i][0], utc, cases[i][1]);
+    }
+    assert_false(srv_parse_rfc3339("2026-11-22T10:00:00+24:00", utc, sizeof utc));
 }
 
 /* Idempotency-Key values: 1..255 visible ASCII characters. */
@@ -486,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_content_type_for),
         cmocka_unit_test(test_worker_action),
         cmocka_unit_test(test_rfc3339),
+        cmocka_unit_test(test_rfc3339_utc),
         cmocka_unit_test(test_idem_key),
         cmocka_unit_test(test_host_allowed),
         cmocka_unit_test_setup_teardown(test_catalog_defaults, cat_setup, cat_teardown),
