@@ -123,6 +123,14 @@ static bool sqlstate_unavailable(const char *st)
     return !strncmp(st, "08", 2) || !strncmp(st, "57P", 3) || !strcmp(st, "53300");
 }
 
+/* Whether the session is gone: libpq says so, or its socket no longer reads
+ * ("server closed the connection unexpectedly" can come before libpq marks the
+ * connection bad). */
+static bool conn_gone(PGconn *pg)
+{
+    return PQstatus(pg) == CONNECTION_BAD || !PQconsumeInput(pg) || PQstatus(pg) == CONNECTION_BAD;
+}
+
 /* The one place libpq statuses become fb_code. */
 static fb_code status_code(PGconn *pg, const PGresult *res)
 {
@@ -131,11 +139,14 @@ static fb_code status_code(PGconn *pg, const PGresult *res)
         if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
             return FB_OK;
     }
-    if (!res || PQstatus(pg) == CONNECTION_BAD)
+    if (PQstatus(pg) == CONNECTION_BAD)
         return FB_EUNAVAIL;
-    const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    if (!st) /* an error of libpq's own (the server said nothing): the connection */
-        return FB_EUNAVAIL;
+    const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    /* No result, or an error of libpq's own (the server said nothing): a lost
+     * connection, unless the socket still reads, when it is a client-side error
+     * (out of memory, a malformed call) that a resend would only repeat. */
+    if (!st)
+        return conn_gone(pg) ? FB_EUNAVAIL : FB_EDB;
     if (sqlstate_unavailable(st))
         return FB_EUNAVAIL;
     /* data exception (bad JSON text, out of range), NOT NULL or CHECK violated:

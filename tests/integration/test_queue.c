@@ -18,6 +18,7 @@
 #include <libpq-fe.h>
 
 #include "db.h"
+#include "db_int.h"
 #include "itest.h"
 
 #define CLAIM_JOBS 2000
@@ -818,6 +819,16 @@ static void test_reconnect(void **state)
     int64_t id2 = 0;
     assert_int_equal(db_job_insert(c, &nj, &id2, &err), FB_EUNAVAIL);
     assert_int_equal(raw_int("SELECT count(*) FROM jobs"), 1);
+    assert_int_equal(db_ping(c, &err), FB_OK);
+
+    /* An error of libpq's own on a live session (here a call with too many
+     * parameters) is no lost connection: not resent, the session kept. */
+    static const db_stmt many = {"many params", "SELECT 1", true};
+    static const char *params[70000];
+    PGresult *res = NULL;
+    assert_int_equal(db_exec(c, &many, 70000, params, &res, &err), FB_EDB);
+    assert_null(res);
+    assert_false(db_resent(c));
     assert_int_equal(db_ping(c, &err), FB_OK);
 
     /* A waiter sees the break, and the next wait listens again. */
