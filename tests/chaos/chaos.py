@@ -518,6 +518,8 @@ class Injector:
     def __init__(self, cluster, clients, budget):
         self.c, self.clients, self.budget = cluster, clients, budget
         self.done = []  # executed faults, with what they hit
+        self.started = 0  # faults begun: the submitters' pace (a fault waiting
+        # for a job process to kill must not hold back the jobs it waits for)
         self.victims = []  # (job, attempt, fault time, kind)
         self.pg = []  # per restart: down/up/ready times, 503 seen
         self.bursts = []
@@ -557,6 +559,7 @@ class Injector:
                 time.sleep(wait)
             ev = dict(ev)
             ev["t"] = time.time()
+            self.started += 1
             try:
                 getattr(self, "f_" + ev["kind"])(ev)
             except Exception as e:  # a fault that could not be made is a failure of the run
@@ -597,13 +600,25 @@ class Injector:
         self._later(ev["hold"], h, lambda: self.c.start_worker(h))
 
     def f_kill_child(self, ev):
-        h = ev["host"] = self.worker_with_child(ev["host"], 60.0)
-        kids = fbtest.children_of(self.c.workers[h].pid)
-        if not kids:
-            raise Failure("no worker ran a job process for 60 s")
-        ev["child"] = kids
-        for k in kids:
-            os.kill(k, signal.SIGKILL)
+        # a job process can end between being seen and being killed: look again
+        deadline = time.monotonic() + 60.0
+        while True:
+            h = self.worker_with_child(ev["host"], max(0.0, deadline - time.monotonic()))
+            killed = []
+            for k in fbtest.children_of(self.c.workers[h].pid):
+                if fbtest.pid_state(k) in (None, "Z"):  # ended, not yet reaped
+                    continue
+                try:
+                    os.kill(k, signal.SIGKILL)
+                    killed.append(k)
+                except ProcessLookupError:
+                    pass
+            if killed:
+                ev["host"], ev["child"] = h, killed
+                return
+            if time.monotonic() > deadline:
+                raise Failure("no worker ran a job process for 60 s")
+            time.sleep(0.05)
 
     def f_kill_server(self, ev):
         h = ev["host"]
@@ -811,281 +826,325 @@ def throughput(cluster, ids):
     return n / max(0.001, last - first), last - first
 
 
+def start_cluster(c):
+    """PostgreSQL, both servers, the harness's token, the four workers."""
+    os.makedirs(os.path.join(c.out, "logs"), exist_ok=True)
+    c.pg_init()
+    for h in SERVERS:
+        c.start_server(h)
+    for h in SERVERS:
+        c.wait_ready(h)
+    admin = [fbtest.find_bin("fusionbench-server"), "--database-url", c.local_url]
+    run(admin + ["user", "add", "chaos", "--role", "user", "--quota-hours", "none",
+                 "--max-running", "none"])
+    c.token = run(admin + ["token", "create", "chaos"]).stdout.strip()
+    for h in WORKERS:
+        c.start_worker(h)
+    fbtest.wait_until(lambda: len(c.sql("SELECT id FROM workers")) >= len(WORKERS), 60,
+                      "the workers to register")
+
+
+def phase_a(c, clients, args):
+    """A tenth of the jobs without faults; returns their ids and throughput."""
+    n_a = max(8, args.jobs // 10)
+    log("phase A: %d jobs, no faults" % n_a)
+    for t in paced(clients, n_a, 0.1, Budget(n_a)):
+        t.join()
+    wait_all_terminal(c, 600)
+    ids_a = [r["id"] for r in clients.records]
+    tp_a, span_a = throughput(c, ids_a)
+    log("phase A: %d jobs in %.1f s: %.2f jobs/s" % (len(ids_a), span_a, tp_a))
+    return ids_a, tp_a
+
+
+def phase_b(c, clients, args, ids_a, tp_a):
+    """The rest, paced over the printed schedule while its faults are made;
+    waits until every job ended.  Returns the injector and the phase's times
+    and throughput."""
+    n_b = args.jobs - len(ids_a)
+    duration = args.duration or max(30.0, n_b / (1.1 * tp_a))
+    plan = make_schedule(args.seed, args.faults_per_kind, args.stale_s, duration)
+    span = max(duration, plan[-1]["at"] + 5)
+    print("schedule (seed %d, %d faults over %.0f s; replay: --seed %d --jobs %d "
+          "--faults-per-kind %d --duration %.1f):" % (args.seed, len(plan), span, args.seed,
+                                                      args.jobs, args.faults_per_kind,
+                                                      duration))
+    for ev in plan:
+        print("  %8.2f s  %-12s %-4s %s" % (ev["at"], ev["kind"], ev["host"], " ".join(
+            "%s=%s" % (k, v) for k, v in ev.items() if k not in ("at", "kind", "host"))))
+    sys.stdout.flush()
+    # each server kill fires a burst of 4 submits: kept aside from the paced ones
+    bursts = min(n_b // 2, 4 * args.faults_per_kind)
+    budget = Budget(n_b - bursts)
+    inj = Injector(c, clients, Budget(bursts))
+    t0 = time.monotonic()
+    t0_wall = time.time()
+    # jobs follow the schedule (a schedule runs late: PostgreSQL restarts take
+    # longer than planned), a tenth of them ahead as a backlog
+    submitters = paced(clients, n_b - bursts, span, budget,
+                       progress=lambda: inj.started / len(plan), lead=0.1)
+    inj.run(plan, t0)
+    for t in list(inj.pending):
+        t.join()
+    left, _ = inj.budget.take(n_b)  # bursts the schedule did not fire
+    inj.bursts += [threading.Thread(target=clients.submit, daemon=True) for _ in range(left)]
+    for t in inj.bursts[len(inj.bursts) - left:]:
+        t.start()
+    for t in submitters + inj.bursts:
+        t.join()
+    t_faults_end = time.time()
+    # every server and worker back up before the end
+    for h in SERVERS:
+        if c.servers[h].poll() is not None:
+            c.start_server(h)
+        c.wait_ready(h)
+    for h in WORKERS:
+        if c.workers[h].poll() is not None:
+            c.start_worker(h)
+    wait_all_terminal(c, 900)
+    # throughput under faults: jobs of phase B finished while faults ran
+    rows = c.sql("SELECT count(*) FROM jobs WHERE finished_at >= to_timestamp(%f) "
+                 "AND finished_at <= to_timestamp(%f) AND id <> ALL('{%s}'::bigint[])"
+                 % (t0_wall, t_faults_end, ",".join(map(str, ids_a))))
+    return inj, {"t0_wall": t0_wall, "t_faults_end": t_faults_end, "t_end": time.time(),
+                 "tp": int(rows[0][0]) / max(0.001, t_faults_end - t0_wall)}
+
+
+class Verdict:
+    """The checks' findings: failures (each logged as it is found) and what the
+    figures are made of."""
+
+    def __init__(self):
+        self.failures = []
+
+    def fail(self, msg):
+        self.failures.append(msg)
+        log("CHECK FAILED: " + msg)
+
+
+def check_keys_and_states(c, clients, inj, args, v):
+    """Every fault made; every key one job and no other job; every job ended,
+    a failed one with its attempts spent; one result per succeeded job, by its
+    last attempt."""
+    for e in clients.errors[:20]:
+        v.fail("client: " + e)
+    for e in inj.done:
+        if e.get("error"):
+            v.fail("fault %s on %s could not be made: %s" % (e["kind"], e["host"], e["error"]))
+    v.jobs = jobs = {int(r[0]): {"state": r[1], "attempt": int(r[2]), "max": int(r[3]),
+                                 "key": r[4], "code": r[5]}
+                     for r in c.sql("SELECT id, state, attempt, max_attempts, "
+                                    "coalesce(idem_key, ''), coalesce(error->>'code', '') "
+                                    "FROM jobs")}
+    by_key = {}
+    for r in clients.records:
+        by_key.setdefault(r["key"], set()).add(r["id"])
+    if len(clients.records) != args.jobs:
+        v.fail("%d submits answered, want %d" % (len(clients.records), args.jobs))
+    for k, s in by_key.items():
+        if len(s) != 1:
+            v.fail("key %s answered with jobs %s" % (k, sorted(s)))
+        jid = next(iter(s))
+        if jid not in jobs or jobs[jid]["key"] != k:
+            v.fail("key %s: job %d missing or keyed otherwise" % (k, jid))
+    if len(jobs) != len(by_key):
+        v.fail("the database holds %d jobs for %d keys" % (len(jobs), len(by_key)))
+    dup = c.sql("SELECT idem_key, count(*) FROM jobs GROUP BY idem_key HAVING count(*) > 1")
+    if dup:
+        v.fail("keys with several jobs: %s" % dup[:5])
+    v.failed = []
+    for jid, j in sorted(jobs.items()):
+        if j["state"] not in ("succeeded", "failed"):
+            v.fail("job %d ended %s" % (jid, j["state"]))
+        if j["attempt"] > j["max"]:
+            v.fail("job %d ran %d attempts, max %d" % (jid, j["attempt"], j["max"]))
+        if j["state"] == "failed":
+            v.failed.append(jid)
+            if j["attempt"] != j["max"] or j["code"] not in ("lost", "killed"):
+                v.fail("job %d failed (%s) after %d of %d attempts" % (
+                    jid, j["code"], j["attempt"], j["max"]))
+    res = {int(r[0]): (int(r[1]), int(r[2])) for r in c.sql(
+        "SELECT job_id, count(*), max(attempt) FROM results GROUP BY job_id")}
+    for jid, j in jobs.items():
+        got = res.get(jid)
+        if j["state"] == "succeeded" and got != (1, j["attempt"]):
+            v.fail("job %d (attempt %d): results (count, attempt) %s" % (jid, j["attempt"], got))
+        if j["state"] != "succeeded" and got:
+            v.fail("job %d is %s but has results %s" % (jid, j["state"], got))
+
+
+def check_worker_logs(c, v):
+    """From the workers' own logs: one accepted completion per succeeded job, by
+    its last attempt; no two attempts' runs overlap; every refused write stale."""
+    jobs = v.jobs
+    v.runs, oks, v.fenced, problems = read_worker_logs(c)
+    for p in problems:
+        v.fail(p)
+    ok_by_job = {}
+    for jid, att, host in oks:
+        ok_by_job.setdefault(jid, []).append((att, host))
+    v.unlogged = 0  # completions that committed as their worker was SIGKILLed
+    for jid, j in jobs.items():
+        got = ok_by_job.get(jid, [])
+        want = [j["attempt"]] if j["state"] == "succeeded" else []
+        last = v.runs.get((jid, j["attempt"]))
+        inc = c.incarnation(last["pid"]) if last else None
+        if not got and want and inc and inc.get("killed_at"):
+            v.unlogged += 1  # the database's result row, checked before, is its proof
+            continue
+        if [a for a, _ in got] != want:
+            v.fail("job %d (%s, attempt %d): accepted completions in the logs %s" % (
+                jid, j["state"], j["attempt"], got))
+    # no job on two workers at once
+    v.overlaps = 0
+    per_job = {}
+    for (jid, att), r in v.runs.items():
+        per_job.setdefault(jid, []).append((att, r))
+    for jid, lst in per_job.items():
+        lst.sort()
+        for (a1, r1), (a2, r2) in zip(lst, lst[1:]):
+            end = r1["end"]
+            if end is None:
+                v.fail("job %d attempt %d on %s: no end of its run in the logs" % (
+                    jid, a1, r1["host"]))
+                continue
+            if end > r2["start"]:
+                v.overlaps += 1
+                v.fail("job %d: attempt %d on %s ran until %.3f, attempt %d on %s started "
+                       "%.3f" % (jid, a1, r1["host"], end, a2, r2["host"], r2["start"]))
+    # refused writes: all stale
+    for f in v.fenced:
+        j = jobs.get(f["job"])
+        # stale: a later attempt owns the job, or the rescuer failed it; or a
+        # write sent again after a lost answer whose first try landed
+        if not (j and (f["attempt"] < j["attempt"] or
+                       (j["state"] == "failed" and j["code"] == "lost") or
+                       (f["resent"] and f["attempt"] == j["attempt"]))):
+            v.fail("a refused write that was not stale: %s" % f)
+
+
+def check_outages(inj, args, v):
+    """Both servers 503 while PostgreSQL was down and ready after; every kind of
+    fault made as often as asked."""
+    for p in inj.pg:
+        if p["ready_s"] is None:
+            v.fail("servers not ready again after a PostgreSQL restart: %s" % p)
+        if False in p["saw_503"].values():
+            v.fail("a server did not answer /readyz 503 while PostgreSQL was down: %s" % p)
+    v.kinds = {k: sum(1 for e in inj.done if e["kind"] == k and not e.get("error"))
+               for k in KINDS}
+    for k in KINDS:
+        if v.kinds[k] < args.faults_per_kind:
+            v.fail("only %d %s faults made, want %d" % (v.kinds[k], k, args.faults_per_kind))
+
+
+def figures(clients, inj, args, v, tp_a, b):
+    """figures.json's content, from the checks' findings and the phases' times."""
+    jobs, runs = v.jobs, v.runs
+    rescue = []
+    for x in inj.victims:
+        nxt = runs.get((x["job"], x["attempt"] + 1))
+        if nxt:
+            rescue.append(nxt["start"] - x["t"])
+    recovery = [p["ready_s"] for p in inj.pg if p["ready_s"] is not None]
+    resumed = []
+    starts = sorted(r["start"] for r in runs.values())
+    for p in inj.pg:
+        later = [s for s in starts if s >= p["up_wall"]]
+        if later:
+            resumed.append(later[0] - p["up_wall"])
+    writes = {}
+    for f in v.fenced:
+        writes[f["write"]] = writes.get(f["write"], 0) + 1
+    return {
+        "seed": args.seed, "jobs": len(jobs), "succeeded": sum(
+            1 for j in jobs.values() if j["state"] == "succeeded"),
+        "failed": len(v.failed), "faults": v.kinds, "faults_total": sum(v.kinds.values()),
+        "faults_that_hit_a_running_job": len({(x["job"], x["attempt"]) for x in inj.victims}),
+        "refused_stale_writes": len(v.fenced), "refused_by_write": writes,
+        "completions_unlogged_worker_killed": v.unlogged,
+        "accepted_stale_writes": 0 if not v.failures else None,
+        "submit_retries": clients.retries,
+        "attempts_histogram": {str(a): sum(1 for j in jobs.values() if j["attempt"] == a)
+                               for a in sorted({j["attempt"] for j in jobs.values()})},
+        "rescue_s": {"n": len(rescue), "p50": pct(rescue, 50), "p99": pct(rescue, 99),
+                     "max": max(rescue) if rescue else None},
+        "pg_restarts": len(inj.pg),
+        "pg_ready_s": {"n": len(recovery), "p50": pct(recovery, 50), "p99": pct(recovery, 99),
+                       "max": max(recovery) if recovery else None},
+        "pg_first_claim_s": {"p50": pct(resumed, 50), "max": max(resumed)
+                             if resumed else None},
+        "throughput_no_faults": round(tp_a, 3), "throughput_faults": round(b["tp"], 3),
+        "phase_b_s": round(b["t_end"] - b["t0_wall"], 1),
+        "faults_s": round(b["t_faults_end"] - b["t0_wall"], 1),
+        "overlaps": v.overlaps, "failures": len(v.failures),
+    }
+
+
+def print_figures(fig, v):
+    """The refused writes, the failed jobs and the figures as a markdown table."""
+    jobs = v.jobs
+    print("\nrefused stale writes (%d):" % len(v.fenced))
+    for f in v.fenced:
+        print("  job %d attempt %d on %s: %s%s (job ended %s at attempt %d)" % (
+            f["job"], f["attempt"], f["host"], f["write"],
+            ", sent again after a lost connection" if f["resent"] else "",
+            jobs.get(f["job"], {}).get("state"), jobs.get(f["job"], {}).get("attempt", 0)))
+    print("failed jobs (%d): %s" % (len(v.failed), ", ".join(
+        "%d (%s, %d attempts)" % (j, jobs[j]["code"], jobs[j]["attempt"]) for j in v.failed)))
+    fmt = lambda x: "-" if x is None else "%.2f" % x  # noqa: E731
+    rs, pr = fig["rescue_s"], fig["pg_ready_s"]
+    print()
+    print("| figure | value |\n|---|---|")
+    print("| jobs | %d (%d succeeded, %d failed with their attempts spent) |" % (
+        fig["jobs"], fig["succeeded"], fig["failed"]))
+    print("| faults | %d: %s |" % (fig["faults_total"], ", ".join(
+        "%s %d" % kv for kv in fig["faults"].items())))
+    print("| faults that hit a running job | %d |" % fig["faults_that_hit_a_running_job"])
+    print("| refused stale writes | %d (%s); accepted: %s |" % (
+        len(v.fenced), ", ".join("%s %d" % kv for kv in sorted(fig["refused_by_write"].items()))
+        or "-", "0" if not v.failures else "see the failures"))
+    print("| submits resent (lost answers, 5xx) | %d |" % fig["submit_retries"])
+    print("| completions committed as their worker was SIGKILLed (not logged) | %d |"
+          % fig["completions_unlogged_worker_killed"])
+    print("| time to rescue (fault to next attempt's start) | p50 %s s, p99 %s s, "
+          "max %s s (n=%d) |" % (fmt(rs["p50"]), fmt(rs["p99"]), fmt(rs["max"]), rs["n"]))
+    print("| PostgreSQL restart: both servers ready | p50 %s s, p99 %s s, max %s s "
+          "(n=%d) |" % (fmt(pr["p50"]), fmt(pr["p99"]), fmt(pr["max"]), pr["n"]))
+    print("| PostgreSQL restart: first job claimed | p50 %s s, max %s s |" % (
+        fmt(fig["pg_first_claim_s"]["p50"]), fmt(fig["pg_first_claim_s"]["max"])))
+    print("| throughput | %.2f jobs/s without faults, %.2f with |" % (
+        fig["throughput_no_faults"], fig["throughput_faults"]))
+    print("| phase B | %.0f s (faults for %.0f s) |" % (fig["phase_b_s"], fig["faults_s"]))
+    print("| checks failed | %d |" % len(v.failures))
+
+
 def inside(args):
-    out = args.out
-    tag, octet = args.tag, args.octet
-    c = Cluster(args, tag, octet, out)
+    """The run, inside the `ctl` namespace: the cluster, phases A and B, the
+    checks and the figures.  Returns the failed checks."""
+    c = Cluster(args, args.tag, args.octet, args.out)
     spec = {"workload": "gemm_bias_relu", "params": {"m": args.size, "k": args.size,
                                                      "n": args.size},
             "warmup": 2, "iterations": args.iterations}
-    failures = []
+    v = Verdict()
     try:
-        os.makedirs(os.path.join(out, "logs"), exist_ok=True)
-        c.pg_init()
-        for h in SERVERS:
-            c.start_server(h)
-        for h in SERVERS:
-            c.wait_ready(h)
-        admin = [fbtest.find_bin("fusionbench-server"), "--database-url", c.local_url]
-        run(admin + ["user", "add", "chaos", "--role", "user", "--quota-hours", "none",
-                     "--max-running", "none"])
-        c.token = run(admin + ["token", "create", "chaos"]).stdout.strip()
-        for h in WORKERS:
-            c.start_worker(h)
-        fbtest.wait_until(lambda: len(c.sql("SELECT id FROM workers")) >= len(WORKERS), 60,
-                          "the workers to register")
+        start_cluster(c)
         clients = Clients(c, spec)
-
-        # Phase A: no faults.
-        n_a = max(8, args.jobs // 10)
-        log("phase A: %d jobs, no faults" % n_a)
-        for t in paced(clients, n_a, 0.1, Budget(n_a)):
-            t.join()
-        wait_all_terminal(c, 600)
-        ids_a = [r["id"] for r in clients.records]
-        tp_a, span_a = throughput(c, ids_a)
-        log("phase A: %d jobs in %.1f s: %.2f jobs/s" % (len(ids_a), span_a, tp_a))
-
-        # Phase B: the rest, paced over the schedule, with faults.
-        n_b = args.jobs - n_a
-        duration = args.duration or max(30.0, n_b / (1.1 * tp_a))
-        plan = make_schedule(args.seed, args.faults_per_kind, args.stale_s, duration)
-        span = max(duration, plan[-1]["at"] + 5)
-        print("schedule (seed %d, %d faults over %.0f s; replay: --seed %d --jobs %d "
-              "--faults-per-kind %d --duration %.1f):" % (args.seed, len(plan), span,
-                                                          args.seed, args.jobs,
-                                                          args.faults_per_kind, duration))
-        for ev in plan:
-            print("  %8.2f s  %-12s %-4s %s" % (ev["at"], ev["kind"], ev["host"], " ".join(
-                "%s=%s" % (k, v) for k, v in ev.items() if k not in ("at", "kind", "host"))))
-        sys.stdout.flush()
-        # each server kill fires a burst of 4 submits: kept aside from the paced ones
-        bursts = min(n_b // 2, 4 * args.faults_per_kind)
-        budget = Budget(n_b - bursts)
-        inj = Injector(c, clients, Budget(bursts))
-        t0 = time.monotonic()
-        t0_wall = time.time()
-        # jobs follow the schedule (a schedule runs late: PostgreSQL restarts
-        # take longer than planned), a tenth of them ahead as a backlog
-        submitters = paced(clients, n_b - bursts, span, budget,
-                           progress=lambda: len(inj.done) / len(plan), lead=0.1)
-        inj.run(plan, t0)
-        for t in list(inj.pending):
-            t.join()
-        left, _ = inj.budget.take(n_b)  # bursts the schedule did not fire
-        inj.bursts += [threading.Thread(target=clients.submit, daemon=True) for _ in range(left)]
-        for t in inj.bursts[len(inj.bursts) - left:]:
-            t.start()
-        for t in submitters + inj.bursts:
-            t.join()
-        t_faults_end = time.time()
-        # every server and worker back up before the end
-        for h in SERVERS:
-            if c.servers[h].poll() is not None:
-                c.start_server(h)
-            c.wait_ready(h)
-        for h in WORKERS:
-            if c.workers[h].poll() is not None:
-                c.start_worker(h)
-        wait_all_terminal(c, 900)
-        t_end = time.time()
-        ids_b = [r["id"] for r in clients.records if r["id"] not in set(ids_a)]
-        # throughput under faults: jobs of phase B finished while faults ran
-        rows = c.sql("SELECT count(*) FROM jobs WHERE finished_at >= to_timestamp(%f) "
-                     "AND finished_at <= to_timestamp(%f) AND id <> ALL('{%s}'::bigint[])"
-                     % (t0_wall, t_faults_end, ",".join(map(str, ids_a))))
-        tp_b = int(rows[0][0]) / max(0.001, t_faults_end - t0_wall)
-
-        # ------------------------------------------------------------ checks
-        def fail(msg):
-            failures.append(msg)
-            log("CHECK FAILED: " + msg)
-
-        if clients.errors:
-            for e in clients.errors[:20]:
-                fail("client: " + e)
-        bad_faults = [e for e in inj.done if e.get("error")]
-        for e in bad_faults:
-            fail("fault %s on %s could not be made: %s" % (e["kind"], e["host"], e["error"]))
-        jobs = {int(r[0]): {"state": r[1], "attempt": int(r[2]), "max": int(r[3]),
-                            "key": r[4], "code": r[5]}
-                for r in c.sql("SELECT id, state, attempt, max_attempts, "
-                               "coalesce(idem_key, ''), coalesce(error->>'code', '') "
-                               "FROM jobs")}
-        by_key = {}
-        for r in clients.records:
-            by_key.setdefault(r["key"], set()).add(r["id"])
-        if len(clients.records) != args.jobs:
-            fail("%d submits answered, want %d" % (len(clients.records), args.jobs))
-        for k, s in by_key.items():
-            if len(s) != 1:
-                fail("key %s answered with jobs %s" % (k, sorted(s)))
-            jid = next(iter(s))
-            if jid not in jobs or jobs[jid]["key"] != k:
-                fail("key %s: job %d missing or keyed otherwise" % (k, jid))
-        if len(jobs) != len(by_key):
-            fail("the database holds %d jobs for %d keys" % (len(jobs), len(by_key)))
-        dup = c.sql("SELECT idem_key, count(*) FROM jobs GROUP BY idem_key HAVING count(*) > 1")
-        if dup:
-            fail("keys with several jobs: %s" % dup[:5])
-        failed = []
-        for jid, j in sorted(jobs.items()):
-            if j["state"] not in ("succeeded", "failed"):
-                fail("job %d ended %s" % (jid, j["state"]))
-            if j["attempt"] > j["max"]:
-                fail("job %d ran %d attempts, max %d" % (jid, j["attempt"], j["max"]))
-            if j["state"] == "failed":
-                failed.append(jid)
-                if j["attempt"] != j["max"] or j["code"] not in ("lost", "killed"):
-                    fail("job %d failed (%s) after %d of %d attempts" % (
-                        jid, j["code"], j["attempt"], j["max"]))
-        res = {int(r[0]): (int(r[1]), int(r[2])) for r in c.sql(
-            "SELECT job_id, count(*), max(attempt) FROM results GROUP BY job_id")}
-        for jid, j in jobs.items():
-            got = res.get(jid)
-            if j["state"] == "succeeded" and got != (1, j["attempt"]):
-                fail("job %d (attempt %d): results (count, attempt) %s" % (
-                    jid, j["attempt"], got))
-            if j["state"] != "succeeded" and got:
-                fail("job %d is %s but has results %s" % (jid, j["state"], got))
-        runs, oks, fenced, problems = read_worker_logs(c)
-        for p in problems:
-            fail(p)
-        ok_by_job = {}
-        for jid, att, host in oks:
-            ok_by_job.setdefault(jid, []).append((att, host))
-        unlogged = 0  # completions that committed as their worker was SIGKILLed
-        for jid, j in jobs.items():
-            got = ok_by_job.get(jid, [])
-            want = [j["attempt"]] if j["state"] == "succeeded" else []
-            last = runs.get((jid, j["attempt"]))
-            inc = c.incarnation(last["pid"]) if last else None
-            if not got and want and inc and inc.get("killed_at"):
-                unlogged += 1  # the database's result row, checked above, is its proof
-                continue
-            if [a for a, _ in got] != want:
-                fail("job %d (%s, attempt %d): accepted completions in the logs %s" % (
-                    jid, j["state"], j["attempt"], got))
-        # no job on two workers at once
-        overlaps = 0
-        per_job = {}
-        for (jid, att), r in runs.items():
-            per_job.setdefault(jid, []).append((att, r))
-        for jid, lst in per_job.items():
-            lst.sort()
-            for (a1, r1), (a2, r2) in zip(lst, lst[1:]):
-                end = r1["end"]
-                if end is None:
-                    fail("job %d attempt %d on %s: no end of its run in the logs" % (
-                        jid, a1, r1["host"]))
-                    continue
-                if end > r2["start"]:
-                    overlaps += 1
-                    fail("job %d: attempt %d on %s ran until %.3f, attempt %d on %s started "
-                         "%.3f" % (jid, a1, r1["host"], end, a2, r2["host"], r2["start"]))
-        # refused writes: all stale
-        stale_ok = 0
-        for f in fenced:
-            j = jobs.get(f["job"])
-            # stale: a later attempt owns the job, or the rescuer failed it; or
-            # a write sent again after a lost answer whose first try landed
-            if j and (f["attempt"] < j["attempt"] or (j["state"] == "failed" and
-                                                      j["code"] == "lost") or
-                      (f["resent"] and f["attempt"] == j["attempt"])):
-                stale_ok += 1
-            else:
-                fail("a refused write that was not stale: %s" % f)
-        for p in inj.pg:
-            if p["ready_s"] is None:
-                fail("servers not ready again after a PostgreSQL restart: %s" % p)
-            if False in p["saw_503"].values():
-                fail("a server did not answer /readyz 503 while PostgreSQL was down: %s" % p)
-
-        # ------------------------------------------------------------ figures
-        rescue = []
-        for v in inj.victims:
-            nxt = runs.get((v["job"], v["attempt"] + 1))
-            if nxt:
-                rescue.append(nxt["start"] - v["t"])
-        recovery = [p["ready_s"] for p in inj.pg if p["ready_s"] is not None]
-        resumed = []
-        starts = sorted(r["start"] for r in runs.values())
-        for p in inj.pg:
-            later = [s for s in starts if s >= p["up_wall"]]
-            if later:
-                resumed.append(later[0] - p["up_wall"])
-        kinds = {k: sum(1 for e in inj.done if e["kind"] == k and not e.get("error"))
-                 for k in KINDS}
-        for k in KINDS:
-            if kinds[k] < args.faults_per_kind:
-                fail("only %d %s faults made, want %d" % (kinds[k], k, args.faults_per_kind))
-        writes = {}
-        for f in fenced:
-            writes[f["write"]] = writes.get(f["write"], 0) + 1
-        fig = {
-            "seed": args.seed, "jobs": len(jobs), "succeeded": sum(
-                1 for j in jobs.values() if j["state"] == "succeeded"),
-            "failed": len(failed), "faults": kinds, "faults_total": sum(kinds.values()),
-            "faults_that_hit_a_running_job": len({(v["job"], v["attempt"])
-                                                  for v in inj.victims}),
-            "refused_stale_writes": len(fenced), "refused_by_write": writes,
-            "completions_unlogged_worker_killed": unlogged,
-            "accepted_stale_writes": 0 if not failures else None,
-            "submit_retries": clients.retries,
-            "attempts_histogram": {str(a): sum(1 for j in jobs.values() if j["attempt"] == a)
-                                   for a in sorted({j["attempt"] for j in jobs.values()})},
-            "rescue_s": {"n": len(rescue), "p50": pct(rescue, 50), "p99": pct(rescue, 99),
-                         "max": max(rescue) if rescue else None},
-            "pg_restarts": len(inj.pg),
-            "pg_ready_s": {"p50": pct(recovery, 50), "p99": pct(recovery, 99),
-                           "max": max(recovery) if recovery else None},
-            "pg_first_claim_s": {"p50": pct(resumed, 50), "max": max(resumed)
-                                 if resumed else None},
-            "throughput_no_faults": round(tp_a, 3), "throughput_faults": round(tp_b, 3),
-            "phase_b_s": round(t_end - t0_wall, 1), "faults_s": round(t_faults_end - t0_wall, 1),
-            "overlaps": overlaps, "failures": len(failures),
-        }
-        with open(os.path.join(out, "figures.json"), "w") as f:
+        ids_a, tp_a = phase_a(c, clients, args)
+        inj, b = phase_b(c, clients, args, ids_a, tp_a)
+        check_keys_and_states(c, clients, inj, args, v)
+        check_worker_logs(c, v)
+        check_outages(inj, args, v)
+        fig = figures(clients, inj, args, v, tp_a, b)
+        with open(os.path.join(args.out, "figures.json"), "w") as f:
             json.dump(fig, f, indent=1)
-        print("\nrefused stale writes (%d):" % len(fenced))
-        for f in fenced:
-            print("  job %d attempt %d on %s: %s%s (job ended %s at attempt %d)" % (
-                f["job"], f["attempt"], f["host"], f["write"],
-                ", sent again after a lost connection" if f["resent"] else "",
-                jobs.get(f["job"], {}).get("state"), jobs.get(f["job"], {}).get("attempt", 0)))
-        print("failed jobs (%d): %s" % (len(failed), ", ".join(
-            "%d (%s, %d attempts)" % (j, jobs[j]["code"], jobs[j]["attempt"]) for j in failed)))
-        print()
-        print("| figure | value |\n|---|---|")
-        print("| jobs | %d (%d succeeded, %d failed with their attempts spent) |" % (
-            fig["jobs"], fig["succeeded"], fig["failed"]))
-        print("| faults | %d: %s |" % (fig["faults_total"], ", ".join(
-            "%s %d" % (k, v) for k, v in kinds.items())))
-        print("| faults that hit a running job | %d |" % fig["faults_that_hit_a_running_job"])
-        print("| refused stale writes | %d (%s); accepted: %s |" % (
-            len(fenced), ", ".join("%s %d" % kv for kv in sorted(writes.items())) or "-",
-            "0" if not failures else "see the failures"))
-        print("| submits resent (lost answers, 5xx) | %d |" % clients.retries)
-        print("| completions committed as their worker was SIGKILLed (not logged) | %d |"
-              % unlogged)
-        fmt = lambda v: "-" if v is None else "%.2f" % v  # noqa: E731
-        print("| time to rescue (fault to next attempt's start) | p50 %s s, p99 %s s, "
-              "max %s s (n=%d) |" % (fmt(fig["rescue_s"]["p50"]), fmt(fig["rescue_s"]["p99"]),
-                                     fmt(fig["rescue_s"]["max"]), len(rescue)))
-        print("| PostgreSQL restart: both servers ready | p50 %s s, p99 %s s, max %s s "
-              "(n=%d) |" % (fmt(fig["pg_ready_s"]["p50"]), fmt(fig["pg_ready_s"]["p99"]),
-                            fmt(fig["pg_ready_s"]["max"]), len(recovery)))
-        print("| PostgreSQL restart: first job claimed | p50 %s s, max %s s |" % (
-            fmt(fig["pg_first_claim_s"]["p50"]), fmt(fig["pg_first_claim_s"]["max"])))
-        print("| throughput | %.2f jobs/s without faults, %.2f with |" % (tp_a, tp_b))
-        print("| phase B | %.0f s (faults for %.0f s) |" % (fig["phase_b_s"], fig["faults_s"]))
-        print("| checks failed | %d |" % len(failures))
+        print_figures(fig, v)
     except Exception:
         traceback.print_exc()
-        failures.append("the run stopped: see the traceback")
+        v.failures.append("the run stopped: see the traceback")
     finally:
         c.down()
-    return failures
+    return v.failures
 
 
 def main():
