@@ -24,7 +24,8 @@ injects, per kind, at least --faults-per-kind faults:
   pg_fast       PostgreSQL stopped (-m fast) and started again
   pg_immediate  PostgreSQL stopped (-m immediate: crash recovery) and started
   freeze        a worker and its job process SIGSTOPped past --stale-s, then
-                continued (the worker first)
+                continued (the worker first) as soon as the job runs its next
+                attempt elsewhere, so its late writes meet the fence alone
   skew          a worker restarted (SIGTERM, it hands its job back) under
                 libfaketime with its wall clock off by minutes to a day
 
@@ -44,7 +45,9 @@ replay it.  At the end the run checks (any failure exits 1):
     of its worker; clock skew undone; a run its lease's timer killed ends at
     the lease's end) ends before the next attempt's starts;
   * every write a worker's log says the fence refused belongs to an attempt
-    that was no longer the job's; they are counted and printed;
+    that was no longer the job's; they are counted and printed; and no
+    failure a worker's log says was accepted came after the next attempt
+    began (a stale attempt's write let through);
   * both servers answered /readyz 503 while PostgreSQL was down and 200 again
     after, by themselves.
 
@@ -645,7 +648,7 @@ class Injector:
         self._later(ev["hold"], h, lambda: run(["ip", "-n", ns, "link", "set", "eth0", "up"]))
 
     def f_freeze(self, ev):
-        h = ev["host"] = self.worker_with_child(ev["host"], 1.0)
+        h = ev["host"] = self.worker_with_child(ev["host"], 10.0)
         self._take(h)
         p = self.c.workers[h]
         t0 = time.time()
@@ -658,8 +661,37 @@ class Injector:
         for k in kids:
             os.kill(k, signal.SIGSTOP)
         self._hit(h, ev, t0)
+        held = [tuple(map(int, x.split("/"))) for x in ev["hit"]]
+
+        def held_job_now():
+            """"next": a job the worker held runs its next attempt elsewhere;
+            "ended": one ended; None: neither yet (or PostgreSQL is down)."""
+            for jid, att in held:
+                try:
+                    st, a = self.c.sql("SELECT state, attempt FROM jobs WHERE id = %d" % jid)[0]
+                except Exception:  # PostgreSQL down for a fault: ask again
+                    return None
+                if int(a) > att and st == "running":
+                    return "next"
+                if st in ("succeeded", "failed", "canceled"):
+                    return "ended"
+            return None
 
         def thaw():
+            # Thawed while the next attempt runs, the worker's late writes (its
+            # lease ran out: the attempt ends lost) meet the fence, which alone
+            # refuses them then.  So a worker that held a job is continued as
+            # soon as the rescued job runs elsewhere (no rescue before
+            # --stale-s), or once it ended, else at the hold's end + 20 s.
+            end = t0 + ev["hold"] + (20.0 if held else 0.0)
+            while time.time() < end:
+                ev["thawed"] = held_job_now()
+                if ev["thawed"]:
+                    break
+                time.sleep(0.05)
+            log("thaw %s after %.1f s%s" % (h, time.time() - t0, {
+                "next": ": the held job's next attempt runs elsewhere",
+                "ended": ": the held job ended"}.get(ev.get("thawed"), "")))
             try:
                 os.kill(p.pid, signal.SIGCONT)  # the worker first: its lease check runs
             except OSError:
@@ -670,7 +702,7 @@ class Injector:
                     os.kill(k, signal.SIGCONT)
                 except OSError:
                     pass
-        self._later(ev["hold"], h, thaw)
+        self._later(min(ev["hold"], self.c.args.stale_s) if held else ev["hold"], h, thaw)
 
     def f_skew(self, ev):
         h = ev["host"]
@@ -753,6 +785,7 @@ RE_RUN = re.compile(r"^" + STAMP + r" \w+ \S+: job (\d+) attempt (\d+): running 
 RE_END = re.compile(r"^" + STAMP + r" \w+ \S+: job (\d+) attempt (\d+): job process ended "
                     r"\(([^)]*)\) at " + STAMP)
 RE_OK = re.compile(r"^" + STAMP + r" \w+ \S+: job (\d+) attempt (\d+): succeeded after")
+RE_FAILED = re.compile(r"^" + STAMP + r" \w+ \S+: job (\d+) attempt (\d+): failed (\w+) after")
 RE_FENCED = re.compile(r"^" + STAMP + r" \w+ \S+: job (\d+) attempt (\d+): fenced out: its "
                        r"(\w+) write was refused")
 
@@ -764,8 +797,8 @@ def epoch(stamp):
 
 def read_worker_logs(cluster):
     """Per attempt: host, start, end (real time, skew undone); accepted
-    completions; refused writes."""
-    runs, oks, fenced, problems = {}, [], [], []
+    completions; accepted failures; refused writes."""
+    runs, oks, fails, fenced, problems = {}, [], [], [], []
     for inc in cluster.incarnations:
         if not inc.get("worker"):
             continue
@@ -793,6 +826,12 @@ def read_worker_logs(cluster):
                 if m:
                     oks.append((int(m.group(2)), int(m.group(3)), inc["host"]))
                     continue
+                m = RE_FAILED.match(line)
+                if m:
+                    fails.append({"job": int(m.group(2)), "attempt": int(m.group(3)),
+                                  "code": m.group(4), "host": inc["host"],
+                                  "t": epoch(m.group(1)) - skew})
+                    continue
                 m = RE_FENCED.match(line)
                 if m:
                     fenced.append({"job": int(m.group(2)), "attempt": int(m.group(3)),
@@ -804,7 +843,7 @@ def read_worker_logs(cluster):
             inc = cluster.incarnation(r["pid"])
             if inc and inc.get("killed_at"):
                 r["end"], r["how"] = inc["killed_at"], "worker SIGKILLed"
-    return runs, oks, fenced, problems
+    return runs, oks, fails, fenced, problems
 
 
 # ---------------------------------------------------------------- the run
@@ -977,7 +1016,7 @@ def check_worker_logs(c, v):
     """From the workers' own logs: one accepted completion per succeeded job, by
     its last attempt; no two attempts' runs overlap; every refused write stale."""
     jobs = v.jobs
-    v.runs, oks, v.fenced, problems = read_worker_logs(c)
+    v.runs, oks, fails, v.fenced, problems = read_worker_logs(c)
     for p in problems:
         v.fail(p)
     ok_by_job = {}
@@ -1012,6 +1051,19 @@ def check_worker_logs(c, v):
                 v.overlaps += 1
                 v.fail("job %d: attempt %d on %s ran until %.3f, attempt %d on %s started "
                        "%.3f" % (jid, a1, r1["host"], end, a2, r2["host"], r2["start"]))
+    # accepted failures: none after the next attempt began.  A failed attempt's
+    # job waits 2 s or more (the retry's backoff) before another claim, so a
+    # failure logged after the next attempt's start was written by a stale
+    # attempt and let through (a released job is claimed at once: not checked)
+    v.accepted_stale = 0
+    for f in fails:
+        nxt = v.runs.get((f["job"], f["attempt"] + 1))
+        if nxt and f["t"] > nxt["start"]:
+            v.accepted_stale += 1
+            v.fail("job %d attempt %d on %s: its failed (%s) write was accepted at %.3f, after "
+                   "attempt %d began on %s at %.3f" % (f["job"], f["attempt"], f["host"],
+                                                       f["code"], f["t"], f["attempt"] + 1,
+                                                       nxt["host"], nxt["start"]))
     # refused writes: all stale
     for f in v.fenced:
         j = jobs.get(f["job"])
@@ -1061,9 +1113,11 @@ def figures(clients, inj, args, v, tp_a, b):
             1 for j in jobs.values() if j["state"] == "succeeded"),
         "failed": len(v.failed), "faults": v.kinds, "faults_total": sum(v.kinds.values()),
         "faults_that_hit_a_running_job": len({(x["job"], x["attempt"]) for x in inj.victims}),
+        "freezes_thawed_during_next_attempt": sum(
+            1 for e in inj.done if e.get("thawed") == "next"),
         "refused_stale_writes": len(v.fenced), "refused_by_write": writes,
         "completions_unlogged_worker_killed": v.unlogged,
-        "accepted_stale_writes": 0 if not v.failures else None,
+        "accepted_stale_failures": v.accepted_stale,
         "submit_retries": clients.retries,
         "attempts_histogram": {str(a): sum(1 for j in jobs.values() if j["attempt"] == a)
                                for a in sorted({j["attempt"] for j in jobs.values()})},
@@ -1101,9 +1155,11 @@ def print_figures(fig, v):
     print("| faults | %d: %s |" % (fig["faults_total"], ", ".join(
         "%s %d" % kv for kv in fig["faults"].items())))
     print("| faults that hit a running job | %d |" % fig["faults_that_hit_a_running_job"])
-    print("| refused stale writes | %d (%s); accepted: %s |" % (
+    print("| freezes thawed while the job's next attempt ran | %d |"
+          % fig["freezes_thawed_during_next_attempt"])
+    print("| refused stale writes | %d (%s); stale failures accepted: %d%s |" % (
         len(v.fenced), ", ".join("%s %d" % kv for kv in sorted(fig["refused_by_write"].items()))
-        or "-", "0" if not v.failures else "see the failures"))
+        or "-", v.accepted_stale, "" if not v.failures else " (see the failed checks)"))
     print("| submits resent (lost answers, 5xx) | %d |" % fig["submit_retries"])
     print("| completions committed as their worker was SIGKILLed (not logged) | %d |"
           % fig["completions_unlogged_worker_killed"])
