@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 /* Length of the segment at s (up to '/' or end). */
 static size_t seg_len(const char *s)
@@ -331,30 +332,6 @@ static bool zone_ok(const char *s, int *minutes)
     return true;
 }
 
-/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar, and back
- * (eras of 400 years, 146097 days; March-based years put the leap day last). */
-static long long days_from_civil(int y, int m, int d)
-{
-    y -= m <= 2;
-    long long era = (y >= 0 ? y : y - 399) / 400;
-    long long yoe = y - era * 400;
-    long long doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
-}
-
-static void civil_from_days(long long z, int *y, int *m, int *d)
-{
-    z += 719468;
-    long long era = (z >= 0 ? z : z - 146096) / 146097;
-    long long doe = z - era * 146097;
-    long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    long long mp = (5 * doy + 2) / 153;
-    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *y = (int)(yoe + era * 400 + (*m <= 2));
-}
-
 bool srv_parse_rfc3339(const char *s, char *utc, size_t n)
 {
     int y, m, d, hh, mi, off;
@@ -393,17 +370,16 @@ bool srv_parse_rfc3339(const char *s, char *utc, size_t n)
      * allows 23:59.  Seconds (60 included) are kept as written; an instant
      * shifted out of years 1..9999 is clamped to the range's end, which
      * filters the same rows. */
-    long long min = (days_from_civil(y, m, d) * 24 + hh) * 60 + mi - off;
-    long long day = min >= 0 ? min / 1440 : -((-min + 1439) / 1440);
-    int rest = (int)(min - day * 1440);
-    civil_from_days(day, &y, &m, &d);
-    if (y < 1)
+    struct tm tm = {
+        .tm_year = y - 1900, .tm_mon = m - 1, .tm_mday = d, .tm_hour = hh, .tm_min = mi};
+    time_t at = timegm(&tm) - (time_t)off * 60;
+    if (!gmtime_r(&at, &tm) || tm.tm_year + 1900 < 1)
         snprintf(utc, n, "0001-01-01T00:00:00Z");
-    else if (y > 9999)
+    else if (tm.tm_year + 1900 > 9999)
         snprintf(utc, n, "9999-12-31T23:59:59.999999Z");
     else
-        snprintf(utc, n, "%04d-%02d-%02dT%02d:%02d:%.*sZ", y, m, d, rest / 60, rest % 60,
-                 (int)(end - sec), sec);
+        snprintf(utc, n, "%04d-%02d-%02dT%02d:%02d:%.*sZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, (int)(end - sec), sec);
     return true;
 }
 
