@@ -100,8 +100,7 @@ bool srv_parse_int_range(const char *s, long lo, long hi, long *out)
     return true;
 }
 
-/* Characters of UTF-8 text: the bytes that are not continuation bytes. */
-static size_t utf8_chars(const char *s, size_t n)
+size_t srv_utf8_chars(const char *s, size_t n)
 {
     size_t c = 0;
     for (size_t i = 0; i < n; i++)
@@ -123,7 +122,7 @@ bool srv_parse_label(const char *s, size_t maxchars, char *key, size_t keysz, ch
     klen = (size_t)(colon - s);
     vlen = strlen(colon + 1);
     if (klen == 0 || vlen == 0 || klen >= keysz || vlen >= valsz ||
-        utf8_chars(s, klen) > maxchars || utf8_chars(colon + 1, vlen) > maxchars)
+        srv_utf8_chars(s, klen) > maxchars || srv_utf8_chars(colon + 1, vlen) > maxchars)
         return false;
     memcpy(key, s, klen);
     key[klen] = '\0';

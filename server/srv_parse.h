@@ -35,6 +35,10 @@ FB_MUSTCHECK bool srv_parse_id(const char *s, size_t len, int64_t *out);
 /* Parses a whole NUL-terminated decimal integer in lo..hi (no sign, no spaces). */
 FB_MUSTCHECK bool srv_parse_int_range(const char *s, long lo, long hi, long *out);
 
+/* Characters in the first n bytes of UTF-8 text (the bytes that are not
+ * continuation bytes): what a schema's maxLength counts. */
+size_t srv_utf8_chars(const char *s, size_t n);
+
 /* Splits "key:value" at the first ':' into key and value (both non-empty, each
  * at most maxchars UTF-8 characters and shorter than its buffer).  key and val
  * are written only on success. */

@@ -34,7 +34,9 @@ static bool device_param(srv_req *r, const char **out)
 {
     const char *v = srv_req_query(r, "device");
     *out = v;
-    if (!v || (strlen(v) > 0 && strlen(v) < 128 && !strpbrk(v, "\"\\")))
+    /* 1..127 characters, as the document counts (a name longer in bytes than
+     * any stored one matches nothing) */
+    if (!v || (v[0] && srv_utf8_chars(v, strlen(v)) <= 127 && !strpbrk(v, "\"\\")))
         return true;
     srv_reply_error(r, 400, "invalid_argument", "device", "not a device kind or name");
     return false;

@@ -281,6 +281,10 @@ def t_outside_text(env, done_id):
     check_error(env.get("/api/v1/jobs?%FF=1"), 400, "invalid_argument", None, "%FF as a name")
     check_error(env.get("/api/v1/results?device=%C3"), 400, "invalid_argument", "device",
                 "a cut UTF-8 character")
+    # device names are counted in characters, as the document's maxLength counts
+    check_eq(env.get("/api/v1/results?device=" + "%C3%A9" * 127)[0], 200, "127 characters")
+    check_error(env.get("/api/v1/results?device=" + "%C3%A9" * 128), 400, "invalid_argument",
+                "device", "128 characters")
     for body, what in ((b'{"workload":"softmax","labels":{"a":"x\u0000y"}}', "NUL in a label"),
                        (b'{"workload":"softmax","params":{"k\u0000":1}}', "NUL in a key"),
                        (b'{"workloads":["softmax"],"params":{"s":"\u0000"}}', "NUL in a suite")):

@@ -113,6 +113,7 @@ static void test_label(void **state)
     assert_false(
         srv_parse_label("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9:x", 3, kk, sizeof kk, vv, sizeof vv));
     assert_false(srv_parse_label("k:abcd", 3, kk, sizeof kk, vv, sizeof vv));
+    assert_int_equal(srv_utf8_chars("a\xc3\xa9\xf0\x9f\x98\x8d", 7), 3);
 }
 
 static void test_state(void **state)
