@@ -13,8 +13,9 @@ pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcjson-dev libpq-dev 
       clang-format libjs-chart.js)
 if [[ "${1:-}" == "--test" ]]; then
     # chromium: the dashboard's browser tests (Playwright); iproute2 and
-    # faketime: the chaos test's hosts (network namespaces) and clock skew
-    pkgs+=(clang chromium iproute2 faketime)
+    # faketime: the chaos test's hosts (network namespaces) and clock skew;
+    # patchelf: scripts/gpu-bundle.sh (the GPU bundle's RPATHs)
+    pkgs+=(clang chromium iproute2 faketime patchelf)
 elif [[ -n "${1:-}" ]]; then
     echo "usage: $0 [--test]" >&2
     exit 2

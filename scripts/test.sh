@@ -17,6 +17,8 @@
 #   4. fuzz smoke: clang build of tests/fuzz/ (FB_FUZZ=ON), each target ~20 s
 #   5. clang-format --dry-run --Werror on every tracked .c/.h/.cu
 #   6. GPU tests (ctest label "gpu"): run when a GPU answers, else listed as skipped
+#   7. the GPU bundle (scripts/gpu-bundle.sh, build-gpu/ and .gpu-bundle/) and
+#      scripts/gpu-check.sh --dry-run over it; a stale bundle must be refused
 #
 # The last line is "N passed, N failed, N skipped": ctest tests counted from
 # ctest's summary, every other stage counted as one test.  Exit status 1 when
@@ -44,7 +46,7 @@ case "${1:-}" in
 "") ;;
 --full) FULL=1 ;;
 -h | --help)
-    sed -n '2,30p' "$0"
+    sed -n '2,33p' "$0"
     exit 0
     ;;
 *)
@@ -341,6 +343,51 @@ gpu_stage() {
     SKIPPED=$((SKIPPED + n))
 }
 
+# The GPU bundle (scripts/gpu-bundle.sh: the GPU-side binaries built here, with
+# the libraries a GPU image lacks) and scripts/gpu-check.sh --dry-run, which
+# walks every stage of the one GPU run here: libraries resolve, command lines
+# parse, caps fit the budget.  A stale bundle must be refused.
+gpu_dry_stage() {
+    stage "GPU bundle and the GPU check's dry run"
+    if [[ ! -x /usr/local/cuda/bin/nvcc ]] && ! command -v nvcc >/dev/null 2>&1; then
+        skip "gpu bundle (no CUDA toolkit)"
+        return
+    fi
+    if ! "$ROOT/scripts/gpu-bundle.sh" >"$TMP/gpu-bundle.log" 2>&1; then
+        tail -n 40 "$TMP/gpu-bundle.log"
+        fail "gpu bundle"
+        return
+    fi
+    tail -n 2 "$TMP/gpu-bundle.log"
+    pass "gpu bundle"
+    local out=$TMP/gpu-dry n_ok n_all
+    if ! "$ROOT/scripts/gpu-check.sh" --dry-run --out "$out" >"$TMP/gpu-dry.log" 2>&1; then
+        tail -n 40 "$TMP/gpu-dry.log"
+        fail "gpu-check --dry-run"
+    else
+        n_all=$(grep -c . "$out/raw.jsonl")
+        n_ok=$(grep -cE '"status": "(ok|not run \(dry run\))"' "$out/raw.jsonl")
+        if ((n_all >= 40 && n_ok == n_all)) && [[ $(grep -c '^- stage [0-9] [a-z]*: ran ' "$out/report.md") == 6 ]]; then
+            tail -n 7 "$TMP/gpu-dry.log"
+            pass "gpu-check --dry-run ($n_all commands checked)"
+        else
+            cat "$out/report.md"
+            fail "gpu-check --dry-run (report: $n_ok of $n_all commands ok, or a stage missing)"
+        fi
+    fi
+    # A bundle whose fingerprint is not the sources' is refused, naming why.
+    local stale=$TMP/stale-bundle
+    cp -r "$ROOT/.gpu-bundle" "$stale"
+    sed -i 's/"fingerprint": "[0-9a-f]/"fingerprint": "x/' "$stale/manifest.json"
+    if "$ROOT/scripts/gpu-check.sh" --dry-run --bundle "$stale" --out "$TMP/gpu-stale" \
+        >"$TMP/gpu-stale.log" 2>&1 || ! grep -q "the bundle is stale" "$TMP/gpu-stale.log"; then
+        cat "$TMP/gpu-stale.log"
+        fail "gpu-check refuses a stale bundle"
+    else
+        pass "gpu-check refuses a stale bundle"
+    fi
+}
+
 finish() {
     print_times
     echo
@@ -370,6 +417,7 @@ main() {
         timed fuzz fuzz_stage
         timed clang-format format_stage
         timed gpu gpu_stage
+        timed "gpu dry run" gpu_dry_stage
     fi
     STAGE_NAMES+=("total")
     STAGE_SECS+=($((SECONDS - t0)))

@@ -23,7 +23,7 @@ typedef struct cli_opts {
     const char *workload;
     const char *engine, *device, *dtype, *variants; /* NULL = default */
     int iterations, warmup, batch;                  /* -1 = default */
-    bool json, list, catalog_json, roofline, explain;
+    bool json, list, catalog_json, roofline, explain, dry_run;
     cJSON *params; /* owned */
 } cli_opts;
 
@@ -32,7 +32,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: fusionbench-run WORKLOAD [--device cpu] [--engine native] [--json]\n"
                "         [--variants eager,fused] [--iterations N] [--warmup N] [--batch N]\n"
                "         [--dtype float32] [--param key=value ...] [--threads N] [--roofline]\n"
-               "         [--explain]\n"
+               "         [--explain] [--dry-run]\n"
                "       fusionbench-run --list [--device cpu]\n"
                "       fusionbench-run --catalog-json\n"
                "Runs one benchmark locally (warmup, interleaved timed rounds, accuracy gate,\n"
@@ -41,6 +41,9 @@ static void usage(FILE *f)
                "triad's bandwidth, our GEMM's FLOP rate; half a second) into the result.\n"
                "--explain also explains every fusion group (docs/EXPLAIN.md): why each won\n"
                "or lost, with the groups that lost undone and re-timed.\n"
+               "--dry-run checks the arguments against the catalog (the workload, its device,\n"
+               "dtype and variants) and prints the job spec that would run, as JSON; it runs\n"
+               "nothing, so it needs no device.\n"
                "Exit status: 0 all variants ok, 1 a variant or the run failed, 2 bad arguments.\n"
                "--catalog-json prints the catalog built into this build (the native engine on\n"
                "every device it was built for) as JSON: the server's built-in catalog.\n");
@@ -161,8 +164,8 @@ static int parse_one(cli_opts *o, int argc, char **argv, int *i)
         *(a[2] == 'j' ? &o->json : &o->list) = true;
         return 0;
     }
-    if (strcmp(a, "--catalog-json") == 0) {
-        o->catalog_json = true;
+    if (strcmp(a, "--catalog-json") == 0 || strcmp(a, "--dry-run") == 0) {
+        *(a[2] == 'c' ? &o->catalog_json : &o->dry_run) = true;
         return 0;
     }
     if (strcmp(a, "--roofline") == 0 || strcmp(a, "--explain") == 0) {
@@ -421,6 +424,20 @@ static int print_table(const fb_spec *spec, const fb_result *r)
     return rc;
 }
 
+/* --dry-run: the spec with its defaults applied, on stdout. */
+static int print_spec(const fb_spec *spec)
+{
+    cJSON *js = fb_spec_to_json(spec);
+    char *text = js ? cJSON_PrintUnformatted(js) : NULL;
+    int rc = text ? 0 : 1;
+
+    if (text)
+        printf("%s\n", text);
+    cJSON_Delete(js);
+    free(text);
+    return rc;
+}
+
 /* {"spec":..., "result":..., "kernels": {variant: rows}} on stdout. */
 static int print_json(const fb_spec *spec, const fb_result *r)
 {
@@ -528,7 +545,7 @@ int main(int argc, char **argv)
     }
     rc = build_spec(&o, &spec);
     if (rc == 0)
-        rc = run(&spec, o.json, o.roofline);
+        rc = o.dry_run ? print_spec(&spec) : run(&spec, o.json, o.roofline);
 out:
     cJSON_Delete(o.params);
     fb_spec_free(&spec);

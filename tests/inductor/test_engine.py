@@ -100,6 +100,38 @@ def errors(c, py):
             "bad model param: the runner's invalid_argument reaches the CLI (exit 2)")
 
 
+def dry_run(c, py):
+    """--dry-run checks a command line against the catalog and prints the spec,
+    running nothing; FB_PROBE_CUDA=built gives the cuda catalog without a GPU."""
+    env = {"FUSIONBENCH_PYTHON": py}
+    r = cli(["tiny_cnn", "--engine", "inductor", "--variants", "eager,inductor", "--batch", "3",
+             "--dry-run"], env)
+    spec = json.loads(r.stdout) if r.returncode == 0 else {}
+    c.check(spec.get("engine") == "inductor" and spec.get("batch_size") == 3 and
+            spec.get("variants") == ["eager", "inductor"] and spec.get("device") == "cpu",
+            "--dry-run: the spec that would run (%s)" % (r.stdout or r.stderr)[-300:])
+    r = cli(["gemm_bias_gelu", "--dtype", "float64", "--dry-run"])
+    c.check(r.returncode == 2 and "float64" in r.stderr, "--dry-run: a bad dtype is exit 2")
+    probe = subprocess.run([py, "-c", "import torch; print(int(torch.backends.cuda.is_built()),"
+                            " int(torch.cuda.is_available()))"], capture_output=True, text=True)
+    built, avail = (probe.stdout.split() + ["0", "0"])[:2]
+    args = ["resnet50", "--engine", "inductor", "--device", "cuda", "--dtype", "float16",
+            "--batch", "32", "--variants", "eager,inductor+cudagraphs", "--dry-run"]
+    if avail == "0":
+        r = cli(args, env)
+        c.check(r.returncode == 2, "no GPU: the inductor engine offers nothing on cuda (exit 2)")
+    if built == "1":
+        r = cli(args, dict(env, FB_PROBE_CUDA="built"))
+        spec = json.loads(r.stdout) if r.returncode == 0 else {}
+        c.check(spec.get("device") == "cuda" and spec.get("dtype") == "float16" and
+                spec.get("variants") == ["eager", "inductor+cudagraphs"],
+                "FB_PROBE_CUDA=built: the cuda catalog checks a line (%s)" % r.stderr[-300:])
+        r = cli(args[:-3] + ["eager,inductor+cudagraph", "--dry-run"],
+                dict(env, FB_PROBE_CUDA="built"))
+        c.check(r.returncode == 2 and "inductor+cudagraph" in r.stderr,
+                "FB_PROBE_CUDA=built: a misspelt rung is exit 2")
+
+
 def main():
     py = indtest.python_or_skip()
     if not indtest.BIN:
@@ -108,6 +140,7 @@ def main():
     c = indtest.Checks()
     catalog(c, py)
     errors(c, py)
+    dry_run(c, py)
     run_json(c, py)
     c.done()
 

@@ -11,6 +11,11 @@
  * models refuse float16 (token ids), by the field "dtype"; the catalog says
  * so.
  *
+ * With arguments, `test_cuda_zoo WORKLOAD PARAMS_JSON BATCH` checks that one
+ * model alone in float32 against the CPU engine (scripts/gpu-check.sh: the
+ * zoo at its real sizes) and prints the largest errors; the arguments are
+ * checked before the device is looked for (exit 2 when they are bad).
+ *
  * Exits 77 ("skipped: no CUDA device") without a GPU. */
 #include <math.h>
 #include <stdio.h>
@@ -77,6 +82,8 @@ static const char *const variants[] = {"eager+graph", "fused+graph", "eager", "f
 enum { V_EG, V_FG, V_E, V_F, N_V };
 
 static int failures;
+/* The largest errors of the last case: a variant vs the CPU engine, fused vs eager. */
+static double worst_cpu, worst_fused;
 
 static void fail(const zoo_case *c, const char *dtype, const char *what, const char *detail)
 {
@@ -142,13 +149,16 @@ static void check_outputs(const zoo_case *c, const char *dtype, float **o, const
 {
     double tol = fb_run_tolerance(dtype, false);
     char msg[160];
+    worst_cpu = ref ? 0.0 : NAN;
     for (int v = 0; ref && v < N_V; v++) {
         double er = fb_max_rel_error(o[v], ref, n);
+        worst_cpu = er > worst_cpu || isnan(er) ? er : worst_cpu;
         snprintf(msg, sizeof msg, "%s vs the CPU engine: %.3g > %.0e", variants[v], er, tol);
         if (!(er <= tol))
             fail(c, dtype, "cpu", msg);
     }
     double ef = fb_max_rel_error(o[V_F], o[V_E], n);
+    worst_fused = ef;
     snprintf(msg, sizeof msg, "fused vs eager: %.3g > %.0e", ef, tol);
     if (!(ef <= tol))
         fail(c, dtype, "eager", msg);
@@ -249,7 +259,8 @@ static void run_case(const zoo_case *c, const char *dtype, const float *ref, siz
     }
     check_outputs(c, dtype, o, ref, n[0]);
     check_profile(c, dtype, inst);
-    printf("ok %s %s %s\n", c->workload, c->params, dtype);
+    printf("ok %s %s %s batch %d: max_rel_error vs the CPU engine %.3g, fused vs eager %.3g\n",
+           c->workload, c->params, dtype, c->batch, worst_cpu, worst_fused);
 out:
     for (int v = 0; v < N_V; v++)
         free(o[v]);
@@ -311,12 +322,45 @@ static void check_catalog(void)
     }
 }
 
-int main(void)
+/* argv's one case: a zoo workload, a JSON object of params, a batch of 1..1024. */
+static bool parse_case(char **argv, zoo_case *c)
+{
+    char *end = NULL;
+    long batch = strtol(argv[3], &end, 10);
+    cJSON *params = cJSON_Parse(argv[2]);
+    bool ok = cJSON_IsObject(params) && *end == '\0' && batch >= 1 && batch <= 1024;
+    int n = 0;
+    const fb_workload_info *w = nat_engine.catalog("cuda", &n);
+
+    cJSON_Delete(params);
+    if (!ok) {
+        fprintf(stderr, "usage: test_cuda_zoo [WORKLOAD PARAMS_JSON BATCH] (batch 1..1024)\n");
+        return false;
+    }
+    for (int i = 0; w && i < n; i++) {
+        if (strcmp(w[i].name, argv[1]) == 0 && strcmp(w[i].domain, "pattern") != 0) {
+            *c = (zoo_case){w[i].name, argv[2], (int)batch};
+            return true;
+        }
+    }
+    fprintf(stderr, "test_cuda_zoo: %s is not a zoo model on cuda\n", argv[1]);
+    return false;
+}
+
+int main(int argc, char **argv)
 {
     int count = 0;
+    zoo_case one;
+    if (argc != 1 && (argc != 4 || !parse_case(argv, &one)))
+        return 2;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
         printf("skipped: no CUDA device\n");
         return 77;
+    }
+    if (argc == 4) {
+        run_f32(&one);
+        printf("%d failure(s)\n", failures);
+        return failures ? 1 : 0;
     }
     check_catalog();
     check_token_dtype();

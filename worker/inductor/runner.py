@@ -81,7 +81,15 @@ def probe():
         triton_v = triton.__version__
     except Exception:
         triton_v = None
-    cuda = bool(torch.cuda.is_available()) if os.environ.get("FB_PROBE_CUDA", "1") == "1" else False
+    # FB_PROBE_CUDA: "1" (default) offers cuda when a device answers, "0" never,
+    # "built" when this torch was built with CUDA, device or not: the catalog a
+    # GPU machine would offer, for checking command lines where there is none
+    # (scripts/gpu-check.sh --dry-run).
+    want = os.environ.get("FB_PROBE_CUDA", "1")
+    if want == "built":
+        cuda = bool(torch.backends.cuda.is_built())
+    else:
+        cuda = bool(torch.cuda.is_available()) if want == "1" else False
     libs = {m: _version(m) for m in ("torchvision", "transformers", "timm")}
     return {"type": "probe", "protocol": PROTOCOL, "python": sys.version.split()[0],
             "torch": torch.__version__, "triton": triton_v, "compile": ok,
