@@ -73,6 +73,12 @@ typedef struct fb_engine {
     /* Optional, with run_whole: the explanation of a finished result
      * (spec.explain, docs/EXPLAIN.md); *out a JSON object the result takes. */
     FB_MUSTCHECK fb_code (*explain_whole)(const fb_result *r, cJSON **out, fb_err *err);
+    /* Optional: called once in a job's process before its memory budget
+     * applies, for a spec whose defaults are applied: maps what the engine's
+     * libraries keep for the life of the process (threads, OpenBLAS's buffers),
+     * so the budget bounds the job's own data and a library never meets it
+     * inside a call (OpenBLAS 0.3.21 retries a failed buffer mmap forever). */
+    void (*warm)(const fb_spec *spec);
 } fb_engine;
 
 /* The engines compiled into this binary; NULL-terminated. */

@@ -157,18 +157,48 @@ static void child_setup(const wk_config *cfg, pid_t parent, const child_io *io)
     (void)setpgid(0, 0);
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
-    /* The job's memory budget: an allocation past it fails in this process
-     * (the engine reports out_of_memory) instead of the machine's OOM killer
-     * picking a victim.  CPU only: the CUDA driver's own mappings are not the
-     * job's data, and a GPU's memory is bounded by the GPU. */
-    if (cfg->job_memory_mib > 0 && strcmp(cfg->device, "cpu") == 0) {
-        struct rlimit rl;
-        rl.rlim_cur = rl.rlim_max = (rlim_t)cfg->job_memory_mib << 20;
-        (void)setrlimit(RLIMIT_DATA, &rl);
-    }
     signal(SIGPIPE, SIG_IGN);
     (void)fcntl(io->progress_fd, F_SETFL, O_NONBLOCK);
     fb_log_init("fusionbench-worker-job");
+}
+
+/* What RLIMIT_DATA counts (/proc/self/status's VmData), in bytes; -1 unknown. */
+static long long data_bytes(void)
+{
+    char line[128];
+    long long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    while (f && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmData: %lld kB", &kib) == 1)
+            break;
+    }
+    if (f)
+        fclose(f);
+    return kib < 0 ? -1 : kib * 1024;
+}
+
+/* The job's memory budget: an allocation past it fails in this process (the
+ * engine reports out_of_memory) instead of the machine's OOM killer picking a
+ * victim.  The engine first maps what its libraries keep for the process
+ * (fb_engine.warm); the limit is then what the process holds (those libraries
+ * and the worker's state inherited at fork) plus the budget, so the budget
+ * bounds the job's own data.  CPU only: the CUDA driver's own mappings are not
+ * the job's data, and a GPU's memory is bounded by the GPU. */
+static void child_budget(const wk_config *cfg, const fb_spec *spec)
+{
+    const fb_engine *eng = fb_engine_find(spec->engine);
+    long long held;
+    struct rlimit rl;
+
+    if (cfg->job_memory_mib <= 0 || strcmp(cfg->device, "cpu") != 0)
+        return;
+    if (eng && eng->warm)
+        eng->warm(spec);
+    held = data_bytes();
+    rl.rlim_cur = rl.rlim_max = (rlim_t)(held > 0 ? held : 0) + ((rlim_t)cfg->job_memory_mib << 20);
+    if (setrlimit(RLIMIT_DATA, &rl) != 0)
+        fb_warn("job memory budget: setrlimit: %s", strerror(errno));
 }
 
 void wk_child_main(const wk_config *cfg, const char *spec_json, pid_t parent, int progress_fd,
@@ -184,6 +214,7 @@ void wk_child_main(const wk_config *cfg, const char *spec_json, pid_t parent, in
     fb_spec_init(&spec);
     if (child_spec(spec_json, cfg, &spec, &err) != FB_OK)
         child_fail_err(&io, &err);
+    child_budget(cfg, &spec);
     if (fb_run_benchmark(&spec, child_progress, &io, &res, &err) != FB_OK)
         child_fail_err(&io, &err);
     child_finish(&io, &res);
