@@ -128,7 +128,7 @@ FP_AFTER=$(python3 "$ROOT/scripts/gpu_check.py" --fingerprint)
 
 # The manifest: what was built, from what, and what the GPU image must bring.
 python3 - "$STAGE" "$FP_AFTER" "$NVCC" "${!image[@]}" <<'PY'
-import hashlib, json, os, re, subprocess, sys, time
+import json, os, re, subprocess, sys, time
 
 stage, fingerprint, nvcc, image = sys.argv[1], sys.argv[2], sys.argv[3], sorted(sys.argv[4:])
 root = os.path.dirname(stage.rstrip("/"))
@@ -139,12 +139,8 @@ def out(*argv):
     except OSError:
         return ""
 
-def sha(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
+sys.path.insert(0, os.path.join(root, "scripts"))
+from gpu_check import sha256_file as sha  # noqa: E402
 
 def glibc_max(path):
     vs = set(re.findall(r"GLIBC_([0-9.]+)", out("objdump", "-T", path)))
