@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# chaos.sh: the long chaos run (issue 15): tests/chaos/chaos.py with 1,000 jobs
+# chaos.sh: the long chaos run: tests/chaos/chaos.py with 1,000 jobs
 # and 50 faults of every kind (400 in all) on a cluster of network namespaces,
 # with its figures as a markdown table on stdout (docs/RELIABILITY.md).
 # ./scripts/test.sh runs the short one (200 jobs, 32 faults) as ctest's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fuzz.sh: the long fuzzing run (issue 15): every target of tests/fuzz/ for
+# fuzz.sh: the long fuzzing run: every target of tests/fuzz/ for
 # FUZZ_SECONDS (default 600) each, growing the corpus kept in the tree, with
 # the executions, the coverage and the corpus growth reported per target as a
 # markdown table on stdout.  scripts/test.sh keeps its 20-second smoke.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The soak (issue 15): the service under mixed load for a long while, and
+"""The soak: the service under mixed load for a long while, and
 whether it stays put: a server and 4 CPU workers on a fresh database; clients
 that submit small jobs and suites (with Idempotency-Keys), page through job
 lists, read results and compare, fetch jobs, kernels, traces and the

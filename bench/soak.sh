@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/soak.sh: the soak (bench/soak.py; issue 15) on a throwaway PostgreSQL
+# bench/soak.sh: the soak (bench/soak.py) on a throwaway PostgreSQL
 # cluster of its own (scripts/pg.sh, fast mode: a test cluster), with the
 # binaries of BUILD_DIR (default build/).
 #

@@ -20,7 +20,7 @@
 # Why the worker is registered by SQL and not run: a live worker would claim the
 # submitted jobs and run them on the same two cores that serve the requests, so
 # the figure would measure benchmarks, not submissions.  The row is what
-# db_worker_register writes (API.md's workload fields), and its heartbeat is kept
+# db_worker_register writes (docs/API.md's workload fields), and its heartbeat is kept
 # fresh by a loop so the server's catalog counts it as live.
 set -euo pipefail
 

@@ -1,4 +1,4 @@
-/* fusionbench: the command-line client of the FusionBench server (API.md,
+/* fusionbench: the command-line client of the FusionBench server (docs/API.md,
  * docs/API-EXTENSIONS.md).  Exit status: 0 ok, 1 a job or a variant failed or
  * was canceled, 2 bad usage, 3 the server refused, failed or could not be
  * reached, 130 interrupted while waiting (the job goes on). */
@@ -155,17 +155,17 @@ static int job_exit(const cJSON *job)
 }
 
 /* The job as text: a summary, then the result table once there is one. */
-static void print_job(const cJSON *job)
+static void print_job(FILE *f, const cJSON *job)
 {
     const cJSON *result = cJSON_GetObjectItemCaseSensitive(job, "result");
 
     if (cJSON_IsObject(result) && strcmp(job_state(job), "succeeded") == 0) {
-        fb_table_print(stdout, cJSON_GetObjectItemCaseSensitive(job, "spec"), result);
+        fb_table_print(f, cJSON_GetObjectItemCaseSensitive(job, "spec"), result);
         return;
     }
-    cl_fmt_job_summary(stdout, job);
+    cl_fmt_job_summary(f, job);
     if (cJSON_IsObject(result))
-        fb_table_print(stdout, cJSON_GetObjectItemCaseSensitive(job, "spec"), result);
+        fb_table_print(f, cJSON_GetObjectItemCaseSensitive(job, "spec"), result);
 }
 
 static double now_s(void)
@@ -312,7 +312,7 @@ static int wait_job(const cl_ctx *c, const char *id)
         if (c->json)
             print_raw(&resp);
         else
-            print_job(job);
+            print_job(stdout, job);
         rc = job_exit(job);
     }
     cJSON_Delete(job);
@@ -391,7 +391,7 @@ static int post_new(const cl_ctx *c, const char *path, const char *body, const c
     return 0;
 }
 
-static int cmd_submit(const cl_ctx *c)
+static int cmd_submit(cl_ctx *c)
 {
     cl_http_resp resp = {0};
     cJSON *spec = NULL, *job = NULL;
@@ -443,7 +443,7 @@ static bool explained(waiter *w, const cJSON *ans, void *ud)
 
 /* fusionbench explain ID [--request] [--wait]: GET (after POST with
  * --request) /jobs/ID/explain; the explanation's table, or the JSON. */
-static int cmd_explain(const cl_ctx *c)
+static int cmd_explain(cl_ctx *c)
 {
     const char *id = c->a.pos[0];
     cl_http_resp resp = {0};
@@ -500,57 +500,6 @@ static int check_id(const cl_ctx *c, const char *id)
     return usage_error(&c->a, &err);
 }
 
-static int cmd_status(const cl_ctx *c)
-{
-    const char *id = c->a.pos[0];
-    cl_http_resp resp = {0};
-    cJSON *job = NULL;
-    cl_url u;
-    int rc = check_id(c, id);
-
-    if (rc)
-        return rc;
-    if (c->a.set[CL_O_WAIT])
-        return wait_job(c, id);
-    cl_url_init(&u, c->server, "/api/v1/jobs");
-    cl_url_seg(&u, id);
-    rc = call(c, "GET", &u, NULL, &resp, &job);
-    if (rc == 0) {
-        if (c->json)
-            print_raw(&resp);
-        else
-            print_job(job);
-        rc = job_exit(job);
-    }
-    cJSON_Delete(job);
-    cl_http_resp_free(&resp);
-    return rc;
-}
-
-static int cmd_cancel(const cl_ctx *c)
-{
-    const char *id = c->a.pos[0];
-    cl_http_resp resp = {0};
-    cJSON *job = NULL;
-    cl_url u;
-    int rc = check_id(c, id);
-
-    if (rc)
-        return rc;
-    cl_url_init(&u, c->server, "/api/v1/jobs");
-    cl_url_seg(&u, id);
-    cl_url_seg(&u, "cancel");
-    rc = call(c, "POST", &u, NULL, &resp, &job);
-    if (rc == 0 && c->json)
-        print_raw(&resp);
-    else if (rc == 0)
-        printf("job %s: %s%s\n", id, job_state(job),
-               strcmp(job_state(job), "running") == 0 ? " (its worker stops it)" : "");
-    cJSON_Delete(job);
-    cl_http_resp_free(&resp);
-    return rc;
-}
-
 /* Adds ?key=value for a valued option that was given. */
 static void query_opt(cl_url *u, const cl_args *a, cl_opt o, const char *key)
 {
@@ -590,7 +539,7 @@ static bool owner_refused(const cl_http_resp *resp)
     return yes;
 }
 
-static int cmd_jobs(const cl_ctx *c)
+static int cmd_jobs(cl_ctx *c)
 {
     bool mine = !c->a.set[CL_O_ALL];
     cl_http_resp resp = {0};
@@ -619,62 +568,88 @@ static int cmd_jobs(const cl_ctx *c)
     return rc;
 }
 
-typedef void (*printer)(FILE *f, const cJSON *doc);
+/* ---- views: one request, its answer printed ---- */
 
-/* GET u; --json prints it as answered, else pr does. */
-static int get_and_print(const cl_ctx *c, const cl_url *u, printer pr)
+/* --limit, then the filters the history takes. */
+static int results_query(const cl_ctx *c, cl_url *u)
 {
-    cl_http_resp resp = {0};
-    cJSON *doc = NULL;
-    int rc = call(c, "GET", u, NULL, &resp, &doc);
-
-    if (rc == 0 && c->json)
-        print_raw(&resp);
-    else if (rc == 0)
-        pr(stdout, doc);
-    cJSON_Delete(doc);
-    cl_http_resp_free(&resp);
-    return rc;
-}
-
-static int cmd_results(const cl_ctx *c)
-{
-    cl_url u;
     int rc = check_limit(c);
 
     if (rc)
         return rc;
-    cl_url_init(&u, c->server, "/api/v1/results");
-    cl_url_query(&u, "points", "1");
-    query_opt(&u, &c->a, CL_O_WORKLOAD, "workload");
-    query_opt(&u, &c->a, CL_O_DEVICE, "device");
-    query_opt(&u, &c->a, CL_O_VARIANT, "variant");
-    query_opt(&u, &c->a, CL_O_LIMIT, "limit");
-    return get_and_print(c, &u, cl_fmt_results);
+    cl_url_query(u, "points", "1");
+    query_opt(u, &c->a, CL_O_WORKLOAD, "workload");
+    query_opt(u, &c->a, CL_O_DEVICE, "device");
+    query_opt(u, &c->a, CL_O_VARIANT, "variant");
+    query_opt(u, &c->a, CL_O_LIMIT, "limit");
+    return 0;
 }
 
-static int cmd_compare(const cl_ctx *c)
+/* A and B: jobs (12) or suites (suite:3). */
+static int compare_query(const cl_ctx *c, cl_url *u)
 {
     char a[64], b[64];
     fb_err err;
-    cl_url u;
 
     fb_err_clear(&err);
     if (cl_compare_ref(c->a.pos[0], a, sizeof a, &err) != FB_OK ||
         cl_compare_ref(c->a.pos[1], b, sizeof b, &err) != FB_OK)
         return usage_error(&c->a, &err);
-    cl_url_init(&u, c->server, "/api/v1/compare");
-    cl_url_query(&u, "a", a);
-    cl_url_query(&u, "b", b);
-    return get_and_print(c, &u, cl_fmt_compare);
+    cl_url_query(u, "a", a);
+    cl_url_query(u, "b", b);
+    return 0;
 }
 
-static int cmd_list(const cl_ctx *c, const char *path, printer pr)
+static void print_canceled(FILE *f, const cJSON *job)
 {
-    cl_url u;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(job, "id");
 
-    cl_url_init(&u, c->server, path);
-    return get_and_print(c, &u, pr);
+    fprintf(f, "job %.0f: %s%s\n", cJSON_IsNumber(id) ? id->valuedouble : 0.0, job_state(job),
+            strcmp(job_state(job), "running") == 0 ? " (its worker stops it)" : "");
+}
+
+/* A command that reads or changes one resource: its id checked (when it
+ * takes one), its URL built, one request, the answer printed (as the server
+ * sent it with --json), an exit status from it. */
+typedef struct cl_view {
+    const char *method, *base;                    /* "GET", "/api/v1/jobs" */
+    bool id;                                      /* pos[0] is an id, appended to base */
+    const char *action;                           /* a segment after the id ("cancel"), or NULL */
+    int (*query)(const cl_ctx *c, cl_url *u);     /* checks, adds the query; or NULL */
+    void (*print)(FILE *f, const cJSON *doc);     /* the human form */
+    int (*exit_of)(const cJSON *doc);             /* NULL: 0 */
+    int (*wait)(const cl_ctx *c, const char *id); /* --wait polls instead; or NULL */
+} cl_view;
+
+static int run_view(const cl_ctx *c, const cl_view *v)
+{
+    const char *id = v->id ? c->a.pos[0] : NULL;
+    cl_http_resp resp = {0};
+    cJSON *doc = NULL;
+    cl_url u;
+    int rc = id ? check_id(c, id) : 0;
+
+    if (rc)
+        return rc;
+    if (v->wait && c->a.set[CL_O_WAIT])
+        return v->wait(c, id);
+    cl_url_init(&u, c->server, v->base);
+    if (id)
+        cl_url_seg(&u, id);
+    if (v->action)
+        cl_url_seg(&u, v->action);
+    if (v->query && (rc = v->query(c, &u)) != 0)
+        return rc;
+    rc = call(c, v->method, &u, NULL, &resp, &doc);
+    if (rc == 0 && c->json)
+        print_raw(&resp);
+    else if (rc == 0)
+        v->print(stdout, doc);
+    if (rc == 0 && v->exit_of)
+        rc = v->exit_of(doc);
+    cJSON_Delete(doc);
+    cl_http_resp_free(&resp);
+    return rc;
 }
 
 /* ---- suites ---- */
@@ -756,7 +731,7 @@ static int wait_suite(const cl_ctx *c, const char *id)
     return rc;
 }
 
-static int cmd_suite_submit(const cl_ctx *c)
+static int cmd_suite_submit(cl_ctx *c)
 {
     cl_http_resp resp = {0};
     cJSON *body = NULL, *suite = NULL;
@@ -782,28 +757,6 @@ static int cmd_suite_submit(const cl_ctx *c)
 out:
     free(text);
     cJSON_Delete(body);
-    cJSON_Delete(suite);
-    cl_http_resp_free(&resp);
-    return rc;
-}
-
-static int cmd_suite_show(const cl_ctx *c)
-{
-    const char *id = c->a.pos[0];
-    cl_http_resp resp = {0};
-    cJSON *suite = NULL;
-    cl_url u;
-    int rc = check_id(c, id);
-
-    if (rc)
-        return rc;
-    cl_url_init(&u, c->server, "/api/v1/suites");
-    cl_url_seg(&u, id);
-    rc = call(c, "GET", &u, NULL, &resp, &suite);
-    if (rc == 0 && c->json)
-        print_raw(&resp);
-    else if (rc == 0)
-        cl_fmt_suite(stdout, suite);
     cJSON_Delete(suite);
     cl_http_resp_free(&resp);
     return rc;
@@ -886,7 +839,7 @@ out:
     return rc;
 }
 
-static int cmd_logout(const cl_ctx *c)
+static int cmd_logout(cl_ctx *c)
 {
     fb_err err;
     fb_code code = cl_config_remove(c->cfg_dir, &err);
@@ -951,38 +904,38 @@ static int pick_server(cl_ctx *c)
     return 0;
 }
 
+/* Every command: a view, or a function of its own. */
+typedef struct cl_command {
+    cl_view view;
+    int (*run)(cl_ctx *c); /* when set, the command is this */
+} cl_command;
+
+static const cl_command commands[CL_CMD_COUNT] = {
+    [CL_CMD_LOGIN] = {.run = cmd_login},
+    [CL_CMD_LOGOUT] = {.run = cmd_logout},
+    [CL_CMD_SUBMIT] = {.run = cmd_submit},
+    [CL_CMD_STATUS] = {{"GET", "/api/v1/jobs", true, NULL, NULL, print_job, job_exit, wait_job}},
+    [CL_CMD_CANCEL] = {{"POST", "/api/v1/jobs", true, "cancel", NULL, print_canceled, NULL, NULL}},
+    [CL_CMD_JOBS] = {.run = cmd_jobs},
+    [CL_CMD_RESULTS] = {{"GET", "/api/v1/results", false, NULL, results_query, cl_fmt_results}},
+    [CL_CMD_COMPARE] = {{"GET", "/api/v1/compare", false, NULL, compare_query, cl_fmt_compare}},
+    [CL_CMD_SUITE_SUBMIT] = {.run = cmd_suite_submit},
+    [CL_CMD_SUITE_SHOW] = {{"GET", "/api/v1/suites", true, NULL, NULL, cl_fmt_suite}},
+    [CL_CMD_WORKERS] = {{"GET", "/api/v1/workers", false, NULL, NULL, cl_fmt_workers}},
+    [CL_CMD_WORKLOADS] = {{"GET", "/api/v1/workloads", false, NULL, NULL, cl_fmt_workloads}},
+    [CL_CMD_EXPLAIN] = {.run = cmd_explain},
+};
+
 static int dispatch(cl_ctx *c)
 {
-    switch (c->a.cmd) {
-    case CL_CMD_LOGIN:
-        return cmd_login(c);
-    case CL_CMD_LOGOUT:
-        return cmd_logout(c);
-    case CL_CMD_SUBMIT:
-        return cmd_submit(c);
-    case CL_CMD_STATUS:
-        return cmd_status(c);
-    case CL_CMD_CANCEL:
-        return cmd_cancel(c);
-    case CL_CMD_JOBS:
-        return cmd_jobs(c);
-    case CL_CMD_RESULTS:
-        return cmd_results(c);
-    case CL_CMD_COMPARE:
-        return cmd_compare(c);
-    case CL_CMD_SUITE_SUBMIT:
-        return cmd_suite_submit(c);
-    case CL_CMD_SUITE_SHOW:
-        return cmd_suite_show(c);
-    case CL_CMD_WORKERS:
-        return cmd_list(c, "/api/v1/workers", cl_fmt_workers);
-    case CL_CMD_WORKLOADS:
-        return cmd_list(c, "/api/v1/workloads", cl_fmt_workloads);
-    case CL_CMD_EXPLAIN:
-        return cmd_explain(c);
-    default:
-        return EXIT_USAGE;
-    }
+    const cl_command *k =
+        c->a.cmd > CL_CMD_NONE && c->a.cmd < CL_CMD_COUNT ? &commands[c->a.cmd] : NULL;
+
+    if (k && k->run)
+        return k->run(c);
+    if (k && k->view.print)
+        return run_view(c, &k->view);
+    return EXIT_USAGE;
 }
 
 int main(int argc, char **argv)

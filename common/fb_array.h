@@ -1,4 +1,4 @@
-/* fb_array: growing arrays with a hard maximum (STYLE.md: every buffer that
+/* fb_array: growing arrays with a hard maximum (docs/STYLE.md: every buffer that
  * grows has one). */
 #ifndef FB_ARRAY_H
 #define FB_ARRAY_H

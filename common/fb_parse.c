@@ -1,6 +1,7 @@
 #include "fb_parse.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 bool fb_parse_int(const char *s, int lo, int hi, int *out)
@@ -14,4 +15,20 @@ bool fb_parse_int(const char *s, int lo, int hi, int *out)
         return false;
     *out = (int)v;
     return true;
+}
+
+int fb_cli_bad_arg(const char *arg, const char *why)
+{
+    fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, arg, why);
+    return FB_EXIT_USAGE;
+}
+
+int fb_cli_parse_int(const char *arg, const char *s, int lo, int hi, int *out)
+{
+    char why[128];
+
+    if (fb_parse_int(s, lo, hi, out))
+        return 0;
+    snprintf(why, sizeof why, "expected an integer in %d..%d, got '%.60s'", lo, hi, s);
+    return fb_cli_bad_arg(arg, why);
 }

@@ -11,4 +11,15 @@
  * value is out of range. */
 bool fb_parse_int(const char *s, int lo, int hi, int *out);
 
+/* The exit status of a program given bad arguments. */
+#define FB_EXIT_USAGE 2
+
+/* A bad command-line argument: "PROGRAM: ARG: WHY" on stderr (PROGRAM is the
+ * name the program was started by).  Returns FB_EXIT_USAGE. */
+int fb_cli_bad_arg(const char *arg, const char *why);
+
+/* fb_parse_int for the value s of the option arg: 0, or fb_cli_bad_arg's
+ * status with a message naming the range and the value. */
+int fb_cli_parse_int(const char *arg, const char *s, int lo, int hi, int *out);
+
 #endif

@@ -6,7 +6,7 @@
  * when the statement is safe to retry (reads, and writes fenced by attempt);
  * FB_EUNAVAIL when the database does not answer.
  *
- * Queue rules (DESIGN.md): claim is a CTE selecting FOR UPDATE SKIP LOCKED with
+ * Queue rules (docs/DESIGN.md): claim is a CTE selecting FOR UPDATE SKIP LOCKED with
  * LIMIT 1, then UPDATE; every later write of a worker (heartbeat, progress,
  * complete, fail, release) is fenced by (id, attempt, state = 'running') and
  * returns FB_ESTALE when the fence does not hold.  Results and kernel rows are

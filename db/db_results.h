@@ -1,4 +1,4 @@
-/* db_results: suites, result history and the figures dashboards read (issue 6).
+/* db_results: suites, result history and the figures dashboards read.
  *
  * Result rows are written by a trigger on results (migration 0002), so the
  * worker's completing transaction writes them too: one row per (job, variant)

@@ -44,7 +44,7 @@ static const db_stmt st_list = {
  * rows stay after they stop) and the servers' built-in catalogs: the fields of
  * the best source's info (a live worker first, then the most recently heard),
  * and three device lists: "devices" over all sources, "registered_devices"
- * over workers only (the default device follows them, API.md), "alive_devices"
+ * over workers only (the default device follows them, docs/API.md), "alive_devices"
  * over live workers.  A worker adds only its own device kind: a CPU worker
  * offers nothing on "cuda"; a built-in catalog names its devices itself.
  * "job_memory_bytes": per device, the most a job may use on the largest worker

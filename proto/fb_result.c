@@ -1,4 +1,4 @@
-/* fb_result: encoding of a job's result and its kernel rows (API.md "Results").
+/* fb_result: encoding of a job's result and its kernel rows (docs/API.md "Results").
  *
  * Unknown metrics are NaN or -1 in the structs and JSON null on the wire, never
  * 0: a dashboard must be able to tell "no kernels" from "cannot count kernels".

@@ -1,4 +1,4 @@
-/* fb_result: a job's result (API.md "Results") and its per-kernel rows, as C
+/* fb_result: a job's result (docs/API.md "Results") and its per-kernel rows, as C
  * structs, with the JSON encoder.  The worker fills these; the database stores
  * the encoded JSON; the server serves it as stored. */
 #ifndef FB_RESULT_H
@@ -43,7 +43,7 @@ typedef enum fb_change {
 /* "faster", "slower", "no_difference"; NULL for unknown. */
 const char *fb_change_name(fb_change c);
 
-/* Kernel categories (DESIGN.md profiling). */
+/* Kernel categories (docs/DESIGN.md profiling). */
 typedef enum fb_kcat {
     FB_KC_GEMM,        /* "gemm" (GEMM and conv) */
     FB_KC_ELEMENTWISE, /* "elementwise" */
@@ -88,7 +88,7 @@ typedef struct fb_kernel_row {
 
 /* A fusion group of a variant's plan (native engine): kernels formed by the
  * same rule over the same ops, counted.  rule: the planner's rule names joined
- * by '+' ("bn_fold+epilogue"); kind: DESIGN.md's taxonomy ("tensor+element",
+ * by '+' ("bn_fold+epilogue"); kind: docs/DESIGN.md's taxonomy ("tensor+element",
  * "tensor+element+tensor", "element_chain", "element+reduction"). */
 typedef struct fb_fusion_group {
     char rule[64];
@@ -220,7 +220,7 @@ void fb_result_judge(fb_result *r, const char *device);
  * served by /kernels).  Caller deletes. NULL on ENOMEM. */
 cJSON *fb_result_to_json(const fb_result *r);
 
-/* Kernel rows of one variant as a JSON array of API.md's /kernels rows. */
+/* Kernel rows of one variant as a JSON array of docs/API.md's /kernels rows. */
 cJSON *fb_kernel_rows_to_json(const fb_variant_result *v);
 
 /* JSON number or null for NaN; -1 integers → null. */

@@ -1,4 +1,4 @@
-/* fb_spec: strict decoding, defaults and encoding of the job spec (API.md).
+/* fb_spec: strict decoding, defaults and encoding of the job spec (docs/API.md).
  *
  * Decoding walks the object's members against one table of allowed fields, so an
  * unknown or repeated field is caught where it appears and the error names it.

@@ -1,4 +1,4 @@
-/* fb_spec: the job spec of API.md (POST /api/v1/jobs), decoded, validated and
+/* fb_spec: the job spec of docs/API.md (POST /api/v1/jobs), decoded, validated and
  * encoded with cJSON.
  *
  * Decoding is strict: unknown top-level fields, wrong types and out-of-range

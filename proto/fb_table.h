@@ -1,5 +1,5 @@
 /* fb_table: the result table of fusionbench-run, printed from a job's spec and
- * result as JSON (API.md), so that fusionbench-run (which encodes its structs
+ * result as JSON (docs/API.md), so that fusionbench-run (which encodes its structs
  * first) and the fusionbench client (which has the server's JSON) print the same
  * table from one formatter.
  *

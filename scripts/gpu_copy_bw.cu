@@ -1,6 +1,6 @@
-// gpu_copy_bw: the device-to-device copy bandwidth reference of issue 3's 80%
-// target.  Copies BYTES (default 2 GiB, many times any L2) with cudaMemcpyAsync
-// on one stream, timed with CUDA events over REPS copies after a warmup, and
+// gpu_copy_bw: the device-to-device copy bandwidth reference for the memory-bound
+// patterns (fused, they should reach 80% of it).  Copies BYTES (default 2 GiB, many times any L2)
+// with cudaMemcpyAsync on one stream, timed with CUDA events over REPS copies after a warmup, and
 // prints one line: bytes, ms per copy, and GB/s counted as bytes read + written
 // (a copy moves each byte twice through DRAM, as a fused kernel's read of its
 // input and write of its output do).  Exit status: 0 measured, 1 a CUDA error,

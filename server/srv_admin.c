@@ -1,4 +1,4 @@
-/* srv_admin: administration without a web form (issue 13):
+/* srv_admin: administration without a web form:
  *
  *   fusionbench-server user add NAME --role viewer|user|admin [LIMITS]
  *   fusionbench-server user set NAME [--role R] [LIMITS]

@@ -9,7 +9,7 @@
 
 #include "db_auth.h"
 #include "fb_log.h"
-#include "srv_http.h"
+#include "srv_req.h"
 #include "srv_ratelimit.h"
 #include "srv_token.h"
 

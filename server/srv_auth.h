@@ -1,4 +1,4 @@
-/* srv_auth: who is asking (issue 13).
+/* srv_auth: who is asking.
  *
  * With authentication on, every API route names the least role it needs
  * (viewer reads, user submits and manages what it owns, admin everything) and

@@ -91,7 +91,7 @@ static fb_code check_or_pick(const cJSON *entry, const char *key, char *value, c
 
 /* The device: the spec's when offered at all (a job may wait in the queue for
  * a worker to come), else cuda when a CUDA worker has registered for it, else
- * cpu (API.md): a device only built into the server is not a default, or a
+ * cpu (docs/API.md): a device only built into the server is not a default, or a
  * CPU-only lab would queue jobs for GPUs it does not have. */
 static fb_code check_or_pick_device(const cJSON *entry, char *device, fb_err *err)
 {

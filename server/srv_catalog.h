@@ -9,7 +9,7 @@
 #include "fb_err.h"
 #include "fb_spec.h"
 
-/* catalog is the JSON array of workload infos (API.md GET /workloads items).
+/* catalog is the JSON array of workload infos (docs/API.md GET /workloads items).
  * On success the spec has every default applied (fb_spec_apply_defaults):
  * engine "native" when offered else the first offering engine, device "cuda" when
  * offered else "cpu", dtype "float32" when offered, batch size and variants from

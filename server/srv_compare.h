@@ -7,7 +7,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 #define SRV_CHANGE_MIN 0.05 /* a change must be at least this large ... */
 #define SRV_P_MAX      0.01 /* ... and significant: Mann-Whitney p below this, */

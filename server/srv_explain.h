@@ -4,7 +4,7 @@
 #ifndef SRV_EXPLAIN_H
 #define SRV_EXPLAIN_H
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 void srv_jobs_explain_get(srv_req *r);  /* GET /api/v1/jobs/{id}/explain */
 void srv_jobs_explain_post(srv_req *r); /* POST /api/v1/jobs/{id}/explain */

@@ -8,7 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 #define SRV_CSV_MAX (32u * 1024 * 1024) /* largest CSV body */
 

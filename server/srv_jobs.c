@@ -14,7 +14,7 @@
 #define LIST_LIMIT_DEFAULT 50
 #define LIST_LIMIT_MAX     200
 
-/* ---- the job as JSON (API.md "GET /api/v1/jobs/{id}") ---- */
+/* ---- the job as JSON (docs/API.md "GET /api/v1/jobs/{id}") ---- */
 
 /* Parses stored JSON text; text the database gave us is ours, so a parse failure
  * is a bug worth a log line, answered as null rather than a broken body. */

@@ -4,7 +4,7 @@
 
 #include "db.h"
 #include "fb_spec.h"
-#include "srv_http.h"
+#include "srv_req.h"
 #include "srv_parse.h"
 
 /* What the user's role allows of a resolved spec: a priority above 0 only for

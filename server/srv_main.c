@@ -1,4 +1,4 @@
-/* fusionbench-server: the REST API and the dashboard.  See usage() and API.md. */
+/* fusionbench-server: the REST API and the dashboard.  See usage() and docs/API.md. */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>

@@ -3,7 +3,7 @@
 #ifndef SRV_METRICS_H
 #define SRV_METRICS_H
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 /* Records one finished request.  route must be a string that lives for the
  * process (a route pattern or a literal); method is copied.  Thread-safe. */

@@ -2,7 +2,7 @@
 #ifndef SRV_OPS_H
 #define SRV_OPS_H
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 void srv_ops_healthz(srv_req *r);
 void srv_ops_readyz(srv_req *r);

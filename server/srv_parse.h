@@ -72,7 +72,7 @@ bool srv_parse_idem_key(const char *s);
  * allows every host; a missing host is refused when there is a list. */
 bool srv_host_allowed(const char *host, const char *allowed);
 
-/* True for a job state name of API.md. */
+/* True for a job state name of docs/API.md. */
 bool srv_state_valid(const char *s);
 
 /* True when a Content-Type header value is application/json, case-insensitive,

@@ -1,4 +1,4 @@
-/* srv_ratelimit: a token bucket per API token for submits (issue 13).
+/* srv_ratelimit: a token bucket per API token for submits.
  *
  * Each key (an API token's key id) has a bucket of `burst` submits that
  * refills at `rate` per second; a submit takes one.  An empty bucket answers

@@ -1,9 +1,9 @@
-/* srv_results: GET /api/v1/results (API.md) — per result identity (METHOD.md)
+/* srv_results: GET /api/v1/results (docs/API.md) — per result identity (METHOD.md)
  * the latest figures, a history series, and regression flags. */
 #ifndef SRV_RESULTS_H
 #define SRV_RESULTS_H
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 #define SRV_RESULTS_SAMPLE_CHECKS 256 /* pairs checked on raw samples per request */
 

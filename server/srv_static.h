@@ -3,7 +3,7 @@
 #ifndef SRV_STATIC_H
 #define SRV_STATIC_H
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 void srv_static_index(srv_req *r); /* GET / → index.html */
 void srv_static_file(srv_req *r);  /* GET /static/{*} */

@@ -6,7 +6,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 #define SRV_SUITE_BATCHES_MAX 16
 

@@ -1,4 +1,4 @@
-/* srv_token: API tokens (issue 13).
+/* srv_token: API tokens.
  *
  * A token is "fbu_" KEYID "_" SECRET: KEYID 12 and SECRET 32 characters of
  * [A-Za-z0-9] drawn from the operating system's random source (getrandom), so

@@ -1,9 +1,9 @@
-/* srv_users: who shares the workers, and how much of them each has used
- * (issue 13): GET /api/v1/users and GET /api/v1/users/me. */
+/* srv_users: who shares the workers, and how much of them each has used:
+ * GET /api/v1/users and GET /api/v1/users/me. */
 #ifndef SRV_USERS_H
 #define SRV_USERS_H
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 /* {"items": [...]}: every user's role, share, quota and queue. */
 void srv_users_list(srv_req *r);

@@ -5,7 +5,7 @@
 #ifndef SRV_VENDOR_H
 #define SRV_VENDOR_H
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 void srv_vendor_file(srv_req *r);
 

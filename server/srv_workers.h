@@ -2,7 +2,7 @@
 #ifndef SRV_WORKERS_H
 #define SRV_WORKERS_H
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 void srv_workers_list(srv_req *r);
 

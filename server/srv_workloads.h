@@ -2,7 +2,7 @@
 #ifndef SRV_WORKLOADS_H
 #define SRV_WORKLOADS_H
 
-#include "srv_http.h"
+#include "srv_req.h"
 
 void srv_workloads_list(srv_req *r);
 

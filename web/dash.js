@@ -8,7 +8,7 @@ const COLORS = { eager: "#8a94a6", fused: "#2f6fdb", bad: "#c62828", ok: "#1a7f3
 const CATS = ["gemm", "elementwise", "reduction", "attention", "copy", "other"];
 const CAT_COLORS = { gemm: "#2f6fdb", elementwise: "#e69f00", reduction: "#009e73",
   attention: "#cc79a7", copy: "#999999", other: "#56b4e9" };
-// DESIGN.md's fusion taxonomy, for the pattern suite; models fall back to their domain.
+// docs/DESIGN.md's fusion taxonomy, for the pattern suite; models fall back to their domain.
 const KIND = {
   gemm_bias_relu: "tensor + element", gemm_bias_gelu: "tensor + element", conv_bn_relu: "tensor + element",
   mlp: "tensor + element + tensor", conv_relu_conv: "tensor + element + tensor",

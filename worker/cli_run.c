@@ -16,7 +16,7 @@
 #include "fb_table.h"
 #include "nat_engine.h"
 
-#define CLI_EXIT_USAGE  2
+#define CLI_EXIT_USAGE  FB_EXIT_USAGE
 #define CLI_MAX_THREADS 1024
 
 typedef struct cli_opts {
@@ -49,23 +49,6 @@ static void usage(FILE *f)
                "every device it was built for) as JSON: the server's built-in catalog.\n");
 }
 
-static int bad_arg(const char *arg, const char *why)
-{
-    fprintf(stderr, "fusionbench-run: %s: %s\n", arg, why);
-    return CLI_EXIT_USAGE;
-}
-
-/* Parses a whole decimal int in [lo, hi]; 0 or the usage exit status. */
-static int parse_int(const char *arg, const char *s, int lo, int hi, int *out)
-{
-    char why[128];
-
-    if (fb_parse_int(s, lo, hi, out))
-        return 0;
-    snprintf(why, sizeof why, "expected an integer in %d..%d, got '%s'", lo, hi, s);
-    return bad_arg(arg, why);
-}
-
 /* key=value → params[key]: JSON numbers, booleans, arrays and objects as such,
  * anything else as a string ("--param rules_off=bias_gelu"). */
 static int add_param(cli_opts *o, const char *kv)
@@ -75,10 +58,10 @@ static int add_param(cli_opts *o, const char *kv)
     cJSON *val;
 
     if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof key)
-        return bad_arg("--param", "expected key=value with a key of 1..63 characters");
+        return fb_cli_bad_arg("--param", "expected key=value with a key of 1..63 characters");
     snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
     if (cJSON_GetObjectItemCaseSensitive(o->params, key))
-        return bad_arg("--param", "the same key is given twice");
+        return fb_cli_bad_arg("--param", "the same key is given twice");
     val = cJSON_Parse(eq + 1);
     if (val && !cJSON_IsNumber(val) && !cJSON_IsBool(val) && !cJSON_IsArray(val) &&
         !cJSON_IsObject(val)) {
@@ -89,7 +72,7 @@ static int add_param(cli_opts *o, const char *kv)
         val = cJSON_CreateString(eq + 1);
     if (!val || !cJSON_AddItemToObject(o->params, key, val)) {
         cJSON_Delete(val);
-        return bad_arg("--param", "out of memory");
+        return fb_cli_bad_arg("--param", "out of memory");
     }
     return 0;
 }
@@ -99,14 +82,14 @@ static int add_param(cli_opts *o, const char *kv)
 static int set_threads(cli_opts *o, const char *v)
 {
     int n = 0;
-    int rc = parse_int("--threads", v, 1, CLI_MAX_THREADS, &n);
+    int rc = fb_cli_parse_int("--threads", v, 1, CLI_MAX_THREADS, &n);
 
     if (rc)
         return rc;
     if (cJSON_GetObjectItemCaseSensitive(o->params, "threads"))
-        return bad_arg("--threads", "params.threads is already set");
+        return fb_cli_bad_arg("--threads", "params.threads is already set");
     if (!cJSON_AddNumberToObject(o->params, "threads", n))
-        return bad_arg("--threads", "out of memory");
+        return fb_cli_bad_arg("--threads", "out of memory");
     return 0;
 }
 
@@ -128,11 +111,11 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
 static int parse_valued(cli_opts *o, const char *name, const char *v)
 {
     if (strcmp(name, "--iterations") == 0)
-        return parse_int(name, v, 1, FB_MAX_ITERATIONS, &o->iterations);
+        return fb_cli_parse_int(name, v, 1, FB_MAX_ITERATIONS, &o->iterations);
     if (strcmp(name, "--warmup") == 0)
-        return parse_int(name, v, 0, FB_MAX_WARMUP, &o->warmup);
+        return fb_cli_parse_int(name, v, 0, FB_MAX_WARMUP, &o->warmup);
     if (strcmp(name, "--batch") == 0)
-        return parse_int(name, v, 1, FB_MAX_BATCH, &o->batch);
+        return fb_cli_parse_int(name, v, 1, FB_MAX_BATCH, &o->batch);
     if (strcmp(name, "--threads") == 0)
         return set_threads(o, v);
     if (strcmp(name, "--param") == 0)
@@ -142,7 +125,7 @@ static int parse_valued(cli_opts *o, const char *name, const char *v)
         return 0;
     }
     if (!fb_name_valid(v))
-        return bad_arg(name, "not a valid name ([a-z0-9_+.-], 1..63 characters)");
+        return fb_cli_bad_arg(name, "not a valid name ([a-z0-9_+.-], 1..63 characters)");
     if (strcmp(name, "--device") == 0)
         o->device = v;
     else if (strcmp(name, "--dtype") == 0)
@@ -176,13 +159,13 @@ static int parse_one(cli_opts *o, int argc, char **argv, int *i)
         size_t len = strlen(cli_valued[k]);
         if (strncmp(a, cli_valued[k], len) == 0 && (a[len] == '\0' || a[len] == '=')) {
             const char *v = opt_value(argc, argv, i, cli_valued[k]);
-            return v ? parse_valued(o, cli_valued[k], v) : bad_arg(a, "needs a value");
+            return v ? parse_valued(o, cli_valued[k], v) : fb_cli_bad_arg(a, "needs a value");
         }
     }
     if (a[0] == '-')
-        return bad_arg(a, "unknown option (see --help)");
+        return fb_cli_bad_arg(a, "unknown option (see --help)");
     if (o->workload)
-        return bad_arg(a, "only one WORKLOAD may be given");
+        return fb_cli_bad_arg(a, "only one WORKLOAD may be given");
     o->workload = a;
     return 0;
 }
@@ -192,7 +175,7 @@ static int parse_args(cli_opts *o, int argc, char **argv)
     *o = (cli_opts){.iterations = -1, .warmup = -1, .batch = -1};
     o->params = cJSON_CreateObject();
     if (!o->params)
-        return bad_arg("params", "out of memory");
+        return fb_cli_bad_arg("params", "out of memory");
     for (int i = 1; i < argc; i++) {
         int rc;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -205,7 +188,7 @@ static int parse_args(cli_opts *o, int argc, char **argv)
     }
     if (!o->workload && !o->list && !o->catalog_json) {
         usage(stderr);
-        return bad_arg("WORKLOAD", "missing");
+        return fb_cli_bad_arg("WORKLOAD", "missing");
     }
     return 0;
 }
@@ -326,18 +309,18 @@ static int set_variants(fb_spec *spec, const char *list)
         size_t len = strcspn(p, ",");
         char *name = spec->variants[spec->n_variants];
         if (spec->n_variants == FB_MAX_VARIANTS || len == 0 || len >= FB_NAME_MAX)
-            return bad_arg("--variants", "expected 1..8 comma-separated names");
+            return fb_cli_bad_arg("--variants", "expected 1..8 comma-separated names");
         snprintf(name, FB_NAME_MAX, "%.*s", (int)len, p);
         if (!fb_name_valid(name))
-            return bad_arg("--variants", "a variant is not a valid name");
+            return fb_cli_bad_arg("--variants", "a variant is not a valid name");
         for (int i = 0; i < spec->n_variants; i++) {
             if (strcmp(spec->variants[i], name) == 0)
-                return bad_arg("--variants", "a variant is named twice");
+                return fb_cli_bad_arg("--variants", "a variant is named twice");
         }
         spec->n_variants++;
         p += len + (p[len] == ',');
     }
-    return spec->n_variants ? 0 : bad_arg("--variants", "empty");
+    return spec->n_variants ? 0 : fb_cli_bad_arg("--variants", "empty");
 }
 
 static bool in_list(const char *const *names, const char *s)
@@ -379,9 +362,9 @@ static int build_spec(cli_opts *o, fb_spec *spec)
     int rc = 0;
 
     if (!eng)
-        return bad_arg("--engine", "unknown engine");
+        return fb_cli_bad_arg("--engine", "unknown engine");
     if (!fb_name_valid(o->workload))
-        return bad_arg(o->workload, "not a valid workload name");
+        return fb_cli_bad_arg(o->workload, "not a valid workload name");
     w = fb_engine_workload(eng, o->device, o->workload);
     if (!w) {
         fprintf(stderr, "fusionbench-run: unknown workload '%s' for engine %s on %s\n", o->workload,

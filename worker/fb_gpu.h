@@ -1,7 +1,7 @@
 /* fb_gpu: what a CUDA device and its software stack are (METHOD.md: device and
  * software versions are part of a result's identity).  Used by fb_env_capture
  * in a job's process and by the GPU worker's short-lived query child (the
- * worker's parent never touches CUDA: DESIGN.md).
+ * worker's parent never touches CUDA: docs/DESIGN.md).
  *
  * cuDNN and cuBLASLt versions come from the libraries the process would load
  * (dlopen of libcudnn.so.9 / libcublasLt.so.13), "" when absent, so that asking

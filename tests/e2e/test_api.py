@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End to end: the REST API of API.md against a real server, worker and database.
+"""End to end: the REST API of docs/API.md against a real server, worker and database.
 
 A small job runs to the end and every field of the job and its result is checked;
 then kernels, listing with filters and cursor pagination, catalog, workers,

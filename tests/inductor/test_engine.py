@@ -1,5 +1,5 @@
 """The C side end to end: fusionbench-run --engine inductor starts the runner,
-reads its protocol and prints API.md's result with the per-variant "inductor"
+reads its protocol and prints docs/API.md's result with the per-variant "inductor"
 object and kernel rows; the engine is offered only when the probe succeeds."""
 
 import json

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The API's OpenAPI 3.1 document (web/openapi.json, served at
-/api/v1/openapi.json) against the server's route table (server/srv_http.c):
+/api/v1/openapi.json) against the server's route table (server/srv_route.c):
 every route is documented with its method, and nothing is documented that the
 server does not route (an operation's x-route names the route pattern where
 it differs from its path); the role each route needs (x-role) and whether it
@@ -22,7 +22,7 @@ ROLES = {"SRV_ROLE_NONE": "none", "SRV_ROLE_VIEWER": "viewer", "SRV_ROLE_USER": 
 
 def routes(src):
     """(method, pattern) -> (needs a token, role) from the routes[] table."""
-    text = open(os.path.join(src, "server", "srv_http.c")).read()
+    text = open(os.path.join(src, "server", "srv_route.c")).read()
     table = text[text.index("static const srv_route routes[] = {"):]
     table = table[:table.index("};")]
     out = {}
@@ -46,7 +46,7 @@ def main(src):
         bad.append("not an OpenAPI 3.1 document")
     table, docs = routes(src), documented(doc)
     if len(table) < 20:
-        bad.append("read only %d routes from srv_http.c" % len(table))
+        bad.append("read only %d routes from srv_route.c" % len(table))
     for key in sorted(set(table) - set(docs)):
         bad.append("route %s %s is not documented" % key)
     for key in sorted(set(docs) - set(table)):

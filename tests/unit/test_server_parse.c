@@ -433,7 +433,7 @@ static void test_input_bytes(void **state)
     fb_spec_free(&s);
 }
 
-/* The default device (API.md): cuda when a CUDA worker has registered for the
+/* The default device (docs/API.md): cuda when a CUDA worker has registered for the
  * workload, else cpu; a device only built into the server is never a default,
  * but asked for explicitly it is accepted (the job waits for such a worker). */
 static void test_catalog_registered_devices(void **state)

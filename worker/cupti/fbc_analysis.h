@@ -1,4 +1,4 @@
-/* fbc_analysis: what a profiled iteration's activity records say (DESIGN.md
+/* fbc_analysis: what a profiled iteration's activity records say (docs/DESIGN.md
  * "Profiling"), as pure functions over plain records, with no CUDA or CUPTI in
  * sight so that they are unit-tested on synthetic records on any machine.
  *

@@ -1,5 +1,5 @@
 /* fbc_cupti: the one module that talks to CUPTI's activity API, used two ways
- * (DESIGN.md "Profiling"):
+ * (docs/DESIGN.md "Profiling"):
  *
  *  (a) in-process, for the native engine's CUDA backend: fbc_session.h opens a
  *      session, wraps one profiled iteration in begin/end and summarizes its

@@ -5,7 +5,7 @@
  * One user range around one iteration, user replay: the iteration is run again
  * for as many passes as the metrics need (dram__bytes_{read,write}.sum need one
  * on Hopper).  Anything the driver refuses becomes a reason, never an error:
- * DESIGN.md wants these figures absent with a reason, not zero. */
+ * docs/DESIGN.md wants these figures absent with a reason, not zero. */
 #include "fbc_range.h"
 
 #include <stdio.h>

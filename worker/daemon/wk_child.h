@@ -1,4 +1,4 @@
-/* wk_child: one job in a child process (DESIGN.md: a crash or hang in a workload
+/* wk_child: one job in a child process (docs/DESIGN.md: a crash or hang in a workload
  * fails that job and the worker goes on; the parent never touches CUDA).
  *
  * The child parses the spec, runs fb_run_benchmark, sends progress as JSON lines

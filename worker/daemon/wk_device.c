@@ -1,4 +1,4 @@
-/* wk_device: registration data for the worker (DESIGN.md "Queue and reliability"). */
+/* wk_device: registration data for the worker (docs/DESIGN.md "Queue and reliability"). */
 #include "wk_device.h"
 
 #include <inttypes.h>
@@ -64,7 +64,7 @@ static fb_code print_owned(cJSON *j, char **out, fb_err *err)
 }
 
 /* The GPU's registration: fb_device_info plus the stack versions (the
- * /workers "device" object may carry more than API.md lists). */
+ * /workers "device" object may carry more than docs/API.md lists). */
 static cJSON *gpu_device_json(const fb_gpu *g)
 {
     fb_device_info d;

@@ -1,5 +1,5 @@
 /* wk_gpu: the GPU worker's view of its GPU, learned without touching CUDA in
- * the worker's own process (DESIGN.md: CUDA does not survive fork, and every
+ * the worker's own process (docs/DESIGN.md: CUDA does not survive fork, and every
  * job is a forked child): a short-lived child queries the device and sends the
  * answer back through a pipe. */
 #ifndef WK_GPU_H

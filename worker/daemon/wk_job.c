@@ -1,4 +1,4 @@
-/* wk_job: one claimed job, supervised (DESIGN.md "Queue and reliability").
+/* wk_job: one claimed job, supervised (docs/DESIGN.md "Queue and reliability").
  *
  * The parent only watches: it polls the child's progress pipe, heartbeats the
  * job (fenced by attempt) every heartbeat-ms with the latest progress, and acts
@@ -30,6 +30,7 @@
 
 #include "fb_log.h"
 #include "wk_child.h"
+#include "wk_state.h"
 #include "wk_time.h"
 
 #define JOB_POLL_MS           100
@@ -236,7 +237,7 @@ static void settle_job(job_run *jr, const settle *s)
             return;
         }
         resent = true;
-        if (wk_loop_stopping() && tries >= JOB_STOP_TRIES) {
+        if (wk_state_stopping() && tries >= JOB_STOP_TRIES) {
             fb_warn("job %" PRId64 ": database unreachable while stopping; the rescuer will "
                     "requeue it",
                     jr->cl->id);
@@ -245,7 +246,7 @@ static void settle_job(job_run *jr, const settle *s)
         fb_warn("job %" PRId64 ": database unreachable (%s); retrying in %" PRId64 " ms",
                 jr->cl->id, err.msg, backoff);
         wk_time_sleep_ms(backoff);
-        backoff = wk_loop_backoff(backoff, JOB_BACKOFF_CAP_MS);
+        backoff = wk_time_backoff(backoff, JOB_BACKOFF_CAP_MS);
     }
 }
 
@@ -276,10 +277,10 @@ void wk_job_heartbeat_worker(wk_ctx *ctx, int64_t id)
     fb_err err;
 
     fb_err_clear(&err);
-    if (db_worker_heartbeat(ctx->db, ctx->cfg->id, wk_loop_draining() ? "draining" : "busy", id,
+    if (db_worker_heartbeat(ctx->db, ctx->cfg->id, wk_state_draining() ? "draining" : "busy", id,
                             &drain, &err) != FB_OK)
         fb_debug("worker heartbeat: %s", err.msg);
-    wk_loop_drain_asked(drain);
+    wk_state_drain_asked(drain);
 }
 
 /* Job and worker heartbeat.  False when the job has ended here (canceled, or
@@ -317,7 +318,7 @@ static bool heartbeat(job_run *jr)
             jr->cl->id, err.msg, jr->backoff_ms);
     jr->next_hb_ms = now + jr->backoff_ms;
     jr->backoff_ms =
-        wk_loop_backoff(jr->backoff_ms, hb > JOB_BACKOFF_CAP_MS ? hb : JOB_BACKOFF_CAP_MS);
+        wk_time_backoff(jr->backoff_ms, hb > JOB_BACKOFF_CAP_MS ? hb : JOB_BACKOFF_CAP_MS);
     return true;
 }
 
@@ -380,7 +381,7 @@ static void supervise(job_run *jr)
         int64_t now = wk_time_now_ms(), wait = jr->next_hb_ms - now;
         wk_child_poll(&jr->ch, (int)(wait < 0 ? 0 : wait > JOB_POLL_MS ? JOB_POLL_MS : wait));
         now = wk_time_now_ms();
-        if (wk_loop_stopping()) { /* a drain's grace is over: give the job back */
+        if (wk_state_stopping()) { /* a drain's grace is over: give the job back */
             fb_info("job %" PRId64 ": releasing it (stop, or the drain's grace is over)",
                     jr->cl->id);
             stop_child(jr, "released");
@@ -406,7 +407,7 @@ static void supervise(job_run *jr)
         }
         if (now >= jr->next_hb_ms && !heartbeat(jr))
             return;
-        wk_loop_rescue_maybe(jr->ctx);
+        wk_ctx_rescue_maybe(jr->ctx);
     }
 }
 

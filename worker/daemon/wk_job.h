@@ -3,7 +3,7 @@
 #define WK_JOB_H
 
 #include "db.h"
-#include "wk_loop.h"
+#include "wk_ctx.h"
 
 /* Runs cl in a child and settles it: complete, fail (timeout, crashed, the
  * child's error; never retried), mark canceled, release (on stop), or drop (when

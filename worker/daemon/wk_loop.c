@@ -5,11 +5,7 @@
  * NOTIFY wakes it early, polling is the safety net.  The rescuer runs every few
  * seconds from every worker; db_queue_rescue is safe to run concurrently.
  *
- * Stopping has two depths.  Draining: claim nothing more, let a running job go
- * on, exit when it is done (a SIGTERM/SIGINT, or an operator's drain read back
- * with a heartbeat).  Stopping: release the running job now.  A signal's drain
- * turns into a stop once --drain-grace has passed since it came (at once with
- * the default 0), or at a second signal; an operator's drain never does. */
+ * Stopping and draining are wk_state's. */
 #include "wk_loop.h"
 
 #include <errno.h>
@@ -24,102 +20,20 @@
 #include "fb_log.h"
 #include "fb_run.h"
 #include "nat_engine.h"
+#include "wk_ctx.h"
 #include "wk_device.h"
 #include "wk_gpu.h"
 #include "wk_job.h"
+#include "wk_state.h"
 #include "wk_time.h"
 
 #define LOOP_WAIT_SLICE_MS    500
-#define LOOP_RESCUE_EVERY_MS  5000
 #define LOOP_BACKOFF_START_MS 250
 #define LOOP_BACKOFF_CAP_MS   30000
 
-static volatile sig_atomic_t loop_signals; /* SIGTERM/SIGINT received */
-static bool loop_stop;                     /* stop now: this worker lost its GPU */
-static bool loop_drain_asked;              /* an operator's drain (db_worker_drain) */
-static int64_t loop_grace_ms;              /* --drain-grace */
-static int64_t loop_signal_ms = -1;        /* when the first signal was noticed */
-
-static void on_stop_signal(int sig)
-{
-    (void)sig;
-    if (loop_signals < 2)
-        loop_signals++;
-}
-
-/* Dates the first signal (the handler only counts). */
-static void notice_signal(void)
-{
-    if (loop_signals && loop_signal_ms < 0) {
-        loop_signal_ms = wk_time_now_ms();
-        fb_info("stop signal: draining (claiming no more; a running job may go on for %" PRId64
-                " s)",
-                loop_grace_ms / 1000);
-    }
-}
-
-bool wk_loop_stopping(void)
-{
-    notice_signal();
-    if (loop_stop || loop_signals >= 2)
-        return true;
-    return loop_signals == 1 && wk_time_now_ms() - loop_signal_ms >= loop_grace_ms;
-}
-
-bool wk_loop_draining(void)
-{
-    notice_signal();
-    return loop_signals || loop_drain_asked || loop_stop;
-}
-
-void wk_loop_drain_asked(bool asked)
-{
-    if (asked && !loop_drain_asked) {
-        loop_drain_asked = true;
-        fb_info("drain requested by an operator: finishing the running job, claiming no more");
-    }
-}
-
 static const char *idle_state(void)
 {
-    return wk_loop_draining() ? "draining" : "idle";
-}
-
-/* No SA_RESTART: a signal must cut poll/select/nanosleep short. */
-static void install_signals(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
-
-int64_t wk_loop_backoff(int64_t cur_ms, int64_t cap_ms)
-{
-    int64_t next = cur_ms * 2;
-    return next > cap_ms ? cap_ms : next;
-}
-
-void wk_loop_rescue_maybe(wk_ctx *ctx)
-{
-    int64_t now = wk_time_now_ms(), every = (int64_t)ctx->cfg->stale_s * 1000 / 2;
-    int requeued = 0, failed = 0;
-    fb_err err;
-
-    if (now < ctx->next_rescue_ms)
-        return;
-    if (every > LOOP_RESCUE_EVERY_MS)
-        every = LOOP_RESCUE_EVERY_MS;
-    ctx->next_rescue_ms = now + (every < 200 ? 200 : every);
-    fb_err_clear(&err);
-    if (db_queue_rescue(ctx->db, ctx->cfg->stale_s, &requeued, &failed, &err) != FB_OK)
-        fb_debug("rescuer: %s", err.msg);
-    else if (requeued || failed)
-        fb_info("rescuer: requeued %d and failed %d stale job(s)", requeued, failed);
+    return wk_state_draining() ? "draining" : "idle";
 }
 
 /* Connects, retrying with backoff while the database does not answer.
@@ -135,11 +49,11 @@ static fb_code connect_retry(wk_ctx *ctx)
             FB_OK)
             return FB_OK;
         ctx->db = NULL;
-        if (wk_loop_stopping())
+        if (wk_state_stopping())
             return FB_EUNAVAIL;
         fb_warn("database: %s; retrying in %" PRId64 " ms", err.msg, backoff);
         wk_time_sleep_ms(backoff);
-        backoff = wk_loop_backoff(backoff, LOOP_BACKOFF_CAP_MS);
+        backoff = wk_time_backoff(backoff, LOOP_BACKOFF_CAP_MS);
     }
 }
 
@@ -156,11 +70,11 @@ static fb_code setup(wk_ctx *ctx, const wk_registration *reg)
         rc = db_migrate(ctx->db, &err);
         if (rc == FB_OK)
             rc = db_worker_register(ctx->db, &r, &err);
-        if (rc == FB_OK || rc != FB_EUNAVAIL || wk_loop_stopping())
+        if (rc == FB_OK || rc != FB_EUNAVAIL || wk_state_stopping())
             break;
         fb_warn("database: %s; retrying in %" PRId64 " ms", err.msg, backoff);
         wk_time_sleep_ms(backoff);
-        backoff = wk_loop_backoff(backoff, LOOP_BACKOFF_CAP_MS);
+        backoff = wk_time_backoff(backoff, LOOP_BACKOFF_CAP_MS);
     }
     if (rc != FB_OK)
         fb_error("database setup failed: %s: %s", fb_code_name(rc), err.msg);
@@ -169,7 +83,7 @@ static fb_code setup(wk_ctx *ctx, const wk_registration *reg)
 
 /* Takes (or, on a connection that was reset, takes again) the GPU's advisory
  * lock.  False only when another worker holds it: two benchmarks must never
- * share a device (DESIGN.md), so this worker then stops. */
+ * share a device (docs/DESIGN.md), so this worker then stops. */
 static bool hold_gpu(wk_ctx *ctx)
 {
     bool got = false;
@@ -193,11 +107,11 @@ static void worker_heartbeat(wk_ctx *ctx, const char *state)
     fb_err err;
 
     if (!hold_gpu(ctx))
-        loop_stop = true;
+        wk_state_stop();
     fb_err_clear(&err);
     if (db_worker_heartbeat(ctx->db, ctx->cfg->id, state, 0, &drain, &err) != FB_OK)
         fb_debug("worker heartbeat: %s", err.msg);
-    wk_loop_drain_asked(drain);
+    wk_state_drain_asked(drain);
 }
 
 /* Waits up to poll-ms (or the --exit-when-idle deadline) for a NOTIFY, in
@@ -209,7 +123,7 @@ static void idle_wait(wk_ctx *ctx, int64_t *next_hb)
 
     if (ctx->idle_deadline_ms > 0 && ctx->idle_deadline_ms < end)
         end = ctx->idle_deadline_ms;
-    while (!wk_loop_draining()) {
+    while (!wk_state_draining()) {
         int64_t now = wk_time_now_ms(), left = end - now;
         bool woken = false;
         fb_err err;
@@ -220,7 +134,7 @@ static void idle_wait(wk_ctx *ctx, int64_t *next_hb)
             *next_hb = now + ctx->cfg->heartbeat_ms;
             continue; /* the heartbeat may have brought a drain */
         }
-        wk_loop_rescue_maybe(ctx);
+        wk_ctx_rescue_maybe(ctx);
         fb_err_clear(&err);
         if (db_queue_wait(ctx->db, (int)(left < LOOP_WAIT_SLICE_MS ? left : LOOP_WAIT_SLICE_MS),
                           &woken, &err) != FB_OK) {
@@ -244,7 +158,7 @@ static bool claim_and_run(wk_ctx *ctx, int64_t *backoff)
     fb_code rc;
 
     if (!hold_gpu(ctx)) { /* never claim for a GPU another worker holds */
-        loop_stop = true;
+        wk_state_stop();
         return false;
     }
     memset(&cl, 0, sizeof cl);
@@ -256,7 +170,7 @@ static bool claim_and_run(wk_ctx *ctx, int64_t *backoff)
     if (rc != FB_OK) {
         fb_warn("claim: %s; retrying in %" PRId64 " ms", err.msg, *backoff);
         wk_time_sleep_ms(*backoff);
-        *backoff = wk_loop_backoff(*backoff, LOOP_BACKOFF_CAP_MS);
+        *backoff = wk_time_backoff(*backoff, LOOP_BACKOFF_CAP_MS);
         return true; /* retry the claim itself, not the idle wait */
     }
     *backoff = LOOP_BACKOFF_START_MS;
@@ -281,7 +195,7 @@ static void serve(wk_ctx *ctx)
     int64_t backoff = LOOP_BACKOFF_START_MS, next_hb = 0;
 
     idle_from_now(ctx);
-    while (!wk_loop_draining()) {
+    while (!wk_state_draining()) {
         if (ctx->cfg->max_jobs > 0 && ctx->jobs_done >= ctx->cfg->max_jobs) {
             fb_info("done %d job(s) (--max-jobs); exiting", ctx->jobs_done);
             return;
@@ -292,7 +206,7 @@ static void serve(wk_ctx *ctx)
             return;
         }
         int done = ctx->jobs_done;
-        wk_loop_rescue_maybe(ctx);
+        wk_ctx_rescue_maybe(ctx);
         bool again = claim_and_run(ctx, &backoff);
         if (ctx->jobs_done != done)
             idle_from_now(ctx);
@@ -365,8 +279,7 @@ int wk_loop_run(const wk_config *cfg)
     fb_err err;
     int status = 1;
 
-    loop_grace_ms = (int64_t)cfg->drain_grace_s * 1000;
-    install_signals();
+    wk_state_init((int64_t)cfg->drain_grace_s * 1000);
     fb_err_clear(&err);
     measure_roofline(cfg);
     if (wk_device_registration(cfg, &reg, &err) != FB_OK) {

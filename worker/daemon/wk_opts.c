@@ -29,32 +29,16 @@ static void usage(FILE *f)
                "  POST /api/v1/workers/{id}/drain: claim nothing more, let the running job\n"
                "  finish (its own timeout bounds it), exit 0.\n"
                "--job-memory-mib N (--device cpu): a job's process may hold at most N MiB of\n"
-               "data (RLIMIT_DATA; default 90%% of the machine's memory): a job past it fails\n"
-               "alone, the worker goes on.\n"
+               "data beyond what it holds at its start (RLIMIT_DATA; default 90%% of the\n"
+               "machine's memory): a job past it fails alone, the worker goes on.\n"
                "--device cuda --gpu N: one worker per GPU; it holds GPU N exclusively (an\n"
                "advisory lock on its UUID) and its jobs see only that GPU.\n");
-}
-
-static int bad_arg(const char *arg, const char *why)
-{
-    fprintf(stderr, "fusionbench-worker: %s: %s\n", arg, why);
-    return WK_EXIT_USAGE;
-}
-
-static int parse_int(const char *arg, const char *s, int lo, int hi, int *out)
-{
-    char why[128];
-
-    if (fb_parse_int(s, lo, hi, out))
-        return 0;
-    snprintf(why, sizeof why, "expected an integer in %d..%d, got '%s'", lo, hi, s);
-    return bad_arg(arg, why);
 }
 
 static int copy_str(const char *arg, const char *v, char *dst, size_t cap)
 {
     if (strlen(v) >= cap || v[0] == '\0')
-        return bad_arg(arg, "empty or too long");
+        return fb_cli_bad_arg(arg, "empty or too long");
     snprintf(dst, cap, "%s", v);
     return 0;
 }
@@ -63,10 +47,10 @@ static int set_device(const char *v, wk_config *cfg)
 {
 #ifndef FB_WORKER_CUDA
     if (strcmp(v, "cuda") == 0)
-        return bad_arg("--device", "this worker was built without CUDA; use --device cpu");
+        return fb_cli_bad_arg("--device", "this worker was built without CUDA; use --device cpu");
 #endif
     if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
-        return bad_arg("--device", "expected cpu or cuda");
+        return fb_cli_bad_arg("--device", "expected cpu or cuda");
     return copy_str("--device", v, cfg->device, sizeof cfg->device);
 }
 
@@ -81,24 +65,24 @@ static int apply(const char *name, const char *v, wk_config *cfg)
         return copy_str(name, v, cfg->id, sizeof cfg->id);
     }
     if (strcmp(name, "--gpu") == 0)
-        return parse_int(name, v, 0, 255, &cfg->gpu);
+        return fb_cli_parse_int(name, v, 0, 255, &cfg->gpu);
     if (strcmp(name, "--heartbeat-ms") == 0)
-        return parse_int(name, v, 50, 600000, &cfg->heartbeat_ms);
+        return fb_cli_parse_int(name, v, 50, 600000, &cfg->heartbeat_ms);
     if (strcmp(name, "--stale-s") == 0)
-        return parse_int(name, v, 1, 86400, &cfg->stale_s);
+        return fb_cli_parse_int(name, v, 1, 86400, &cfg->stale_s);
     if (strcmp(name, "--poll-ms") == 0)
-        return parse_int(name, v, 10, 600000, &cfg->poll_ms);
+        return fb_cli_parse_int(name, v, 10, 600000, &cfg->poll_ms);
     if (strcmp(name, "--max-jobs") == 0)
-        return parse_int(name, v, 1, 1000000000, &cfg->max_jobs);
+        return fb_cli_parse_int(name, v, 1, 1000000000, &cfg->max_jobs);
     if (strcmp(name, "--exit-when-idle") == 0)
-        return parse_int(name, v, 1, 86400 * 365, &cfg->exit_when_idle_s);
+        return fb_cli_parse_int(name, v, 1, 86400 * 365, &cfg->exit_when_idle_s);
     if (strcmp(name, "--drain-grace") == 0)
-        return parse_int(name, v, 0, 86400, &cfg->drain_grace_s);
+        return fb_cli_parse_int(name, v, 0, 86400, &cfg->drain_grace_s);
     if (strcmp(name, "--job-memory-mib") == 0)
-        return parse_int(name, v, 0, 1 << 30, &cfg->job_memory_mib);
+        return fb_cli_parse_int(name, v, 0, 1 << 30, &cfg->job_memory_mib);
     if (strcmp(name, "--threads") == 0)
-        return parse_int(name, v, 1, 1024, &cfg->threads);
-    return bad_arg(name, "unknown option (see --help)");
+        return fb_cli_parse_int(name, v, 1, 1024, &cfg->threads);
+    return fb_cli_bad_arg(name, "unknown option (see --help)");
 }
 
 static int from_env(wk_config *cfg)
@@ -108,14 +92,16 @@ static int from_env(wk_config *cfg)
 
     if (url && url[0] && copy_str("DATABASE_URL", url, cfg->database_url, sizeof cfg->database_url))
         return WK_EXIT_USAGE;
-    if (stale && stale[0] && parse_int("FUSIONBENCH_STALE_S", stale, 1, 86400, &cfg->stale_s))
+    if (stale && stale[0] &&
+        fb_cli_parse_int("FUSIONBENCH_STALE_S", stale, 1, 86400, &cfg->stale_s))
         return WK_EXIT_USAGE;
     const char *mem = getenv("FUSIONBENCH_JOB_MEMORY_MIB");
     if (grace && grace[0] &&
-        parse_int("FUSIONBENCH_DRAIN_GRACE_S", grace, 0, 86400, &cfg->drain_grace_s))
+        fb_cli_parse_int("FUSIONBENCH_DRAIN_GRACE_S", grace, 0, 86400, &cfg->drain_grace_s))
         return WK_EXIT_USAGE;
     if (mem && mem[0])
-        return parse_int("FUSIONBENCH_JOB_MEMORY_MIB", mem, 0, 1 << 30, &cfg->job_memory_mib);
+        return fb_cli_parse_int("FUSIONBENCH_JOB_MEMORY_MIB", mem, 0, 1 << 30,
+                                &cfg->job_memory_mib);
     return 0;
 }
 
@@ -167,16 +153,16 @@ int wk_opts_parse(int argc, char **argv, wk_config *cfg)
             return -1;
         }
         if (strncmp(a, "--", 2) != 0 || (eq && (size_t)(eq - a) >= sizeof name))
-            return bad_arg(a, "unexpected argument (see --help)");
+            return fb_cli_bad_arg(a, "unexpected argument (see --help)");
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
         if (!eq && i + 1 >= argc)
-            return bad_arg(a, "needs a value");
+            return fb_cli_bad_arg(a, "needs a value");
         rc = apply(name, eq ? eq + 1 : argv[++i], cfg);
     }
     if (rc == 0 && !cfg->id_given && strcmp(cfg->device, "cuda") == 0)
         default_gpu_id(cfg);
     if (rc == 0 && cfg->heartbeat_ms >= cfg->stale_s * 1000)
-        rc = bad_arg("--heartbeat-ms", "must be shorter than --stale-s, or jobs look lost");
+        rc = fb_cli_bad_arg("--heartbeat-ms", "must be shorter than --stale-s, or jobs look lost");
     return rc;
 }
 

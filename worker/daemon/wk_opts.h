@@ -4,9 +4,11 @@
 
 #include <stdbool.h>
 
+#include "fb_parse.h"
+
 #define WK_URL_MAX    1024
 #define WK_ID_MAX     128
-#define WK_EXIT_USAGE 2
+#define WK_EXIT_USAGE FB_EXIT_USAGE
 
 typedef struct wk_config {
     char database_url[WK_URL_MAX]; /* "" = libpq's own defaults (PGHOST, ...) */

@@ -27,3 +27,9 @@ int64_t wk_time_wall_ms(int64_t mono_ms)
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - (wk_time_now_ms() - mono_ms);
 }
+
+int64_t wk_time_backoff(int64_t cur_ms, int64_t cap_ms)
+{
+    int64_t next = cur_ms * 2;
+    return next > cap_ms ? cap_ms : next;
+}

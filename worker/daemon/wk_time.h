@@ -15,4 +15,8 @@ void wk_time_sleep_ms(int64_t ms);
  * given on the monotonic clock (wk_time_now_ms). */
 int64_t wk_time_wall_ms(int64_t mono_ms);
 
+/* Backoff for retries against an unreachable database: cur_ms doubled, at
+ * most cap_ms. */
+int64_t wk_time_backoff(int64_t cur_ms, int64_t cap_ms);
+
 #endif

@@ -1,4 +1,4 @@
-/* fusionbench-worker: the queue daemon (DESIGN.md "Queue and reliability").
+/* fusionbench-worker: the queue daemon (docs/DESIGN.md "Queue and reliability").
  * One worker per device; each job runs in a child process. */
 #include "fb_log.h"
 #include "wk_loop.h"

@@ -138,7 +138,7 @@ _KERNEL_PREFIX = re.compile(r"^graph_\d+_")
 
 
 def _category(name, ops, generated):
-    """API.md's kernel categories.  A generated (cpp/Triton) kernel is never the
+    """docs/API.md's kernel categories.  A generated (cpp/Triton) kernel is never the
     GEMM itself, even when its ATen ops name one (it computes a layout copy or
     the pointwise part around an extern GEMM), unless it is a template kernel."""
     text = " ".join([name] + list(ops)).lower()

@@ -70,7 +70,7 @@ typedef struct nat_launch {
     nat_desc d;             /* shapes, strides, epilogue, flags */
     nat_impl impl;          /* set by a backend that knows; AUTO on the CPU */
     const char *rule;       /* fusion rule that formed it (static string), NULL: none */
-    const char *kind;       /* its DESIGN.md taxonomy kind, NULL when not fused */
+    const char *kind;       /* its docs/DESIGN.md taxonomy kind, NULL when not fused */
     /* The fusion group it belongs to (gr_group.fid), -1: none; in an eager
      * plan, the group of the fused plan that replaces it.  A pattern is one
      * group, 0, in both plans. */

@@ -1,6 +1,7 @@
 /* nat_roofline: this machine's limits, measured, on the threads the engine
- * runs on (issue 14: how close each kernel comes to them).  Bandwidth: a
- * STREAM-style triad a[i] = b[i] + s c[i] over three arrays of 16 Mi floats
+ * runs on, so that a kernel's time can be set against the fastest the
+ * machine allows.  Bandwidth: a STREAM-style triad
+ * a[i] = b[i] + s c[i] over three arrays of 16 Mi floats
  * (192 MiB, far past any cache; 12 bytes moved per element, write-allocate
  * not counted, as STREAM does).  Compute: our best GEMM (nat_linear, weights
  * packed for the AVX-512 GEMM where the CPU has it, else OpenBLAS) on

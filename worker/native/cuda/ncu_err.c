@@ -1,5 +1,5 @@
 /* ncu_err: cudaError_t, cublasStatus_t and cudnnStatus_t into fb_code, each in
- * exactly one place (STYLE.md 3).  Out-of-memory always becomes FB_EOOM so a
+ * exactly one place (docs/STYLE.md 3).  Out-of-memory always becomes FB_EOOM so a
  * job that runs out of device memory gets status oom, not error. */
 #include <cublasLt.h>
 #include <cuda_runtime.h>

@@ -100,15 +100,11 @@ struct ncu_ctx {
     fb_err launch_err; /* first library failure inside a launch fn (sticky) */
 };
 
+/* ---- shared by the lowering and the library calls (ncu_dev.c) ---- */
+
 /* Records a failed library status from inside a launch fn (they return void);
  * the run checks ctx->launch_err after the plan.  Keeps the first failure. */
 void ncu_launch_fail(ncu_ctx *ctx, fb_code code, const fb_err *e);
-
-/* ---- lowering (ncu_lower.c) ---- */
-
-/* Lowers host plan v of ctx->host into ctx->plans[v]: device buffers, library
- * descriptors, launch fns. */
-FB_MUSTCHECK fb_code ncu_lower_plan(ncu_ctx *ctx, int v, fb_err *err);
 
 /* The device pointer for host pointer p inside one of the host buffers (p may
  * point into a buffer); allocates and uploads the buffer on first use with
@@ -119,6 +115,12 @@ FB_MUSTCHECK fb_code ncu_dev_ptr(ncu_ctx *ctx, int v, const float *p, float **ou
  * variants in mask.  Launches read ctx->ws when they run, so growing it
  * before the graphs are captured is safe. */
 FB_MUSTCHECK fb_code ncu_ws_reserve(ncu_ctx *ctx, size_t bytes, unsigned mask, fb_err *err);
+
+/* ---- lowering (ncu_lower.c) ---- */
+
+/* Lowers host plan v of ctx->host into ctx->plans[v]: device buffers, library
+ * descriptors, launch fns. */
+FB_MUSTCHECK fb_code ncu_lower_plan(ncu_ctx *ctx, int v, fb_err *err);
 
 /* ---- profile (ncu_profile.c) ---- */
 

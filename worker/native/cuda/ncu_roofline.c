@@ -1,9 +1,8 @@
-/* ncu_roofline: the GPU's limits, measured (issue 14: how close each kernel
- * comes to them).  Bandwidth: a device-to-device cudaMemcpy of 512 MiB (far
- * past L2), counted as read plus write, 1 GiB moved per copy.  Compute:
- * cuBLASLt's float32 GEMM (no TF32, as the engine runs by default) on
- * 8192 x 8192 x 8192, the heuristic's first algorithm.  Best of 5 each, timed
- * with CUDA events; about a second in all. */
+/* ncu_roofline: the GPU's limits, measured, so that a kernel's time can be
+ * set against the fastest the device allows.  Bandwidth: a device-to-device cudaMemcpy of 512 MiB
+ * (far past L2), counted as read plus write, 1 GiB moved per copy.  Compute: cuBLASLt's float32
+ * GEMM (no TF32, as the engine runs by default) on 8192 x 8192 x 8192, the heuristic's first
+ * algorithm.  Best of 5 each, timed with CUDA events; about a second in all. */
 #include <string.h>
 
 #include "ncu_int.h"

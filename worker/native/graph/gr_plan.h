@@ -77,7 +77,7 @@ FB_MUSTCHECK fb_code gr_plan_groups(const gr_graph *g, bool fused, unsigned disa
 void gr_groups_free(gr_groups *gs);
 
 /* The group's rule names joined by '+' ("bn_fold+epilogue") as a static
- * string, and its DESIGN.md taxonomy kind; NULL for a group of one op. */
+ * string, and its docs/DESIGN.md taxonomy kind; NULL for a group of one op. */
 const char *gr_group_rule(const gr_group *grp);
 const char *gr_group_kind(const gr_group *grp);
 

@@ -1,0 +1,147 @@
+/* srv_req: one request and its answer, the bottom of the server's HTTP side.
+ * Resource files (srv_jobs.c, ...) provide handlers; a handler reads what it
+ * needs from the srv_req and sets exactly one response with one of the
+ * srv_reply_* functions.  The route table (srv_route.c) sits above the
+ * handlers, the daemon (srv_http.c) above the routes. */
+#ifndef SRV_REQ_H
+#define SRV_REQ_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+
+#include "db.h"
+#include "fb_err.h"
+#include "srv_auth.h"
+#include "srv_parse.h"
+#include "srv_pool.h"
+#include "srv_submit.h"
+
+#define SRV_WORKER_STALE_S 60 /* a worker silent this long is not offered/alive */
+#define SRV_CSP                                                                                    \
+    "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "              \
+    "frame-ancestors 'none'"
+
+typedef struct srv_config {
+    const char *database_url; /* NULL: libpq's own defaults (PG* environment) */
+    const char *bind_addr;    /* numeric IPv4 or IPv6 address */
+    int port;                 /* 0 picks a free port */
+    const char *web_dir;
+    size_t max_body;
+    int threads;
+    /* Comma-separated names the Host header must match (DNS rebinding); NULL
+     * or "" checks nothing.  Bound to a loopback address, the default is
+     * localhost,127.0.0.1,::1. */
+    const char *allowed_hosts;
+    int statement_timeout_ms; /* a request's query runs at most this long (0 = no limit) */
+    bool auth;                /* API routes need a token (srv_auth.h) */
+    double submit_rate;       /* submits per second per token (0: no limit) */
+    double submit_burst;      /* ... and at once */
+} srv_config;
+
+/* Process-wide server state; lives from srv_http_start to srv_http_stop. */
+typedef struct srv_ctx {
+    srv_config cfg;
+    srv_pool *pool;
+    srv_submit *submit;              /* POST /jobs's group commit (srv_jobs.c) */
+    struct srv_ratelimit *ratelimit; /* submits per token (srv_auth.c); NULL: none */
+    atomic_bool db_ready;            /* set once migrations have been applied */
+    atomic_int suspended;            /* requests suspended once and not yet finished */
+    struct MHD_Daemon *daemon;
+    int bound_port;
+} srv_ctx;
+
+typedef struct srv_route srv_route;
+
+/* One request, in MHD's *req_cls from the first callback to the completion
+ * callback, which frees it (and everything it points to that it owns). */
+typedef struct srv_req {
+    srv_ctx *srv;
+    struct MHD_Connection *conn;
+    const srv_route *route;  /* NULL when no route matched */
+    const char *route_label; /* static: the pattern, or "unmatched" (metrics) */
+    char method[16];
+    char *path;    /* owned copy of the (decoded) URL path */
+    srv_caps caps; /* route pattern captures, spans into path */
+    char *body;    /* owned, NUL-terminated; NULL when none */
+    size_t body_len;
+    bool body_too_big;
+    db_conn *db;               /* borrowed from the pool for routes that need it */
+    bool db_broken;            /* a call returned FB_EUNAVAIL: drop the connection */
+    struct MHD_Response *resp; /* set by a srv_reply_* call, queued by srv_http */
+    int status;
+    struct timespec t0;
+    /* A handler that waits for another thread suspends the request
+     * (srv_req_suspend) and keeps its state here; data_free(data) runs when the
+     * request is freed. */
+    bool suspended;
+    void (*resumed)(struct srv_req *r);
+    void *data;
+    void (*data_free)(void *data);
+    srv_pool_waiter pool_wait; /* while queued for a database connection */
+    srv_user user;             /* who asks: set before an API handler runs */
+} srv_req;
+
+typedef void (*srv_handler)(srv_req *r);
+
+struct srv_route {
+    const char *method;  /* "GET", "POST" */
+    const char *pattern; /* srv_path_match pattern; also the metrics route label */
+    srv_handler handler;
+    bool needs_db; /* srv_http borrows r->db first, or answers 503 */
+    srv_role need; /* with authentication on: the least role (SRV_ROLE_NONE: public) */
+};
+
+/* Capture i of the matched route as a NUL-terminated copy in buf; false when
+ * missing or longer than bufsz - 1. */
+FB_MUSTCHECK bool srv_req_cap(const srv_req *r, int i, char *buf, size_t bufsz);
+
+/* A query argument (decoded) or NULL.  Points into MHD's memory for the request. */
+const char *srv_req_query(const srv_req *r, const char *key);
+
+/* Suspends the request's connection, from a handler: the handler returns with
+ * no reply and the HTTP thread serves other connections meanwhile.  Once
+ * srv_req_resume(r) is called (exactly once, from any thread, after
+ * srv_req_suspend: even before the handler returned), resumed(r) runs on an
+ * HTTP thread and sets the reply.
+ * Until then the request, and r->data, stay where they are. */
+void srv_req_suspend(srv_req *r, void (*resumed)(srv_req *r));
+void srv_req_resume(srv_req *r);
+
+/* Responses.  Each replaces nothing: the first reply of a request wins, later
+ * ones are ignored (and logged), so error paths cannot leak a response. */
+
+/* Takes ownership of json (deleted here in every case). */
+void srv_reply_json(srv_req *r, int status, cJSON *json);
+
+/* body is copied; content_type NULL means application/json. */
+void srv_reply_text(srv_req *r, int status, const char *content_type, const char *body, size_t len);
+
+/* Takes ownership of a malloc'd body (freed by MHD when sent). */
+void srv_reply_owned(srv_req *r, int status, const char *content_type, char *body, size_t len);
+
+/* 200 {"items": <items_json>} from a JSON array text the database built; takes
+ * ownership of items_json (freed here), which is trusted to be valid JSON. */
+void srv_reply_items(srv_req *r, char *items_json);
+
+/* {"error": {"code", "message", "field"?}}; field may be NULL or "". */
+void srv_reply_error(srv_req *r, int status, const char *code, const char *field, const char *fmt,
+                     ...) FB_PRINTF(5, 6);
+
+/* Maps an fb_err from a lower layer onto docs/API.md's status and code (FB_EUNAVAIL →
+ * 503, FB_ENOTFOUND → 404, ...), and marks the db connection broken on EUNAVAIL. */
+void srv_reply_fb_err(srv_req *r, const fb_err *err);
+
+/* Takes ownership of a response built by the caller (e.g. from a file);
+ * NULL resp is logged and leaves the request without a reply. */
+void srv_reply_response(srv_req *r, int status, const char *content_type,
+                        struct MHD_Response *resp);
+
+/* Adds a header to the reply already set (no-op when none). */
+void srv_reply_header(srv_req *r, const char *name, const char *value);
+
+#endif
