@@ -2,7 +2,7 @@
 -- autovacuum that keeps up with the queue's churn (docs/BENCHMARKS.md section 3).
 
 -- The claim's pick: the best queued job this worker may run, locked with SKIP
--- LOCKED (docs/DESIGN.md: FOR UPDATE SKIP LOCKED with a LIMIT; the claim statement in
+-- LOCKED (DESIGN.md: FOR UPDATE SKIP LOCKED with a LIMIT; the claim statement in
 -- db_queue.c calls it from its CTE and updates the row it returns).
 --
 -- Why a function: the only plan that stays cheap is the ordered scan of the

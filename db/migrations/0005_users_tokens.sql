@@ -1,4 +1,4 @@
--- 0005_users_tokens: who may use the API.
+-- 0005_users_tokens: who may use the API (issue 13).
 --
 -- Users have one role: viewer (reads everything), user (submits; manages what
 -- they own), admin (everything).  API tokens are opaque strings shown once at

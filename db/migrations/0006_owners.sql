@@ -1,4 +1,4 @@
--- 0006_owners: jobs and suites carry the user who submitted them.
+-- 0006_owners: jobs and suites carry the user who submitted them (issue 13).
 -- NULL: submitted with authentication off (the embedded default), or by a user
 -- since deleted.  Lists filter by owner (owner=me) with the index below.
 ALTER TABLE jobs ADD COLUMN owner_id bigint REFERENCES users (id) ON DELETE SET NULL;

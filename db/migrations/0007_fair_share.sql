@@ -1,5 +1,5 @@
--- 0007_fair_share: a fair share of the workers, in the claim itself (the
--- dispatch order is documented in docs/API-EXTENSIONS.md).
+-- 0007_fair_share: a fair share of the workers, in the claim itself (issue 13;
+-- the dispatch order is documented in docs/API-EXTENSIONS.md).
 --
 -- Among the owners with a claimable job for the worker's device, the claim
 -- prefers the one with the least recent usage: device-seconds of its finished

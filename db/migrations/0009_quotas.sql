@@ -1,5 +1,5 @@
--- 0009_quotas: a rolling budget of device-hours per user (the rules are
--- in docs/API-EXTENSIONS.md, "Quotas and rate limits").
+-- 0009_quotas: a rolling budget of device-hours per user (issue 13; the rules
+-- are in docs/API-EXTENSIONS.md, "Quotas and rate limits").
 --
 -- An attempt's device-seconds are counted in the hour it stops running (by the
 -- same trigger that folds the fair-share usage), in usage_hours.  A user's
