@@ -32,7 +32,10 @@ static void usage(FILE *f)
                "data beyond what it holds at its start (RLIMIT_DATA; default 90%% of the\n"
                "machine's memory): a job past it fails alone, the worker goes on.\n"
                "--device cuda --gpu N: one worker per GPU; it holds GPU N exclusively (an\n"
-               "advisory lock on its UUID) and its jobs see only that GPU.\n");
+               "advisory lock on its UUID) and its jobs see only that GPU.\n"
+               "--stale-s S: a job whose heartbeat is S seconds old is rescued; a running\n"
+               "job's lease is S/2 from each acknowledged heartbeat.  --heartbeat-ms is at\n"
+               "most S/3 (default 2000 ms, or S/4 for a shorter S).\n");
 }
 
 static int copy_str(const char *arg, const char *v, char *dst, size_t cap)
@@ -66,8 +69,10 @@ static int apply(const char *name, const char *v, wk_config *cfg)
     }
     if (strcmp(name, "--gpu") == 0)
         return fb_cli_parse_int(name, v, 0, 255, &cfg->gpu);
-    if (strcmp(name, "--heartbeat-ms") == 0)
+    if (strcmp(name, "--heartbeat-ms") == 0) {
+        cfg->heartbeat_given = true;
         return fb_cli_parse_int(name, v, 50, 600000, &cfg->heartbeat_ms);
+    }
     if (strcmp(name, "--stale-s") == 0)
         return fb_cli_parse_int(name, v, 1, 86400, &cfg->stale_s);
     if (strcmp(name, "--poll-ms") == 0)
@@ -161,8 +166,16 @@ int wk_opts_parse(int argc, char **argv, wk_config *cfg)
     }
     if (rc == 0 && !cfg->id_given && strcmp(cfg->device, "cuda") == 0)
         default_gpu_id(cfg);
-    if (rc == 0 && cfg->heartbeat_ms >= cfg->stale_s * 1000)
-        rc = fb_cli_bad_arg("--heartbeat-ms", "must be shorter than --stale-s, or jobs look lost");
+    /* A running job's lease is stale-s/2 from each acknowledged heartbeat
+     * (wk_job.c): heartbeats come at least three times a stale-s, so one that
+     * is late by a third of it still renews the lease in time.  Not given, the
+     * period follows a short --stale-s (a quarter of it). */
+    if (rc == 0 && !cfg->heartbeat_given && cfg->heartbeat_ms * 4 > cfg->stale_s * 1000)
+        cfg->heartbeat_ms = cfg->stale_s * 1000 / 4 < 50 ? 50 : cfg->stale_s * 1000 / 4;
+    if (rc == 0 && cfg->heartbeat_ms * 3 > cfg->stale_s * 1000)
+        rc = fb_cli_bad_arg("--heartbeat-ms",
+                            "must be at most a third of --stale-s: a running job's lease is half "
+                            "of --stale-s from each acknowledged heartbeat");
     return rc;
 }
 

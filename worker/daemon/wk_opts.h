@@ -16,6 +16,7 @@ typedef struct wk_config {
     int gpu;                       /* GPU index for --device cuda */
     char id[WK_ID_MAX];            /* "<hostname>/cpu0" or "<hostname>/gpuN" unless --id */
     bool id_given;                 /* --id was passed */
+    bool heartbeat_given;          /* --heartbeat-ms was passed */
     int heartbeat_ms;              /* job and worker heartbeat period */
     int stale_s;                   /* rescuer: a running job this quiet is requeued */
     int poll_ms;                   /* idle wait for NOTIFY before claiming again */
