@@ -17,7 +17,8 @@ fusionbench-run --explain --json, no database:
      reason kernel_slowdown, and undoing it is confirmed;
   3. efficientnet_b0 under the same switch: the explanation names the depthwise
      conv + SiLU groups (our loop kernel, batch norm folded, SiLU fused) as the
-     largest losses, and they lose more than without it;
+     largest losses among our loop kernels' groups, and they lose more than
+     without it;
   4. a graph where every fusion wins: an element chain over 8M floats with a
      bias by column (it lost 3.5x before the chain's broadcast loop was fixed:
      the explanation found it, kernel_slowdown, confirmed): no group is lost."""
@@ -126,16 +127,21 @@ def main():
     old = explain("efficientnet_b0", ["image=64"], 20, threads=1, env=ROW)
     dw_old = depthwise_groups(old)
     check(len(dw_old) >= 10, "efficientnet_b0's depthwise groups: %d" % len(dw_old))
-    worst = sorted(old["groups"], key=lambda g: g["delta_ms"])[:10]
+    # The switch changes only our loop kernels' schedule: among their groups the
+    # ten largest losses must be the depthwise ones.  (Groups of other kernels
+    # may lose too, for their own reasons: on AMD EPYC, OpenBLAS's 1x1
+    # convolution with BN and SiLU fused lost some of the ten largest overall.)
+    loops = [g for g in old["groups"] if g["fused_impl"] == ["loop"]]
+    worst = sorted(loops, key=lambda g: g["delta_ms"])[:10]
     named = [g for g in worst if g in dw_old and g["verdict"] == "lost"]
-    check(len(named) >= 8, "the ten largest losses are depthwise conv + SiLU groups: %r" % (
-        [(g["ops"], g["fused_impl"], g["verdict"]) for g in worst]))
+    check(len(named) >= 8, "the ten largest losses of our loop kernels are depthwise conv + "
+          "SiLU groups: %r" % ([(g["ops"], g["fused_impl"], g["verdict"]) for g in worst]))
     loss = lambda gs: -sum(g["delta_ms"] for g in gs)  # noqa: E731
     check(loss(dw_old) > loss(depthwise_groups(fixed)),
           "the per-row epilogue loses more: %.3f against %.3f ms" % (
               loss(dw_old), loss(depthwise_groups(fixed))))
-    log("efficientnet_b0 at 64x64, 1 thread: with the per-row epilogue %d of its 10 largest losses "
-        "are depthwise conv + SiLU groups, losing %.3f ms in all (%.3f ms per plane, as today)" % (
+    log("efficientnet_b0 at 64x64, 1 thread: with the per-row epilogue %d of its loop kernels' 10 "
+        "largest losses are depthwise conv + SiLU groups, losing %.3f ms in all (%.3f ms per plane, as today)" % (
             len(named), loss(dw_old), loss(depthwise_groups(fixed))))
 
     ex = explain("graph", ["graph=" + json.dumps(CHAIN)], 20)
