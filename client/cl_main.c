@@ -144,28 +144,57 @@ static bool terminal(const char *state)
            strcmp(state, "canceled") == 0;
 }
 
+/* The job's spec and result decoded (fb_spec_free, fb_result_free both in
+ * every case); false, said why, when the job has no result or either does not
+ * decode. */
+static bool job_typed(const cJSON *job, fb_spec *spec, fb_result *r)
+{
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "result");
+    fb_err err;
+
+    fb_spec_init(spec);
+    fb_result_init(r);
+    if (!cJSON_IsObject(res))
+        return false;
+    if (fb_spec_from_json(cJSON_GetObjectItemCaseSensitive(job, "spec"), spec, &err) != FB_OK ||
+        fb_result_from_json(res, r, &err) != FB_OK) {
+        say("the server's job does not decode: %s", err.msg);
+        return false;
+    }
+    return true;
+}
+
 /* 0 when the job succeeded with every variant ok, or is still going; else 1. */
 static int job_exit(const cJSON *job)
 {
     const char *st = job_state(job);
+    fb_spec spec;
+    fb_result r;
+    int rc = strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0 ? EXIT_JOB : 0;
 
     if (strcmp(st, "succeeded") == 0)
-        return fb_table_all_ok(cJSON_GetObjectItemCaseSensitive(job, "result")) ? 0 : EXIT_JOB;
-    return strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0 ? EXIT_JOB : 0;
+        rc = job_typed(job, &spec, &r) && fb_table_all_ok(&r) ? 0 : EXIT_JOB;
+    else
+        return rc;
+    fb_spec_free(&spec);
+    fb_result_free(&r);
+    return rc;
 }
 
 /* The job as text: a summary, then the result table once there is one. */
 static void print_job(FILE *f, const cJSON *job)
 {
-    const cJSON *result = cJSON_GetObjectItemCaseSensitive(job, "result");
+    bool done = strcmp(job_state(job), "succeeded") == 0;
+    fb_spec spec;
+    fb_result r;
+    bool typed = job_typed(job, &spec, &r);
 
-    if (cJSON_IsObject(result) && strcmp(job_state(job), "succeeded") == 0) {
-        fb_table_print(f, cJSON_GetObjectItemCaseSensitive(job, "spec"), result);
-        return;
-    }
-    cl_fmt_job_summary(f, job);
-    if (cJSON_IsObject(result))
-        fb_table_print(f, cJSON_GetObjectItemCaseSensitive(job, "spec"), result);
+    if (!typed || !done)
+        cl_fmt_job_summary(f, job);
+    if (typed)
+        fb_table_print(f, &spec, &r);
+    fb_spec_free(&spec);
+    fb_result_free(&r);
 }
 
 static double now_s(void)

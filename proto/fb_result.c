@@ -417,11 +417,12 @@ static bool res_put_ratio(cJSON *map, const char *key, double x)
 
 /* Fills the three maps.  Only variants with status ok against an ok baseline get
  * entries: a speedup of a wrong answer (accuracy_failed) is no speedup. */
-/* The judged speedup's interval and change, when fb_result_judge found them. */
+/* The judged speedup's interval and change, when fb_result_judge found them
+ * (both, or neither). */
 static bool res_put_change(cJSON *ci, cJSON *change, const fb_variant_result *v)
 {
     const char *c = fb_change_name(v->change);
-    if (!c)
+    if (!c || !isfinite(v->speedup_lo) || !isfinite(v->speedup_hi))
         return true;
     double pair[2] = {v->speedup_lo, v->speedup_hi};
     return res_put(ci, v->name, cJSON_CreateDoubleArray(pair, 2)) &&

@@ -1,6 +1,8 @@
 /* fb_result: a job's result (docs/API.md "Results") and its per-kernel rows, as C
- * structs, with the JSON encoder.  The worker fills these; the database stores
- * the encoded JSON; the server serves it as stored. */
+ * structs, with the JSON encoder (fb_result.c) and its strict decoder
+ * (fb_result_read.c; the schema: proto/schema/result.schema.json).  The worker
+ * fills these; the database stores the encoded JSON; the server serves it as
+ * stored; every C reader decodes it here. */
 #ifndef FB_RESULT_H
 #define FB_RESULT_H
 
@@ -222,6 +224,23 @@ cJSON *fb_result_to_json(const fb_result *r);
 
 /* Kernel rows of one variant as a JSON array of docs/API.md's /kernels rows. */
 cJSON *fb_kernel_rows_to_json(const fb_variant_result *v);
+
+/* Decodes a result as fb_result_to_json writes it (proto/schema/result.schema.json)
+ * into *out (fb_result_free it; on an error it is left empty): strictly, an
+ * error names the bad field by its path ("variants[1].latency_ms.median").
+ * What the encoder always writes is required; what it may leave out may be
+ * missing (older results lack later fields) and reads as unknown; an unknown
+ * field is an error, except one object per variant, kept as the engine's own
+ * (extra).  The comparison's speedups, intervals and changes go back into the
+ * variants; kernel_ratio and memory_ratio are checked and recomputed by the
+ * encoder.  FB_EINVAL (field named) or FB_ENOMEM. */
+FB_MUSTCHECK fb_code fb_result_from_json(const cJSON *j, fb_result *out, fb_err *err);
+
+/* Decodes kernel rows (fb_kernel_rows_to_json's array; a row may also carry
+ * the server's "variant") into v's kernel_rows, replacing them; at prefixes
+ * the error's path ("kernels.fused"), may be NULL. */
+FB_MUSTCHECK fb_code fb_kernel_rows_from_json(const cJSON *arr, const char *at,
+                                              fb_variant_result *v, fb_err *err);
 
 /* JSON number or null for NaN; -1 integers → null. */
 cJSON *fb_json_num_or_null(double v);

@@ -59,137 +59,117 @@ static void tb_fmt_int(char *buf, size_t cap, int64_t v)
         snprintf(buf, cap, "%lld", (long long)v);
 }
 
-static bool tb_is_ok(const cJSON *variant)
+static bool tb_is_ok(const fb_variant_result *v)
 {
-    return strcmp(tb_str(variant, "status", ""), "ok") == 0;
+    return v->status == FB_VS_OK;
 }
 
-static const cJSON *tb_baseline(const cJSON *result)
+static const fb_variant_result *tb_baseline(const fb_result *r)
 {
-    const char *name = tb_str(tb_get(result, "comparison"), "baseline", NULL);
-    const cJSON *v;
-
-    if (!name)
-        return NULL;
-    cJSON_ArrayForEach(v, tb_get(result, "variants"))
-    {
-        if (strcmp(tb_str(v, "name", ""), name) == 0)
-            return v;
-    }
+    for (int i = 0; i < r->n_variants; i++)
+        if (strcmp(r->variants[i].name, r->baseline) == 0)
+            return &r->variants[i];
     return NULL;
-}
-
-static double tb_median(const cJSON *variant)
-{
-    return tb_num(tb_get(variant, "latency_ms"), "median");
 }
 
 /* Speedup = baseline median / variant median, only for ok variants against an
  * ok baseline (METHOD.md: no speedup for a variant over tolerance). */
-static double tb_speedup(const cJSON *result, const cJSON *variant)
+static double tb_speedup(const fb_result *r, const fb_variant_result *v)
 {
-    const cJSON *b = tb_baseline(result);
-    double m = tb_median(variant);
+    const fb_variant_result *b = tb_baseline(r);
+    double m = v->latency.median;
 
-    if (!b || !tb_is_ok(b) || !tb_is_ok(variant) || !(m > 0))
+    if (!b || !tb_is_ok(b) || !tb_is_ok(v) || !(m > 0))
         return NAN;
-    return tb_median(b) / m;
+    return b->latency.median / m;
 }
 
-/* The speedup's 95% interval and verdict from the comparison (docs/METHOD.md),
- * "-" when the result has none. */
-static void tb_change(const cJSON *result, const char *name, char *ci, size_t ci_cap, char *verdict,
+/* The speedup's 95% interval and verdict (docs/METHOD.md), "-" when the
+ * result has none. */
+static void tb_change(const fb_variant_result *v, char *ci, size_t ci_cap, char *verdict,
                       size_t v_cap)
 {
-    const cJSON *cmp = tb_get(result, "comparison");
-    const cJSON *pair = tb_get(tb_get(cmp, "speedup_ci95"), name);
-    const char *change = tb_str(tb_get(cmp, "change"), name, NULL);
-    double lo = tb_arr_num(pair, 0), hi = tb_arr_num(pair, 1);
+    const char *change = fb_change_name(v->change);
 
-    if (isnan(lo) || isnan(hi))
+    if (isnan(v->speedup_lo) || isnan(v->speedup_hi))
         snprintf(ci, ci_cap, "-");
     else
-        snprintf(ci, ci_cap, "[%.3f, %.3f]", lo, hi);
+        snprintf(ci, ci_cap, "[%.3f, %.3f]", v->speedup_lo, v->speedup_hi);
     snprintf(verdict, v_cap, "%s",
              !change                                ? "-"
              : strcmp(change, "no_difference") == 0 ? "no difference"
                                                     : change);
 }
 
-static void tb_row(FILE *f, const cJSON *result, const cJSON *vr)
+static void tb_row(FILE *f, const fb_result *r, const fb_variant_result *vr)
 {
     char med[24], p90[24], ci[48], cv[16], kern[16], fk[16], fo[16], peak[24], err[16], sp[16];
     char status[40], sp_ci[48], verdict[24];
-    const cJSON *lat = tb_get(vr, "latency_ms"), *ci95 = tb_get(lat, "ci95");
-    const cJSON *samples = tb_get(vr, "samples_ms");
-    bool timed = cJSON_IsArray(samples) && cJSON_GetArraySize(samples) > 0;
-    int64_t peak_b = tb_int(vr, "peak_mem_bytes", 0, INT64_MAX / 2, -1);
-    double rel = tb_num(vr, "max_rel_error");
+    const fb_stats *lat = &vr->latency;
+    bool timed = vr->n_samples > 0;
 
-    tb_fmt_num(med, sizeof med, timed ? tb_num(lat, "median") : NAN, 4, "");
-    tb_fmt_num(p90, sizeof p90, timed ? tb_num(lat, "p90") : NAN, 4, "");
+    tb_fmt_num(med, sizeof med, timed ? lat->median : NAN, 4, "");
+    tb_fmt_num(p90, sizeof p90, timed ? lat->p90 : NAN, 4, "");
     if (timed)
-        snprintf(ci, sizeof ci, "[%.4f, %.4f]", tb_arr_num(ci95, 0), tb_arr_num(ci95, 1));
+        snprintf(ci, sizeof ci, "[%.4f, %.4f]", lat->ci95_lo, lat->ci95_hi);
     else
         snprintf(ci, sizeof ci, "-");
-    tb_fmt_num(cv, sizeof cv, timed ? tb_num(lat, "cv") * 100.0 : NAN, 1, "%");
-    tb_fmt_int(kern, sizeof kern, tb_int(vr, "kernels", 0, INT64_MAX / 2, -1));
-    tb_fmt_int(fk, sizeof fk, tb_int(vr, "fused_kernels", 0, INT64_MAX / 2, -1));
-    tb_fmt_int(fo, sizeof fo, tb_int(vr, "fused_ops", 0, INT64_MAX / 2, -1));
-    tb_fmt_num(peak, sizeof peak, peak_b < 0 ? NAN : (double)peak_b / (1024.0 * 1024.0), 2, "");
-    if (isnan(rel))
+    tb_fmt_num(cv, sizeof cv, timed ? lat->cv * 100.0 : NAN, 1, "%");
+    tb_fmt_int(kern, sizeof kern, vr->kernels);
+    tb_fmt_int(fk, sizeof fk, vr->fused_kernels);
+    tb_fmt_int(fo, sizeof fo, vr->fused_ops);
+    tb_fmt_num(peak, sizeof peak,
+               vr->peak_mem_bytes < 0 ? NAN : (double)vr->peak_mem_bytes / (1024.0 * 1024.0), 2,
+               "");
+    if (isnan(vr->max_rel_error))
         snprintf(err, sizeof err, "-");
     else
-        snprintf(err, sizeof err, "%.2e", rel);
-    tb_fmt_num(sp, sizeof sp, tb_speedup(result, vr), 3, "x");
-    tb_change(result, tb_str(vr, "name", ""), sp_ci, sizeof sp_ci, verdict, sizeof verdict);
-    snprintf(status, sizeof status, "%s%s", tb_str(vr, "status", "?"),
-             cJSON_IsTrue(tb_get(vr, "unstable")) ? ", unstable" : "");
-    fprintf(f, "%-12s %-16s %10s %10s %-22s %6s %7s %5s/%-5s %9s %9s %8s  %-18s %s\n",
-            tb_str(vr, "name", "?"), status, med, p90, ci, cv, kern, fk, fo, peak, err, sp, sp_ci,
-            verdict);
+        snprintf(err, sizeof err, "%.2e", vr->max_rel_error);
+    tb_fmt_num(sp, sizeof sp, tb_speedup(r, vr), 3, "x");
+    tb_change(vr, sp_ci, sizeof sp_ci, verdict, sizeof verdict);
+    snprintf(status, sizeof status, "%s%s", fb_vstatus_name(vr->status),
+             vr->unstable ? ", unstable" : "");
+    fprintf(f, "%-12s %-16s %10s %10s %-22s %6s %7s %5s/%-5s %9s %9s %8s  %-18s %s\n", vr->name,
+            status, med, p90, ci, cv, kern, fk, fo, peak, err, sp, sp_ci, verdict);
 }
 
 /* What else ran while it was timed, and the rounds it took; nothing for a
  * result from before these were recorded. */
-static void tb_noise(FILE *f, const cJSON *result)
+static void tb_noise(FILE *f, const fb_result *r)
 {
-    const cJSON *rep = tb_get(result, "repetition"), *intf = tb_get(result, "interference"), *v;
+    const fb_interference *intf = &r->interference;
+    const fb_gpu_interference *gpu = &intf->gpu;
     int unstable = 0;
 
-    if (cJSON_IsObject(rep))
-        fprintf(f, "rounds: %d of %d asked (%s; extra time allowed %.1f s)\n",
-                (int)tb_int(rep, "rounds", 0, INT32_MAX, 0),
-                (int)tb_int(rep, "rounds_requested", 0, INT32_MAX, 0), tb_str(rep, "stop", "?"),
-                tb_num(rep, "budget_s"));
-    if (cJSON_IsObject(intf)) {
+    if (r->repetition.stop[0])
+        fprintf(f, "rounds: %d of %d asked (%s; extra time allowed %.1f s)\n", r->repetition.rounds,
+                r->repetition.rounds_requested, r->repetition.stop, r->repetition.budget_s);
+    if (!isnan(intf->timed_ms)) {
         char steal[24];
-        tb_fmt_num(steal, sizeof steal, tb_num(intf, "steal_ms"), 1, " ms");
+        tb_fmt_num(steal, sizeof steal, intf->steal_ms, 1, " ms");
         fprintf(f,
                 "noise: timed %.0f ms; CPU steal %s; %lld involuntary context switches; "
                 "page faults %lld minor, %lld major\n",
-                tb_num(intf, "timed_ms"), steal,
-                (long long)tb_int(intf, "involuntary_switches", 0, INT64_MAX / 2, -1),
-                (long long)tb_int(intf, "minor_faults", 0, INT64_MAX / 2, -1),
-                (long long)tb_int(intf, "major_faults", 0, INT64_MAX / 2, -1));
+                intf->timed_ms, steal, (long long)intf->invol_switches,
+                (long long)intf->minor_faults, (long long)intf->major_faults);
     }
-    const cJSON *gpu = tb_get(intf, "gpu"), *reason;
-    if (cJSON_IsObject(gpu)) {
-        const cJSON *sm = tb_get(gpu, "sm_clock_mhz");
-        fprintf(f, "gpu: SM clock %.0f-%.0f MHz; hottest %.0f C; throttled by:", tb_arr_num(sm, 0),
-                tb_arr_num(sm, 1), tb_num(gpu, "max_temperature_c"));
+    if (gpu->n_samples > 0) {
         int n = 0;
-        cJSON_ArrayForEach(reason, tb_get(gpu, "throttle_reasons"))
-        {
-            if (cJSON_IsString(reason))
-                fprintf(f, "%s %s", n++ ? "," : "", reason->valuestring);
+        fprintf(f, "gpu: SM clock %.0f-%.0f MHz; hottest %.0f C; throttled by:", gpu->sm_mhz_min,
+                gpu->sm_mhz_max, gpu->temp_c_max);
+        for (int b = 1; b < 64; b++) {
+            const char *name = fb_throttle_reason_name(b);
+            if (!(gpu->throttle_reasons >> b & 1))
+                continue;
+            if (name)
+                fprintf(f, "%s %s", n++ ? "," : "", name);
+            else
+                fprintf(f, "%s bit_%d", n++ ? "," : "", b);
         }
         fprintf(f, "%s\n", n ? "" : " nothing");
     }
-    cJSON_ArrayForEach(v, tb_get(result, "variants"))
-    {
-        unstable += cJSON_IsTrue(tb_get(v, "unstable"));
-    }
+    for (int i = 0; i < r->n_variants; i++)
+        unstable += r->variants[i].unstable;
     if (unstable)
         fprintf(f,
                 "unstable: %d variant(s) varied more than the device allows (cv over 10%% CPU, "
@@ -334,51 +314,38 @@ void fb_table_explain(FILE *f, const cJSON *ex)
         fprintf(f, "  ... %d more groups (--json has them all)\n", n - TB_EXPLAIN_ROWS);
 }
 
-void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result)
+void fb_table_print(FILE *f, const fb_spec *spec, const fb_result *r)
 {
-    const cJSON *variants = tb_get(result, "variants"), *v, *env = tb_get(result, "env");
-    const cJSON *list = cJSON_IsArray(variants) ? variants : NULL;
+    const fb_env *env = &r->env;
 
     fprintf(f, "%s  engine %s  device %s  dtype %s  batch %d  warmup %d  iterations %d\n\n",
-            tb_str(spec, "workload", "?"), tb_str(spec, "engine", "?"), tb_str(spec, "device", "?"),
-            tb_str(spec, "dtype", "?"), (int)tb_int(spec, "batch_size", INT32_MIN, INT32_MAX, -1),
-            (int)tb_int(spec, "warmup", INT32_MIN, INT32_MAX, -1),
-            (int)tb_int(spec, "iterations", INT32_MIN, INT32_MAX, -1));
+            spec->workload, spec->engine, spec->device, spec->dtype, spec->batch_size, spec->warmup,
+            spec->iterations);
     fprintf(f, "%-12s %-16s %10s %10s %-22s %6s %7s %11s %9s %9s %8s  %-18s %s\n", "variant",
             "status", "median ms", "p90 ms", "95% CI of median", "cv", "kernels", "fused k/ops",
             "peak MiB", "max rel", "speedup", "95% CI of speedup", "verdict");
-    cJSON_ArrayForEach(v, list)
-    {
-        tb_row(f, result, v);
-    }
-    cJSON_ArrayForEach(v, list)
-    {
-        if (!tb_is_ok(v))
-            fprintf(f, "  %s: %s\n", tb_str(v, "name", "?"), tb_str(v, "message", ""));
-    }
+    for (int i = 0; i < r->n_variants; i++)
+        tb_row(f, r, &r->variants[i]);
+    for (int i = 0; i < r->n_variants; i++)
+        if (!tb_is_ok(&r->variants[i]))
+            fprintf(f, "  %s: %s\n", r->variants[i].name, r->variants[i].message);
     fprintf(f, "\nbaseline %s; plan %.3f ms (not in latency); speedup = baseline median / median\n",
-            tb_str(tb_get(result, "comparison"), "baseline", ""), tb_num(result, "plan_ms"));
-    tb_noise(f, result);
-    fprintf(f, "env: %s | %d threads | %s | host %s | fusionbench %s\n", tb_str(env, "cpu", ""),
-            (int)tb_int(env, "threads", 0, INT32_MAX, 0), tb_str(env, "blas", ""),
-            tb_str(env, "hostname", ""), tb_str(env, "fusionbench", ""));
-    const cJSON *roof = tb_get(env, "roofline");
-    if (cJSON_IsObject(roof))
+            r->baseline, r->plan_ms);
+    tb_noise(f, r);
+    fprintf(f, "env: %s | %d threads | %s | host %s | fusionbench %s\n", env->cpu, env->threads,
+            env->blas, env->hostname, env->fusionbench);
+    if (env->roofline_gbps > 0 && env->roofline_gflops > 0)
         fprintf(f, "roofline: triad %.1f GB/s, GEMM %.1f GFLOP/s on these threads\n",
-                tb_num(roof, "triad_gbps"), tb_num(roof, "gemm_gflops"));
-    fb_table_explain(f, tb_get(result, "explain"));
+                env->roofline_gbps, env->roofline_gflops);
+    fb_table_explain(f, r->explain);
 }
 
-bool fb_table_all_ok(const cJSON *result)
+bool fb_table_all_ok(const fb_result *r)
 {
-    const cJSON *variants = tb_get(result, "variants"), *v;
-
-    if (!cJSON_IsArray(variants) || cJSON_GetArraySize(variants) <= 0)
+    if (r->n_variants <= 0)
         return false;
-    cJSON_ArrayForEach(v, variants)
-    {
-        if (!tb_is_ok(v))
+    for (int i = 0; i < r->n_variants; i++)
+        if (!tb_is_ok(&r->variants[i]))
             return false;
-    }
     return true;
 }

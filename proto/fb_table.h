@@ -1,10 +1,12 @@
-/* fb_table: the result table of fusionbench-run, printed from a job's spec and
- * result as JSON (docs/API.md), so that fusionbench-run (which encodes its structs
- * first) and the fusionbench client (which has the server's JSON) print the same
- * table from one formatter.
+/* fb_table: the result table of fusionbench-run and of the fusionbench client,
+ * printed from a job's spec and result in their typed form (fusionbench-run
+ * has its structs; the client decodes the server's JSON with fb_spec_from_json
+ * and fb_result_from_json), so both print the same table from one formatter.
+ * Unknown figures (NaN, -1) print as "-".
  *
- * The JSON is outside input for the client: a member that is missing, null or
- * of another type prints as unknown ("-", "" or 0), never as a crash. */
+ * The explanation is the one part printed from JSON (docs/EXPLAIN.md's object,
+ * outside input for the client): a member that is missing, null or of another
+ * type prints as unknown, never as a crash. */
 #ifndef FB_TABLE_H
 #define FB_TABLE_H
 
@@ -13,17 +15,20 @@
 
 #include <cjson/cJSON.h>
 
-/* Prints the header line, one row per variant of result.variants, the messages
- * of variants that are not ok, the baseline line and the env line to f.
- * spec and result may be NULL (their fields print as unknown). */
-void fb_table_print(FILE *f, const cJSON *spec, const cJSON *result);
+#include "fb_result.h"
+#include "fb_spec.h"
+
+/* Prints the header line, one row per variant, the messages of variants that
+ * are not ok, the baseline line, the noise lines, the env line and the
+ * explanation (when the result has one) to f. */
+void fb_table_print(FILE *f, const fb_spec *spec, const fb_result *r);
 
 /* The explanation of a result (its "explain" object, docs/EXPLAIN.md): the
  * waterfall, the counts and the groups largest effect first (fb_table_print
  * prints it when the result has one). */
 void fb_table_explain(FILE *f, const cJSON *explain);
 
-/* True when result has at least one variant and every variant's status is "ok". */
-bool fb_table_all_ok(const cJSON *result);
+/* True when r has at least one variant and every variant's status is ok. */
+bool fb_table_all_ok(const fb_result *r);
 
 #endif

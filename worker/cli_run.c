@@ -391,20 +391,12 @@ static int build_spec(cli_opts *o, fb_spec *spec)
 
 /* ---- output ---- */
 
-/* The table (proto/fb_table.c, shared with the fusionbench client) is printed
- * from the JSON the server would serve, so both print the same thing. */
+/* The table (proto/fb_table.c, shared with the fusionbench client, which
+ * decodes the server's JSON into the same structs). */
 static int print_table(const fb_spec *spec, const fb_result *r)
 {
-    cJSON *js = fb_spec_to_json(spec), *jr = fb_result_to_json(r);
-    int rc = 1;
-
-    if (js && jr) {
-        fb_table_print(stdout, js, jr);
-        rc = 0;
-    }
-    cJSON_Delete(js);
-    cJSON_Delete(jr);
-    return rc;
+    fb_table_print(stdout, spec, r);
+    return 0;
 }
 
 /* --dry-run: the spec with its defaults applied, on stdout. */

@@ -85,6 +85,30 @@ def main(src):
     for k, v in schemas.get("SuiteSpec", {}).get("properties", {}).items():
         if k in want and v != want[k]:
             bad.append("SuiteSpec.%s differs from the job spec's" % k)
+    # The result is proto/schema/result.schema.json, its definitions at
+    # components/schemas under the names below; a job's result refers to it.
+    result = json.load(open(os.path.join(src, "proto", "schema", "result.schema.json")))
+    names = {"env": "ResultEnv", "interference": "ResultInterference",
+             "repetition": "ResultRepetition", "latency": "ResultLatency",
+             "fusion_group": "FusionGroup", "variant": "ResultVariant",
+             "comparison": "ResultComparison", "kernel_row": "KernelRow"}
+
+    def result_refs(x):
+        text = json.dumps(x)
+        for k, v in names.items():
+            text = text.replace('"#/$defs/%s"' % k, '"#/components/schemas/%s"' % v)
+        return json.loads(text)
+    top = {k: v for k, v in result.items() if k not in ("$schema", "$id", "$defs", "title")}
+    if schemas.get("Result") != result_refs(top):
+        bad.append("components/schemas/Result differs from proto/schema/result.schema.json")
+    for k, v in names.items():
+        if schemas.get(v) != result_refs(result["$defs"].get(k)):
+            bad.append("components/schemas/%s differs from result.schema.json's %s" % (v, k))
+    if set(result["$defs"]) != set(names):
+        bad.append("result.schema.json's $defs are not the ones mapped here")
+    job_result = schemas.get("Job", {}).get("properties", {}).get("result")
+    if job_result != {"oneOf": [{"$ref": "#/components/schemas/Result"}, {"type": "null"}]}:
+        bad.append("Job.result does not refer to components/schemas/Result")
     for b in bad:
         print("test_openapi: " + b)
     print("test_openapi: %s" % ("FAILED" if bad else "%d routes documented" % len(table)))

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "fb_log.h"
+#include "fb_result.h"
 #include "wk_child_main.h"
 
 /* An unlinked temp file: nothing is left behind whoever dies. */
@@ -191,7 +192,42 @@ static const char *read_result(int fd, char **text, size_t *len)
     return NULL;
 }
 
-/* {"result", "kernels"} → ok; {"error": {code, message}} → the child's error. */
+/* The result and each variant's kernel rows (kernels: {variant: rows}, may be
+ * NULL) decoded strictly into r: what gets stored is what the decoder took. */
+static fb_code decode_final(const cJSON *res, const cJSON *ker, fb_result *r, fb_err *err)
+{
+    fb_code rc = fb_result_from_json(res, r, err);
+
+    for (int v = 0; rc == FB_OK && v < r->n_variants; v++) {
+        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(ker, r->variants[v].name);
+        char at[FB_NAME_MAX + 16];
+        snprintf(at, sizeof at, "kernels.%s", r->variants[v].name);
+        if (rows)
+            rc = fb_kernel_rows_from_json(rows, at, &r->variants[v], err);
+    }
+    return rc;
+}
+
+/* {"variant": rows} of the variants that have rows, as text; NULL on ENOMEM. */
+static char *kernels_text(const fb_result *r)
+{
+    cJSON *map = cJSON_CreateObject();
+    char *text = NULL;
+
+    for (int v = 0; map && v < r->n_variants; v++) {
+        if (!cJSON_AddItemToObject(map, r->variants[v].name,
+                                   fb_kernel_rows_to_json(&r->variants[v]))) {
+            cJSON_Delete(map);
+            return NULL;
+        }
+    }
+    text = map ? cJSON_PrintUnformatted(map) : NULL;
+    cJSON_Delete(map);
+    return text;
+}
+
+/* {"result", "kernels"} → ok, once the result decodes; {"error": {code,
+ * message}} → the child's error. */
 static void parse_final(const cJSON *root, wk_outcome *out)
 {
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(root, "result");
@@ -199,9 +235,22 @@ static void parse_final(const cJSON *root, wk_outcome *out)
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
 
     if (cJSON_IsObject(res)) {
-        out->result_json = cJSON_PrintUnformatted(res);
-        out->kernels_json = cJSON_IsObject(ker) ? cJSON_PrintUnformatted(ker) : NULL;
-        out->ok = out->result_json != NULL;
+        char msg[WK_MESSAGE_MAX];
+        fb_result r;
+        fb_err err;
+        if (decode_final(res, ker, &r, &err) != FB_OK) {
+            snprintf(msg, sizeof msg, "the job process wrote a result that does not decode: %s",
+                     err.msg);
+            outcome_fail(out, err.code == FB_ENOMEM ? "internal" : "crashed", msg);
+            fb_result_free(&r);
+            return;
+        }
+        cJSON *enc = fb_result_to_json(&r);
+        out->result_json = enc ? cJSON_PrintUnformatted(enc) : NULL;
+        out->kernels_json = cJSON_IsObject(ker) ? kernels_text(&r) : NULL;
+        cJSON_Delete(enc);
+        fb_result_free(&r);
+        out->ok = out->result_json != NULL && (out->kernels_json || !cJSON_IsObject(ker));
         if (!out->ok)
             outcome_fail(out, "internal", "no memory to encode the job's result");
         return;
