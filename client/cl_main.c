@@ -145,9 +145,9 @@ static bool terminal(const char *state)
 }
 
 /* The job's spec and result decoded (fb_spec_free, fb_result_free both in
- * every case); false, said why, when the job has no result or either does not
- * decode. */
-static bool job_typed(const cJSON *job, fb_spec *spec, fb_result *r)
+ * every case); false when the job has no result or either does not decode
+ * (said why when say_why). */
+static bool job_typed(const cJSON *job, fb_spec *spec, fb_result *r, bool say_why)
 {
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "result");
     fb_err err;
@@ -158,27 +158,28 @@ static bool job_typed(const cJSON *job, fb_spec *spec, fb_result *r)
         return false;
     if (fb_spec_from_json(cJSON_GetObjectItemCaseSensitive(job, "spec"), spec, &err) != FB_OK ||
         fb_result_from_json(res, r, &err) != FB_OK) {
-        say("the server's job does not decode: %s", err.msg);
+        if (say_why)
+            say("the server's job does not decode: %s", err.msg);
         return false;
     }
     return true;
 }
 
-/* 0 when the job succeeded with every variant ok, or is still going; else 1. */
+/* 0 when the job succeeded with every variant ok, or is still going; else 1
+ * (a succeeded job whose result does not decode too: said why). */
 static int job_exit(const cJSON *job)
 {
     const char *st = job_state(job);
     fb_spec spec;
     fb_result r;
-    int rc = strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0 ? EXIT_JOB : 0;
+    bool ok;
 
-    if (strcmp(st, "succeeded") == 0)
-        rc = job_typed(job, &spec, &r) && fb_table_all_ok(&r) ? 0 : EXIT_JOB;
-    else
-        return rc;
+    if (strcmp(st, "succeeded") != 0)
+        return strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0 ? EXIT_JOB : 0;
+    ok = job_typed(job, &spec, &r, true) && fb_table_all_ok(&r);
     fb_spec_free(&spec);
     fb_result_free(&r);
-    return rc;
+    return ok ? 0 : EXIT_JOB;
 }
 
 /* The job as text: a summary, then the result table once there is one. */
@@ -187,7 +188,7 @@ static void print_job(FILE *f, const cJSON *job)
     bool done = strcmp(job_state(job), "succeeded") == 0;
     fb_spec spec;
     fb_result r;
-    bool typed = job_typed(job, &spec, &r);
+    bool typed = job_typed(job, &spec, &r, false); /* job_exit says why not */
 
     if (!typed || !done)
         cl_fmt_job_summary(f, job);

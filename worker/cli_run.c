@@ -391,14 +391,6 @@ static int build_spec(cli_opts *o, fb_spec *spec)
 
 /* ---- output ---- */
 
-/* The table (proto/fb_table.c, shared with the fusionbench client, which
- * decodes the server's JSON into the same structs). */
-static int print_table(const fb_spec *spec, const fb_result *r)
-{
-    fb_table_print(stdout, spec, r);
-    return 0;
-}
-
 /* --dry-run: the spec with its defaults applied, on stdout. */
 static int print_spec(const fb_spec *spec)
 {
@@ -446,15 +438,6 @@ static void progress_cb(void *ud, const char *phase, const char *variant, int do
     fb_debug("%s %s %d/%d", phase, variant ? variant : "", done, total);
 }
 
-static int all_ok(const fb_result *r)
-{
-    for (int v = 0; v < r->n_variants; v++) {
-        if (r->variants[v].status != FB_VS_OK)
-            return 0;
-    }
-    return 1;
-}
-
 /* --roofline: the limits of the job's device, on a CPU on the job's threads
  * (params.threads, else OpenMP's). */
 static void measure_roofline(const fb_spec *spec)
@@ -476,7 +459,7 @@ static int run(const fb_spec *spec, bool json, bool roofline)
 {
     fb_result res;
     fb_err err;
-    int rc;
+    int rc = 0;
 
     if (roofline)
         measure_roofline(spec);
@@ -488,9 +471,12 @@ static int run(const fb_spec *spec, bool json, bool roofline)
         fb_result_free(&res);
         return err.code == FB_EINVAL ? CLI_EXIT_USAGE : 1;
     }
-    rc = json ? print_json(spec, &res) : print_table(spec, &res);
+    if (json)
+        rc = print_json(spec, &res);
+    else
+        fb_table_print(stdout, spec, &res);
     if (rc == 0)
-        rc = all_ok(&res) ? 0 : 1;
+        rc = fb_table_all_ok(&res) ? 0 : 1;
     fb_result_free(&res);
     return rc;
 }

@@ -192,38 +192,29 @@ static const char *read_result(int fd, char **text, size_t *len)
     return NULL;
 }
 
-/* The result and each variant's kernel rows (kernels: {variant: rows}, may be
- * NULL) decoded strictly into r: what gets stored is what the decoder took. */
+/* Decodes the result and every variant's kernel rows (kernels: {variant:
+ * rows}, may be NULL) into r, strictly: only what decodes is stored. */
 static fb_code decode_final(const cJSON *res, const cJSON *ker, fb_result *r, fb_err *err)
 {
     fb_code rc = fb_result_from_json(res, r, err);
+    const cJSON *rows;
 
-    for (int v = 0; rc == FB_OK && v < r->n_variants; v++) {
-        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(ker, r->variants[v].name);
+    if (rc != FB_OK || !cJSON_IsObject(ker))
+        return rc;
+    cJSON_ArrayForEach(rows, ker)
+    {
         char at[FB_NAME_MAX + 16];
-        snprintf(at, sizeof at, "kernels.%s", r->variants[v].name);
-        if (rows)
-            rc = fb_kernel_rows_from_json(rows, at, &r->variants[v], err);
+        int v = 0;
+        while (v < r->n_variants && strcmp(r->variants[v].name, rows->string) != 0)
+            v++;
+        snprintf(at, sizeof at, "kernels.%.*s", FB_NAME_MAX - 1, rows->string);
+        if (v == r->n_variants)
+            return fb_err_set(err, FB_EINVAL, at, "%s names no variant of the result", at);
+        rc = fb_kernel_rows_from_json(rows, at, &r->variants[v], err);
+        if (rc != FB_OK)
+            return rc;
     }
-    return rc;
-}
-
-/* {"variant": rows} of the variants that have rows, as text; NULL on ENOMEM. */
-static char *kernels_text(const fb_result *r)
-{
-    cJSON *map = cJSON_CreateObject();
-    char *text = NULL;
-
-    for (int v = 0; map && v < r->n_variants; v++) {
-        if (!cJSON_AddItemToObject(map, r->variants[v].name,
-                                   fb_kernel_rows_to_json(&r->variants[v]))) {
-            cJSON_Delete(map);
-            return NULL;
-        }
-    }
-    text = map ? cJSON_PrintUnformatted(map) : NULL;
-    cJSON_Delete(map);
-    return text;
+    return FB_OK;
 }
 
 /* {"result", "kernels"} → ok, once the result decodes; {"error": {code,
@@ -245,11 +236,9 @@ static void parse_final(const cJSON *root, wk_outcome *out)
             fb_result_free(&r);
             return;
         }
-        cJSON *enc = fb_result_to_json(&r);
-        out->result_json = enc ? cJSON_PrintUnformatted(enc) : NULL;
-        out->kernels_json = cJSON_IsObject(ker) ? kernels_text(&r) : NULL;
-        cJSON_Delete(enc);
         fb_result_free(&r);
+        out->result_json = cJSON_PrintUnformatted(res);
+        out->kernels_json = cJSON_IsObject(ker) ? cJSON_PrintUnformatted(ker) : NULL;
         out->ok = out->result_json != NULL && (out->kernels_json || !cJSON_IsObject(ker));
         if (!out->ok)
             outcome_fail(out, "internal", "no memory to encode the job's result");
