@@ -43,7 +43,7 @@ static const char *jtype(const cJSON *j)
 
 static void rd_path(const rd *d, const char *key, char *out, size_t n)
 {
-    snprintf(out, n, "%s%s%s", d->at, d->at[0] && key[0] != '[' ? "." : "", key);
+    snprintf(out, n, "%s%s%s", d->at, d->at[0] && key[0] && key[0] != '[' ? "." : "", key);
 }
 
 __attribute__((format(printf, 3, 4))) static bool rd_fail(const rd *d, const char *key,
@@ -56,7 +56,7 @@ __attribute__((format(printf, 3, 4))) static bool rd_fail(const rd *d, const cha
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fb_err_set(d->err, FB_EINVAL, path, "result: %s %s", path, msg);
+    fb_err_set(d->err, FB_EINVAL, path, "result: %s%s%s", path, path[0] ? " " : "", msg);
     return false;
 }
 
@@ -560,6 +560,10 @@ static bool rd_variants(const rd *d, const cJSON *arr, fb_result *r)
         rd in = rd_in(d, k, 0, p, sizeof p);
         if (!rd_variant(&in, v, &r->variants[r->n_variants]))
             return false;
+        for (int i = 0; i < r->n_variants; i++)
+            if (strcmp(r->variants[i].name, r->variants[r->n_variants].name) == 0)
+                return rd_fail(&in, "name", "is \"%s\", the name of variants[%d] too",
+                               r->variants[i].name, i);
         r->n_variants++;
     }
     return true;
@@ -634,6 +638,61 @@ static bool rd_comparison(const rd *d, const cJSON *o, fb_result *r)
     return true;
 }
 
+/* ---- one name per member ---- */
+
+static int rd_cmp_name(const void *a, const void *b)
+{
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* *twice: the first member name of object o that appears twice, or NULL (the
+ * decoder reads the first of two, a re-encoding would write both: a result
+ * with a doubled name says two things, so it is refused).  False: no memory. */
+static bool rd_doubled(const rd *d, const cJSON *o, const char **twice)
+{
+    const cJSON *m, **names;
+    int n = cJSON_GetArraySize(o), i = 0;
+
+    *twice = NULL;
+    if (n < 2)
+        return true;
+    names = malloc((size_t)n * sizeof *names);
+    if (!names)
+        return fb_err_set(d->err, FB_ENOMEM, NULL, "no memory for the result") == FB_OK;
+    cJSON_ArrayForEach(m, o) names[i++] = m;
+    qsort(names, (size_t)n, sizeof *names, rd_cmp_name);
+    for (i = 1; i < n && !*twice; i++)
+        if (strcmp(names[i - 1]->string, names[i]->string) == 0)
+            *twice = names[i]->string;
+    free(names);
+    return true;
+}
+
+/* Every object under j (j included) names each member once, and every number
+ * is finite (cJSON reads 1e999 as infinity, which no encoder can write back);
+ * the error names the object or number by its path ("variants[0].categories_ms"). */
+static bool rd_sound(const rd *d, const cJSON *j)
+{
+    const cJSON *m;
+    const char *twice = NULL;
+    int i = 0;
+
+    if (cJSON_IsNumber(j) && !isfinite(j->valuedouble))
+        return rd_fail(d, "", "is a number beyond a double's range");
+    if (cJSON_IsObject(j) && !rd_doubled(d, j, &twice))
+        return false;
+    if (twice)
+        return rd_fail(d, "", "names \"%s\" twice", twice);
+    cJSON_ArrayForEach(m, j)
+    {
+        char p[RD_PATH_MAX];
+        rd in = rd_in(d, cJSON_IsObject(j) ? m->string : NULL, i++, p, sizeof p);
+        if ((cJSON_IsObject(m) || cJSON_IsArray(m) || cJSON_IsNumber(m)) && !rd_sound(&in, m))
+            return false;
+    }
+    return true;
+}
+
 /* ---- the result ---- */
 
 /* An object kept as it is (the graph, the explanation), when there is one. */
@@ -677,7 +736,7 @@ fb_code fb_result_from_json(const cJSON *j, fb_result *out, fb_err *err)
 
     fb_err_clear(err);
     fb_result_init(out);
-    if (rd_result(&d, j, out))
+    if (rd_sound(&d, j) && rd_result(&d, j, out))
         return FB_OK;
     if (!err->code)
         fb_err_set(err, FB_EINTERNAL, NULL, "result: decoding failed without a reason");
@@ -769,6 +828,8 @@ fb_code fb_kernel_rows_from_json(const cJSON *arr, const char *at, fb_variant_re
     fb_err_clear(err);
     if (!cJSON_IsArray(arr))
         return fb_err_set(err, FB_EINVAL, d.at, "kernel rows must be an array, got %s", jtype(arr));
+    if (!rd_sound(&d, arr))
+        return err->code;
     free(v->kernel_rows);
     v->n_kernel_rows = 0;
     v->kernel_rows = n ? calloc((size_t)n, sizeof *v->kernel_rows) : NULL;

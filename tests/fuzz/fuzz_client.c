@@ -13,6 +13,14 @@
 #include "cl_fmt.h"
 #include "fb_table.h"
 
+/* A broken round trip: says which, and why, before libFuzzer saves the input. */
+static void broken(const char *what, const fb_err *err)
+{
+    fprintf(stderr, "fuzz_client: %s%s%s%s%s\n", what, err ? ": " : "", err ? err->field : "",
+            err && err->field[0] ? ": " : "", err ? err->msg : "");
+    abort();
+}
+
 /* The result decoded, printed, and round-tripped. */
 static void typed(FILE *sink, const cJSON *spec_json, const cJSON *result)
 {
@@ -29,11 +37,13 @@ static void typed(FILE *sink, const cJSON *spec_json, const cJSON *result)
         fb_table_print(sink, &spec, &r);
         (void)fb_table_all_ok(&r);
         cJSON *a = fb_result_to_json(&r), *b = NULL;
-        if (!a || fb_result_from_json(a, &again, &err) != FB_OK)
-            abort();
+        if (!a)
+            broken("the decoded result does not encode", NULL);
+        if (fb_result_from_json(a, &again, &err) != FB_OK)
+            broken("the encoded result does not decode", &err);
         b = fb_result_to_json(&again);
         if (!b || !cJSON_Compare(a, b, true))
-            abort();
+            broken("the result changes on a second round trip", NULL);
         cJSON_Delete(a);
         cJSON_Delete(b);
         fb_result_free(&again);

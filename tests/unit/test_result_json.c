@@ -201,6 +201,9 @@ static void test_refusals(void **state)
         {"\"inductor\":1.2", "\"fused\":1.2", "comparison.speedup.fused"},
         {"\"sw_power_cap\"", "\"overclocked\"", "interference.gpu.throttle_reasons[0]"},
         {"\"samples_ms\":[1.5", "\"samples_ms\":[true", "variants[0].samples_ms[0]"},
+        {"\"name\":\"inductor\"", "\"name\":\"eager\"", "variants[1].name"},
+        {"\"median\":1.5", "\"median\":1.5,\"median\":2.5", "variants[0].latency_ms"},
+        {"\"median\":1.5", "\"median\":1e999", "variants[0].latency_ms.median"},
     };
     (void)state;
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
@@ -223,6 +226,14 @@ static void test_kernel_rows_refused(void **state)
     fb_variant_result_init(&v, "fused");
     assert_int_equal(fb_kernel_rows_from_json(rows, "kernels.fused", &v, &err), FB_EINVAL);
     assert_string_equal(err.field, "kernels.fused[0].grid");
+    free(v.kernel_rows);
+    cJSON_Delete(rows);
+    /* a row naming a field twice: the decoder would read one, an encoder write both */
+    rows = cJSON_Parse("[{\"name\":\"k\",\"category\":\"gemm\",\"name\":\"j\"}]");
+    fb_variant_result_init(&v, "fused");
+    assert_int_equal(fb_kernel_rows_from_json(rows, "kernels.fused", &v, &err), FB_EINVAL);
+    assert_string_equal(err.field, "kernels.fused[0]");
+    assert_non_null(strstr(err.msg, "names \"name\" twice"));
     free(v.kernel_rows);
     cJSON_Delete(rows);
 }
