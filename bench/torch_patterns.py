@@ -2,7 +2,7 @@
 """The ten fusion patterns of the native engine, written in PyTorch.
 
 Each pattern is written exactly as the native engine's *eager* graph
-(worker/native/pat_<name>.c): the same primitive ops in the same order, the same
+(worker/engine/native/pat_<name>.c): the same primitive ops in the same order, the same
 shapes and parameters, inputs drawn from the same distributions.  PyTorch eager
 then runs one ATen kernel per op, as our eager plan runs one launch per op, and
 torch.compile (TorchInductor, C++ backend on the CPU) fuses what it can: the
@@ -32,7 +32,7 @@ import time
 
 TOLERANCE = 1e-4  # METHOD.md, float32
 
-# Default shapes: the native engine's defaults (worker/native/pat_*.c), for batch 1.
+# Default shapes: the native engine's defaults (worker/engine/native/pat_*.c), for batch 1.
 # The leading dimension (rows, m, n, batch) is multiplied by the batch size there
 # and here.  bench/patterns.py passes these same values to fusionbench-run as
 # explicit --param flags, so the two sides cannot drift apart silently.

@@ -91,7 +91,7 @@ trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/payload/bin" "$STAGE/payload/lib"
 cp "$BUILD/worker/fusionbench-run" "$BUILD/tests/test_cuda_native" "$BUILD/tests/test_cuda_zoo" \
     "$BUILD/tests/test_cupti_gpu" "$BUILD/gpu_copy_bw" "$STAGE/payload/bin/"
-cp "$BUILD/worker/cupti/libfusionbench_cupti.so" "$STAGE/payload/lib/"
+cp "$BUILD/worker/engine/cupti/libfusionbench_cupti.so" "$STAGE/payload/lib/"
 
 # Libraries a GPU image brings: glibc's, the compiler runtime PyTorch needs,
 # the driver's libcuda, and CUDA's own libraries (PyTorch's NVIDIA wheels).

@@ -254,7 +254,7 @@ class Check:
         self.env.update({
             "FB_DATA_DIR": os.path.join(ROOT, "data"),
             "FUSIONBENCH_PYTHON": self.python,
-            "FUSIONBENCH_INDUCTOR_RUNNER": os.path.join(ROOT, "worker", "inductor", "runner.py"),
+            "FUSIONBENCH_INDUCTOR_RUNNER": os.path.join(ROOT, "worker", "engine", "inductor", "runner.py"),
             "FUSIONBENCH_CUPTI_LIB": os.path.join(self.work, "lib", "libfusionbench_cupti.so"),
             "PYTHONUNBUFFERED": "1",
         })

@@ -11,7 +11,7 @@ import sys
 SRC = os.environ.get("FB_SOURCE_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("FB_BIN_DIR", "")
-RUNNER = os.path.join(SRC, "worker", "inductor", "runner.py")
+RUNNER = os.path.join(SRC, "worker", "engine", "inductor", "runner.py")
 SKIP = 77
 
 

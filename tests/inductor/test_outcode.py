@@ -8,7 +8,7 @@ import sys
 
 import indtest
 
-sys.path.insert(0, os.path.join(indtest.SRC, "worker", "inductor"))
+sys.path.insert(0, os.path.join(indtest.SRC, "worker", "engine", "inductor"))
 import outcode  # noqa: E402  (stdlib-only at import)
 
 SYNTHETIC = '''

@@ -1,4 +1,4 @@
-/* Unit tests of the CUPTI analysis (worker/cupti/fbc_analysis.c) and the record
+/* Unit tests of the CUPTI analysis (worker/engine/cupti/fbc_analysis.c) and the record
  * file (fbc_file.c) on synthetic records: no GPU needed.  Expected figures are
  * worked out by hand in the comments. */
 #include <setjmp.h>

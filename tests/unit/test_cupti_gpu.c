@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fb_engine.h"
+#include "fb_engines.h"
 #include "fbc_session.h"
 
 #define SKIP 77

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fb_run.h"
 #include "ind_engine.h"
 
 static const char *LINE =

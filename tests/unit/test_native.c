@@ -296,7 +296,7 @@ static void test_engine_catalog(void **state)
     assert_string_equal(w[3].variants[1], "fused");
     assert_string_equal(w[3].dtypes[0], "float32");
     /* "cuda": the pattern suite, then the model zoo, when built with CUDA
-     * (worker/native/cuda), else none. */
+     * (worker/engine/native/cuda), else none. */
     w = nat_engine.catalog("cuda", &n);
     assert_true(n == 0 || (n > 10 && strcmp(w[0].devices[0], "cuda") == 0 &&
                            strcmp(w[10].name, "resnet18") == 0));

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "fb_engine.h"
+#include "fb_engines.h"
 #include "fb_result.h"
 #include "fb_run.h"
 #include "fb_spec.h"

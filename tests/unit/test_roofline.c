@@ -1,4 +1,6 @@
-/* nat_roofline: the machine's limits, measured; and how a result carries them. */
+/* The machine's limits: measured by the native engine (nat_roofline), asked
+ * of the engines through their interface (fb_roofline_measure), and carried by
+ * a result's environment. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,7 +8,9 @@
 #include <cmocka.h>
 
 #include <omp.h>
+#include <string.h>
 
+#include "fb_engines.h"
 #include "fb_run.h"
 #include "nat_roofline.h"
 
@@ -25,6 +29,23 @@ static void test_measure(void **state)
     assert_true(r.triad_gbps > 0.5 && r.triad_gbps < 2000);
     assert_true(r.gemm_gflops > 0.5 && r.gemm_gflops < 100000);
     assert_int_equal(omp_get_max_threads(), before);
+}
+
+/* Through the engine interface: the native engine measures the CPU; a device
+ * no engine measures is refused, naming it. */
+static void test_engines(void **state)
+{
+    double gbps = -1, gflops = -1;
+    fb_err err = {0};
+    (void)state;
+
+    assert_int_equal(fb_roofline_measure("cpu", 1, &gbps, &gflops, &err), FB_OK);
+    assert_true(gbps > 0.5 && gbps < 2000);
+    assert_true(gflops > 0.5 && gflops < 100000);
+    assert_int_equal(fb_roofline_measure("tpu", 1, &gbps, &gflops, &err), FB_EUNSUPPORTED);
+    assert_true(gbps == 0 && gflops == 0);
+    assert_string_equal(err.field, "device");
+    assert_non_null(strstr(err.msg, "tpu"));
 }
 
 /* fb_env_capture records the roofline set for the job's device;
@@ -67,6 +88,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_measure),
+        cmocka_unit_test(test_engines),
         cmocka_unit_test(test_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

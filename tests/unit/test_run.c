@@ -1,5 +1,5 @@
 /* Unit tests of the run library: fb_run_benchmark on real native patterns with
- * small shapes, and on a fake engine (linked in place of fb_engine.c's weak
+ * small shapes, and on a fake engine (linked in place of fb_engine_list.c's weak
  * table) that drives the failure paths: accuracy, all-zero and NaN outputs, run
  * errors, and the order of warmup, timed and profiled iterations. */
 #include <setjmp.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fb_engines.h"
 #include "fb_nvml.h"
 #include "fb_run.h"
 #include "nat.h"
@@ -130,7 +131,7 @@ static fb_code fake_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
 
 static const fb_engine fake_engine = {.name = "fake", .catalog = fake_cat, .prepare = fake_prepare};
 
-/* Replaces the weak table of fb_engine.c. */
+/* Replaces the weak table of fb_engine_list.c. */
 const fb_engine *const fb_engines[] = {&nat_engine, &fake_engine, NULL};
 
 /* ---- helpers ---- */

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fb_run.h"
 #include "fb_stats.h"
 
 #include <stdio.h>

@@ -15,7 +15,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "fb_engine.h"
+#include "fb_engines.h"
 #include "fb_log.h"
 #include "fb_run.h"
 #include "wk_child.h"

@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "fb_catalog.h"
-#include "fb_engine.h"
+#include "fb_engines.h"
 #include "fb_run.h"
 #include "wk_gpu.h"
 

@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "fb_log.h"
+#include "fb_engines.h"
 #include "fb_run.h"
-#include "nat_engine.h"
 #include "wk_ctx.h"
 #include "wk_device.h"
 #include "wk_gpu.h"
@@ -244,7 +244,7 @@ static void measure_roofline(const wk_config *cfg)
         fb_err_clear(&err);
         close(pfd[0]);
         (void)prctl(PR_SET_NAME, "fb-roofline"); /* ps tells it from a job child */
-        if (nat_roofline_device(cfg->device, cfg->threads, &out[0], &out[1], &err) == FB_OK) {
+        if (fb_roofline_measure(cfg->device, cfg->threads, &out[0], &out[1], &err) == FB_OK) {
             if (write(pfd[1], out, sizeof out) != (ssize_t)sizeof out)
                 _exit(1);
         } else {

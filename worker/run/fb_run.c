@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fb_engines.h"
 #include "fb_gpu.h"
 #include "fb_log.h"
 #include "fb_nvml.h"

@@ -9,12 +9,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "fb_engine.h"
+#include "fb_engines.h"
 #include "fb_parse.h"
 #include "fb_log.h"
 #include "fb_run.h"
 #include "fb_table.h"
-#include "nat_engine.h"
 
 #define CLI_EXIT_USAGE  FB_EXIT_USAGE
 #define CLI_MAX_THREADS 1024
@@ -447,7 +446,7 @@ static void measure_roofline(const fb_spec *spec)
     fb_err err;
 
     fb_err_clear(&err);
-    if (nat_roofline_device(spec->device, cJSON_IsNumber(t) ? t->valueint : 0, &gbps, &gflops,
+    if (fb_roofline_measure(spec->device, cJSON_IsNumber(t) ? t->valueint : 0, &gbps, &gflops,
                             &err) != FB_OK) {
         fprintf(stderr, "fusionbench-run: roofline: %s\n", err.msg);
         return;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fb_run.h"
+#include "fb_stats.h"
 #include "ind_engine.h"
 
 static double num_or(const cJSON *o, const char *key, double def)

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "fb_log.h"
-#include "fb_run.h"
 #include "ind_explain.h"
 #include "ind_proc.h"
 

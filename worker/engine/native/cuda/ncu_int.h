@@ -1,6 +1,6 @@
 /* ncu_int: what the CUDA backend's files share: the device context, per-launch
  * state (stream, library descriptors), the allocator, the launch functions.
- * Internal to worker/native/cuda/. */
+ * Internal to worker/engine/native/cuda/. */
 #ifndef NCU_INT_H
 #define NCU_INT_H
 

@@ -11,7 +11,7 @@
 #include <cblas.h>
 
 #include "fb_gpu.h"
-#include "nat_cost.h"
+#include "fb_engines.h"
 #include "fb_log.h"
 
 #ifndef FB_GIT_SHA
@@ -101,7 +101,7 @@ void fb_env_set_roofline(const char *device, double gbps, double gflops)
     bool gpu = device && strcmp(device, "cuda") == 0;
     roof_gbps[gpu] = gbps;
     roof_gflops[gpu] = gflops;
-    nat_roofline_use(gpu, gbps, gflops); /* each launch's bound, at profile */
+    fb_roofline_use(device, gbps, gflops); /* each launch's bound, at profile */
 }
 
 void fb_env_capture(fb_env *env, const char *device)

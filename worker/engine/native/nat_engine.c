@@ -284,8 +284,12 @@ static const fb_instance_ops nat_instance_ops = {
     .explain = nat_explain_op,
 };
 
-fb_code nat_roofline_device(const char *device, int threads, double *gbps, double *gflops,
-                            fb_err *err)
+/* The limits of device ("cpu": a triad's bandwidth and our GEMM's rate on
+ * threads OpenMP threads, nat_roofline.h; "cuda": a device copy's bandwidth
+ * and cuBLASLt's float32 GEMM rate, ncu.h) into *gbps, *gflops.
+ * FB_EUNSUPPORTED for a device this build has no backend for. */
+static fb_code nat_roofline_device(const char *device, int threads, double *gbps, double *gflops,
+                                   fb_err *err)
 {
     *gbps = *gflops = 0;
 #ifdef NAT_HAVE_CUDA
@@ -301,6 +305,12 @@ fb_code nat_roofline_device(const char *device, int threads, double *gbps, doubl
         *gflops = r.gemm_gflops;
     }
     return rc;
+}
+
+/* Each launch's bound at profile (nat_cost.h), on the CPU or the GPU. */
+static void nat_roofline_use_dev(const char *device, double gbps, double gflops)
+{
+    nat_roofline_use(device && strcmp(device, "cuda") == 0, gbps, gflops);
 }
 
 /* The job's OpenMP threads, each calling OpenBLAS at once (as the kernels do:
@@ -337,4 +347,6 @@ const fb_engine nat_engine = {
     .catalog = nat_catalog,
     .prepare = nat_prepare,
     .warm = nat_warm,
+    .roofline_measure = nat_roofline_device,
+    .roofline_use = nat_roofline_use_dev,
 };

@@ -1,4 +1,5 @@
-/* fb_engine: what an engine gives the run library.
+/* fb_engine: what an engine gives the run library (the interface; the
+ * engines compiled in, and the lookups over them, are in fb_engines.h).
  *
  * An engine lists the workloads it offers and prepares an *instance* of one for a
  * spec.  The instance runs one iteration of a variant at a time, synchronously
@@ -79,16 +80,16 @@ typedef struct fb_engine {
      * so the budget bounds the job's own data and a library never meets it
      * inside a call (OpenBLAS 0.3.21 retries a failed buffer mmap forever). */
     void (*warm)(const fb_spec *spec);
+    /* Optional: this machine's limits on device (the roofline a launch is set
+     * against): memory bandwidth in GB/s (1e9 bytes) and compute in GFLOP/s,
+     * measured on threads threads where the device is the CPU (< 1: the
+     * engine's default); seconds of work, done once per process before jobs.
+     * FB_EUNSUPPORTED for a device the engine does not measure. */
+    FB_MUSTCHECK fb_code (*roofline_measure)(const char *device, int threads, double *gbps,
+                                             double *gflops, fb_err *err);
+    /* Optional: the limits the engine's profile sets each launch against from
+     * now on (0: unknown, no bound), as measured by roofline_measure. */
+    void (*roofline_use)(const char *device, double gbps, double gflops);
 } fb_engine;
-
-/* The engines compiled into this binary; NULL-terminated. */
-extern const fb_engine *const fb_engines[];
-
-/* Finds an engine by name, or NULL. */
-const fb_engine *fb_engine_find(const char *name);
-
-/* Finds a workload info in an engine's catalog for device, or NULL. */
-const fb_workload_info *fb_engine_workload(const fb_engine *e, const char *device,
-                                           const char *workload);
 
 #endif

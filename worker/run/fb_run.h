@@ -38,8 +38,9 @@ void fb_env_capture(fb_env *env, const char *device);
 
 /* The roofline of device ("cpu" or "cuda") fb_env_capture records for jobs
  * on it from now on, and launches on it are held against (measured once per
- * process: the worker at start, fusionbench-run --roofline; nat_engine.h's
- * nat_roofline_device); 0: none.  A job child forked later inherits it. */
+ * process: the worker at start, fusionbench-run --roofline; fb_engines.h's
+ * fb_roofline_measure), and tells the engines (fb_roofline_use); 0: none.  A job child forked later
+ * inherits it. */
 void fb_env_set_roofline(const char *device, double gbps, double gflops);
 
 #endif

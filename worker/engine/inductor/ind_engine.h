@@ -1,5 +1,5 @@
 /* ind_engine: the "inductor" engine — PyTorch eager against torch.compile,
- * measured by worker/inductor/runner.py in a child process (docs/DESIGN.md engines,
+ * measured by worker/engine/inductor/runner.py in a child process (docs/DESIGN.md engines,
  * docs/INDUCTOR_PROTOCOL.md).  The engine runs the whole benchmark in the runner
  * (fb_engine.run_whole) and converts its result line into an fb_result. */
 #ifndef IND_ENGINE_H
