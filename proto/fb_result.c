@@ -218,7 +218,7 @@ static cJSON *res_roofline(const fb_env *e)
     return o;
 }
 
-static cJSON *res_env(const fb_env *e)
+cJSON *fb_env_to_json(const fb_env *e)
 {
     cJSON *o = cJSON_CreateObject();
     bool ok = o && res_put(o, "device_name", res_str_or_null(e->device_name)) &&
@@ -309,13 +309,10 @@ static bool res_variant_gpu(cJSON *o, const fb_variant_result *v)
            (!v->dram_reason[0] || res_put(o, "dram_reason", cJSON_CreateString(v->dram_reason)));
 }
 
-/* "fusion_groups": [{rule, kind, count, ops}], only when the engine gave some. */
-static bool res_fusion_groups(cJSON *o, const fb_variant_result *v)
+cJSON *fb_fusion_groups_to_json(const fb_variant_result *v)
 {
-    if (v->n_fusion_groups <= 0 || !v->fusion_groups)
-        return true;
     cJSON *arr = cJSON_CreateArray();
-    for (int i = 0; arr && i < v->n_fusion_groups; i++) {
+    for (int i = 0; arr && i < v->n_fusion_groups && v->fusion_groups; i++) {
         const fb_fusion_group *g = &v->fusion_groups[i];
         cJSON *e = cJSON_CreateObject(), *ops = cJSON_CreateArray();
         for (int k = 0; ops && k < g->n_ops && k < FB_MAX_KERNEL_OPS; k++)
@@ -326,12 +323,20 @@ static bool res_fusion_groups(cJSON *o, const fb_variant_result *v)
             cJSON_Delete(e);
             cJSON_Delete(ops);
             cJSON_Delete(arr);
-            return false;
+            return NULL;
         }
         cJSON_AddItemToObject(e, "ops", ops);
         cJSON_AddItemToArray(arr, e);
     }
-    return res_put(o, "fusion_groups", arr);
+    return arr;
+}
+
+/* "fusion_groups": [{rule, kind, count, ops}], only when the engine gave some. */
+static bool res_fusion_groups(cJSON *o, const fb_variant_result *v)
+{
+    if (v->n_fusion_groups <= 0 || !v->fusion_groups)
+        return true;
+    return res_put(o, "fusion_groups", fb_fusion_groups_to_json(v));
 }
 
 static bool res_variant_metrics(cJSON *o, const fb_variant_result *v)
@@ -401,12 +406,26 @@ static double res_known(int64_t v)
     return v < 0 ? NAN : (double)v;
 }
 
-static const fb_variant_result *res_find(const fb_result *r, const char *name)
+const fb_variant_result *fb_result_variant(const fb_result *r, const char *name)
 {
-    for (int i = 0; i < r->n_variants && i < FB_MAX_VARIANTS; i++)
+    for (int i = 0; name && i < r->n_variants && i < FB_MAX_VARIANTS; i++)
         if (strcmp(r->variants[i].name, name) == 0)
             return &r->variants[i];
     return NULL;
+}
+
+bool fb_result_against_baseline(const fb_result *r, const fb_variant_result *v, double *speedup,
+                                double *kernel_ratio, double *memory_ratio)
+{
+    const fb_variant_result *b = fb_result_variant(r, r->baseline);
+
+    *speedup = *kernel_ratio = *memory_ratio = NAN;
+    if (!b || !v || v == b || b->status != FB_VS_OK || v->status != FB_VS_OK)
+        return false;
+    *speedup = res_ratio(b->latency.median, v->latency.median);
+    *kernel_ratio = res_ratio(res_known(v->kernels), res_known(b->kernels));
+    *memory_ratio = res_ratio(res_known(v->peak_mem_bytes), res_known(b->peak_mem_bytes));
+    return true;
 }
 
 /* Adds key: x to map when x is finite. */
@@ -432,20 +451,13 @@ static bool res_put_change(cJSON *ci, cJSON *change, const fb_variant_result *v)
 static bool res_fill_comparison(const fb_result *r, cJSON *speed, cJSON *kern, cJSON *mem,
                                 cJSON *ci, cJSON *change)
 {
-    const fb_variant_result *b = res_find(r, r->baseline);
-    if (!b || b->status != FB_VS_OK)
-        return true;
     for (int i = 0; i < r->n_variants && i < FB_MAX_VARIANTS; i++) {
         const fb_variant_result *v = &r->variants[i];
-        if (v == b || v->status != FB_VS_OK)
+        double sp, kr, mr;
+        if (!fb_result_against_baseline(r, v, &sp, &kr, &mr))
             continue;
-        bool ok =
-            res_put_ratio(speed, v->name, res_ratio(b->latency.median, v->latency.median)) &&
-            res_put_ratio(kern, v->name, res_ratio(res_known(v->kernels), res_known(b->kernels))) &&
-            res_put_ratio(mem, v->name,
-                          res_ratio(res_known(v->peak_mem_bytes), res_known(b->peak_mem_bytes))) &&
-            res_put_change(ci, change, v);
-        if (!ok)
+        if (!res_put_ratio(speed, v->name, sp) || !res_put_ratio(kern, v->name, kr) ||
+            !res_put_ratio(mem, v->name, mr) || !res_put_change(ci, change, v))
             return false;
     }
     return true;
@@ -547,7 +559,7 @@ static cJSON *res_repetition(const fb_repetition *p)
 cJSON *fb_result_to_json(const fb_result *r)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && res_put(o, "env", res_env(&r->env)) &&
+    bool ok = o && res_put(o, "env", fb_env_to_json(&r->env)) &&
               res_put(o, "interference", res_interference(&r->interference)) &&
               res_put(o, "repetition", res_repetition(&r->repetition)) &&
               res_put(o, "plan_ms", fb_json_num_or_null(r->plan_ms)) &&

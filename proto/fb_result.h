@@ -225,6 +225,22 @@ cJSON *fb_result_to_json(const fb_result *r);
 /* Kernel rows of one variant as a JSON array of docs/API.md's /kernels rows. */
 cJSON *fb_kernel_rows_to_json(const fb_variant_result *v);
 
+/* Parts of the result as fb_result_to_json writes them, for readers that show
+ * a part (the server's suite rows): the environment object, and a variant's
+ * fusion groups (an array, empty when the engine gave none).  NULL on ENOMEM. */
+cJSON *fb_env_to_json(const fb_env *e);
+cJSON *fb_fusion_groups_to_json(const fb_variant_result *v);
+
+/* The variant named name, or NULL. */
+const fb_variant_result *fb_result_variant(const fb_result *r, const char *name);
+
+/* Variant v against the result's baseline, as the comparison has it: the
+ * speedup (baseline median / v's), and v's kernels and peak memory over the
+ * baseline's; each NaN when unknown.  False (all NaN) for the baseline itself
+ * and when either side's status is not ok: a wrong answer has no speedup. */
+bool fb_result_against_baseline(const fb_result *r, const fb_variant_result *v, double *speedup,
+                                double *kernel_ratio, double *memory_ratio);
+
 /* Decodes a result as fb_result_to_json writes it (proto/schema/result.schema.json)
  * into *out (fb_result_free it; on an error it is left empty): strictly, an
  * error names the bad field by its path ("variants[1].latency_ms.median").

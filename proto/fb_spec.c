@@ -638,6 +638,27 @@ void fb_spec_apply_defaults(fb_spec *spec, const char *default_device, int defau
         spec->params = cJSON_CreateObject();
 }
 
+fb_code fb_spec_check_resolved(const fb_spec *spec, fb_err *err)
+{
+    const char *unset = !spec->engine[0]                ? "engine"
+                        : !spec->device[0]              ? "device"
+                        : !spec->dtype[0]               ? "dtype"
+                        : spec->batch_size <= 0         ? "batch_size"
+                        : spec->n_variants <= 0         ? "variants"
+                        : spec->warmup < 0              ? "warmup"
+                        : spec->iterations <= 0         ? "iterations"
+                        : spec->timeout_s <= 0          ? "timeout_s"
+                        : spec->max_attempts <= 0       ? "max_attempts"
+                        : !cJSON_IsObject(spec->params) ? "params"
+                                                        : NULL;
+    if (!unset)
+        return FB_OK;
+    return fb_err_set(err, FB_EINVAL, unset,
+                      "%s is unset: a job's spec gets its defaults when it is submitted, and "
+                      "this one was queued without them",
+                      unset);
+}
+
 /* Adds the string member when set; false on ENOMEM. */
 static bool spec_put_name(cJSON *o, const char *key, const char *v)
 {

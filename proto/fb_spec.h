@@ -89,9 +89,16 @@ FB_MUSTCHECK fb_code fb_spec_from_json(const cJSON *obj, fb_spec *spec, fb_err *
 
 /* Fills unset fields: engine "native", device default_device, dtype "float32",
  * warmup 10, iterations 50, timeout 600, max_attempts 3; batch_size and variants
- * from the given defaults (default_variants is NULL-terminated). */
+ * from the given defaults (default_variants is NULL-terminated).  Applied once,
+ * where a job is made: the server at submit (srv_catalog_resolve, whose spec is
+ * what the queue stores), fusionbench-run for its own. */
 void fb_spec_apply_defaults(fb_spec *spec, const char *default_device, int default_batch,
                             const char *const *default_variants);
+
+/* FB_OK when every field fb_spec_apply_defaults fills is set (a spec as the
+ * queue stores it); else FB_EINVAL naming the first unset field.  The worker
+ * runs only such specs: it applies no defaults of its own. */
+FB_MUSTCHECK fb_code fb_spec_check_resolved(const fb_spec *spec, fb_err *err);
 
 /* Encodes every field (unset ones as their sentinel is never emitted: call after
  * defaults).  Returns a new cJSON object the caller deletes, or NULL on ENOMEM. */

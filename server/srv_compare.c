@@ -9,9 +9,9 @@
 #include "db_results.h"
 #include "fb_stats.h"
 #include "srv_export.h"
+#include "srv_jobres.h"
 
-#define SAMPLES_JSON_MAX 100000 /* samples read from one stored variant */
-#define REF_MAX          32
+#define REF_MAX 32
 
 void srv_change_eval(double ma, const double *a, int na, double mb, const double *b, int nb,
                      srv_change *out)
@@ -48,54 +48,15 @@ bool srv_change_put(cJSON *o, const srv_change *c)
                                  c->flag ? cJSON_CreateString(c->flag) : cJSON_CreateNull());
 }
 
-double *srv_samples_from_json(const cJSON *variant, int *n)
-{
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(variant, "samples_ms"), *e;
-    int size = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0, k = 0;
-    double *s;
-
-    *n = 0;
-    if (size < 1 || size > SAMPLES_JSON_MAX)
-        return NULL;
-    s = malloc((size_t)size * sizeof *s);
-    if (!s)
-        return NULL;
-    cJSON_ArrayForEach(e, arr)
-    {
-        if (cJSON_IsNumber(e))
-            s[k++] = e->valuedouble;
-    }
-    *n = k;
-    return s;
-}
-
-const cJSON *srv_result_variant(const cJSON *result, const char *name)
-{
-    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(result, "variants"), *v;
-    cJSON_ArrayForEach(v, vs)
-    {
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(v, "name");
-        if (cJSON_IsString(nm) && strcmp(nm->valuestring, name) == 0)
-            return v;
-    }
-    return NULL;
-}
-
 /* ---- GET /api/v1/compare?a=job:1&b=job:2 (or suite:N) ---- */
 
 typedef struct cmp_side {
     bool suite;
     int64_t id;
-    cJSON *jobs; /* owned: array of {id, workload, batch_size, result, ...} */
+    cJSON *jobs;    /* owned: array of {id, workload, batch_size, state, result} */
+    srv_jobres *jr; /* owned: jobs with their results decoded, n of them */
+    int n;
 } cmp_side;
-
-static double num_at(const cJSON *o, const char *k1, const char *k2)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k1);
-    if (k2)
-        v = cJSON_GetObjectItemCaseSensitive(v, k2);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
 
 static const char *str_at(const cJSON *o, const char *k)
 {
@@ -129,11 +90,12 @@ static fb_code load_job(srv_req *r, cmp_side *side, fb_err *err)
         return rc;
     cJSON *o = cJSON_CreateObject(), *spec = cJSON_Parse(j.spec_json);
     cJSON *res = j.result_json ? cJSON_Parse(j.result_json) : cJSON_CreateNull();
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(spec, "batch_size");
     side->jobs = cJSON_CreateArray();
     cJSON_AddNumberToObject(o, "id", (double)j.id);
     cJSON_AddStringToObject(o, "state", j.state);
     cJSON_AddStringToObject(o, "workload", str_at(spec, "workload"));
-    cJSON_AddNumberToObject(o, "batch_size", num_at(spec, "batch_size", NULL));
+    cJSON_AddNumberToObject(o, "batch_size", cJSON_IsNumber(bs) ? bs->valuedouble : 0);
     if (!res || !cJSON_AddItemToObject(o, "result", res))
         cJSON_Delete(res);
     cJSON_Delete(spec);
@@ -148,66 +110,64 @@ static fb_code load_job(srv_req *r, cmp_side *side, fb_err *err)
 static fb_code load_side(srv_req *r, cmp_side *side, fb_err *err)
 {
     char *text = NULL;
-    if (!side->suite)
-        return load_job(r, side, err);
-    fb_code rc = db_suite_get(r->db, side->id, &text, err);
-    if (rc)
-        return rc;
-    cJSON *suite = cJSON_Parse(text);
-    free(text);
-    side->jobs = cJSON_DetachItemFromObjectCaseSensitive(suite, "jobs");
-    cJSON_Delete(suite);
-    return side->jobs ? FB_OK : fb_err_set(err, FB_EINTERNAL, NULL, "stored suite is not JSON");
+    fb_code rc;
+    if (!side->suite) {
+        rc = load_job(r, side, err);
+    } else if ((rc = db_suite_get(r->db, side->id, &text, err)) == FB_OK) {
+        cJSON *suite = cJSON_Parse(text);
+        free(text);
+        side->jobs = cJSON_DetachItemFromObjectCaseSensitive(suite, "jobs");
+        cJSON_Delete(suite);
+        if (!side->jobs)
+            rc = fb_err_set(err, FB_EINTERNAL, NULL, "stored suite is not JSON");
+    }
+    if (rc == FB_OK && !(side->jr = srv_jobres_decode(side->jobs, &side->n)))
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "out of memory");
+    return rc;
 }
 
-/* The job of jobs with the same workload and batch size as want, or NULL. */
-static const cJSON *match_job(const cJSON *jobs, const cJSON *want)
+/* The job of a side with the same workload and batch size as want, or NULL. */
+static const srv_jobres *match_job(const cmp_side *side, const srv_jobres *want)
 {
-    const cJSON *j;
-    cJSON_ArrayForEach(j, jobs)
-    {
-        if (strcmp(str_at(j, "workload"), str_at(want, "workload")) == 0 &&
-            num_at(j, "batch_size", NULL) == num_at(want, "batch_size", NULL))
+    for (int i = 0; i < side->n; i++) {
+        const srv_jobres *j = &side->jr[i];
+        if (strcmp(j->workload ? j->workload : "", want->workload ? want->workload : "") == 0 &&
+            j->batch_size == want->batch_size)
             return j;
     }
     return NULL;
 }
 
 /* One side of a row: {"job_id", "status", "median_ms", "speedup"}. */
-static cJSON *side_json(const cJSON *job, const cJSON *v, const char *variant)
+static cJSON *side_json(const srv_jobres *job, const fb_variant_result *v)
 {
-    const cJSON *res = cJSON_GetObjectItemCaseSensitive(job, "result");
-    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(res, "comparison"), "speedup");
+    double sp, kr, mr;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "job_id", num_at(job, "id", NULL));
-    cJSON_AddStringToObject(o, "status", v ? str_at(v, "status") : "missing");
-    cJSON_AddItemToObject(o, "median_ms", num_or_null(num_at(v, "latency_ms", "median")));
-    cJSON_AddItemToObject(o, "speedup", num_or_null(num_at(sp, variant, NULL)));
+    (void)fb_result_against_baseline(&job->r, v, &sp, &kr, &mr); /* NaN without */
+    cJSON_AddNumberToObject(o, "job_id", (double)job->id);
+    cJSON_AddStringToObject(o, "status", v ? fb_vstatus_name(v->status) : "missing");
+    cJSON_AddItemToObject(o, "median_ms", num_or_null(v ? v->latency.median : NAN));
+    cJSON_AddItemToObject(o, "speedup", num_or_null(sp));
     return o;
 }
 
 /* A row for one variant of a matched pair of jobs; NULL on ENOMEM. */
-static cJSON *variant_row(const cJSON *ja, const cJSON *jb, const char *variant)
+static cJSON *variant_row(const srv_jobres *ja, const srv_jobres *jb, const char *variant)
 {
-    const cJSON *va = srv_result_variant(cJSON_GetObjectItemCaseSensitive(ja, "result"), variant);
-    const cJSON *vb = srv_result_variant(cJSON_GetObjectItemCaseSensitive(jb, "result"), variant);
-    int na = 0, nb = 0;
-    double *sa = srv_samples_from_json(va, &na), *sb = srv_samples_from_json(vb, &nb);
+    const fb_variant_result *va = fb_result_variant(&ja->r, variant);
+    const fb_variant_result *vb = fb_result_variant(&jb->r, variant);
+    bool ok_a = va && va->status == FB_VS_OK, ok_b = vb && vb->status == FB_VS_OK;
     srv_change ch;
-    bool ok_a = va && strcmp(str_at(va, "status"), "ok") == 0;
-    bool ok_b = vb && strcmp(str_at(vb, "status"), "ok") == 0;
 
-    srv_change_eval(ok_a ? num_at(va, "latency_ms", "median") : NAN, sa, na,
-                    ok_b ? num_at(vb, "latency_ms", "median") : NAN, sb, nb, &ch);
-    free(sa);
-    free(sb);
+    srv_change_eval(ok_a ? va->latency.median : NAN, va ? va->samples_ms : NULL,
+                    va ? va->n_samples : 0, ok_b ? vb->latency.median : NAN,
+                    vb ? vb->samples_ms : NULL, vb ? vb->n_samples : 0, &ch);
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && cJSON_AddStringToObject(o, "workload", str_at(ja, "workload")) &&
-              cJSON_AddNumberToObject(o, "batch_size", num_at(ja, "batch_size", NULL)) &&
+    bool ok = o && cJSON_AddStringToObject(o, "workload", ja->workload ? ja->workload : "") &&
+              cJSON_AddNumberToObject(o, "batch_size", ja->batch_size) &&
               cJSON_AddStringToObject(o, "variant", variant) &&
-              cJSON_AddItemToObject(o, "a", side_json(ja, va, variant)) &&
-              cJSON_AddItemToObject(o, "b", side_json(jb, vb, variant)) && srv_change_put(o, &ch);
+              cJSON_AddItemToObject(o, "a", side_json(ja, va)) &&
+              cJSON_AddItemToObject(o, "b", side_json(jb, vb)) && srv_change_put(o, &ch);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -215,15 +175,11 @@ static cJSON *variant_row(const cJSON *ja, const cJSON *jb, const char *variant)
     return o;
 }
 
-/* Rows for every variant of ja's result that jb has too. */
-static bool pair_rows(cJSON *rows, const cJSON *ja, const cJSON *jb)
+/* Rows for every variant of ja's result. */
+static bool pair_rows(cJSON *rows, const srv_jobres *ja, const srv_jobres *jb)
 {
-    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(
-                    cJSON_GetObjectItemCaseSensitive(ja, "result"), "variants"),
-                *v;
-    cJSON_ArrayForEach(v, vs)
-    {
-        cJSON *row = variant_row(ja, jb, str_at(v, "name"));
+    for (int i = 0; i < ja->r.n_variants; i++) {
+        cJSON *row = variant_row(ja, jb, ja->r.variants[i].name);
         if (!row || !cJSON_AddItemToArray(rows, row)) {
             cJSON_Delete(row);
             return false;
@@ -237,15 +193,15 @@ static bool pair_rows(cJSON *rows, const cJSON *ja, const cJSON *jb)
 static cJSON *compare_json(const char *ra, const char *rb, const cmp_side *a, const cmp_side *b)
 {
     cJSON *o = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(o, "rows"), *sum;
-    const cJSON *ja, *row;
+    const cJSON *row;
     int unmatched = 0, reg = 0, imp = 0;
 
     cJSON_AddStringToObject(o, "a", ra);
     cJSON_AddStringToObject(o, "b", rb);
-    cJSON_ArrayForEach(ja, a->jobs)
-    {
+    for (int i = 0; i < a->n; i++) {
         /* Two jobs compare with each other whatever their workloads. */
-        const cJSON *jb = a->suite ? match_job(b->jobs, ja) : cJSON_GetArrayItem(b->jobs, 0);
+        const srv_jobres *ja = &a->jr[i];
+        const srv_jobres *jb = a->suite ? match_job(b, ja) : b->n > 0 ? &b->jr[0] : NULL;
         if (!jb) {
             unmatched++;
             continue;
@@ -306,6 +262,8 @@ void srv_compare_get(srv_req *r)
     else
         srv_reply_json(r, 200, body);
 out:
+    srv_jobres_free(a.jr, a.n);
+    srv_jobres_free(b.jr, b.n);
     cJSON_Delete(a.jobs);
     cJSON_Delete(b.jobs);
 }

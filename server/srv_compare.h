@@ -29,13 +29,6 @@ void srv_change_eval(double ma, const double *a, int na, double mb, const double
 /* Adds "change", "p", "ci99_overlap" and "flag" (null or string) to o. */
 FB_MUSTCHECK bool srv_change_put(cJSON *o, const srv_change *c);
 
-/* samples_ms of a result's variant object as a new array (*n values, caller
- * frees); NULL with *n = 0 when there are none or on ENOMEM. */
-double *srv_samples_from_json(const cJSON *variant, int *n);
-
-/* The variant object named name in a result's "variants", or NULL. */
-const cJSON *srv_result_variant(const cJSON *result, const char *name);
-
 void srv_compare_get(srv_req *r);
 
 #endif

@@ -11,8 +11,8 @@
 #include "fb_spec.h"
 #include "srv_jobs.h"
 #include "srv_catalog.h"
-#include "srv_compare.h"
 #include "srv_export.h"
+#include "srv_jobres.h"
 
 #define SUITE_NAME_MAX 128
 #define LIST_DEFAULT   20
@@ -357,72 +357,36 @@ static double num(const cJSON *o, const char *k)
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
-static bool variant_ok(const cJSON *result, const char *name)
-{
-    const cJSON *v = srv_result_variant(result, name);
-    const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "status"));
-    return st && strcmp(st, "ok") == 0;
-}
-
-/* The variant's speedup CI in a job's comparison: [lo, hi] into ci; false
- * when the result has none (older results, a failed side). */
-static bool speedup_ci(const cJSON *cmp, const char *variant, double ci[2])
-{
-    const cJSON *pair = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(cmp, "speedup_ci95"), variant);
-    const cJSON *lo = cJSON_GetArrayItem(pair, 0), *hi = cJSON_GetArrayItem(pair, 1);
-    if (!cJSON_IsNumber(lo) || !cJSON_IsNumber(hi) || !(lo->valuedouble > 0) ||
-        !(hi->valuedouble >= lo->valuedouble))
-        return false;
-    ci[0] = lo->valuedouble;
-    ci[1] = hi->valuedouble;
-    return true;
-}
-
-/* True when the job's baseline or variant was timed unstably. */
-static bool job_unstable(const cJSON *res, const char *base, const char *variant)
-{
-    return cJSON_IsTrue(
-               cJSON_GetObjectItemCaseSensitive(srv_result_variant(res, base), "unstable")) ||
-           cJSON_IsTrue(
-               cJSON_GetObjectItemCaseSensitive(srv_result_variant(res, variant), "unstable"));
-}
-
 /* Accumulates one variant over the jobs.  The geomean's interval is its
  * measurement uncertainty: each job's 95% CI read as a normal interval on
  * log(speedup) (half-width / 1.96 = its standard error), combined over the
  * mean of logs; it says how sure the figure is, not how much the workloads
  * differ.  Only when every passed job has an interval. */
-static cJSON *variant_summary(const cJSON *jobs, const char *variant)
+static cJSON *variant_summary(const srv_jobres *sj, int n, const char *variant)
 {
-    const cJSON *j;
     double log_sum = 0, var_sum = 0;
     int passed = 0, total = 0, unstable = 0, with_ci = 0;
     int changes[3] = {0, 0, 0}; /* faster, slower, no_difference */
-    cJSON_ArrayForEach(j, jobs)
-    {
-        const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
-        const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(res, "comparison");
-        const char *base = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cmp, "baseline"));
-        double sp = num(cJSON_GetObjectItemCaseSensitive(cmp, "speedup"), variant), ci[2];
-        const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "state"));
-        const char *change = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(cmp, "change"), variant));
-        if (st && (strcmp(st, "queued") == 0 || strcmp(st, "running") == 0))
+    for (int i = 0; i < n; i++) {
+        const srv_jobres *s = &sj[i];
+        const fb_variant_result *v = fb_result_variant(&s->r, variant);
+        const fb_variant_result *b = fb_result_variant(&s->r, s->r.baseline);
+        double sp, kr, mr;
+        if (s->state && (strcmp(s->state, "queued") == 0 || strcmp(s->state, "running") == 0))
             continue; /* not finished: neither passed nor failed yet */
         total++;
-        if (!base || !variant_ok(res, base) || !variant_ok(res, variant) || !(sp > 0))
-            continue;
+        if (!fb_result_against_baseline(&s->r, v, &sp, &kr, &mr) || !(sp > 0))
+            continue; /* no result, or the baseline or the variant failed */
         passed++;
         log_sum += log(sp);
-        unstable += job_unstable(res, base, variant);
-        if (speedup_ci(cmp, variant, ci)) {
-            double se = (log(ci[1]) - log(ci[0])) / (2 * 1.959963984540054);
+        unstable += b->unstable || v->unstable;
+        if (v->speedup_lo > 0 && v->speedup_hi >= v->speedup_lo) { /* false for NaN */
+            double se = (log(v->speedup_hi) - log(v->speedup_lo)) / (2 * 1.959963984540054);
             var_sum += se * se;
             with_ci++;
         }
-        if (change)
-            changes[strcmp(change, "faster") == 0 ? 0 : strcmp(change, "slower") == 0 ? 1 : 2]++;
+        if (v->change != FB_CHANGE_UNKNOWN)
+            changes[v->change == FB_CHANGE_FASTER ? 0 : v->change == FB_CHANGE_SLOWER ? 1 : 2]++;
     }
     cJSON *o = cJSON_CreateObject();
     double mean = passed ? log_sum / passed : NAN,
@@ -449,11 +413,10 @@ static cJSON *variant_summary(const cJSON *jobs, const char *variant)
 /* One job's explanation into the suite's: verdict counts, the lost groups by
  * reason (count, time lost, workloads) and the fused kernels' roofline bound
  * and time (each group's share times its fused time). */
-static void explain_add(const cJSON *j, const cJSON *ex, int counts[3], cJSON *by, double *roof,
-                        double *ms)
+static void explain_add(const char *workload, const cJSON *ex, int counts[3], cJSON *by,
+                        double *roof, double *ms)
 {
     static const char *const verdicts[] = {"won", "lost", "within_noise"};
-    const char *workload = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "workload"));
     const cJSON *g;
     cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(ex, "groups"))
     {
@@ -496,25 +459,22 @@ static void explain_add(const cJSON *j, const cJSON *ex, int counts[3], cJSON *b
 /* The suite's explanation (docs/EXPLAIN.md): over the jobs that carry one,
  * the groups' verdicts, the lost ones by reason, and the time-weighted share
  * of the roofline the fused kernels reach; null when no job was explained. */
-static cJSON *explain_summary(const cJSON *jobs)
+static cJSON *explain_summary(const srv_jobres *sj, int n_jobs)
 {
     int n = 0, counts[3] = {0};
     double roof = 0, ms = 0;
     cJSON *o = cJSON_CreateObject(), *by = cJSON_CreateObject();
-    const cJSON *j;
     if (!o || !by) {
         cJSON_Delete(o);
         cJSON_Delete(by);
         return NULL;
     }
-    cJSON_ArrayForEach(j, jobs)
-    {
-        const cJSON *ex = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(j, "result"), "explain");
+    for (int i = 0; i < n_jobs; i++) {
+        const cJSON *ex = sj[i].r.explain;
         if (!cJSON_IsObject(ex) || !cJSON_GetObjectItemCaseSensitive(ex, "groups"))
             continue;
         n++;
-        explain_add(j, ex, counts, by, &roof, &ms);
+        explain_add(sj[i].workload, ex, counts, by, &roof, &ms);
     }
     if (n == 0) {
         cJSON_Delete(o);
@@ -531,125 +491,123 @@ static cJSON *explain_summary(const cJSON *jobs)
     return o;
 }
 
-cJSON *srv_suites_summary(const cJSON *jobs)
+/* The summary of a suite's jobs: per non-baseline variant the geometric mean
+ * speedup over the jobs where the baseline and the variant both passed
+ * (unclipped), the pass rate, and how many passed. */
+static cJSON *suite_summary(const srv_jobres *sj, int n)
 {
     cJSON *o = cJSON_CreateObject(), *vars = cJSON_AddObjectToObject(o, "variants");
-    const cJSON *j, *v;
     const char *baseline = NULL;
     if (!vars) {
         cJSON_Delete(o);
         return NULL;
     }
     /* Every variant any job ran, except each job's baseline. */
-    cJSON_ArrayForEach(j, jobs)
-    {
-        const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
-        const char *base = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(res, "comparison"), "baseline"));
-        if (base && !baseline)
-            baseline = base;
-        cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(res, "variants"))
-        {
-            const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name"));
-            if (name && (!base || strcmp(name, base) != 0) &&
-                !cJSON_GetObjectItemCaseSensitive(vars, name))
-                cJSON_AddItemToObject(vars, name, variant_summary(jobs, name));
+    for (int i = 0; i < n; i++) {
+        const fb_result *r = &sj[i].r;
+        if (r->baseline[0] && !baseline)
+            baseline = r->baseline;
+        for (int k = 0; k < r->n_variants; k++) {
+            const char *name = r->variants[k].name;
+            if (strcmp(name, r->baseline) != 0 && !cJSON_GetObjectItemCaseSensitive(vars, name))
+                cJSON_AddItemToObject(vars, name, variant_summary(sj, n, name));
         }
     }
     cJSON_AddItemToObject(o, "baseline",
                           baseline ? cJSON_CreateString(baseline) : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "explain", explain_summary(jobs));
+    cJSON_AddItemToObject(o, "explain", explain_summary(sj, n));
     return o;
 }
 
 /* ---- GET ---- */
 
 /* {"total", "done", "fraction", "states": {...}} from the jobs. */
-static cJSON *progress_json(const cJSON *jobs)
+static cJSON *progress_json(const srv_jobres *sj, int n)
 {
     cJSON *o = cJSON_CreateObject(), *st = cJSON_AddObjectToObject(o, "states");
-    const cJSON *j;
-    int total = 0, done = 0;
     static const char *const states[] = {"queued", "running", "succeeded", "failed", "canceled"};
-    int counts[5] = {0};
-    cJSON_ArrayForEach(j, jobs)
-    {
-        const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "state"));
-        total++;
-        for (int i = 0; s && i < 5; i++)
-            counts[i] += strcmp(s, states[i]) == 0;
-    }
+    int counts[5] = {0}, done;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; sj[i].state && k < 5; k++)
+            counts[k] += strcmp(sj[i].state, states[k]) == 0;
     for (int i = 0; i < 5; i++)
         cJSON_AddNumberToObject(st, states[i], counts[i]);
     done = counts[2] + counts[3] + counts[4];
-    cJSON_AddNumberToObject(o, "total", total);
+    cJSON_AddNumberToObject(o, "total", n);
     cJSON_AddNumberToObject(o, "done", done);
-    cJSON_AddNumberToObject(o, "fraction", total ? (double)done / total : 0.0);
+    cJSON_AddNumberToObject(o, "fraction", n ? (double)done / n : 0.0);
+    return o;
+}
+
+/* A variant's figures in a suite row, from the typed result: the comparison
+ * against the baseline is null where the result has none (the baseline
+ * itself, a failed side). */
+static cJSON *row_variant(const fb_result *r, const fb_variant_result *v)
+{
+    double sp, kr, mr, pair[2] = {v->speedup_lo, v->speedup_hi};
+    bool vs = fb_result_against_baseline(r, v, &sp, &kr, &mr);
+    bool ci = vs && isfinite(pair[0]) && isfinite(pair[1]);
+    const char *change = vs ? fb_change_name(v->change) : NULL;
+    cJSON *o = cJSON_CreateObject();
+
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "status", fb_vstatus_name(v->status));
+    cJSON_AddItemToObject(o, "kernels", fb_json_int_or_null(v->kernels));
+    cJSON_AddItemToObject(o, "fused_kernels", fb_json_int_or_null(v->fused_kernels));
+    cJSON_AddItemToObject(o, "fused_ops", fb_json_int_or_null(v->fused_ops));
+    cJSON_AddItemToObject(o, "peak_mem_bytes", fb_json_int_or_null(v->peak_mem_bytes));
+    cJSON_AddItemToObject(o, "max_rel_error", fb_json_num_or_null(v->max_rel_error));
+    if (v->n_fusion_groups > 0)
+        cJSON_AddItemToObject(o, "fusion_groups", fb_fusion_groups_to_json(v));
+    cJSON_AddItemToObject(o, "median_ms", fb_json_num_or_null(v->latency.median));
+    cJSON_AddBoolToObject(o, "unstable", v->unstable);
+    cJSON_AddItemToObject(o, "speedup", fb_json_num_or_null(sp));
+    cJSON_AddItemToObject(o, "kernel_ratio", fb_json_num_or_null(kr));
+    cJSON_AddItemToObject(o, "memory_ratio", fb_json_num_or_null(mr));
+    cJSON_AddItemToObject(o, "speedup_ci95",
+                          ci ? cJSON_CreateDoubleArray(pair, 2) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "change", change ? cJSON_CreateString(change) : cJSON_CreateNull());
     return o;
 }
 
 /* A per-workload row: the job's figures without raw samples. */
-static cJSON *job_row(const cJSON *j)
+static cJSON *job_row(const srv_jobres *s)
 {
     cJSON *row = cJSON_CreateObject(), *vars = cJSON_AddObjectToObject(row, "variants");
-    const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
-    const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(res, "comparison"), *v;
     static const char *const keep[] = {"job_id", "id",     "state",    "workload", "batch_size",
                                        "device", "engine", "progress", "error",    "finished_at"};
-    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, keep[i]);
+    for (size_t i = 0; vars && i < sizeof keep / sizeof keep[0]; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(s->job, keep[i]);
         if (x)
             cJSON_AddItemToObject(row, strcmp(keep[i], "id") ? keep[i] : "job_id",
                                   cJSON_Duplicate(x, 1));
     }
-    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(res, "variants"))
-    {
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name"));
-        if (!name)
-            continue;
-        cJSON *o = cJSON_AddObjectToObject(vars, name);
-        static const char *const figs[] = {"status",       "kernels",        "fused_kernels",
-                                           "fused_ops",    "peak_mem_bytes", "max_rel_error",
-                                           "fusion_groups"};
-        for (size_t i = 0; o && i < sizeof figs / sizeof figs[0]; i++) {
-            const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, figs[i]);
-            if (x)
-                cJSON_AddItemToObject(o, figs[i], cJSON_Duplicate(x, 1));
-        }
-        cJSON_AddItemToObject(
-            o, "median_ms",
-            cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(
-                                cJSON_GetObjectItemCaseSensitive(v, "latency_ms"), "median"),
-                            1));
-        cJSON_AddItemToObject(o, "unstable",
-                              cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(v, "unstable"), 1));
-        static const char *const ratios[] = {"speedup", "kernel_ratio", "memory_ratio",
-                                             "speedup_ci95", "change"};
-        for (size_t i = 0; o && i < sizeof ratios / sizeof ratios[0]; i++) {
-            const cJSON *x = cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(cmp, ratios[i]), name);
-            cJSON_AddItemToObject(o, ratios[i], x ? cJSON_Duplicate(x, 1) : cJSON_CreateNull());
-        }
-    }
+    for (int k = 0; vars && k < s->r.n_variants; k++)
+        cJSON_AddItemToObject(vars, s->r.variants[k].name, row_variant(&s->r, &s->r.variants[k]));
     return row;
 }
 
 static cJSON *suite_json(cJSON *suite)
 {
     cJSON *jobs = cJSON_DetachItemFromObjectCaseSensitive(suite, "jobs"), *rows, *env = NULL;
-    const cJSON *j;
-    cJSON_AddItemToObject(suite, "progress", progress_json(jobs));
-    cJSON_AddItemToObject(suite, "summary", srv_suites_summary(jobs));
+    int n;
+    srv_jobres *sj = srv_jobres_decode(jobs, &n);
+    if (!sj) {
+        cJSON_Delete(jobs);
+        cJSON_Delete(suite);
+        return NULL;
+    }
+    cJSON_AddItemToObject(suite, "progress", progress_json(sj, n));
+    cJSON_AddItemToObject(suite, "summary", suite_summary(sj, n));
     rows = cJSON_AddArrayToObject(suite, "rows");
-    cJSON_ArrayForEach(j, jobs)
-    {
-        cJSON_AddItemToArray(rows, job_row(j));
-        const cJSON *e =
-            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "result"), "env");
-        if (e && !env)
-            env = cJSON_Duplicate(e, 1);
+    for (int i = 0; i < n; i++) {
+        cJSON_AddItemToArray(rows, job_row(&sj[i]));
+        if (sj[i].has && !env)
+            env = fb_env_to_json(&sj[i].r.env);
     }
     cJSON_AddItemToObject(suite, "env", env ? env : cJSON_CreateNull());
+    srv_jobres_free(sj, n);
     cJSON_Delete(jobs);
     return suite;
 }
@@ -705,6 +663,10 @@ static void reply_suite_fmt(srv_req *r, int status, int64_t id, bool csv)
         return;
     }
     suite = suite_json(suite);
+    if (!suite) {
+        srv_reply_error(r, 500, "internal", NULL, "out of memory");
+        return;
+    }
     if (!csv) {
         srv_reply_json(r, status, suite);
         return;

@@ -4,8 +4,6 @@
 #ifndef SRV_SUITES_H
 #define SRV_SUITES_H
 
-#include <cjson/cJSON.h>
-
 #include "srv_req.h"
 
 #define SRV_SUITE_BATCHES_MAX 16
@@ -13,11 +11,5 @@
 void srv_suites_create(srv_req *r);
 void srv_suites_get(srv_req *r);
 void srv_suites_list(srv_req *r);
-
-/* The summary of a suite's jobs (db_suite_get's "jobs"): per non-baseline
- * variant the geometric mean speedup over the jobs where the baseline and the
- * variant both passed (unclipped), the pass rate, and how many passed; pure,
- * caller deletes. */
-cJSON *srv_suites_summary(const cJSON *jobs);
 
 #endif

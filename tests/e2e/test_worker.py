@@ -87,11 +87,31 @@ def t_memory_budget(env):
         % (job["state"], err.get("code") or statuses))
 
 
+def t_spec_without_defaults(env, w):
+    """A spec gets its defaults once, at submit: the worker runs stored specs as
+    they are and fails one queued without them (put in by hand here), naming
+    the first unset field; nothing is retried and the worker goes on."""
+    rows = env.sql("INSERT INTO jobs (spec, workload, engine, device, dtype, batch_size, timeout_s)"
+                   " VALUES ('{\"workload\": \"gemm_bias_relu\"}'::jsonb, 'gemm_bias_relu',"
+                   " 'native', 'cpu', 'float32', 1, 60) RETURNING id")
+    job = env.wait_job(int(rows[0][0]), timeout=60)
+    err = job.get("error") or {}
+    check_eq(job["state"], "failed", "a spec without its defaults")
+    check("engine is unset" in (err.get("message") or ""), "the error names the field: %r" % err)
+    check_eq(job["attempt"], 1, "a spec without defaults is not retried")
+    jid = env.submit(fbtest.SMALL)["id"]
+    check_eq(env.wait_job(jid, timeout=30)["state"], "succeeded", "next job after it")
+    check(w.poll() is None, "worker still running")
+    log("a spec queued without its defaults: failed (%s: %s)" % (err.get("code"),
+                                                                  err.get("message")))
+
+
 def run(env):
     env.start_server()
     w = t_sigterm_releases(env)
     t_timeout(env, w)
     t_cancel_running(env, w)
+    t_spec_without_defaults(env, w)
     w.terminate()
     w.wait(timeout=30)
     t_memory_budget(env)

@@ -225,6 +225,41 @@ static void test_spec_defaults_keep_set_fields(void **state)
     fb_spec_free(&s);
 }
 
+/* What the worker runs: a spec with its defaults (as the server stores it
+ * after submit) passes; one without them fails naming the first unset field,
+ * and a re-encoded resolved spec is still resolved. */
+static void test_spec_check_resolved(void **state)
+{
+    static const char *const partial[][2] = {
+        {"{\"workload\":\"w\"}", "engine"},
+        {"{\"workload\":\"w\",\"engine\":\"native\"}", "device"},
+        {"{\"workload\":\"w\",\"engine\":\"native\",\"device\":\"cpu\","
+         "\"dtype\":\"float32\"}",
+         "batch_size"},
+        {"{\"workload\":\"w\",\"engine\":\"native\",\"device\":\"cpu\","
+         "\"dtype\":\"float32\",\"batch_size\":2,\"variants\":[\"eager\"],\"warmup\":0}",
+         "iterations"},
+    };
+    fb_spec s, b;
+    fb_err err;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof partial / sizeof partial[0]; i++) {
+        expect_ok(partial[i][0], &s);
+        assert_int_equal(fb_spec_check_resolved(&s, &err), FB_EINVAL);
+        assert_string_equal(err.field, partial[i][1]);
+        assert_non_null(strstr(err.msg, "submitted"));
+        fb_spec_free(&s);
+    }
+    expect_ok("{\"workload\":\"w\",\"warmup\":0}", &s);
+    fb_spec_apply_defaults(&s, "cpu", 1, NULL);
+    assert_int_equal(fb_spec_check_resolved(&s, &err), FB_OK);
+    reencode(&s, &b);
+    assert_int_equal(fb_spec_check_resolved(&b, &err), FB_OK);
+    fb_spec_free(&b);
+    fb_spec_free(&s);
+}
+
 static void test_spec_from_json_not_consumed(void **state)
 {
     cJSON *obj = cJSON_Parse("{\"workload\":\"w\",\"params\":{\"a\":1}}");
@@ -1068,6 +1103,7 @@ int main(void)
         cmocka_unit_test(test_spec_unset_sentinels),
         cmocka_unit_test(test_spec_defaults_round_trip),
         cmocka_unit_test(test_spec_defaults_keep_set_fields),
+        cmocka_unit_test(test_spec_check_resolved),
         cmocka_unit_test(test_spec_from_json_not_consumed),
         cmocka_unit_test(test_spec_whitespace_and_unterminated),
         cmocka_unit_test(test_spec_not_json),

@@ -118,25 +118,25 @@ __attribute__((noreturn)) static void child_finish(const child_io *io, const fb_
     _exit(0);
 }
 
-/* Parses the stored spec and fills what the server left unset from the catalog
- * (specs inserted by hand may lack defaults). */
+/* Parses the stored spec, which got its defaults at submit (a spec without
+ * them fails, naming the unset field), and checks this worker has its engine
+ * and workload. */
 static fb_code child_spec(const char *spec_json, const wk_config *cfg, fb_spec *spec, fb_err *err)
 {
     const fb_engine *eng;
-    const fb_workload_info *w;
     fb_code rc = fb_spec_parse(spec_json, strlen(spec_json), spec, err);
 
+    if (rc == FB_OK)
+        rc = fb_spec_check_resolved(spec, err); /* its defaults came with it, from the submit */
     if (rc != FB_OK)
         return rc;
-    eng = fb_engine_find(spec->engine[0] ? spec->engine : "native");
+    eng = fb_engine_find(spec->engine);
     if (!eng)
         return fb_err_set(err, FB_EUNSUPPORTED, "engine", "engine '%s' is not in this worker",
                           spec->engine);
-    w = fb_engine_workload(eng, spec->device[0] ? spec->device : cfg->device, spec->workload);
-    if (!w)
+    if (!fb_engine_workload(eng, spec->device, spec->workload))
         return fb_err_set(err, FB_EUNSUPPORTED, "workload", "unknown workload '%s' on %s",
-                          spec->workload, cfg->device);
-    fb_spec_apply_defaults(spec, cfg->device, w->default_batch_size, w->variants);
+                          spec->workload, spec->device);
     /* --threads is the worker's default; a job that names params.threads wins. */
     if (cfg->threads > 0 && !cJSON_GetObjectItemCaseSensitive(spec->params, "threads") &&
         !cJSON_AddNumberToObject(spec->params, "threads", cfg->threads))
