@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fb_log.h"
+#include "fb_result.h"
 
 #define COL_PATH_MAX     64
 #define TRACE_EVENTS_MAX 100000 /* launches drawn in one trace */
@@ -132,12 +133,6 @@ void srv_export_csv(srv_req *r, const cJSON *rows, const char *const *cols, int 
 
 /* ---- Chrome trace events ---- */
 
-static double num(const cJSON *o, const char *k, double dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
 static const char *str(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -159,18 +154,21 @@ static bool meta(cJSON *ev, const char *what, int pid, int tid, const char *name
 }
 
 /* A complete ("X") event of dur_us at ts_us for kernel row k. */
-static bool launch(cJSON *ev, int pid, const cJSON *k, double ts_us, double dur_us)
+static bool launch(cJSON *ev, int pid, const fb_kernel_row *k, double ts_us, double dur_us)
 {
-    cJSON *o = cJSON_CreateObject(), *args = cJSON_CreateObject();
-    const cJSON *ops = cJSON_GetObjectItemCaseSensitive(k, "ops");
-    bool ok = o && args && cJSON_AddStringToObject(o, "name", str(k, "name")) &&
-              cJSON_AddStringToObject(o, "cat", str(k, "category")) &&
-              cJSON_AddStringToObject(o, "ph", "X") && cJSON_AddNumberToObject(o, "ts", ts_us) &&
-              cJSON_AddNumberToObject(o, "dur", dur_us) && cJSON_AddNumberToObject(o, "pid", pid) &&
-              cJSON_AddNumberToObject(o, "tid", 1) &&
-              cJSON_AddStringToObject(args, "category", str(k, "category")) &&
-              (!ops || cJSON_AddItemToObject(args, "ops", cJSON_Duplicate(ops, 1)));
+    cJSON *o = cJSON_CreateObject(), *args = cJSON_CreateObject(), *ops = cJSON_CreateArray();
+    const char *cat = fb_kcat_name(k->category);
+    for (int i = 0; ops && i < k->n_ops && i < FB_MAX_KERNEL_OPS; i++)
+        cJSON_AddItemToArray(ops, cJSON_CreateString(k->ops[i]));
+    bool ok =
+        o && args && ops && cJSON_AddStringToObject(o, "name", k->name) &&
+        cJSON_AddStringToObject(o, "cat", cat) && cJSON_AddStringToObject(o, "ph", "X") &&
+        cJSON_AddNumberToObject(o, "ts", ts_us) && cJSON_AddNumberToObject(o, "dur", dur_us) &&
+        cJSON_AddNumberToObject(o, "pid", pid) && cJSON_AddNumberToObject(o, "tid", 1) &&
+        cJSON_AddStringToObject(args, "category", cat) && cJSON_AddItemToObject(args, "ops", ops);
     if (!ok || !cJSON_AddItemToObject(o, "args", args)) {
+        if (!ok)
+            cJSON_Delete(ops);
         cJSON_Delete(args);
         cJSON_Delete(o);
         return false;
@@ -182,17 +180,15 @@ static bool launch(cJSON *ev, int pid, const cJSON *k, double ts_us, double dur_
     return true;
 }
 
-/* The launches of row k: at their recorded offsets ("launches": [[start_ms,
- * dur_ms], ...]) when the worker stored them, else back to back from *t_us, count
- * launches of mean_ms each (the rows keep the order of first launch). */
-static bool row_events(cJSON *ev, int pid, const cJSON *k, double *t_us, int *budget)
+/* The launches of row k: at their recorded offsets (the first
+ * FB_KERNEL_LAUNCHES_MAX, [start_ms, dur_ms]) when the worker stored them, else
+ * back to back from *t_us, count launches of mean_ms each (the rows keep the
+ * order of first launch). */
+static bool row_events(cJSON *ev, int pid, const fb_kernel_row *k, double *t_us, int *budget)
 {
-    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(k, "launches"), *l;
-    if (cJSON_IsArray(ls) && cJSON_GetArraySize(ls) > 0) {
-        cJSON_ArrayForEach(l, ls)
-        {
-            double s = cJSON_GetArrayItem(l, 0) ? cJSON_GetArrayItem(l, 0)->valuedouble : 0;
-            double d = cJSON_GetArrayItem(l, 1) ? cJSON_GetArrayItem(l, 1)->valuedouble : 0;
+    if (k->n_launches > 0) {
+        for (int i = 0; i < k->n_launches && i < FB_KERNEL_LAUNCHES_MAX; i++) {
+            double s = k->launches_ms[i][0], d = k->launches_ms[i][1];
             if (--*budget < 0 || !launch(ev, pid, k, s * 1e3, d * 1e3))
                 return false;
             if ((s + d) * 1e3 > *t_us)
@@ -200,8 +196,10 @@ static bool row_events(cJSON *ev, int pid, const cJSON *k, double *t_us, int *bu
         }
         return true;
     }
-    int count = (int)num(k, "count", 1);
-    double mean = num(k, "mean_ms", num(k, "total_ms", 0) / (count > 0 ? count : 1));
+    int count = k->count > 0 ? k->count : 1;
+    double mean = isfinite(k->mean_ms)    ? k->mean_ms
+                  : isfinite(k->total_ms) ? k->total_ms / count
+                                          : 0;
     for (int i = 0; i < count; i++) {
         if (--*budget < 0 || !launch(ev, pid, k, *t_us, mean * 1e3))
             return false;
@@ -210,21 +208,30 @@ static bool row_events(cJSON *ev, int pid, const cJSON *k, double *t_us, int *bu
     return true;
 }
 
-cJSON *srv_export_trace_json(int64_t job_id, const char *workload, const cJSON *rows)
+cJSON *srv_export_trace_json(int64_t job_id, const char *workload, const cJSON *rows, fb_err *err)
 {
-    cJSON *o = cJSON_CreateObject(), *ev = cJSON_AddArrayToObject(o, "traceEvents");
-    cJSON *other = cJSON_AddObjectToObject(o, "otherData");
+    cJSON *o = NULL, *ev, *other;
     const cJSON *k;
     char last[64] = "", title[128];
-    int pid = 0, budget = TRACE_EVENTS_MAX;
+    int pid = 0, budget = TRACE_EVENTS_MAX, i = 0;
     double t_us = 0;
-    bool ok = ev && other && cJSON_AddStringToObject(o, "displayTimeUnit", "ms") &&
-              cJSON_AddNumberToObject(other, "job_id", (double)job_id) &&
-              cJSON_AddStringToObject(other, "workload", workload);
+    fb_variant_result v;
+    bool ok;
 
+    /* The rows typed (one variant's decoder over all of them, in order); the
+     * variant each belongs to is the server's column beside them. */
+    fb_variant_result_init(&v, "");
+    if (fb_kernel_rows_from_json(rows, "kernels", &v, err) != FB_OK)
+        goto out;
+    o = cJSON_CreateObject();
+    ev = cJSON_AddArrayToObject(o, "traceEvents");
+    other = cJSON_AddObjectToObject(o, "otherData");
+    ok = ev && other && cJSON_AddStringToObject(o, "displayTimeUnit", "ms") &&
+         cJSON_AddNumberToObject(other, "job_id", (double)job_id) &&
+         cJSON_AddStringToObject(other, "workload", workload);
     cJSON_ArrayForEach(k, rows)
     {
-        if (!ok)
+        if (!ok || i >= v.n_kernel_rows)
             break;
         const char *variant = str(k, "variant");
         if (strcmp(variant, last) != 0) { /* rows come grouped by variant */
@@ -235,12 +242,15 @@ cJSON *srv_export_trace_json(int64_t job_id, const char *workload, const cJSON *
             ok = meta(ev, "process_name", pid, 0, title) &&
                  meta(ev, "thread_name", pid, 1, "kernels");
         }
-        ok = ok && row_events(ev, pid, k, &t_us, &budget);
+        ok = ok && row_events(ev, pid, &v.kernel_rows[i++], &t_us, &budget);
     }
     if (!ok) {
         cJSON_Delete(o);
-        return NULL;
+        o = NULL;
+        fb_err_set(err, FB_ENOMEM, NULL, "out of memory");
     }
+out:
+    free(v.kernel_rows);
     return o;
 }
 
@@ -266,9 +276,14 @@ void srv_export_trace(srv_req *r)
         srv_reply_error(r, 404, "not_found", NULL, "job %" PRId64 " has no profiled kernels%s", id,
                         strcmp(j.state, "succeeded") ? " (not succeeded)" : "");
     } else {
-        srv_reply_json(r, 200, srv_export_trace_json(id, str(spec, "workload"), rows));
-        snprintf(disp, sizeof disp, "attachment; filename=\"job-%" PRId64 "-trace.json\"", id);
-        srv_reply_header(r, "Content-Disposition", disp);
+        cJSON *trace = srv_export_trace_json(id, str(spec, "workload"), rows, &err);
+        if (!trace) {
+            srv_reply_fb_err(r, &err);
+        } else {
+            srv_reply_json(r, 200, trace);
+            snprintf(disp, sizeof disp, "attachment; filename=\"job-%" PRId64 "-trace.json\"", id);
+            srv_reply_header(r, "Content-Disposition", disp);
+        }
     }
     cJSON_Delete(spec);
     cJSON_Delete(rows);

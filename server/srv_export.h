@@ -30,7 +30,9 @@ FB_MUSTCHECK bool srv_export_csv_line(const cJSON *row, const char *const *cols,
 void srv_export_trace(srv_req *r);
 
 /* The Chrome trace-event JSON for a job's kernel rows (an array as
- * db_job_kernels gives, each with "variant"); pure, caller deletes. */
-cJSON *srv_export_trace_json(int64_t job_id, const char *workload, const cJSON *rows);
+ * db_job_kernels gives, each with "variant"), read through the typed kernel
+ * rows (fb_kernel_rows_from_json); pure, caller deletes.  NULL with err set
+ * when the rows do not decode (FB_EINVAL, the bad field named) or on ENOMEM. */
+cJSON *srv_export_trace_json(int64_t job_id, const char *workload, const cJSON *rows, fb_err *err);
 
 #endif
