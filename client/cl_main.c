@@ -361,11 +361,25 @@ static bool retryable(fb_code rc, long status)
            (rc == FB_OK && (status == 502 || status == 503 || status == 504));
 }
 
+/* How long to wait before try t + 1: the server's Retry-After (up to a
+ * minute) or 1, 2, 4, 8 s, whichever is longer, less a random part of up to
+ * half, so that the clients of a burst refused together do not come back
+ * together. */
+static unsigned retry_delay_ms(const cl_http_resp *resp, int t)
+{
+    unsigned ms = 1000u << (t - 1 < 3 ? t - 1 : 3);
+    long after = resp->retry_after[0] ? strtol(resp->retry_after, NULL, 10) : 0;
+
+    if (after > 0 && after <= 60 && (unsigned)after * 1000 > ms)
+        ms = (unsigned)after * 1000;
+    return ms - (unsigned)(random() % (ms / 2 + 1));
+}
+
 /* POSTs a new job or suite with a fresh Idempotency-Key, sending it again
- * with the same key (at most SUBMIT_TRIES times, 1, 2, 4 s apart) while the
- * answer is lost or the server is unavailable: the server makes it once
- * (docs/API-EXTENSIONS.md, "Idempotent submits"). */
-#define SUBMIT_TRIES 4
+ * with the same key (at most SUBMIT_TRIES times, retry_delay_ms apart) while
+ * the answer is lost or the server is unavailable or over a cap (503): the
+ * server makes it once (docs/API-EXTENSIONS.md, "Idempotent submits"). */
+#define SUBMIT_TRIES 8
 static int post_keyed(const cl_ctx *c, const cl_url *u, const char *body, cl_http_resp *resp,
                       cJSON **obj)
 {
@@ -380,15 +394,22 @@ static int post_keyed(const cl_ctx *c, const cl_url *u, const char *body, cl_htt
         say("%s", err.msg);
         return EXIT_SERVER;
     }
+    srandom((unsigned)time(NULL) ^ (unsigned)getpid() << 16);
     for (int t = 1;; t++) {
         cl_http_resp_free(resp);
         fb_err_clear(&err);
         rc = cl_http_request_key("POST", u->s, c->token, body, key, resp, &err);
         if (t >= SUBMIT_TRIES || !retryable(rc, resp->status))
             break;
-        say("%s; sending it again (%d of %d, Idempotency-Key %s)",
-            rc ? err.msg : "the server is unavailable", t + 1, SUBMIT_TRIES, key);
-        sleep(1u << (t - 1));
+        unsigned ms = retry_delay_ms(resp, t);
+        say("%s; sending it again in %.1f s (%d of %d, Idempotency-Key %s)",
+            rc                    ? err.msg
+            : resp->status == 503 ? "the server is busy or unavailable (503)"
+                                  : "the server is unavailable",
+            ms / 1000.0, t + 1, SUBMIT_TRIES, key);
+        struct timespec d = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&d, &d) != 0 && !interrupted)
+            ;
         if (interrupted)
             return EXIT_INTR;
     }

@@ -638,6 +638,53 @@ void fb_spec_apply_defaults(fb_spec *spec, const char *default_device, int defau
         spec->params = cJSON_CreateObject();
 }
 
+const char *const fb_spec_file_params[] = {"weights", "input", NULL};
+
+static bool file_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+}
+
+bool fb_spec_file_name_ok(const char *name)
+{
+    size_t n = name ? strnlen(name, FB_FILE_NAME_MAX + 1) : 0;
+    bool start = true;
+
+    if (n == 0 || n > FB_FILE_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (c == '/') {
+            if (start)
+                return false; /* leading '/' or an empty component */
+            start = true;
+            continue;
+        }
+        if (!file_name_char(c) || (start && c == '.'))
+            return false;
+        start = false;
+    }
+    return !start; /* no trailing '/' */
+}
+
+fb_code fb_spec_check_files(const fb_spec *spec, fb_err *err)
+{
+    for (int i = 0; fb_spec_file_params[i]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(spec->params, fb_spec_file_params[i]);
+        char field[48];
+        if (!v || (cJSON_IsString(v) && fb_spec_file_name_ok(v->valuestring)))
+            continue;
+        snprintf(field, sizeof field, "params.%s", fb_spec_file_params[i]);
+        return fb_err_set(err, FB_EINVAL, field,
+                          "must name a file in the worker's weights folder: a relative name of "
+                          "at most %d letters, digits, '.', '_', '-' and '/', no part empty or "
+                          "starting with '.'",
+                          FB_FILE_NAME_MAX);
+    }
+    return FB_OK;
+}
+
 fb_code fb_spec_check_resolved(const fb_spec *spec, fb_err *err)
 {
     const char *unset = !spec->engine[0]                ? "engine"

@@ -95,6 +95,22 @@ FB_MUSTCHECK fb_code fb_spec_from_json(const cJSON *obj, fb_spec *spec, fb_err *
 void fb_spec_apply_defaults(fb_spec *spec, const char *default_device, int default_batch,
                             const char *const *default_variants);
 
+/* The params that name a file (params.weights, params.input): NULL-terminated.
+ * A job spec is outside input and must never name a file on a host: such a
+ * param names a file inside the worker's weights folder (gr_files.h), by a
+ * relative name of at most FB_FILE_NAME_MAX bytes of letters, digits, '.',
+ * '_', '-' and '/', no component empty or starting with '.' (so no "..", no
+ * hidden file, no absolute path, no NUL). */
+#define FB_FILE_NAME_MAX 255
+extern const char *const fb_spec_file_params[];
+
+/* True when name has that form. */
+bool fb_spec_file_name_ok(const char *name);
+
+/* FB_EINVAL naming the first file param of spec->params ("params.weights")
+ * that is not a string of that form; FB_OK when none is set or all are. */
+FB_MUSTCHECK fb_code fb_spec_check_files(const fb_spec *spec, fb_err *err);
+
 /* FB_OK when every field fb_spec_apply_defaults fills is set (a spec as the
  * queue stores it); else FB_EINVAL naming the first unset field.  The worker
  * runs only such specs: it applies no defaults of its own. */

@@ -103,8 +103,9 @@ build() {
     say "building in $BUILD"
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$LOG_DIR/cmake.log" 2>&1 ||
         { tail -n 30 "$LOG_DIR/cmake.log" >&2; die "cmake configure failed (log: $LOG_DIR/cmake.log)"; }
+    # Everything the closing help tells the user to run: the client too.
     cmake --build "$BUILD" -j"$(nproc)" --target fusionbench-server fusionbench-worker \
-        fusionbench-run >>"$LOG_DIR/cmake.log" 2>&1 ||
+        fusionbench-run fusionbench >>"$LOG_DIR/cmake.log" 2>&1 ||
         { tail -n 30 "$LOG_DIR/cmake.log" >&2; die "build failed (log: $LOG_DIR/cmake.log)"; }
 }
 
@@ -355,11 +356,12 @@ print_help() {
 FusionBench is up.
   dashboard   $BASE/   (the overview: the demo suite's speedups, kernels and
               memory as its jobs finish; this suite: $BASE/#/suites/$1)
-  client      $BUILD/client/fusionbench (the server: --server, else http://127.0.0.1:8080)
-  jobs        fusionbench jobs            (or: curl -s '$BASE/api/v1/jobs?label=demo:up')
+  client      export PATH=$BUILD/client:\$PATH FUSIONBENCH_URL=$BASE
+  jobs        fusionbench jobs
   submit      fusionbench submit softmax --iterations 20 --wait
   suite       fusionbench suite show $1
   workers     fusionbench workers
+  api         curl -s '$BASE/api/v1/jobs?label=demo:up'
   metrics     curl -s $BASE/metrics
   logs        $LOG_DIR/
   local run   $BUILD/worker/fusionbench-run softmax

@@ -191,7 +191,12 @@ fb_code srv_catalog_resolve(const cJSON *catalog, fb_spec *spec, fb_err *err)
     const char *variants[FB_MAX_VARIANTS + 1];
     const cJSON *entry = NULL, *eng, *bs;
     char device[FB_NAME_MAX];
-    fb_code rc = find_checked(catalog, spec, &entry, err);
+    /* A param naming a file is checked for its form here, before anything is
+     * queued; the worker checks it again where it opens the file. */
+    fb_code rc = fb_spec_check_files(spec, err);
+
+    if (!rc)
+        rc = find_checked(catalog, spec, &entry, err);
 
     if (rc)
         return rc;

@@ -15,10 +15,18 @@
 
 /* Idle: no byte for this long closes a connection. */
 #define SRV_CONN_TIMEOUT_S 30
-/* Connections in all, and from one address: one client cannot hold the server
- * (a byte every 29 s once kept all 1,000 open). */
-#define SRV_CONN_LIMIT  1000
-#define SRV_CONN_PER_IP 64
+/* Connections in all: past SRV_CONN_LIMIT, and past cfg.client_conn_limit
+ * from one address (a byte every 29 s once kept all 1,000 open), a
+ * connection's request is answered 503 with Retry-After and the connection
+ * closed; it may wait SRV_OVER_TIMEOUT_S for its request.  SRV_CONN_HARD is
+ * libmicrohttpd's own limit, where it closes new connections unanswered: the
+ * descriptors run out there (srv_main raises RLIMIT_NOFILE above it). */
+#define SRV_CONN_LIMIT     1000
+#define SRV_CONN_HARD      4000
+#define SRV_OVER_TIMEOUT_S 5
+#define SRV_RETRY_AFTER    "1"
+/* The admin listener: /healthz, /readyz and /metrics on a thread of its own. */
+#define SRV_ADMIN_THREADS 1
 /* Seconds from a request's headers to the end of its body. */
 #define SRV_REQUEST_DEADLINE 60
 /* HTTP threads beyond the database connections: with every connection held by
@@ -33,9 +41,105 @@ static double elapsed_s(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* ---- connections and clients ---- */
+
+/* A public connection: its peer, and why it is refused when over a cap. */
+typedef struct srv_conn {
+    char peer[SRV_CLIENT_MAX];
+    bool counted;     /* in srv->conns under peer */
+    const char *over; /* NULL, or the cap it is over */
+} srv_conn;
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    srv_ctx *ctx = cls;
+    srv_conn *c = *socket_context;
+
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        atomic_fetch_sub(&ctx->open_conns, 1);
+        if (c && c->counted)
+            (void)srv_counts_add(ctx->conns, c->peer, -1);
+        free(c);
+        *socket_context = NULL;
+        return;
+    }
+    int open = atomic_fetch_add(&ctx->open_conns, 1) + 1;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    *socket_context = c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    srv_addr_text(ci ? ci->client_addr : NULL, c->peer, sizeof c->peer);
+    if (!srv_proxies_match(&ctx->cfg.proxies, c->peer)) { /* a proxy's clients are its own */
+        int mine = srv_counts_add(ctx->conns, c->peer, 1);
+        c->counted = mine > 0;
+        if (mine < 0 || mine > ctx->cfg.client_conn_limit)
+            c->over = "open connections from your address";
+    }
+    if (open > SRV_CONN_LIMIT)
+        c->over = "open connections in all";
+    if (c->over)
+        (void)MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                                        (unsigned)SRV_OVER_TIMEOUT_S);
+}
+
+/* Who sends r (srv_client.h), and whether a cap refuses it: its connection's,
+ * or its client's requests in flight (not on the admin listener). */
+static void req_client(srv_req *r)
+{
+    srv_ctx *ctx = r->srv;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const srv_conn *c = ci ? ci->socket_context : NULL;
+    char peer[SRV_CLIENT_MAX];
+
+    if (c) {
+        snprintf(peer, sizeof peer, "%s", c->peer);
+    } else {
+        ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        srv_addr_text(ci ? ci->client_addr : NULL, peer, sizeof peer);
+    }
+    srv_client_of(&ctx->cfg.proxies, peer,
+                  MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Forwarded-For"),
+                  MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Forwarded"), r->client,
+                  sizeof r->client);
+    if (r->admin)
+        return;
+    if (c && c->over) {
+        r->refuse = c->over;
+        return;
+    }
+    int n = srv_counts_add(ctx->inflight, r->client, 1);
+    r->inflight_counted = n > 0;
+    if (n < 0 || n > ctx->cfg.client_conn_limit)
+        r->refuse = "requests in flight from you";
+}
+
+/* 503 with Retry-After for a request over a cap; the connection closes after
+ * the answer (its body was read and dropped: no reset). */
+static void reply_refused(srv_req *r)
+{
+    bool all = strcmp(r->refuse, "open connections in all") == 0;
+    atomic_fetch_add(&r->srv->refused[all ? 0 : 1], 1);
+    srv_reply_error(r, 503, "unavailable", NULL, "too many %s (%s, at most %d): retry after %s s",
+                    r->refuse, r->client, all ? SRV_CONN_LIMIT : r->srv->cfg.client_conn_limit,
+                    SRV_RETRY_AFTER);
+    srv_reply_header(r, MHD_HTTP_HEADER_RETRY_AFTER, SRV_RETRY_AFTER);
+    srv_reply_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    fb_debug("%s %s from %s: 503, over the cap on %s", r->method, r->path, r->client, r->refuse);
+}
+
+/* The admin listener serves only what probes and scrapers ask. */
+static bool admin_path(const char *path)
+{
+    return strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0 ||
+           strcmp(path, "/metrics") == 0;
+}
+
 /* ---- request lifecycle ---- */
 
-static srv_req *req_new(srv_ctx *ctx, struct MHD_Connection *conn, const char *url,
+static srv_req *req_new(srv_ctx *ctx, bool admin, struct MHD_Connection *conn, const char *url,
                         const char *method)
 {
     srv_req *r = calloc(1, sizeof *r);
@@ -44,6 +148,7 @@ static srv_req *req_new(srv_ctx *ctx, struct MHD_Connection *conn, const char *u
         return NULL;
     r->srv = ctx;
     r->conn = conn;
+    r->admin = admin;
     clock_gettime(CLOCK_MONOTONIC, &r->t0);
     snprintf(r->method, sizeof r->method, "%s", method);
     r->path = strndup(url, SRV_PATH_MAX + 1);
@@ -52,6 +157,7 @@ static srv_req *req_new(srv_ctx *ctx, struct MHD_Connection *conn, const char *u
         return NULL;
     }
     srv_route_find(r);
+    req_client(r);
     return r;
 }
 
@@ -65,6 +171,8 @@ static void req_free(srv_req *r)
         r->data_free(r->data);
     if (r->resumed) /* was suspended: srv_http_drain counts it */
         atomic_fetch_sub(&r->srv->suspended, 1);
+    if (r->inflight_counted)
+        (void)srv_counts_add(r->srv->inflight, r->client, -1);
     free(r->body);
     free(r->path);
     free(r);
@@ -118,34 +226,35 @@ static enum MHD_Result queue_reply(srv_req *r)
     return ok;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **req_cls)
+static enum MHD_Result handle(srv_ctx *ctx, bool admin, struct MHD_Connection *conn,
+                              const char *url, const char *method, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls)
 {
     srv_req *r = *req_cls;
 
+    (void)upload_data;
     if (!r) {
-        r = req_new(cls, conn, url, method);
+        r = req_new(ctx, admin, conn, url, method);
         if (!r)
             return MHD_NO;
         *req_cls = r;
-        if (!declared_too_big(r))
-            return MHD_YES;
+        if (r->refuse || !declared_too_big(r))
+            return MHD_YES; /* a refused one's body is read and dropped, then answered */
         r->body_too_big = true;
         srv_route_dispatch(r);
         return queue_reply(r);
     }
     if (*upload_data_size > 0) {
-        if (r->status) { /* answered early (413 on Content-Length): drop the rest */
+        if (r->status || r->refuse) { /* answered early (413), or refused: drop the rest */
             *upload_data_size = 0;
-            return MHD_YES;
+            return past_deadline(r) ? MHD_NO : MHD_YES;
         }
         body_append(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
         /* A body past the limit (chunked, or longer than declared) or one that
          * trickles past the deadline: close the connection rather than read on. */
         if (r->body_too_big || past_deadline(r)) {
-            fb_warn("%s %s: %s; closing the connection", r->method, r->path,
+            fb_warn("%s %s from %s: %s; closing the connection", r->method, r->path, r->client,
                     r->body_too_big ? "body over the limit"
                                     : "body still arriving past the request deadline");
             return MHD_NO;
@@ -163,10 +272,34 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (r->status) /* answered early (413 on Content-Length) */
         return MHD_YES;
+    if (r->refuse) {
+        reply_refused(r);
+        return queue_reply(r);
+    }
+    if (r->admin && !admin_path(r->path)) {
+        srv_reply_error(r, 404, "not_found", NULL,
+                        "the admin listener serves /healthz, /readyz and /metrics");
+        return queue_reply(r);
+    }
     srv_route_dispatch(r);
     if (r->suspended)
         return MHD_YES;
     return queue_reply(r);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
+{
+    return handle(cls, false, conn, url, method, upload_data, upload_data_size, req_cls);
+}
+
+static enum MHD_Result on_admin_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                        const char *method, const char *version,
+                                        const char *upload_data, size_t *upload_data_size,
+                                        void **req_cls)
+{
+    return handle(cls, true, conn, url, method, upload_data, upload_data_size, req_cls);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -179,7 +312,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     if (r->status) {
         double s = elapsed_s(&r->t0);
         srv_metrics_observe(r->route_label, r->method, r->status, s);
-        fb_debug("%s %s %d %.3fms%s", r->method, r->path, r->status, s * 1e3,
+        fb_debug("%s %s %s %d %.3fms%s", r->client, r->method, r->path, r->status, s * 1e3,
                  toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     }
     req_free(r);
@@ -206,22 +339,52 @@ typedef union srv_sockaddr {
     struct sockaddr_in6 in6;
 } srv_sockaddr;
 
-static fb_code bind_addr(const srv_config *cfg, srv_sockaddr *sa, unsigned *flags, fb_err *err)
+static fb_code bind_addr(const char *addr, int port, const char *field, srv_sockaddr *sa,
+                         unsigned *flags, fb_err *err)
 {
     memset(sa, 0, sizeof *sa);
-    if (inet_pton(AF_INET, cfg->bind_addr, &sa->in4.sin_addr) == 1) {
+    if (inet_pton(AF_INET, addr, &sa->in4.sin_addr) == 1) {
         sa->in4.sin_family = AF_INET;
-        sa->in4.sin_port = htons((uint16_t)cfg->port);
+        sa->in4.sin_port = htons((uint16_t)port);
         return FB_OK;
     }
-    if (inet_pton(AF_INET6, cfg->bind_addr, &sa->in6.sin6_addr) == 1) {
+    if (inet_pton(AF_INET6, addr, &sa->in6.sin6_addr) == 1) {
         sa->in6.sin6_family = AF_INET6;
-        sa->in6.sin6_port = htons((uint16_t)cfg->port);
+        sa->in6.sin6_port = htons((uint16_t)port);
         *flags |= MHD_USE_IPv6;
         return FB_OK;
     }
-    return fb_err_set(err, FB_EINVAL, "bind", "not a numeric IPv4 or IPv6 address: %s",
-                      cfg->bind_addr);
+    return fb_err_set(err, FB_EINVAL, field, "not a numeric IPv4 or IPv6 address: %s", addr);
+}
+
+/* The admin listener: no client caps, a thread of its own, so probes and
+ * scrapers are answered however many clients hold the public one. */
+static fb_code start_admin(srv_ctx *ctx, fb_err *err)
+{
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    const union MHD_DaemonInfo *info;
+    srv_sockaddr sa;
+    fb_code rc;
+
+    if (ctx->cfg.admin_port < 0)
+        return FB_OK;
+    rc = bind_addr(ctx->cfg.admin_bind ? ctx->cfg.admin_bind : "127.0.0.1", ctx->cfg.admin_port,
+                   "admin-bind", &sa, &flags, err);
+    if (rc)
+        return rc;
+    ctx->admin_daemon = MHD_start_daemon(
+        flags, (uint16_t)ctx->cfg.admin_port, NULL, NULL, on_admin_request, ctx,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa.sa,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_ADMIN_THREADS, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, ctx, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
+    if (!ctx->admin_daemon)
+        return fb_err_set(err, FB_EIO, "admin-port", "cannot listen on %s:%d",
+                          ctx->cfg.admin_bind ? ctx->cfg.admin_bind : "127.0.0.1",
+                          ctx->cfg.admin_port);
+    info = MHD_get_daemon_info(ctx->admin_daemon, MHD_DAEMON_INFO_BIND_PORT);
+    ctx->admin_bound_port = info ? info->port : ctx->cfg.admin_port;
+    return FB_OK;
 }
 
 fb_code srv_http_start(srv_ctx *ctx, fb_err *err)
@@ -234,24 +397,30 @@ fb_code srv_http_start(srv_ctx *ctx, fb_err *err)
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     srv_sockaddr sa;
     const union MHD_DaemonInfo *info;
-    fb_code rc = bind_addr(&ctx->cfg, &sa, &flags, err);
+    fb_code rc = bind_addr(ctx->cfg.bind_addr, ctx->cfg.port, "bind", &sa, &flags, err);
 
     if (rc)
         return rc;
+    if (ctx->cfg.client_conn_limit < 1)
+        ctx->cfg.client_conn_limit = 64;
+    ctx->conns = srv_counts_new();
+    ctx->inflight = srv_counts_new();
+    if (!ctx->conns || !ctx->inflight)
+        return fb_err_set(err, FB_ENOMEM, NULL, "no memory for the connection counts");
     /* The logger must be the first option, or MHD logs the earlier ones itself. */
     ctx->daemon = MHD_start_daemon(
         flags, (uint16_t)ctx->cfg.port, NULL, NULL, on_request, ctx, MHD_OPTION_EXTERNAL_LOGGER,
         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, &sa.sa, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)(ctx->cfg.threads + SRV_SPARE_THREADS), MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        ctx, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)SRV_CONN_PER_IP, MHD_OPTION_END);
+        ctx, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ctx, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)SRV_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_CONN_HARD,
+        MHD_OPTION_END);
     if (!ctx->daemon)
         return fb_err_set(err, FB_EIO, NULL, "cannot listen on %s:%d", ctx->cfg.bind_addr,
                           ctx->cfg.port);
     info = MHD_get_daemon_info(ctx->daemon, MHD_DAEMON_INFO_BIND_PORT);
     ctx->bound_port = info ? info->port : ctx->cfg.port;
-    return FB_OK;
+    return start_admin(ctx, err);
 }
 
 void srv_http_drain(srv_ctx *ctx, int max_ms)
@@ -266,8 +435,13 @@ void srv_http_drain(srv_ctx *ctx, int max_ms)
 
 void srv_http_stop(srv_ctx *ctx)
 {
-    if (!ctx->daemon)
-        return;
-    MHD_stop_daemon(ctx->daemon);
+    if (ctx->admin_daemon)
+        MHD_stop_daemon(ctx->admin_daemon);
+    ctx->admin_daemon = NULL;
+    if (ctx->daemon)
+        MHD_stop_daemon(ctx->daemon);
     ctx->daemon = NULL;
+    srv_counts_free(ctx->conns);
+    srv_counts_free(ctx->inflight);
+    ctx->conns = ctx->inflight = NULL;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "db.h"
@@ -34,6 +35,7 @@
 #define DEFAULT_SUBMIT_RATE          10.0
 #define DEFAULT_SUBMIT_BURST         100
 #define SRV_DRAIN_MS                 2000 /* at stop, longest wait for answers being sent */
+#define DEFAULT_CLIENT_CONN_LIMIT    64
 
 static void usage(FILE *f)
 {
@@ -58,6 +60,18 @@ static void usage(FILE *f)
         "  --submit-rate R     submits per second per API token, then 429 rate_limited\n"
         "                      (default %g; 0 = no limit; with authentication on)\n"
         "  --submit-burst N    submits per token at once before the rate applies (default %d)\n"
+        "  --admin-port N      also serve /healthz, /readyz and /metrics on port N (0: a\n"
+        "                      free one), exempt from the client caps, for probes and\n"
+        "                      scrapers (default: $FUSIONBENCH_ADMIN_PORT, else none)\n"
+        "  --admin-bind ADDR   the admin listener's address (default 127.0.0.1; a pod's\n"
+        "                      own address under Kubernetes)\n"
+        "  --client-conn-limit N  open connections per address, and requests in flight\n"
+        "                      per client, past which a request is answered 503 with\n"
+        "                      Retry-After (default %d)\n"
+        "  --trusted-proxies L comma-separated CIDR ranges of proxies (an ingress): from\n"
+        "                      them the client is the nearest hop of X-Forwarded-For (or\n"
+        "                      Forwarded) that is not a proxy; caps, logs and /metrics\n"
+        "                      use it.  Anyone else's such header is ignored\n"
         "  --allowed-hosts L   comma-separated names the Host header must match (DNS\n"
         "                      rebinding); default $FUSIONBENCH_ALLOWED_HOSTS, else, bound\n"
         "                      to a loopback address, localhost,127.0.0.1,::1; \"\" = any\n"
@@ -68,7 +82,8 @@ static void usage(FILE *f)
         "with backoff (up to %d s apart) until the database answers.  SIGINT or SIGTERM\n"
         "stop it cleanly.  FUSIONBENCH_LOG=debug logs one line per request.\n",
         DEFAULT_PORT, FB_WEB_DIR, DEFAULT_MAX_BODY, MAX_THREADS, DEFAULT_THREADS,
-        DEFAULT_STATEMENT_TIMEOUT_MS, DEFAULT_SUBMIT_RATE, DEFAULT_SUBMIT_BURST, DB_RETRY_MAX_S);
+        DEFAULT_STATEMENT_TIMEOUT_MS, DEFAULT_SUBMIT_RATE, DEFAULT_SUBMIT_BURST,
+        DEFAULT_CLIENT_CONN_LIMIT, DB_RETRY_MAX_S);
 }
 
 static bool opt_long(const char *name, const char *s, long lo, long hi, long *out)
@@ -106,11 +121,18 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
         {"insecure-no-auth", no_argument, NULL, 'I'},
         {"submit-rate", required_argument, NULL, 'r'},
         {"submit-burst", required_argument, NULL, 'B'},
+        {"admin-port", required_argument, NULL, 'P'},
+        {"admin-bind", required_argument, NULL, 'D'},
+        {"client-conn-limit", required_argument, NULL, 'C'},
+        {"trusted-proxies", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *env_port = getenv("FUSIONBENCH_PORT");
+    const char *env_port = getenv("FUSIONBENCH_PORT"),
+               *env_admin = getenv("FUSIONBENCH_ADMIN_PORT");
+    const char *proxies = NULL;
     bool auth_on = false, auth_off = false;
+    fb_err err;
     long v = DEFAULT_PORT;
     int c;
 
@@ -122,11 +144,19 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
                         .threads = DEFAULT_THREADS,
                         .statement_timeout_ms = DEFAULT_STATEMENT_TIMEOUT_MS,
                         .submit_rate = DEFAULT_SUBMIT_RATE,
-                        .submit_burst = DEFAULT_SUBMIT_BURST};
+                        .submit_burst = DEFAULT_SUBMIT_BURST,
+                        .client_conn_limit = DEFAULT_CLIENT_CONN_LIMIT,
+                        .admin_bind = "127.0.0.1",
+                        .admin_port = -1};
     if (env_port && env_port[0]) {
         if (!opt_long("port (FUSIONBENCH_PORT)", env_port, 0, 65535, &v))
             return 1;
         cfg->port = (int)v;
+    }
+    if (env_admin && env_admin[0]) {
+        if (!opt_long("admin-port (FUSIONBENCH_ADMIN_PORT)", env_admin, 0, 65535, &v))
+            return 1;
+        cfg->admin_port = (int)v;
     }
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -178,6 +208,22 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
                 return 1;
             cfg->submit_burst = (double)v;
             break;
+        case 'P':
+            if (!opt_long("admin-port", optarg, 0, 65535, &v))
+                return 1;
+            cfg->admin_port = (int)v;
+            break;
+        case 'D':
+            cfg->admin_bind = optarg;
+            break;
+        case 'C':
+            if (!opt_long("client-conn-limit", optarg, 1, 100000, &v))
+                return 1;
+            cfg->client_conn_limit = (int)v;
+            break;
+        case 'T':
+            proxies = optarg;
+            break;
         case 'A':
             auth_on = true;
             break;
@@ -194,6 +240,10 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
     }
     if (optind < argc) {
         fprintf(stderr, "fusionbench-server: unexpected argument '%s'\n", argv[optind]);
+        return 1;
+    }
+    if (srv_proxies_parse(proxies, &cfg->proxies, &err) != FB_OK) {
+        fprintf(stderr, "fusionbench-server: --%s: %s\n", err.field, err.msg);
         return 1;
     }
     if (auth_on && auth_off) {
@@ -288,6 +338,28 @@ static void log_listening(const srv_ctx *ctx)
                                            : "any (--allowed-hosts unset)");
     fb_info("listening on http://%s%s%s:%d", v6 ? "[" : "", ctx->cfg.bind_addr, v6 ? "]" : "",
             ctx->bound_port);
+    if (ctx->admin_daemon)
+        fb_info("admin listener (/healthz, /readyz, /metrics) on http://%s%s%s:%d",
+                strchr(ctx->cfg.admin_bind, ':') ? "[" : "", ctx->cfg.admin_bind,
+                strchr(ctx->cfg.admin_bind, ':') ? "]" : "", ctx->admin_bound_port);
+    fb_info("past %d connections per address or requests in flight per client: 503; %d "
+            "trusted prox%s",
+            ctx->cfg.client_conn_limit, ctx->cfg.proxies.n, ctx->cfg.proxies.n == 1 ? "y" : "ies");
+}
+
+/* Enough descriptors for the connection limits (srv_http.c): the soft limit
+ * raised to the hard one, at most 65536. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            fb_warn("cannot raise the open-file limit to %lu", (unsigned long)want);
+    }
 }
 
 /* Serves until SIGINT or SIGTERM.  The signals are blocked in every thread
@@ -303,8 +375,10 @@ static int serve(srv_ctx *ctx, const sigset_t *stop_set)
     fb_err_clear(&err);
     pthread_mutex_init(&di.mu, NULL);
     pthread_cond_init(&di.wake, NULL);
+    raise_nofile();
     if (srv_http_start(ctx, &err) != FB_OK) {
         fb_error("%s", err.msg);
+        srv_http_stop(ctx);
         return 1;
     }
     log_listening(ctx);

@@ -237,6 +237,26 @@ static void write_submit(textbuf *t, srv_submit *s)
            (unsigned long long)batches, (unsigned long long)jobs);
 }
 
+/* The caps of srv_http.c: what they refused, and who holds the server now. */
+static void write_clients(textbuf *t, srv_ctx *ctx)
+{
+    tb_add(t,
+           "# HELP fusionbench_http_refused_total Requests answered 503 over a connection cap: "
+           "all connections, or one client's (connections per address, requests in flight).\n"
+           "# TYPE fusionbench_http_refused_total counter\n"
+           "fusionbench_http_refused_total{cap=\"connections\"} %lld\n"
+           "fusionbench_http_refused_total{cap=\"client\"} %lld\n"
+           "# HELP fusionbench_http_open_connections Connections open on the public listener.\n"
+           "# TYPE fusionbench_http_open_connections gauge\n"
+           "fusionbench_http_open_connections %d\n"
+           "# HELP fusionbench_http_clients Clients with a request in flight (behind trusted "
+           "proxies, each client apart).\n"
+           "# TYPE fusionbench_http_clients gauge\n"
+           "fusionbench_http_clients %d\n",
+           (long long)atomic_load(&ctx->refused[0]), (long long)atomic_load(&ctx->refused[1]),
+           atomic_load(&ctx->open_conns), ctx->inflight ? srv_counts_keys(ctx->inflight) : 0);
+}
+
 void srv_metrics_handle(srv_req *r)
 {
     textbuf t = {malloc(METRICS_TEXT_MAX), 0, false};
@@ -255,6 +275,7 @@ void srv_metrics_handle(srv_req *r)
     pthread_mutex_unlock(&metrics_mu);
     write_queue(&t, &st, have);
     write_submit(&t, r->srv->submit);
+    write_clients(&t, r->srv);
     if (t.full) {
         free(t.p);
         srv_reply_error(r, 500, "internal", NULL, "metrics text over %d bytes", METRICS_TEXT_MAX);

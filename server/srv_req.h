@@ -17,6 +17,7 @@
 #include "db.h"
 #include "fb_err.h"
 #include "srv_auth.h"
+#include "srv_client.h"
 #include "srv_parse.h"
 #include "srv_pool.h"
 #include "srv_submit.h"
@@ -41,6 +42,12 @@ typedef struct srv_config {
     bool auth;                /* API routes need a token (srv_auth.h) */
     double submit_rate;       /* submits per second per token (0: no limit) */
     double submit_burst;      /* ... and at once */
+    /* Open connections per address (not a trusted proxy's), and requests in
+     * flight per client; past either, 503 with Retry-After (srv_http.c). */
+    int client_conn_limit;
+    srv_proxies proxies;    /* --trusted-proxies: their clients are told apart */
+    const char *admin_bind; /* the admin listener: /healthz, /readyz, /metrics, */
+    int admin_port;         /* exempt from client caps; -1: none, 0: a free port */
 } srv_config;
 
 /* Process-wide server state; lives from srv_http_start to srv_http_stop. */
@@ -53,6 +60,12 @@ typedef struct srv_ctx {
     atomic_int suspended;            /* requests suspended once and not yet finished */
     struct MHD_Daemon *daemon;
     int bound_port;
+    struct MHD_Daemon *admin_daemon; /* NULL without --admin-port */
+    int admin_bound_port;
+    atomic_int open_conns;   /* on the public listener */
+    srv_counts *conns;       /* open connections per peer address (untrusted peers) */
+    srv_counts *inflight;    /* requests in flight per client */
+    atomic_llong refused[2]; /* answered 503 for: [0] connections, [1] a client's cap */
 } srv_ctx;
 
 typedef struct srv_route srv_route;
@@ -82,8 +95,12 @@ typedef struct srv_req {
     void (*resumed)(struct srv_req *r);
     void *data;
     void (*data_free)(void *data);
-    srv_pool_waiter pool_wait; /* while queued for a database connection */
-    srv_user user;             /* who asks: set before an API handler runs */
+    srv_pool_waiter pool_wait;   /* while queued for a database connection */
+    srv_user user;               /* who asks: set before an API handler runs */
+    char client[SRV_CLIENT_MAX]; /* who sends it (srv_client.h): logs, caps, metrics */
+    bool admin;                  /* came in on the admin listener */
+    bool inflight_counted;       /* counted in srv->inflight under client */
+    const char *refuse;          /* over a cap: answered 503 with this reason */
 } srv_req;
 
 typedef void (*srv_handler)(srv_req *r);

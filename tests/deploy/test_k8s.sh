@@ -161,6 +161,7 @@ DEPLOY_PY=$("$root/scripts/small-venv.sh" deploy-venv "$req" 'import kubernetes_
 "$DEPLOY_PY" - "$tmp/render" <<'PY'
 import copy
 import glob
+import ipaddress
 import os
 import re
 import shlex
@@ -253,7 +254,8 @@ PG_AUTH = {"connection", "host", "port", "userName", "dbName", "sslmode", "passw
 # ---- the CLIs (worker/daemon/wk_opts.c, server/srv_main.c).
 WORKER_FLAGS = {"--database-url", "--device", "--gpu", "--exit-when-idle", "--max-jobs",
                 "--drain-grace"}
-SERVER_FLAGS = {"--database-url", "--port", "--bind", "--web-dir", "--max-body", "--threads"}
+SERVER_FLAGS = {"--database-url", "--port", "--bind", "--web-dir", "--max-body", "--threads",
+                "--admin-port", "--admin-bind", "--trusted-proxies", "--client-conn-limit"}
 
 
 def key(d):
@@ -386,6 +388,12 @@ def check(docs, overlay):
         for k in set(f) - SERVER_FLAGS:
             err("server: unknown argument %s" % k)
         ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
+        # Probes on the admin listener: exempt from the client caps.
+        admin = int(f.get("--admin-port", 0) or 0)
+        if not admin:
+            err("server: no --admin-port for the probes and Prometheus")
+        elif f.get("--admin-bind") in (None, "127.0.0.1", "::1"):
+            err("server: --admin-bind %r: the kubelet cannot reach loopback" % f.get("--admin-bind"))
         for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
             g = (c.get(probe) or {}).get("httpGet")
             if not g:
@@ -393,8 +401,18 @@ def check(docs, overlay):
                 continue
             if g.get("path") != path:
                 err("server: %s path %r, want %s" % (probe, g.get("path"), path))
-            if ports.get(g.get("port"), g.get("port")) != int(f.get("--port", 0) or 0):
-                err("server: %s port %r is not the --port" % (probe, g.get("port")))
+            if ports.get(g.get("port"), g.get("port")) != admin:
+                err("server: %s port %r is not the --admin-port" % (probe, g.get("port")))
+        ann = srv["spec"]["template"]["metadata"].get("annotations") or {}
+        if ann.get("prometheus.io/port") != str(admin) or ann.get("prometheus.io/path") != "/metrics":
+            err("server: Prometheus is not pointed at the admin listener's /metrics: %r" % ann)
+        for cidr in filter(None, f.get("--trusted-proxies", "").split(",")):
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                err("server: --trusted-proxies entry %r is not a CIDR range" % cidr)
+        if overlay and "--trusted-proxies" not in f:
+            err("server: the overlay's Ingress is not a trusted proxy (--trusted-proxies)")
         if srv["spec"]["selector"].get("matchLabels", {}).items() - srv_labels.items():
             err("server: selector does not match its pod labels")
 
@@ -617,6 +635,12 @@ MUTATIONS = [
      lambda d: set_arg(c0(d, "fusionbench-worker-cpu")["args"], "--drain-grace", "320")),
     ("no preStop", "preStop", lambda d: c0(d, "fusionbench-worker-gpu").pop("lifecycle")),
     ("no readiness probe", "readinessProbe", lambda d: c0(d, "fusionbench-server").pop("readinessProbe")),
+    ("probe on the public port", "is not the --admin-port",
+     lambda d: c0(d, "fusionbench-server")["livenessProbe"]["httpGet"].__setitem__("port", "http")),
+    ("ingress not trusted", "not a trusted proxy",
+     lambda d: c0(d, "fusionbench-server").__setitem__(
+         "args", [a for a in c0(d, "fusionbench-server")["args"] if a not in ("--trusted-proxies",
+                                                                               "10.244.0.0/16")])),
     ("liveness on /readyz", "livenessProbe path",
      lambda d: c0(d, "fusionbench-server")["livenessProbe"]["httpGet"].__setitem__("path", "/readyz")),
     ("root container", "runAsUser",

@@ -350,7 +350,8 @@ def t_csrf_and_host(env, done_id):
 def t_connection_limits(env):
     """One client cannot hold the server (item 5): a chunked body past the limit
     gets the connection closed instead of being read without end, and one
-    address holds at most 64 connections while the others are still served."""
+    address holds at most 64 connections: the 65th is answered 503 with
+    Retry-After and closed (no reset) while the others are still served."""
     s = socket.create_connection(("127.0.0.1", env.port), timeout=30)
     sent, closed = 0, False
     try:
@@ -378,19 +379,27 @@ def t_connection_limits(env):
         extra.bind(("127.0.0.2", 0))
         extra.settimeout(10)
         extra.connect(("127.0.0.1", env.port))
+        answer = b""
         try:
             extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            answer = extra.recv(100)
-        except (ConnectionResetError, BrokenPipeError):
-            answer = b""
+            while True:  # the answer, then the server closes: never a reset
+                got = extra.recv(4096)
+                if not got:
+                    break
+                answer += got
+        except (ConnectionResetError, BrokenPipeError) as e:
+            check(False, "the 65th connection of one address was reset (%s) after %r" % (e, answer))
         finally:
             extra.close()
-        check(answer == b"", "the 65th connection of one address was served: %r" % answer[:40])
+        check(answer.startswith(b"HTTP/1.1 503"), "the 65th connection of one address: %r"
+              % answer[:60])
+        check(b"\r\nRetry-After: 1\r\n" in answer and b'"unavailable"' in answer,
+              "503 with Retry-After and the JSON error: %r" % answer)
         check_eq(env.get("/healthz")[0], 200, "/healthz from another address meanwhile")
     finally:
         for c in held:
             c.close()
-    log("chunked body closed after %d bytes; 64 connections per address" % sent)
+    log("chunked body closed after %d bytes; the 65th connection of an address: 503" % sent)
 
 
 def over_limit(env, size):

@@ -10,7 +10,11 @@ is left running.  A port already in use gives a clear error at once.
 As root the temp folder is closed (mode 0700, like /root): the postgres user
 cannot reach it, so up.sh must place the cluster elsewhere and say so.  In the
 second run the worker is SIGKILLed mid-job: up.sh restarts it, the server stays
-up, and the killed job is requeued and succeeds, with exactly one result.
+up, and the killed job is requeued and succeeds, with exactly one result.  A
+third run stays up after the demo: each command of up.sh's closing help is run
+against it as a user would type it (the client's PATH and server from its
+"client" line), and each must succeed and say what it should; Ctrl-C then
+stops everything.
 
 Builds when build/ is not there yet: give it a generous ctest timeout."""
 
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fbtest  # noqa: E402
@@ -176,6 +181,68 @@ def run_demo(home, n_run, kill_worker=False):
     return r
 
 
+# What each help command's output must contain (the label is the help's).
+HELP_EXPECT = {"jobs": "succeeded", "submit": "speedup", "suite": "softmax",
+               "workers": "cpu", "api": '"items"', "metrics": "fusionbench_", "local run": "fused"}
+
+
+def help_lines(out):
+    """{label: command} from up.sh's closing help in its stdout."""
+    text = out[out.index("FusionBench is up."):]
+    text = text[:text.index("Ctrl-C stops")]
+    cmds = {}
+    for line in text.splitlines()[1:]:
+        label, cmd = line[:14].strip(), line[14:].strip()
+        if label:
+            cmds[label] = cmd
+    return cmds
+
+
+def t_help_commands(home):
+    port, pg_port = fbtest.free_port(), fbtest.free_port()
+    env = up_env(home, port, pg_port)
+    env["FUSIONBENCH_EXIT_AFTER_DEMO"] = "0"
+    out_path, err_path = os.path.join(home, "up3.out"), os.path.join(home, "up3.err")
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        p = subprocess.Popen([UP], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                             start_new_session=True)
+    try:
+        end = time.monotonic() + RUN_TIMEOUT
+        while "running; Ctrl-C to stop" not in open(err_path).read():
+            check(p.poll() is None, "up.sh exited before it was up: %s" % open(err_path).read()[-1500:])
+            check(time.monotonic() < end, "up.sh not up within %d s" % RUN_TIMEOUT)
+            time.sleep(0.5)
+        cmds = help_lines(open(out_path).read())
+        check_eq(sorted(set(HELP_EXPECT) | {"dashboard", "client", "logs"}), sorted(cmds),
+                 "the help's commands")
+        user = dict(os.environ)
+        for part in cmds["client"].split()[1:]:  # export PATH=... FUSIONBENCH_URL=...
+            k, _, v = part.partition("=")
+            user[k] = v.replace("$PATH", user.get("PATH", ""))
+        check_eq(user["FUSIONBENCH_URL"], "http://127.0.0.1:%d" % port, "the client's server")
+        check(os.path.isdir(cmds["logs"]), "the logs folder exists: %s" % cmds["logs"])
+        dash = cmds["dashboard"].split()[0]
+        with urllib.request.urlopen(dash, timeout=10) as r:
+            check_eq(r.status, 200, "the dashboard answers")
+        for label, want in HELP_EXPECT.items():
+            r = subprocess.run(["bash", "-c", cmds[label]], env=user, capture_output=True,
+                               text=True, timeout=600)
+            check_eq(r.returncode, 0, "help command %r: %s" % (cmds[label], r.stderr[-800:]))
+            check(want in r.stdout, "help command %r says %r: %r" % (cmds[label], want,
+                                                                       r.stdout[-800:]))
+            log("help %-9s ok: %s" % (label, cmds[label]))
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGINT)
+            try:
+                p.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    check(not port_open(port), "server still listening after Ctrl-C")
+    check(not port_open(pg_port), "private PostgreSQL still running after Ctrl-C")
+
+
 def run(home, closed):
     t_port_in_use(home)
     r = run_demo(home, 1)
@@ -196,6 +263,7 @@ def run(home, closed):
     again = [j for j in both if j[2] == 2]
     check_eq(len(again), 1, "jobs run twice (the killed worker's): %r" % both)
     log("the killed worker's job %d succeeded at attempt 2, one result" % again[0][0])
+    t_help_commands(home)
 
 
 def main():

@@ -2,13 +2,16 @@
  * route patterns against arbitrary paths, ids, integers, labels, Content-Type
  * values, static file paths and worker actions.  Besides crashes it checks invariants: captures
  * stay inside the path, an accepted static path has no "." segment start, an
- * accepted id prints back to the same digits. */
+ * accepted id prints back to the same digits.  X-Forwarded-For and Forwarded
+ * (server/srv_client.c): the client read behind a trusted proxy is always an
+ * address's numeric text that fits, and nothing from an untrusted peer counts. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "srv_client.h"
 #include "srv_parse.h"
 #include "srv_token.h"
 
@@ -22,6 +25,32 @@ static const char *const patterns[] = {
     "/api/v1/workers/{*}",
     "/{a}/{b}",
 };
+
+static void check_client(const char *s)
+{
+    static srv_proxies p;
+    static int ready;
+    char out[SRV_CLIENT_MAX], back[SRV_CLIENT_MAX];
+    fb_err err;
+
+    if (!ready) {
+        if (srv_proxies_parse("127.0.0.0/8,10.0.0.0/8,fd00::/8", &p, &err) != FB_OK)
+            abort();
+        ready = 1;
+    }
+    srv_client_of(&p, "127.0.0.3", s, NULL, out, sizeof out);
+    srv_client_of(&p, "127.0.0.3", NULL, s, back, sizeof back);
+    if (strlen(out) >= SRV_CLIENT_MAX || strlen(back) >= SRV_CLIENT_MAX)
+        abort();
+    if (strcmp(out, "127.0.0.3") != 0 && !srv_proxies_match(&p, out) && strchr(out, ' '))
+        abort(); /* a client read from a header is an address's text, no spaces */
+    srv_client_of(&p, "192.0.2.1", s, s, out, sizeof out);
+    if (strcmp(out, "192.0.2.1") != 0)
+        abort();                          /* an untrusted peer's headers are never believed */
+    (void)srv_proxies_parse(s, &p, &err); /* parsing an operator's list: no crash */
+    if (srv_proxies_parse("127.0.0.0/8,10.0.0.0/8,fd00::/8", &p, &err) != FB_OK)
+        abort();
+}
 
 static void check_paths(const char *s)
 {
@@ -134,6 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (i >= SRV_IDEM_KEY_MAX || (unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
                 abort();
     check_token(s);
+    check_client(s);
     (void)srv_state_valid(s);
     free(s);
     return 0;

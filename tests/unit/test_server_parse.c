@@ -472,6 +472,42 @@ static void test_catalog_unknown(void **state)
     assert_non_null(strstr(f->err.msg, "no worker has offered workload nope"));
 }
 
+/* A param that names a file is refused at submit for its form alone (no file
+ * is looked at): absolute, "..", a hidden part, an empty part, a NUL cut, not
+ * a string; a relative name passes. */
+static void test_catalog_file_params(void **state)
+{
+    static const char *const bad[][2] = {
+        {"{\"workload\":\"gemm_bias_gelu\",\"params\":{\"weights\":\"/etc/passwd\"}}",
+         "params.weights"},
+        {"{\"workload\":\"gemm_bias_gelu\",\"params\":{\"weights\":\"a/../../etc\"}}",
+         "params.weights"},
+        {"{\"workload\":\"gemm_bias_gelu\",\"params\":{\"input\":\".hidden\"}}", "params.input"},
+        {"{\"workload\":\"gemm_bias_gelu\",\"params\":{\"input\":\"a//b\"}}", "params.input"},
+        {"{\"workload\":\"gemm_bias_gelu\",\"params\":{\"weights\":7}}", "params.weights"},
+        {"{\"workload\":\"gemm_bias_gelu\",\"params\":{\"weights\":\"\"}}", "params.weights"},
+    };
+    cat_fixture *f = *state;
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fb_spec_free(&f->spec);
+        fb_spec_init(&f->spec);
+        assert_int_equal(resolve_text(f, bad[i][0]), FB_EINVAL);
+        assert_string_equal(f->err.field, bad[i][1]);
+        assert_non_null(strstr(f->err.msg, "weights folder"));
+    }
+    fb_spec_free(&f->spec);
+    fb_spec_init(&f->spec);
+    assert_int_equal(resolve_text(f, "{\"workload\":\"gemm_bias_gelu\",\"params\":"
+                                     "{\"weights\":\"resnet/w-1.safetensors\"}}"),
+                     FB_OK);
+    /* a NUL inside the name: jsonb refuses it, and so does the spec parser */
+    const char *nul = "{\"workload\":\"w\",\"params\":{\"weights\":\"a\\u0000b\"}}";
+    fb_spec_free(&f->spec);
+    fb_spec_init(&f->spec);
+    assert_int_equal(fb_spec_parse(nul, strlen(nul), &f->spec, &f->err), FB_EINVAL);
+}
+
 static void test_catalog_empty(void **state)
 {
     cat_fixture *f = *state;
@@ -530,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_input_bytes),
         cmocka_unit_test_setup_teardown(test_catalog_registered_devices, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_unknown, cat_setup, cat_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_file_params, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_empty, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_unsupported, cat_setup, cat_teardown),
     };

@@ -1,5 +1,6 @@
 /* gr_files: see gr_files.h. */
 #include "gr_files.h"
+#include "fb_spec.h"
 
 #include <fcntl.h>
 #include <stdbool.h>
@@ -22,35 +23,6 @@ const char *gr_files_dir(void)
         return d;
     snprintf(dflt, sizeof dflt, "%s/weights", data && *data ? data : FB_DATA_DIR);
     return dflt;
-}
-
-static bool name_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '-';
-}
-
-/* Relative, components of name_char, none empty or starting with '.'. */
-static bool name_ok(const char *name)
-{
-    size_t n = strnlen(name, GR_FILES_NAME_MAX + 1);
-    bool start = true;
-
-    if (n == 0 || n > GR_FILES_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        if (c == '/') {
-            if (start)
-                return false; /* leading '/' or an empty component */
-            start = true;
-            continue;
-        }
-        if (!name_char(c) || (start && c == '.'))
-            return false;
-        start = false;
-    }
-    return !start; /* no trailing '/' */
 }
 
 /* Walks name's components from dirfd, never following a link; the last one
@@ -85,10 +57,11 @@ static int walk(int dirfd, const char *name)
 fb_code gr_files_open(const char *name, const char *field, int *fd, fb_err *err)
 {
     *fd = -1;
-    if (!name || !name_ok(name))
+    if (!fb_spec_file_name_ok(name))
         return fb_err_set(err, FB_EINVAL, field,
                           "must name a file in the worker's weights folder: a relative name of "
-                          "letters, digits, '.', '_', '-' and '/', no part starting with '.'");
+                          "letters, digits, '.', '_', '-' and '/', no part empty or starting "
+                          "with '.'");
     *fd = walk(open(gr_files_dir(), O_RDONLY | O_CLOEXEC | O_DIRECTORY), name);
     if (*fd < 0)
         return fb_err_set(err, FB_EINVAL, field,

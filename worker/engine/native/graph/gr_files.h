@@ -14,8 +14,9 @@
 #define GR_FILES_H
 
 #include "fb_err.h"
+#include "fb_spec.h"
 
-#define GR_FILES_NAME_MAX 255
+#define GR_FILES_NAME_MAX FB_FILE_NAME_MAX /* the form is fb_spec_file_name_ok's */
 
 /* The weights folder in use (never NULL). */
 const char *gr_files_dir(void);
