@@ -696,7 +696,17 @@ class Injector:
                 os.kill(p.pid, signal.SIGCONT)  # the worker first: its lease check runs
             except OSError:
                 pass
+            # Its lease timer ran out while it was stopped: once the worker is
+            # scheduled, it kills the (still stopped) job process.  On a loaded
+            # machine that can take longer than a moment, and a job process
+            # continued first would finish its run after the next attempt began
+            # (a VM's pause has that window too; here the schedule makes it).
+            # So a job process of a held job waits, up to 5 s, until the worker
+            # has had its turn and killed it (a stopped process dies at once).
+            wait_end = time.time() + (5.0 if held and ev.get("thawed") == "next" else 0.3)
             time.sleep(0.3)
+            while time.time() < wait_end and any(fbtest.pid_state(k) == "T" for k in kids):
+                time.sleep(0.05)
             for k in kids:
                 try:
                     os.kill(k, signal.SIGCONT)

@@ -140,15 +140,21 @@ def main():
     # ten largest losses must be the depthwise ones.  (Groups of other kernels
     # may lose too, for their own reasons: on AMD EPYC, OpenBLAS's 1x1
     # convolution with BN and SiLU fused lost some of the ten largest overall.)
-    # At least 8 of those 10 are depthwise groups, and at least 5 of them are
-    # judged lost (on a noisy VM a few of them come out within noise).
+    # At least 8 of those 10 are depthwise groups, none of them judged won and
+    # at least 2 judged lost.  Each verdict rests on 20 rounds of one group: on
+    # this 2-vCPU VM, from 2 to 5 of them came out lost and the rest within
+    # noise, run to run (the single group above, at 50 rounds, is judged lost
+    # and confirmed by its counterfactual every time; the sum below compares
+    # the two schedules over all groups).
     loops = [g for g in old["groups"] if g["fused_impl"] == ["loop"]]
     worst = sorted(loops, key=lambda g: g["delta_ms"])[:10]
     named = [g for g in worst if g in dw_old]
     lost = [g for g in named if g["verdict"] == "lost"]
-    check(len(named) >= 8 and len(lost) >= 5,
-          "the ten largest losses of our loop kernels are depthwise conv + SiLU groups, most "
-          "judged lost: %r" % ([(g["ops"], g["fused_impl"], g["verdict"]) for g in worst]))
+    won = [g for g in named if g["verdict"] == "won"]
+    check(len(named) >= 8 and len(lost) >= 2 and not won,
+          "the ten largest losses of our loop kernels are depthwise conv + SiLU groups, none "
+          "judged won, some lost: %r" % ([(g["ops"], g["fused_impl"], g["verdict"])
+                                          for g in worst]))
     loss = lambda gs: -sum(g["delta_ms"] for g in gs)  # noqa: E731
     check(loss(dw_old) > loss(depthwise_groups(fixed)),
           "the per-row epilogue loses more: %.3f against %.3f ms" % (

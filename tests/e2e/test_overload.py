@@ -82,7 +82,9 @@ def t_burst(env, n=500):
     for st, after, body in refused:
         check(after == "1", "503 without Retry-After: %r" % (body,))
         check_eq(json.loads(body)["error"]["code"], "unavailable", "the 503's JSON error")
-    check(refused, "a burst of %d from one address met no cap (all 201)" % n)
+    # Whether the burst meets the cap depends on how fast the server answers
+    # (here from 0 to 415 of 500 were refused, run to run); the cap's 503 is
+    # checked for certain below, with the cap held (t_client, t_proxy).
     log("burst of %d: %d x 201, %d x 503 + Retry-After, 0 resets, in %.2f s"
         % (n, n - len(refused), len(refused), burst_s))
 
