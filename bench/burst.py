@@ -96,6 +96,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="fb-burst-")
+    os.chmod(tmp, 0o755)  # as root, pg.sh runs PostgreSQL as postgres, who must reach it
     pg = os.path.join(ROOT, "scripts", "pg.sh")
     env = dict(os.environ, FB_PG_FAST="1")
     url = subprocess.run([pg, "start", os.path.join(tmp, "pg"), str(free_port())], env=env,
