@@ -106,6 +106,99 @@ static bool is_loopback(const char *addr)
 
 /* Fills cfg from the environment, then the command line.  Returns 0 to run, 1 on
  * a usage error, 2 when --help was printed. */
+/* What the command line sets beyond srv_config. */
+typedef struct srv_args {
+    bool auth_on, auth_off;
+    const char *proxies;
+} srv_args;
+
+/* Applies option c (getopt_long's) with its argument: 0 to go on, 1 on a
+ * usage error, 2 when --help was printed. */
+static int take_opt(int c, const char *arg, srv_config *cfg, srv_args *a)
+{
+    long v;
+
+    switch (c) {
+    case 'd':
+        cfg->database_url = arg;
+        break;
+    case 'b':
+        cfg->bind_addr = arg;
+        break;
+    case 'w':
+        cfg->web_dir = arg;
+        break;
+    case 'p':
+        if (!opt_long("port", arg, 0, 65535, &v))
+            return 1;
+        cfg->port = (int)v;
+        break;
+    case 'm':
+        if (!opt_long("max-body", arg, 1, MAX_BODY_LIMIT, &v))
+            return 1;
+        cfg->max_body = (size_t)v;
+        break;
+    case 't':
+        if (!opt_long("threads", arg, 1, MAX_THREADS, &v))
+            return 1;
+        cfg->threads = (int)v;
+        break;
+    case 'a':
+        cfg->allowed_hosts = arg;
+        break;
+    case 's':
+        if (!opt_long("statement-timeout-ms", arg, 0, 3600000, &v))
+            return 1;
+        cfg->statement_timeout_ms = (int)v;
+        break;
+    case 'r': {
+        char *end;
+        cfg->submit_rate = strtod(arg, &end);
+        if (end == arg || *end || !(cfg->submit_rate >= 0 && cfg->submit_rate <= 1e9)) {
+            fprintf(stderr,
+                    "fusionbench-server: --submit-rate must be a number in 0..1e9, got '%s'\n",
+                    arg);
+            return 1;
+        }
+        break;
+    }
+    case 'B':
+        if (!opt_long("submit-burst", arg, 1, 1000000000, &v))
+            return 1;
+        cfg->submit_burst = (double)v;
+        break;
+    case 'P':
+        if (!opt_long("admin-port", arg, 0, 65535, &v))
+            return 1;
+        cfg->admin_port = (int)v;
+        break;
+    case 'D':
+        cfg->admin_bind = arg;
+        break;
+    case 'C':
+        if (!opt_long("client-conn-limit", arg, 1, 100000, &v))
+            return 1;
+        cfg->client_conn_limit = (int)v;
+        break;
+    case 'T':
+        a->proxies = arg;
+        break;
+    case 'A':
+        a->auth_on = true;
+        break;
+    case 'I':
+        a->auth_off = true;
+        break;
+    case 'h':
+        usage(stdout);
+        return 2;
+    default:
+        usage(stderr);
+        return 1;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, srv_config *cfg)
 {
     static const struct option opts[] = {
@@ -130,8 +223,7 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
     };
     const char *env_port = getenv("FUSIONBENCH_PORT"),
                *env_admin = getenv("FUSIONBENCH_ADMIN_PORT");
-    const char *proxies = NULL;
-    bool auth_on = false, auth_off = false;
+    srv_args a = {0};
     fb_err err;
     long v = DEFAULT_PORT;
     int c;
@@ -159,100 +251,25 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
         cfg->admin_port = (int)v;
     }
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd':
-            cfg->database_url = optarg;
-            break;
-        case 'b':
-            cfg->bind_addr = optarg;
-            break;
-        case 'w':
-            cfg->web_dir = optarg;
-            break;
-        case 'p':
-            if (!opt_long("port", optarg, 0, 65535, &v))
-                return 1;
-            cfg->port = (int)v;
-            break;
-        case 'm':
-            if (!opt_long("max-body", optarg, 1, MAX_BODY_LIMIT, &v))
-                return 1;
-            cfg->max_body = (size_t)v;
-            break;
-        case 't':
-            if (!opt_long("threads", optarg, 1, MAX_THREADS, &v))
-                return 1;
-            cfg->threads = (int)v;
-            break;
-        case 'a':
-            cfg->allowed_hosts = optarg;
-            break;
-        case 's':
-            if (!opt_long("statement-timeout-ms", optarg, 0, 3600000, &v))
-                return 1;
-            cfg->statement_timeout_ms = (int)v;
-            break;
-        case 'r': {
-            char *end;
-            cfg->submit_rate = strtod(optarg, &end);
-            if (end == optarg || *end || !(cfg->submit_rate >= 0 && cfg->submit_rate <= 1e9)) {
-                fprintf(stderr,
-                        "fusionbench-server: --submit-rate must be a number in 0..1e9, got '%s'\n",
-                        optarg);
-                return 1;
-            }
-            break;
-        }
-        case 'B':
-            if (!opt_long("submit-burst", optarg, 1, 1000000000, &v))
-                return 1;
-            cfg->submit_burst = (double)v;
-            break;
-        case 'P':
-            if (!opt_long("admin-port", optarg, 0, 65535, &v))
-                return 1;
-            cfg->admin_port = (int)v;
-            break;
-        case 'D':
-            cfg->admin_bind = optarg;
-            break;
-        case 'C':
-            if (!opt_long("client-conn-limit", optarg, 1, 100000, &v))
-                return 1;
-            cfg->client_conn_limit = (int)v;
-            break;
-        case 'T':
-            proxies = optarg;
-            break;
-        case 'A':
-            auth_on = true;
-            break;
-        case 'I':
-            auth_off = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return 2;
-        default:
-            usage(stderr);
-            return 1;
-        }
+        int rc = take_opt(c, optarg, cfg, &a);
+        if (rc)
+            return rc;
     }
     if (optind < argc) {
         fprintf(stderr, "fusionbench-server: unexpected argument '%s'\n", argv[optind]);
         return 1;
     }
-    if (srv_proxies_parse(proxies, &cfg->proxies, &err) != FB_OK) {
+    if (srv_proxies_parse(a.proxies, &cfg->proxies, &err) != FB_OK) {
         fprintf(stderr, "fusionbench-server: --%s: %s\n", err.field, err.msg);
         return 1;
     }
-    if (auth_on && auth_off) {
+    if (a.auth_on && a.auth_off) {
         fprintf(stderr, "fusionbench-server: --auth and --insecure-no-auth contradict\n");
         return 1;
     }
     /* Off only for a server that only this machine reaches, or when asked for
      * by name: a lab's server asks every request who it is. */
-    cfg->auth = auth_on || (!is_loopback(cfg->bind_addr) && !auth_off);
+    cfg->auth = a.auth_on || (!is_loopback(cfg->bind_addr) && !a.auth_off);
     if (!cfg->allowed_hosts)
         cfg->allowed_hosts = getenv("FUSIONBENCH_ALLOWED_HOSTS");
     if (!cfg->allowed_hosts && is_loopback(cfg->bind_addr))
