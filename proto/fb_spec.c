@@ -646,7 +646,7 @@ static bool file_name_char(char c)
            c == '_' || c == '-';
 }
 
-bool fb_spec_file_name_ok(const char *name)
+static bool file_name_ok(const char *name)
 {
     size_t n = name ? strnlen(name, FB_FILE_NAME_MAX + 1) : 0;
     bool start = true;
@@ -668,19 +668,28 @@ bool fb_spec_file_name_ok(const char *name)
     return !start; /* no trailing '/' */
 }
 
+fb_code fb_spec_check_file_name(const char *name, const char *field, fb_err *err)
+{
+    if (file_name_ok(name))
+        return FB_OK;
+    return fb_err_set(err, FB_EINVAL, field,
+                      "must name a file in the worker's weights folder: a relative name of at "
+                      "most %d letters, digits, '.', '_', '-' and '/', no part empty or starting "
+                      "with '.'",
+                      FB_FILE_NAME_MAX);
+}
+
 fb_code fb_spec_check_files(const fb_spec *spec, fb_err *err)
 {
     for (int i = 0; fb_spec_file_params[i]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(spec->params, fb_spec_file_params[i]);
         char field[48];
-        if (!v || (cJSON_IsString(v) && fb_spec_file_name_ok(v->valuestring)))
+        if (!v)
             continue;
         snprintf(field, sizeof field, "params.%s", fb_spec_file_params[i]);
-        return fb_err_set(err, FB_EINVAL, field,
-                          "must name a file in the worker's weights folder: a relative name of "
-                          "at most %d letters, digits, '.', '_', '-' and '/', no part empty or "
-                          "starting with '.'",
-                          FB_FILE_NAME_MAX);
+        fb_code rc = fb_spec_check_file_name(cJSON_GetStringValue(v), field, err);
+        if (rc)
+            return rc;
     }
     return FB_OK;
 }

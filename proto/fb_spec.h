@@ -104,8 +104,9 @@ void fb_spec_apply_defaults(fb_spec *spec, const char *default_device, int defau
 #define FB_FILE_NAME_MAX 255
 extern const char *const fb_spec_file_params[];
 
-/* True when name has that form. */
-bool fb_spec_file_name_ok(const char *name);
+/* FB_OK when name has that form, else FB_EINVAL on field with the one message
+ * that says the form (the server at submit, the worker where it opens it). */
+FB_MUSTCHECK fb_code fb_spec_check_file_name(const char *name, const char *field, fb_err *err);
 
 /* FB_EINVAL naming the first file param of spec->params ("params.weights")
  * that is not a string of that form; FB_OK when none is set or all are. */

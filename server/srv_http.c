@@ -46,8 +46,8 @@ static double elapsed_s(const struct timespec *t0)
 /* A public connection: its peer, and why it is refused when over a cap. */
 typedef struct srv_conn {
     char peer[SRV_CLIENT_MAX];
-    bool counted;     /* in srv->conns under peer */
-    const char *over; /* NULL, or the cap it is over */
+    bool counted; /* in srv->conns under peer */
+    srv_cap over; /* the cap it is over, or SRV_CAP_NONE */
 } srv_conn;
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -75,10 +75,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         int mine = srv_counts_add(ctx->conns, c->peer, 1);
         c->counted = mine > 0;
         if (mine < 0 || mine > ctx->cfg.client_conn_limit)
-            c->over = "open connections from your address";
+            c->over = SRV_CAP_ADDRESS;
     }
     if (open > SRV_CONN_LIMIT)
-        c->over = "open connections in all";
+        c->over = SRV_CAP_ALL;
     if (c->over)
         (void)MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
                                         (unsigned)SRV_OVER_TIMEOUT_S);
@@ -113,28 +113,28 @@ static void req_client(srv_req *r)
     int n = srv_counts_add(ctx->inflight, r->client, 1);
     r->inflight_counted = n > 0;
     if (n < 0 || n > ctx->cfg.client_conn_limit)
-        r->refuse = "requests in flight from you";
+        r->refuse = SRV_CAP_CLIENT;
 }
 
 /* 503 with Retry-After for a request over a cap; the connection closes after
  * the answer (its body was read and dropped: no reset). */
 static void reply_refused(srv_req *r)
 {
-    bool all = strcmp(r->refuse, "open connections in all") == 0;
+    static const char *const what[] = {
+        [SRV_CAP_ALL] = "open connections in all",
+        [SRV_CAP_ADDRESS] = "open connections from your address",
+        [SRV_CAP_CLIENT] = "requests in flight from you",
+    };
+    bool all = r->refuse == SRV_CAP_ALL;
+
     atomic_fetch_add(&r->srv->refused[all ? 0 : 1], 1);
     srv_reply_error(r, 503, "unavailable", NULL, "too many %s (%s, at most %d): retry after %s s",
-                    r->refuse, r->client, all ? SRV_CONN_LIMIT : r->srv->cfg.client_conn_limit,
-                    SRV_RETRY_AFTER);
+                    what[r->refuse], r->client,
+                    all ? SRV_CONN_LIMIT : r->srv->cfg.client_conn_limit, SRV_RETRY_AFTER);
     srv_reply_header(r, MHD_HTTP_HEADER_RETRY_AFTER, SRV_RETRY_AFTER);
     srv_reply_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-    fb_debug("%s %s from %s: 503, over the cap on %s", r->method, r->path, r->client, r->refuse);
-}
-
-/* The admin listener serves only what probes and scrapers ask. */
-static bool admin_path(const char *path)
-{
-    return strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0 ||
-           strcmp(path, "/metrics") == 0;
+    fb_debug("%s %s from %s: 503, over the cap on %s", r->method, r->path, r->client,
+             what[r->refuse]);
 }
 
 /* ---- request lifecycle ---- */
@@ -232,7 +232,6 @@ static enum MHD_Result handle(srv_ctx *ctx, bool admin, struct MHD_Connection *c
 {
     srv_req *r = *req_cls;
 
-    (void)upload_data;
     if (!r) {
         r = req_new(ctx, admin, conn, url, method);
         if (!r)
@@ -276,7 +275,7 @@ static enum MHD_Result handle(srv_ctx *ctx, bool admin, struct MHD_Connection *c
         reply_refused(r);
         return queue_reply(r);
     }
-    if (r->admin && !admin_path(r->path)) {
+    if (r->admin && !(r->route && r->route->admin)) {
         srv_reply_error(r, 404, "not_found", NULL,
                         "the admin listener serves /healthz, /readyz and /metrics");
         return queue_reply(r);

@@ -27,6 +27,14 @@
     "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; "              \
     "frame-ancestors 'none'"
 
+/* The connection caps a request can be over (srv_http.c). */
+typedef enum srv_cap {
+    SRV_CAP_NONE,
+    SRV_CAP_ALL,     /* open connections in all */
+    SRV_CAP_ADDRESS, /* open connections from one address */
+    SRV_CAP_CLIENT,  /* requests in flight from one client */
+} srv_cap;
+
 typedef struct srv_config {
     const char *database_url; /* NULL: libpq's own defaults (PG* environment) */
     const char *bind_addr;    /* numeric IPv4 or IPv6 address */
@@ -100,7 +108,7 @@ typedef struct srv_req {
     char client[SRV_CLIENT_MAX]; /* who sends it (srv_client.h): logs, caps, metrics */
     bool admin;                  /* came in on the admin listener */
     bool inflight_counted;       /* counted in srv->inflight under client */
-    const char *refuse;          /* over a cap: answered 503 with this reason */
+    srv_cap refuse;              /* over a cap: answered 503 (SRV_CAP_NONE: not) */
 } srv_req;
 
 typedef void (*srv_handler)(srv_req *r);
@@ -111,6 +119,7 @@ struct srv_route {
     srv_handler handler;
     bool needs_db; /* srv_http borrows r->db first, or answers 503 */
     srv_role need; /* with authentication on: the least role (SRV_ROLE_NONE: public) */
+    bool admin;    /* also served on the admin listener (probes and scrapers) */
 };
 
 /* Capture i of the matched route as a NUL-terminated copy in buf; false when

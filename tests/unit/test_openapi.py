@@ -26,7 +26,7 @@ def routes(src):
     table = text[text.index("static const srv_route routes[] = {"):]
     table = table[:table.index("};")]
     out = {}
-    for m in re.finditer(r'\{"(\w+)", "([^"]+)", \w+, (true|false), (\w+)\}', table):
+    for m in re.finditer(r'\{"(\w+)", "([^"]+)", \w+, (true|false), (\w+), (?:true|false)\}', table):
         out[(m.group(1), m.group(2))] = (m.group(3) == "true", ROLES[m.group(4)])
     return out
 

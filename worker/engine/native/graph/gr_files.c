@@ -57,11 +57,9 @@ static int walk(int dirfd, const char *name)
 fb_code gr_files_open(const char *name, const char *field, int *fd, fb_err *err)
 {
     *fd = -1;
-    if (!fb_spec_file_name_ok(name))
-        return fb_err_set(err, FB_EINVAL, field,
-                          "must name a file in the worker's weights folder: a relative name of "
-                          "letters, digits, '.', '_', '-' and '/', no part empty or starting "
-                          "with '.'");
+    fb_code rc = fb_spec_check_file_name(name, field, err);
+    if (rc)
+        return rc;
     *fd = walk(open(gr_files_dir(), O_RDONLY | O_CLOEXEC | O_DIRECTORY), name);
     if (*fd < 0)
         return fb_err_set(err, FB_EINVAL, field,

@@ -16,7 +16,7 @@
 #include "fb_err.h"
 #include "fb_spec.h"
 
-#define GR_FILES_NAME_MAX FB_FILE_NAME_MAX /* the form is fb_spec_file_name_ok's */
+#define GR_FILES_NAME_MAX FB_FILE_NAME_MAX /* the form: fb_spec_check_file_name */
 
 /* The weights folder in use (never NULL). */
 const char *gr_files_dir(void);
