@@ -694,6 +694,60 @@ fb_code fb_spec_check_files(const fb_spec *spec, fb_err *err)
     return FB_OK;
 }
 
+/* "fuse-" or "group-" and 12 lowercase hex digits. */
+static bool inductor_fusion_id(const char *s)
+{
+    const char *hex = strncmp(s, "fuse-", 5) == 0    ? s + 5
+                      : strncmp(s, "group-", 6) == 0 ? s + 6
+                                                     : NULL;
+    if (!hex || strlen(hex) != 12)
+        return false;
+    for (int i = 0; i < 12; i++)
+        if (!((hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static bool same_id(const cJSON *a, const cJSON *b)
+{
+    if (cJSON_IsString(a) && cJSON_IsString(b))
+        return strcmp(a->valuestring, b->valuestring) == 0;
+    return cJSON_IsNumber(a) && cJSON_IsNumber(b) && a->valuedouble == b->valuedouble;
+}
+
+fb_code fb_spec_check_unfuse(const fb_spec *spec, fb_err *err)
+{
+    const cJSON *arr =
+        spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "unfuse") : NULL;
+    bool inductor = strcmp(spec->engine, "inductor") == 0;
+    int n = cJSON_GetArraySize(arr), i = 0;
+
+    if (!arr)
+        return FB_OK;
+    if (!cJSON_IsArray(arr) || n < 1 || n > FB_UNFUSE_MAX)
+        return fb_err_set(err, FB_EINVAL, "params.unfuse",
+                          "must be an array of 1 to %d fusion ids (%s)", FB_UNFUSE_MAX,
+                          inductor ? "\"fuse-\" or \"group-\" and 12 hex digits, as the "
+                                     "inductor result's fusion decisions name them"
+                                   : "fusion group numbers, as the explanation names them");
+    for (const cJSON *e = arr->child; e; e = e->next, i++) {
+        char field[32];
+        bool ok = inductor ? cJSON_IsString(e) && inductor_fusion_id(e->valuestring)
+                           : cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble <= 1e6 &&
+                                 e->valuedouble == (double)(int)e->valuedouble;
+        snprintf(field, sizeof field, "params.unfuse[%d]", i);
+        if (!ok)
+            return fb_err_set(err, FB_EINVAL, field,
+                              inductor ? "must be an inductor fusion id: \"fuse-\" or \"group-\" "
+                                         "and 12 lowercase hex digits"
+                                       : "must be a fusion group id (an integer 0..1000000)");
+        for (const cJSON *p = arr->child; p != e; p = p->next)
+            if (same_id(p, e))
+                return fb_err_set(err, FB_EINVAL, field, "repeats an earlier id");
+    }
+    return FB_OK;
+}
+
 fb_code fb_spec_check_resolved(const fb_spec *spec, fb_err *err)
 {
     const char *unset = !spec->engine[0]                ? "engine"

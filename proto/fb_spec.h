@@ -112,6 +112,15 @@ FB_MUSTCHECK fb_code fb_spec_check_file_name(const char *name, const char *field
  * that is not a string of that form; FB_OK when none is set or all are. */
 FB_MUSTCHECK fb_code fb_spec_check_files(const fb_spec *spec, fb_err *err);
 
+/* params.unfuse names fusions to leave undone, at most FB_UNFUSE_MAX distinct
+ * ids, in the form of spec->engine's ids: the inductor engine's are strings
+ * "fuse-" or "group-" and 12 lowercase hex digits (worker/engine/inductor/
+ * decisions.py), the native engine's fusion group numbers (integers 0..1e6).
+ * FB_EINVAL naming "params.unfuse" or "params.unfuse[i]"; FB_OK when unset.
+ * Call once spec->engine is known (the server at submit). */
+#define FB_UNFUSE_MAX 64
+FB_MUSTCHECK fb_code fb_spec_check_unfuse(const fb_spec *spec, fb_err *err);
+
 /* FB_OK when every field fb_spec_apply_defaults fills is set (a spec as the
  * queue stores it); else FB_EINVAL naming the first unset field.  The worker
  * runs only such specs: it applies no defaults of its own. */

@@ -208,6 +208,8 @@ fb_code srv_catalog_resolve(const cJSON *catalog, fb_spec *spec, fb_err *err)
         rc = check_or_pick(entry, "dtypes", spec->dtype, "float32", NULL, "dtype", err);
     if (!rc)
         rc = check_variants(entry, spec, err);
+    if (!rc)
+        rc = fb_spec_check_unfuse(spec, err);
     if (rc)
         return rc;
     snprintf(device, sizeof device, "%s", spec->device);

@@ -445,6 +445,12 @@ def t_errors(env, done_id):
                 400, "invalid_argument", "iterations", "iterations 0")
     check_error(env.post("/api/v1/jobs", {"workload": "softmax", "bogus": 1}),
                 400, "invalid_argument", "bogus", "unknown field")
+    # params.unfuse in the form of the engine's ids (native: group numbers)
+    check_error(env.post("/api/v1/jobs", {"workload": "resnet18",
+                                          "params": {"unfuse": ["fuse-0123456789ab"]}}),
+                400, "invalid_argument", "params.unfuse[0]", "unfuse id of another engine")
+    check_error(env.post("/api/v1/jobs", {"workload": "resnet18", "params": {"unfuse": []}}),
+                400, "invalid_argument", "params.unfuse", "empty unfuse")
     check_error(env.post("/api/v1/jobs", {"workload": "no_such_workload"}), 422,
                 "unknown_workload", "workload", "unknown workload")
     check_error(env.post("/api/v1/jobs", {"workload": "softmax", "dtype": "float16"}), 422,

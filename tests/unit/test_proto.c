@@ -641,6 +641,64 @@ static void test_spec_too_big(void **state)
     free(big);
 }
 
+/* params.unfuse has the form of the engine's ids: the inductor engine's
+ * strings, the native engine's integers; at most FB_UNFUSE_MAX, no repeat. */
+static void test_spec_unfuse(void **state)
+{
+    static const struct {
+        const char *engine, *params, *field; /* field NULL: accepted */
+    } cases[] = {
+        {"inductor", "{}", NULL},
+        {"inductor", "{\"unfuse\":[\"fuse-0123456789ab\",\"group-abcdef012345\"]}", NULL},
+        {"inductor", "{\"unfuse\":[]}", "params.unfuse"},
+        {"inductor", "{\"unfuse\":\"fuse-0123456789ab\"}", "params.unfuse"},
+        {"inductor", "{\"unfuse\":[3]}", "params.unfuse[0]"},
+        {"inductor", "{\"unfuse\":[\"fuse-0123456789AB\"]}", "params.unfuse[0]"},
+        {"inductor", "{\"unfuse\":[\"fuse-0123456789a\"]}", "params.unfuse[0]"},
+        {"inductor", "{\"unfuse\":[\"fuse-0123456789abc\"]}", "params.unfuse[0]"},
+        {"inductor", "{\"unfuse\":[\"fuse-0123456789ab\",\"fuse-0123456789ab\"]}",
+         "params.unfuse[1]"},
+        {"inductor", "{\"unfuse\":[\"kernel-0123456789ab\"]}", "params.unfuse[0]"},
+        {"native", "{\"unfuse\":[0,3,17]}", NULL},
+        {"native", "{\"unfuse\":[\"fuse-0123456789ab\"]}", "params.unfuse[0]"},
+        {"native", "{\"unfuse\":[1.5]}", "params.unfuse[0]"},
+        {"native", "{\"unfuse\":[-1]}", "params.unfuse[0]"},
+        {"native", "{\"unfuse\":[2,2]}", "params.unfuse[1]"},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fb_spec s;
+        fb_err err;
+        char text[256];
+        snprintf(text, sizeof text, "{\"workload\":\"w\",\"params\":%s}", cases[i].params);
+        expect_ok(text, &s);
+        snprintf(s.engine, sizeof s.engine, "%s", cases[i].engine);
+        fb_err_clear(&err);
+        fb_code rc = fb_spec_check_unfuse(&s, &err);
+        if (!cases[i].field) {
+            assert_int_equal(rc, FB_OK);
+        } else {
+            assert_int_equal(rc, FB_EINVAL);
+            assert_string_equal(err.field, cases[i].field);
+        }
+        fb_spec_free(&s);
+    }
+    /* 64 ids pass, 65 do not */
+    char big[2048] = "{\"workload\":\"w\",\"params\":{\"unfuse\":[";
+    for (int n = 0; n < 65; n++)
+        snprintf(big + strlen(big), sizeof big - strlen(big), "%s%d", n ? "," : "", n);
+    strcat(big, "]}}");
+    fb_spec s;
+    fb_err err;
+    expect_ok(big, &s);
+    snprintf(s.engine, sizeof s.engine, "native");
+    assert_int_equal(fb_spec_check_unfuse(&s, &err), FB_EINVAL);
+    assert_string_equal(err.field, "params.unfuse");
+    cJSON_DeleteItemFromArray(cJSON_GetObjectItemCaseSensitive(s.params, "unfuse"), 64);
+    assert_int_equal(fb_spec_check_unfuse(&s, &err), FB_OK);
+    fb_spec_free(&s);
+}
+
 static void test_spec_param_int_bool(void **state)
 {
     fb_spec s;
@@ -1123,6 +1181,7 @@ int main(void)
         cmocka_unit_test(test_spec_params_depth),
         cmocka_unit_test(test_spec_too_big),
         cmocka_unit_test(test_spec_param_int_bool),
+        cmocka_unit_test(test_spec_unfuse),
         cmocka_unit_test(test_result_unknown_is_null),
         cmocka_unit_test(test_result_known_values),
         cmocka_unit_test(test_result_comparison),

@@ -393,6 +393,28 @@ static void test_catalog_other_engine(void **state)
     assert_string_equal(f->spec.dtype, "float16"); /* float32 not offered */
 }
 
+/* params.unfuse is checked at submit in the form of the resolved engine's
+ * ids: the inductor engine's strings, the native engine's integers. */
+static void test_catalog_unfuse(void **state)
+{
+    cat_fixture *f = *state;
+    assert_int_equal(
+        resolve_text(f,
+                     "{\"workload\":\"resnet18\",\"params\":{\"unfuse\":[\"fuse-0123456789ab\"]}}"),
+        FB_OK);
+    fb_spec_free(&f->spec);
+    assert_int_equal(resolve_text(f, "{\"workload\":\"resnet18\",\"params\":{\"unfuse\":[7]}}"),
+                     FB_EINVAL);
+    assert_string_equal(f->err.field, "params.unfuse[0]");
+    assert_non_null(strstr(f->err.msg, "inductor fusion id"));
+    fb_spec_free(&f->spec);
+    assert_int_equal(
+        resolve_text(
+            f, "{\"workload\":\"gemm_bias_gelu\",\"params\":{\"unfuse\":[\"fuse-0123456789ab\"]}}"),
+        FB_EINVAL);
+    assert_string_equal(f->err.field, "params.unfuse[0]");
+}
+
 /* Admission by memory: a job whose input alone is over the largest worker's
  * budget (80 GiB GPUs here) is refused naming batch_size and both sizes. */
 static void test_catalog_memory(void **state)
@@ -562,6 +584,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_catalog_defaults, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_cpu_only, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_other_engine, cat_setup, cat_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_unfuse, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_memory, cat_setup, cat_teardown),
         cmocka_unit_test(test_input_bytes),
         cmocka_unit_test_setup_teardown(test_catalog_registered_devices, cat_setup, cat_teardown),

@@ -385,6 +385,12 @@ static int build_spec(cli_opts *o, fb_spec *spec)
     o->params = NULL;
     spec->explain = o->explain;
     fb_spec_apply_defaults(spec, o->device, w->default_batch_size, w->variants);
+    if (!rc) {
+        fb_err err;
+        fb_err_clear(&err);
+        if (fb_spec_check_unfuse(spec, &err) != FB_OK)
+            rc = fb_cli_bad_arg(err.field, err.msg);
+    }
     return rc ? rc : check_offered(w, spec);
 }
 

@@ -18,7 +18,13 @@ import torch
 VARIANTS = ("eager", "eager+cudagraphs", "inductor-nofusion", "inductor",
             "inductor+cudagraphs", "inductor-max-autotune")
 
-COMPILED = ("inductor-nofusion", "inductor", "inductor+cudagraphs", "inductor-max-autotune")
+# Added right after "inductor" when params.unfuse names fusions: Inductor as
+# "inductor" compiles it, with those fusions undone (decisions.py).  Not a rung
+# a user lists: params.unfuse asks for it.
+UNFUSED = "inductor-unfused"
+
+COMPILED = ("inductor-nofusion", "inductor", UNFUSED, "inductor+cudagraphs",
+            "inductor-max-autotune")
 
 # Inductor with its fusion limited to single nodes.  What each knob stops:
 #   max_fusion_size=1        the scheduler fuses no two nodes (vertical or horizontal:
@@ -115,7 +121,7 @@ def compile_kwargs(variant, device):
         raise Unsupported(why)
     if variant == "inductor-nofusion":
         return {"backend": "inductor", "options": _known_knobs(NOFUSION_KNOBS)}
-    if variant == "inductor":
+    if variant in ("inductor", UNFUSED):
         return {"backend": "inductor"}
     if variant == "inductor+cudagraphs":
         return {"backend": "inductor", "mode": "reduce-overhead"}

@@ -151,6 +151,16 @@ def parse_request(text):
         raise BadRequest("variants must be distinct names from %s" % ", ".join(ladder.VARIANTS))
     if not isinstance(req["params"], dict):
         raise BadRequest("params must be an object")
+    unfuse = req["params"].get("unfuse")
+    if unfuse is not None:
+        import decisions
+        msg = decisions.check_ids(unfuse)
+        if msg:
+            raise BadRequest(msg)
+        # the undone compile is timed against the unmodified one
+        if "inductor" not in vs:
+            vs.append("inductor")
+        vs.insert(vs.index("inductor") + 1, ladder.UNFUSED)
     return req
 
 
@@ -243,30 +253,59 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def compile_variant(name, model, inputs, req, root):
+# Fusion decisions listed whole in a variant's figures (inductor and
+# inductor-unfused); beyond it the list is cut and "decisions_total" says how
+# many there were.
+DECISIONS_MAX = 2000
+
+
+def _grouping(name, undo):
+    """The context of a rung's compiles: the no-fusion rung's one node per cpp
+    kernel, or the counterfactual's undo (decisions.Undo)."""
+    import ladder
+
+    if name == "inductor-nofusion":
+        return ladder.cpp_one_node_per_kernel()
+    return undo if undo is not None else contextlib.nullcontext()
+
+
+def compile_variant(name, model, inputs, req, root, undo=None):
     """Compiles a rung twice: cold (a fresh cache directory) and warm (dynamo reset,
     same directory: Inductor's FX graph cache hits).  Each time is the first call
-    (compile plus one execution).  Returns (callable, figures dict)."""
+    (compile plus one execution).  The cold compile's fusion decisions are
+    recorded (decisions.py; a warm compile does not schedule).  undo: a
+    decisions.Undo for the counterfactual rung.  Returns (callable, figures)."""
     import torch
     import torch._inductor.metrics as metrics
+    import decisions
     import ladder
     import outcode
 
     kw = ladder.compile_kwargs(name, req["device"])
+    if undo is not None:
+        kw["options"] = dict(kw.get("options", {}), **undo.options())
     cache = _fresh_cache(root, name)
     figs = Figures()
     figs.install()
+    rec = decisions.Recorder()
+    try:
+        rec.start()
+    except decisions.Unsupported as e:  # fusion decisions are a figure, not the rung
+        rec, rec_error = None, str(e)
     metrics.reset()
     before = _counters_snapshot()
     torch._dynamo.reset()
-    grouping = ladder.cpp_one_node_per_kernel() if name == "inductor-nofusion" else \
-        contextlib.nullcontext()
-    with grouping:
-        t0 = time.perf_counter()
-        fn = torch.compile(model, **kw)
-        fn(*inputs)
-        _sync(req["device"])
-        cold = (time.perf_counter() - t0) * 1e3
+    grouping = _grouping(name, undo)
+    try:
+        with grouping:
+            t0 = time.perf_counter()
+            fn = torch.compile(model, **kw)
+            fn(*inputs)
+            _sync(req["device"])
+            cold = (time.perf_counter() - t0) * 1e3
+    finally:
+        if rec is not None:
+            rec.stop()
     cnt = _delta(before, _counters_snapshot())
     gen_count = metrics.generated_kernel_count
     pre_fusion = metrics.ir_nodes_pre_fusion
@@ -274,7 +313,7 @@ def compile_variant(name, model, inputs, req, root):
     figs.codes.clear()
     torch._dynamo.reset()
     warm_before = _counters_snapshot()
-    with grouping:
+    with _grouping(name, undo):
         t0 = time.perf_counter()
         fn = torch.compile(model, **kw)
         fn(*inputs)
@@ -312,6 +351,18 @@ def compile_variant(name, model, inputs, req, root):
     if req["params"].get("keep_output_code"):
         figures["output_code"] = cold_codes
     figures["_cache_dir"] = cache
+    if rec is None:
+        figures["decisions_error"] = rec_error
+        return fn, figures
+    made = rec.decisions()
+    figures["final_nodes"] = rec.final_nodes()
+    figures["fusion_decisions"] = {
+        "fuse": sum(1 for d in made if d["id"].startswith("fuse-")),
+        "group": sum(1 for d in made if d["id"].startswith("group-"))}
+    if name in ("inductor", ladder.UNFUSED):
+        figures["decisions"] = made[:DECISIONS_MAX]
+        figures["decisions_total"] = len(made)
+    figures["_decisions"] = made
     return fn, figures
 
 
@@ -327,11 +378,10 @@ def rebind(req, variants):
         if v.fn is None or not figs:
             continue
         d = figs.pop("_cache_dir")
+        figs.pop("_decisions", None)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
         os.environ["TRITON_CACHE_DIR"] = os.path.join(d, "triton")
-        grouping = ladder.cpp_one_node_per_kernel() if v.name == "inductor-nofusion" else \
-            contextlib.nullcontext()
-        with grouping:
+        with _grouping(v.name, v.undo):
             _guard(v, lambda: v.fn(*v_inputs[0]), "rebind")
 
 
@@ -345,6 +395,7 @@ class Variant:
         self.status = "ok"
         self.message = ""
         self.samples = []
+        self.undo = None
         self.out = {"name": name}
 
     def fail(self, status, message):
@@ -361,7 +412,42 @@ def _describe(e):
     return "%s: %s" % (type(e).__name__, first[:400])
 
 
+def compile_unfused(v, variants, model, inputs, req, root):
+    """The counterfactual rung: "inductor" with params.unfuse's fusions undone,
+    checked against the decisions of the "inductor" compile before it (an id
+    it did not make is decisions.UnknownId: the job fails before any timing),
+    and verified to have taken (else the rung fails, saying which did not)."""
+    import decisions
+    import ladder
+
+    base = next(x for x in variants if x.name == "inductor")
+    made = base.out.get("inductor", {}).get("_decisions")
+    if base.fn is None or made is None:
+        v.fail("error", "the undo needs the inductor rung's fusion decisions: %s" % (
+            base.message or base.out.get("inductor", {}).get("decisions_error", "none")))
+        return
+    ok, why = decisions.feature_check()
+    if not ok:
+        raise ladder.Unsupported(why)
+    ids = req["params"]["unfuse"]
+    v.undo = decisions.undo_for(ids, made)
+    v.fn, figs = compile_variant(v.name, model, inputs, req, root, undo=v.undo)
+    v.out["inductor"] = figs
+    bf = base.out["inductor"]
+    took = decisions.verify(ids, made, figs.get("_decisions", []),
+                            {"final_nodes": bf.get("final_nodes", 0),
+                             "generated_kernels": bf["generated_kernels"]},
+                            {"final_nodes": figs.get("final_nodes", 0),
+                             "generated_kernels": figs["generated_kernels"]})
+    figs["unfuse"] = took
+    bad = [t for t in took if not t["took"]]
+    if bad:
+        v.fail("error", "the undo did not take: " + "; ".join(
+            "%s: %s" % (t["id"], t["reason"]) for t in bad))
+
+
 def prepare(req, model, inputs, proto, root):
+    import decisions
     import ladder
     import torch
 
@@ -375,10 +461,14 @@ def prepare(req, model, inputs, proto, root):
                 t0 = time.perf_counter()
                 v.fn = ladder.eager_cudagraphs(model, inputs, req["device"])
                 v.out["compile_cold_ms"] = (time.perf_counter() - t0) * 1e3
+            elif v.name == ladder.UNFUSED:
+                compile_unfused(v, variants, model, inputs, req, root)
             else:
                 v.fn, v.out["inductor"] = compile_variant(v.name, model, inputs, req, root)
         except ladder.Unsupported as e:
             v.fail("unsupported", str(e))
+        except decisions.UnknownId:
+            raise  # the job's error: params.unfuse names no fusion of this model
         except Exception as e:  # a rung that fails leaves the others going
             traceback.print_exc()
             v.fail("oom" if _oom(e) else "error", "compile: " + _describe(e))
@@ -619,6 +709,8 @@ def result_line(req, variants, env, model_s):
     vs = []
     for v in variants:
         o = dict(v.out)
+        if "inductor" in o:  # "_" keys are the runner's own, not figures
+            o["inductor"] = {k: x for k, x in o["inductor"].items() if not k.startswith("_")}
         o.update({"status": v.status, "samples_ms": v.samples})
         if v.status != "ok":
             o["message"] = v.message
@@ -676,11 +768,15 @@ def run_job(req, proto):
         return {"type": "error", "code": "unsupported", "message": str(e)}
     except ValueError as e:
         return {"type": "error", "code": "invalid_argument", "message": str(e)}
+    import decisions
     model_s = time.perf_counter() - t0
     root = tempfile.mkdtemp(prefix="fb-inductor-")
     try:
         with torch.no_grad():
-            variants = prepare(req, model, inputs, proto, root)
+            try:
+                variants = prepare(req, model, inputs, proto, root)
+            except decisions.UnknownId as e:
+                return {"type": "error", "code": "invalid_argument", "message": str(e)}
             v_inputs[0] = inputs
             rebind(req, variants)
             before = _counters_snapshot()

@@ -47,24 +47,13 @@ fb_code gr_rules_from_spec(const fb_spec *spec, unsigned *disabled, fb_err *err)
 fb_code gr_unfuse_from_spec(const fb_spec *spec, gr_unfuse *u, fb_err *err)
 {
     u->n = 0;
+    fb_code rc = fb_spec_check_unfuse(spec, err); /* the form: integers, at most 64, distinct */
     const cJSON *arr =
         spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "unfuse") : NULL;
-    if (!arr)
-        return FB_OK;
-    if (!cJSON_IsArray(arr))
-        return fb_err_set(err, FB_EINVAL, "params.unfuse", "must be an array of fusion group ids");
-    if (cJSON_GetArraySize(arr) > GR_UNFUSE_MAX)
-        return fb_err_set(err, FB_EINVAL, "params.unfuse", "at most %d group ids", GR_UNFUSE_MAX);
-    int i = 0;
-    for (const cJSON *e = arr->child; e; e = e->next, i++) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e6 ||
-            e->valuedouble != (double)(int)e->valuedouble) {
-            char field[32];
-            snprintf(field, sizeof field, "params.unfuse[%d]", i);
-            return fb_err_set(err, FB_EINVAL, field, "must be a fusion group id (an integer >= 0)");
-        }
+    if (rc || !arr)
+        return rc;
+    for (const cJSON *e = arr->child; e && u->n < GR_UNFUSE_MAX; e = e->next)
         u->ids[u->n++] = (int)e->valuedouble;
-    }
     return FB_OK;
 }
 

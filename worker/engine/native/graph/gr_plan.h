@@ -59,7 +59,7 @@ typedef struct gr_groups {
 FB_MUSTCHECK fb_code gr_rules_from_spec(const fb_spec *spec, unsigned *disabled, fb_err *err);
 
 /* params.unfuse: fusion group ids to leave unfused (at most GR_UNFUSE_MAX). */
-#define GR_UNFUSE_MAX 64
+#define GR_UNFUSE_MAX FB_UNFUSE_MAX
 typedef struct gr_unfuse {
     int n;
     int ids[GR_UNFUSE_MAX];

@@ -1,0 +1,121 @@
+"""In-process checks of decisions.py that the runner's protocol cannot show
+(run by test_unfuse.py in the project venv's python; prints one JSON line):
+
+  stable   two cold compiles of one module, each in a fresh cache directory,
+           give the same fusion ids;
+  cache    an undone compile after a normal one, in the same (warm) cache
+           directory, still schedules and produces the undone kernels, while a
+           normal compile there hits the FX graph cache;
+  drift    with V.set_choices_handler gone (an older PyTorch), feature_check
+           says so and the runner's counterfactual rung is "unsupported", the
+           rest of the job runs.
+
+The module is the issue's conv + BN + ReLU + softmax (2 cpp kernels, both
+fusion kinds)."""
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "worker", "engine", "inductor"))
+
+import torch  # noqa: E402
+
+import decisions  # noqa: E402
+import outcode  # noqa: E402
+
+
+class ConvBnSoftmax(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 16, 3)
+        self.bn = torch.nn.BatchNorm2d(16)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        return torch.softmax(y.flatten(1), -1) * 2 + y.mean()
+
+
+def compile_once(model, x, cache, undo=None):
+    """One compile in cache directory `cache`: (decisions, final nodes, cpp
+    kernels, FX cache hits, whether the scheduler ran, max |error|)."""
+    from torch._dynamo.utils import counters
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+    torch._dynamo.reset()
+    torch._inductor.utils.clear_caches()
+    codes = []
+    outcode.install_capture(codes.append)
+    rec = decisions.Recorder()
+    rec.start()
+    hits = counters["inductor"]["fxgraph_cache_hit"]
+    opts = undo.options() if undo else {}
+    try:
+        with (undo or contextlib.nullcontext()), torch.no_grad():
+            fn = torch.compile(model, options=opts)
+            err = (fn(x) - model(x)).abs().max().item()
+    finally:
+        rec.stop()
+    kernels = outcode.summarize([outcode.parse(c) for c in codes])["generated_kernels"]
+    return {"ids": [d["id"] for d in rec.decisions()], "decisions": rec.decisions(),
+            "final_nodes": rec.final_nodes(), "kernels": kernels,
+            "hits": counters["inductor"]["fxgraph_cache_hit"] - hits,
+            "scheduled": bool(rec.graphs), "err": err}
+
+
+def drift(root):
+    """The runner with set_choices_handler removed from V's class."""
+    import runner
+    from torch._inductor.virtualized import V
+
+    sys.path.insert(0, os.path.dirname(runner.__file__))
+    cls = type(V)
+    saved = cls.__dict__.get("set_choices_handler")
+    ok0 = decisions.feature_check()[0]
+    delattr(cls, "set_choices_handler")
+    try:
+        ok, why = decisions.feature_check()
+        out = os.path.join(root, "proto.jsonl")
+        req = runner.parse_request(json.dumps({
+            "model": "tiny_cnn", "variants": ["inductor"], "warmup": 1, "iterations": 3,
+            "threads": 2, "params": {"image_size": 16, "unfuse": ["fuse-0123456789ab"]}}))
+        line = runner.run_job(req, runner.Proto(out))
+    finally:
+        setattr(cls, "set_choices_handler", saved)
+    vs = {v["name"]: {"status": v["status"], "message": v.get("message", "")}
+          for v in line.get("variants", [])}
+    return {"ok_before": ok0, "ok": ok, "why": why, "type": line["type"], "variants": vs}
+
+
+def main():
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    model, x = ConvBnSoftmax().eval(), torch.randn(2, 8, 16, 16)
+    outcode.install_cpp_metadata()
+    root = tempfile.mkdtemp(prefix="fb-unfuse-probe-")
+    a = compile_once(model, x, tempfile.mkdtemp(dir=root))
+    b = compile_once(model, x, tempfile.mkdtemp(dir=root))
+    warm_dir = tempfile.mkdtemp(dir=root)
+    normal = compile_once(model, x, warm_dir)
+    again = compile_once(model, x, warm_dir)
+    fuse = next(d for d in normal["decisions"] if d["id"].startswith("fuse-"))
+    group = next(d for d in normal["decisions"] if d["id"].startswith("group-") and
+                 d["loop_nests"] >= 2)
+    undone = {}
+    for d in (fuse, group):
+        u = decisions.undo_for([d["id"]], normal["decisions"])
+        r = compile_once(model, x, warm_dir, u)
+        undone[d["id"]] = {k: r[k] for k in ("ids", "final_nodes", "kernels", "hits",
+                                              "scheduled", "err")}
+    for r in (a, b, normal, again):
+        del r["decisions"]
+    print(json.dumps({"stable": [a["ids"], b["ids"]], "normal": normal, "again": again,
+                      "fuse": fuse["id"], "group": group["id"], "undone": undone,
+                      "drift": drift(root)}))
+
+
+if __name__ == "__main__":
+    main()
