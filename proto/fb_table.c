@@ -214,6 +214,82 @@ static void tb_group(FILE *f, const cJSON *g)
 #define TB_EXPLAIN_ROWS 15
 
 /* The inductor engine's explanation: the ladder, then its fused kernels. */
+/* v with `digits` decimals (signed: with its sign always), or "-" when it is
+ * unknown (NaN). */
+static void tb_fmt(char *buf, size_t cap, double v, int digits, bool sign)
+{
+    if (isfinite(v))
+        snprintf(buf, cap, sign ? "%+.*f" : "%.*f", digits, v);
+    else
+        snprintf(buf, cap, "-");
+}
+
+/* The inductor explanation's "fusions" (worker/engine/inductor/explain.py):
+ * each of Inductor's fusion decisions, undone, with its verdict. */
+static void tb_inductor_fusions(FILE *f, const cJSON *fx)
+{
+    const cJSON *c = tb_get(fx, "counts"), *e, *all = tb_get(fx, "all_lost_undone");
+    const cJSON *cm = tb_get(fx, "cost_model"), *missed = tb_get(fx, "missed");
+    if (tb_get(fx, "error")) {
+        fprintf(f, "\nfusion by fusion: not measured: %s\n", tb_str(fx, "error", ""));
+        return;
+    }
+    fprintf(f,
+            "\nInductor's fusions, each undone (%d decisions; %d won, %d lost, %d no difference, "
+            "%d not measured in the %.0f s budget; layout noise %.3f ms)\n",
+            (int)tb_int(fx, "decisions", 0, INT32_MAX, 0), (int)tb_int(c, "won", 0, INT32_MAX, 0),
+            (int)tb_int(c, "lost", 0, INT32_MAX, 0),
+            (int)tb_int(c, "no_difference", 0, INT32_MAX, 0),
+            (int)tb_int(c, "not_measured", 0, INT32_MAX, 0), tb_num(fx, "budget_s"),
+            tb_num(fx, "layout_noise_ms"));
+    if (isfinite(tb_num(fx, "ladder_step_ms")))
+        fprintf(f,
+                "all fusion (inductor-nofusion -> inductor) saved %+.3f ms; the fusions measured "
+                "alone add up to %+.3f ms; interaction %+.3f ms\n",
+                tb_num(fx, "ladder_step_ms"), tb_num(fx, "sum_of_parts_ms"),
+                tb_num(fx, "interaction_ms"));
+    if (cJSON_IsObject(all))
+        fprintf(f, "all %d lost fusions undone at once: %+.3f ms recovered [%.3f, %.3f]\n",
+                cJSON_GetArraySize(tb_get(all, "ids")), tb_num(all, "recovered_ms"),
+                -tb_arr_num(tb_get(all, "ci95"), 1), -tb_arr_num(tb_get(all, "ci95"), 0));
+    if (isfinite(tb_num(cm, "spearman")))
+        fprintf(f,
+                "Inductor's cost model: rank correlation %.2f between predicted shared bytes and "
+                "measured saving; %d predicted to help and measured to hurt\n",
+                tb_num(cm, "spearman"), cJSON_GetArraySize(tb_get(cm, "bad_fusions")));
+    fprintf(f, "%-18s %-12s %-14s %9s %9s  %-20s %12s  %-18s %s\n", "fusion", "kind", "verdict",
+            "kernel ms", "saved ms", "95% CI", "predicted B", "reason", "kernel");
+    int n = 0;
+    cJSON_ArrayForEach(e, tb_get(fx, "fusions"))
+    {
+        if (n++ >= TB_EXPLAIN_ROWS)
+            break;
+        const cJSON *ci = tb_get(e, "saved_ci95");
+        char cis[48] = "-", km[24], sv[24], pb[24];
+        if (cJSON_IsArray(ci))
+            snprintf(cis, sizeof cis, "[%.3f, %.3f]", tb_arr_num(ci, 0), tb_arr_num(ci, 1));
+        tb_fmt(km, sizeof km, tb_num(e, "kernel_ms"), 4, false);
+        tb_fmt(sv, sizeof sv, tb_num(e, "saved_ms"), 4, true);
+        tb_fmt(pb, sizeof pb, tb_num(e, "predicted_shared_bytes"), 0, false);
+        fprintf(f, "%-18s %-12s %-14s %9s %9s  %-20s %12s  %-18s %s\n", tb_str(e, "id", "?"),
+                tb_str(e, "kind", "?"), tb_str(e, "verdict", "?"), km, sv, cis, pb,
+                tb_str(e, "reason", "-"), tb_str(e, "kernel", "-"));
+    }
+    if (cJSON_GetArraySize(tb_get(missed, "top")) > 0) {
+        fprintf(f, "merges Inductor refused, by the bytes they would have shared:\n");
+        n = 0;
+        cJSON_ArrayForEach(e, tb_get(missed, "top"))
+        {
+            if (n++ >= 5)
+                break;
+            const char *a = cJSON_GetStringValue(cJSON_GetArrayItem(tb_get(e, "nodes"), 0));
+            const char *b = cJSON_GetStringValue(cJSON_GetArrayItem(tb_get(e, "nodes"), 1));
+            fprintf(f, "  %12.0f B  %s + %s: %s\n", tb_num(e, "shared_bytes"), a ? a : "?",
+                    b ? b : "?", tb_str(e, "reason", "?"));
+        }
+    }
+}
+
 static void tb_explain_inductor(FILE *f, const cJSON *ex)
 {
     const cJSON *st, *k;
@@ -248,6 +324,8 @@ static void tb_explain_inductor(FILE *f, const cJSON *ex)
         fprintf(f, "%-40.40s %6d %10.4f  %s\n", tb_str(k, "kernel", "?"),
                 (int)tb_int(k, "count", 0, INT32_MAX, 0), tb_num(k, "mean_ms"), ops);
     }
+    if (tb_get(ex, "fusions"))
+        tb_inductor_fusions(f, tb_get(ex, "fusions"));
 }
 
 void fb_table_explain(FILE *f, const cJSON *ex)

@@ -5,7 +5,8 @@
 // the graph view (graph.js).
 "use strict";
 
-const VERDICT_CLASS = { won: "ok", lost: "bad", within_noise: "muted" };
+const VERDICT_CLASS = { won: "ok", lost: "bad", within_noise: "muted", no_difference: "muted",
+  did_not_take: "muted", not_measured: "muted" };
 let explainShown = null; // the job id and explanation drawn, so refreshes keep it
 
 function msCell(v, digits) {
@@ -103,17 +104,122 @@ function groupRow(g) {
   return row;
 }
 
-// The inductor engine's explanation: the ladder's steps, then its fused
-// kernels with eager's per-call time of each ATen op type they name.
+// The table's columns: the native engine's fusion groups, or Inductor's
+// fusion decisions ([title, class, tooltip]).
+const NATIVE_HEAD = [["group", "num"], ["verdict"], ["ops"], ["eager ms", "num"], ["fused ms", "num"],
+  ["delta ms", "num"], ["95% CI of delta"], ["saved MiB", "num", "intermediates kept out of memory"],
+  ["of roofline", "num", "the fused kernel's roofline bound over its time"], ["code, eager → fused"],
+  ["reason"], ["counterfactual"]];
+const INDUCTOR_HEAD = [["fusion"], ["verdict"], ["kind"], ["kernel ms", "num", "the fused kernel's time in the profiled iteration"],
+  ["saved ms", "num", "median with it undone − median of inductor: > 0, the fusion saved time"], ["95% CI"],
+  ["predicted B", "num", "Inductor's own prediction: the bytes the merge shares (score_fusion_memory)"],
+  ["measured"], ["reason"], ["kernel"]];
+
+function setHead(id, cols) {
+  const tr = document.querySelector("#" + id + " thead tr");
+  tr.replaceChildren(...cols.map(([t, cls, tip]) => el("th", Object.assign(cls ? { class: cls } : {}, tip ? { title: tip } : {}), t)));
+}
+
+function fusionRow(e) {
+  return el("tr", {},
+    el("td", {}, el("code", {}, e.id)),
+    el("td", {}, el("span", { class: VERDICT_CLASS[e.verdict] || "" }, e.verdict.replace(/_/g, " "))),
+    el("td", {}, e.kind), msCell(e.kernel_ms, 4), msCell(e.saved_ms, 4), el("td", {}, ciText(e.saved_ci95)),
+    el("td", { class: "num" }, typeof e.predicted_shared_bytes === "number" ? String(e.predicted_shared_bytes) : "–"),
+    el("td", {}, e.measured ? e.measured.replace(/_/g, " ") : "–"),
+    el("td", { title: e.evidence ? JSON.stringify(e.evidence).slice(0, 600) : "" }, e.reason || ""),
+    el("td", {}, el("code", {}, e.kernel || "–")));
+}
+
+// From inductor-nofusion's median to inductor's: the fusions that won, lost,
+// made no difference (each measured alone), and their interaction.
+function drawInductorWaterfall(fx) {
+  const m = fx.medians || {}, fus = fx.fusions || [];
+  if (typeof m["inductor-nofusion"] !== "number" || typeof m.inductor !== "number" || !hasChart()) return false;
+  const sum = (v) => fus.filter((e) => e.verdict === v && e.measured === "alone").reduce((a, e) => a + e.saved_ms, 0);
+  const steps = [["won", sum("won")], ["lost", sum("lost")], ["no difference", sum("no_difference")],
+    ["interaction", typeof fx.interaction_ms === "number" ? fx.interaction_ms : 0]];
+  const bars = [["inductor-nofusion", [0, m["inductor-nofusion"]]]];
+  let at = m["inductor-nofusion"];
+  for (const [name, v] of steps) {
+    bars.push([name + " " + (v >= 0 ? "−" : "+") + Math.abs(v).toFixed(3), [at - v, at]]);
+    at -= v;
+  }
+  bars.push(["inductor", [0, m.inductor]]);
+  const color = (name, i) => i === 0 ? COLORS.eager : i === bars.length - 1 ? COLORS.fused :
+    name.startsWith("won") ? COLORS.ok : name.startsWith("lost") ? COLORS.bad : "#b0b7c3";
+  drawChart("chart-explain", {
+    type: "bar",
+    data: { labels: bars.map((b) => b[0]),
+      datasets: [{ label: "ms", data: bars.map((b) => b[1]), backgroundColor: bars.map((b, i) => color(b[0], i)) }] },
+    options: { indexAxis: "y", plugins: { legend: { display: false } },
+      scales: { x: { title: { display: true, text: "ms per iteration" } } } },
+  });
+  return true;
+}
+
+// Inductor's cost model audited: its predicted shared bytes against the
+// measured saving, one point per fusion measured alone, colored by verdict.
+function drawCostModel(fx) {
+  const box = document.getElementById("roofline-box");
+  const pts = ((fx.cost_model || {}).points || []);
+  box.hidden = !pts.length || !hasChart();
+  if (box.hidden) return;
+  const by = (v) => pts.filter((p) => p.verdict === v).map((p) => ({ x: p.predicted_shared_bytes, y: p.saved_ms, id: p.id }));
+  drawChart("chart-roofline", {
+    type: "scatter",
+    data: { datasets: [
+      { label: "won", data: by("won"), backgroundColor: COLORS.ok },
+      { label: "lost", data: by("lost"), backgroundColor: COLORS.bad },
+      { label: "no difference", data: by("no_difference"), backgroundColor: "#b0b7c3" }] },
+    options: {
+      scales: { x: { title: { display: true, text: "Inductor's predicted shared bytes" } },
+        y: { title: { display: true, text: "measured saving, ms (undone − inductor)" } } },
+      plugins: { tooltip: { callbacks: { label: (c) => c.raw.id + ": " + c.raw.x + " B, " + c.raw.y.toFixed(4) + " ms" } } },
+    },
+  });
+}
+
+// The inductor engine's explanation: the ladder's steps; with "fusions",
+// each of Inductor's fusion decisions undone with its verdict, the waterfall
+// from inductor-nofusion to inductor, and the cost model's scatter; without,
+// its fused kernels with eager's per-call time of each ATen op type they name.
 function renderInductor(ex) {
   document.getElementById("explain-none").hidden = true;
   document.getElementById("explain-body").hidden = false;
-  summaryList("explain-summary", [["how", ex.note || ""]].concat((ex.ladder || []).map((st) =>
+  const fx = ex.fusions && !ex.fusions.error ? ex.fusions : null;
+  const items = [["how", ex.note || ""]].concat((ex.ladder || []).map((st) =>
     [st.from + " → " + st.to, (st.saved_ms >= 0 ? "saves " : "costs ") + Math.abs(st.saved_ms).toFixed(3) +
-      " ms, 95% CI " + ciText(st.saved_ci95) + " (" + st.mechanism + ")"])));
+      " ms, 95% CI " + ciText(st.saved_ci95) + " (" + st.mechanism + ")"]));
+  if (ex.fusions && ex.fusions.error) items.push(["fusion by fusion", ex.fusions.error]);
+  if (fx) {
+    const c = fx.counts || {}, all = fx.all_lost_undone, cm = fx.cost_model || {}, be = (fx.break_even || {}).inductor;
+    items.push(["fusions", c.won + " won, " + c.lost + " lost, " + c.no_difference + " no difference" +
+      (c.not_measured ? ", " + c.not_measured + " not measured in the " + Math.round(fx.budget_s) + " s budget" : "")]);
+    items.push(["layout noise", typeof fx.layout_noise_ms === "number" ? fx.layout_noise_ms.toFixed(4) + " ms (the same code built twice)" : "–"]);
+    if (typeof fx.ladder_step_ms === "number")
+      items.push(["all fusion vs its parts", "saved " + fx.ladder_step_ms.toFixed(3) + " ms; measured alone they add up to " +
+        (typeof fx.sum_of_parts_ms === "number" ? fx.sum_of_parts_ms.toFixed(3) : "–") + " ms; interaction " +
+        (typeof fx.interaction_ms === "number" ? fx.interaction_ms.toFixed(3) : "–") + " ms"]);
+    if (all) items.push(["all lost undone", "recovers " + all.recovered_ms.toFixed(3) + " ms"]);
+    items.push(["Inductor's cost model", typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) +
+      ", " + (cm.bad_fusions || []).length + " predicted to help and measured to hurt" : "too few fusions measured alone"]);
+    const top = ((fx.missed || {}).top || []).slice(0, 3);
+    items.push(["merges Inductor refused", top.length ? top.map((t) => t.nodes.join(" + ") + " (" + t.shared_bytes + " B): " + t.reason).join("; ") : "none sharing bytes"]);
+    if (be) items.push(["break-even vs eager", be.iterations_cold ? be.iterations_cold + " iterations (cold compile), " + be.iterations_warm + " (warm)" : "never: no saving per iteration"]);
+  }
+  summaryList("explain-summary", items);
   for (const id of ["chart-explain", "chart-roofline"])
     if (charts[id]) { charts[id].destroy(); delete charts[id]; }
   document.getElementById("roofline-box").hidden = true;
+  if (fx) {
+    setHead("explain-table", INDUCTOR_HEAD);
+    fillTable("explain-table", (fx.fusions || []).map(fusionRow));
+    drawInductorWaterfall(fx);
+    drawCostModel(fx);
+    return;
+  }
+  setHead("explain-table", NATIVE_HEAD);
   fillTable("explain-table", (ex.kernels || []).map((k, i) => el("tr", {},
     el("td", { class: "num" }, String(i)), el("td", {}, ""),
     el("td", {}, (k.ops || []).map((o) => o.op.replace(/^aten\./, "") + (o.extern ? "*" : "") +
@@ -128,6 +234,7 @@ function renderExplain(ex) {
   const w = ex.waterfall || {}, s = ex.summary || {};
   document.getElementById("explain-none").hidden = true;
   document.getElementById("explain-body").hidden = false;
+  setHead("explain-table", NATIVE_HEAD);
   summaryList("explain-summary", [
     ["measured difference", (w.measured_ms || 0).toFixed(3) + " ms, 95% CI " + ciText(w.measured_ci95)],
     ["groups", s.won + " won, " + s.lost + " lost, " + s.within_noise + " within noise"],

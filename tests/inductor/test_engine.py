@@ -86,7 +86,16 @@ def run_json(c, py):
             "explain: fused kernels with their ops")
     c.check(any(o["eager_ms_per_call"] for k in ex["kernels"] for o in k["ops"]),
             "explain: eager's per-call time of an op a kernel names")
-    c.check("no undoing" in ex["note"], "explain: says per-group undoing is not offered")
+    fx = ex.get("fusions", {})
+    c.check("undone" in ex["note"] and len(fx.get("fusions", [])) == fx.get("decisions", -1) >= 2
+            and all(e["verdict"] in ("won", "lost", "no_difference") for e in fx["fusions"]),
+            "explain: each of Inductor's fusions undone, with its verdict (%s)" % fx.get("counts"))
+    r = cli(["tiny_cnn", "--engine", "inductor", "--iterations", "6", "--warmup", "2",
+             "--threads", "2", "--variants", "eager,inductor", "--param", "image_size=16",
+             "--param", "time_budget_s=60", "--explain"], {"FUSIONBENCH_PYTHON": py})
+    c.check(r.returncode == 0 and "Inductor's fusions, each undone" in r.stdout and
+            "fuse-" in r.stdout, "the table: Inductor's fusions, each undone (%s)" %
+            (r.stdout + r.stderr)[-400:])
 
 
 def errors(c, py):

@@ -11,13 +11,24 @@ decisions.py, docs/INDUCTOR.md "Fusion by fusion"):
   round, naming the id;
 - unfuse_probe.py, in process: ids stable over two compiles, the compile cache
   cannot hand the undone compile the unmodified kernels, and a PyTorch
-  without the hook gives "unsupported" for the counterfactual rung only."""
+  without the hook gives "unsupported" for the counterfactual rung only;
+- the explanation, fusion by fusion (explain.py, docs/EXPLAIN.md), on
+  tiny_cnn through the protocol: every decision with a verdict, the counts
+  adding up, ladder step = sum of the parts + interaction, the cost-model
+  audit, missed fusions, break-even, and a repro per variant whose snippet runs;
+- with --planted N (the full tier, inductor.test_unfuse_planted): over N seeds,
+  explain_probe.py's planted harmful fusion is `lost` with an evidence-backed
+  reason and its helpful one `won`."""
 
 import json
 import os
 import subprocess
+import sys
 
 import indtest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VERDICTS = {"won", "lost", "no_difference", "did_not_take", "not_measured"}
 
 TINY = {"model": "tiny_cnn", "warmup": 1, "iterations": 4, "threads": 2,
         "params": {"image_size": 16}}
@@ -34,9 +45,12 @@ def figures(res, name):
 
 
 def decisions_listed(c, py):
-    rc, lines, err = indtest.run_runner(py, req(["inductor"]))
+    r = req(["eager", "inductor-nofusion", "inductor"], time_budget_s=120)
+    r.update(explain=True, iterations=10)
+    rc, lines, err = indtest.run_runner(py, r)
     res = indtest.result_of(lines)
     f = figures(res, "inductor")
+    explained(c, py, res, f)
     ds = f.get("decisions", [])
     c.check(rc == 0 and f.get("decisions_total") == len(ds) >= 2,
             "inductor lists its fusion decisions (%d)" % len(ds))
@@ -53,6 +67,81 @@ def decisions_listed(c, py):
     c.check(all(m.get("aten_ops") for d in fuse for m in d["members"]),
             "each member names the ATen ops it came from")
     return f
+
+
+def explained(c, py, res, ind):
+    fx = ind.get("fusion_explain", {})
+    fus = fx.get("fusions", [])
+    c.check(len(fus) == ind.get("decisions_total", -1) >= 2,
+            "tiny_cnn: every decision in the explanation (%d)" % len(fus))
+    c.check(all(e["verdict"] in VERDICTS for e in fus), "each with a verdict")
+    c.check(sum(fx.get("counts", {}).values()) == len(fus), "the counts add up")
+    alone = [e for e in fus if e["measured"] == "alone"]
+    c.check(len(alone) == len(fus) and all(
+        e["saved_ci95"][0] <= e["saved_ms"] <= e["saved_ci95"][1] for e in alone),
+        "4 decisions: each undone alone, its saving inside its interval")
+    c.check(fx.get("layout_noise_ms") is not None and fx.get("placebo"),
+            "the placebo (the same code built again) gives the layout noise")
+    c.check(fx.get("ladder_step_ms") is not None and fx.get("interaction_ms") is not None and
+            abs(fx["ladder_step_ms"] - fx["sum_of_parts_ms"] - fx["interaction_ms"]) < 1e-9,
+            "ladder step = sum of the parts + interaction")
+    c.check(isinstance(fx.get("cost_model", {}).get("points"), list),
+            "the cost-model audit lists its points")
+    c.check(isinstance(fx.get("missed"), dict) and "by_reason" in fx["missed"],
+            "missed fusions, by Inductor's reason")
+    be = fx.get("break_even") or {}
+    c.check("inductor" in be and be["inductor"].get("compile_cold_ms", 0) > 0,
+            "break-even against eager for the inductor rung (%s)" % be.get("inductor"))
+    for v in res["variants"]:
+        rp = v.get("repro", {})
+        c.check(rp.get("command", "").startswith("fusionbench-run tiny_cnn --engine inductor") and
+                "torch" in rp.get("python", ""), "%s: a repro command and snippet" % v["name"])
+    # the snippet runs as it stands
+    snippet = indtest.variant(res, "inductor")["repro"]["python"]
+    r = subprocess.run([py, "-c", snippet + "\nprint('repro ran', out.shape)"],
+                       capture_output=True, text=True, timeout=600)
+    c.check(r.returncode == 0 and "repro ran" in r.stdout,
+            "the inductor snippet runs (%s)" % r.stderr.strip()[-300:])
+
+
+def probe(py, module, seed):
+    r = subprocess.run([py, os.path.join(HERE, "explain_probe.py"), module, "--seed", str(seed)],
+                       capture_output=True, text=True, timeout=1200)
+    if r.returncode != 0:
+        raise AssertionError("explain_probe.py %s: %s" % (module, r.stderr.strip()[-1500:]))
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def planted(c, py, seeds):
+    for seed in range(seeds):
+        p = probe(py, "harmful", seed)
+        fx = p["fusion_explain"] or {}
+        horiz = [e for e in fx.get("fusions", []) if e["id"].startswith("fuse-")]
+        c.check(len(horiz) == 1, "harmful (seed %d): one scheduler fusion (%s)" % (
+            seed, [(e["id"], e["kind"]) for e in fx.get("fusions", [])]))
+        for e in horiz:
+            ev = e.get("evidence") or {}
+            c.check(e["verdict"] == "lost" and e["kind"] == "vertical",
+                    "harmful (seed %d): %s (vertical) lost %+.4f ms %s (medians %s)" % (
+                        seed, e["id"], e["saved_ms"] or 0, e["saved_ci95"], p["medians"]))
+            # both loop nests vectorized, no more loads, no library call
+            # lost: the fused kernel itself measured slower than its parts
+            c.check(e["reason"] == "kernel_slowdown" and
+                    (ev.get("fused_kernel_ms") or 0) > (ev.get("unfused_kernels_ms") or 1e9),
+                    "harmful (seed %d): reason kernel_slowdown, fused kernel %s ms against "
+                    "%s ms apart" % (seed, ev.get("fused_kernel_ms"),
+                                     ev.get("unfused_kernels_ms")))
+            all_lost = fx.get("all_lost_undone") or {}
+            c.check((all_lost.get("recovered_ms") or 0) > 0,
+                    "harmful (seed %d): undoing the lost fusion recovers %s ms" % (
+                        seed, all_lost.get("recovered_ms")))
+        p = probe(py, "helpful", seed)
+        fx = p["fusion_explain"] or {}
+        red = [e for e in fx.get("fusions", []) if e["kind"] == "reduction"]
+        c.check(len(red) >= 1 and all(e["verdict"] == "won" for e in red),
+                "helpful (seed %d): the reduction fusion won (%s; medians %s)" % (
+                    seed, [(e["id"], e["verdict"], e["saved_ms"], e["saved_ci95"]) for e in red],
+                    p["medians"]))
 
 
 def undo_one(c, py, base, prefix):
@@ -142,6 +231,9 @@ def in_process(c, py):
 def main():
     py = indtest.python_or_skip()
     c = indtest.Checks()
+    if "--planted" in sys.argv:
+        planted(c, py, int(sys.argv[sys.argv.index("--planted") + 1]))
+        c.done()
     base = decisions_listed(c, py)
     if base.get("decisions"):
         undo_one(c, py, base, "fuse-")

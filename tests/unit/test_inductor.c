@@ -152,6 +152,11 @@ static void test_request(void **state)
     p = cJSON_GetObjectItem(r, "params");
     assert_null(cJSON_GetObjectItem(p, "threads"));
     assert_int_equal(cJSON_GetObjectItem(p, "image_size")->valueint, 64);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(r, "explain")));
+    cJSON_Delete(r);
+    spec.explain = true; /* the runner explains fusion by fusion in the job's process */
+    r = ind_request_json(&spec);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(r, "explain")));
     cJSON_Delete(r);
     fb_spec_free(&spec);
 }

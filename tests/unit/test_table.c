@@ -176,10 +176,60 @@ static void test_table_all_ok(void **state)
     fb_spec_free(&spec);
 }
 
+/* An inductor explanation with "fusions" (worker/engine/inductor/explain.py):
+ * its summary lines, one row per fusion (unknowns as "-"), the refused merges. */
+static void test_table_inductor_fusions(void **state)
+{
+    (void)state;
+    const char *text =
+        "{\"engine\":\"inductor\",\"note\":\"n\",\"ladder\":[],\"kernels\":[],"
+        "\"fusions\":{\"decisions\":2,\"budget_s\":60,\"layout_noise_ms\":0.05,"
+        "\"counts\":{\"won\":1,\"lost\":1,\"no_difference\":0,\"not_measured\":0},"
+        "\"ladder_step_ms\":-1.2,\"sum_of_parts_ms\":-1.1,\"interaction_ms\":-0.1,"
+        "\"all_lost_undone\":{\"ids\":[\"fuse-0123456789ab\"],\"recovered_ms\":1.3,"
+        "\"ci95\":[-1.4,-1.2]},"
+        "\"cost_model\":{\"spearman\":-0.5,\"bad_fusions\":[{\"id\":\"fuse-0123456789ab\"}]},"
+        "\"missed\":{\"top\":[{\"nodes\":[\"op1\",\"op4\"],\"shared_bytes\":4096,"
+        "\"reason\":\"exceeds max fusion\"}]},"
+        "\"fusions\":[{\"id\":\"fuse-0123456789ab\",\"kind\":\"vertical\",\"verdict\":\"lost\","
+        "\"kernel_ms\":17.1,\"saved_ms\":-1.3,\"saved_ci95\":[-1.39,-1.26],"
+        "\"predicted_shared_bytes\":4194304,\"reason\":\"kernel_slowdown\",\"kernel\":\"k0\"},"
+        "{\"id\":\"group-abcdef012345\",\"kind\":\"kernel_group\",\"verdict\":\"won\","
+        "\"kernel_ms\":17.1,\"saved_ms\":0.13,\"saved_ci95\":[0.08,0.18],"
+        "\"predicted_shared_bytes\":null,\"reason\":null,\"kernel\":\"k0\"}]}}";
+    cJSON *ex = cJSON_Parse(text);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(ex);
+    assert_non_null(f);
+    fb_table_explain(f, ex);
+    assert_int_equal(fclose(f), 0);
+    assert_non_null(strstr(buf, "Inductor's fusions, each undone (2 decisions; 1 won, 1 lost, 0 "
+                                "no difference, 0 not measured in the 60 s budget; layout noise "
+                                "0.050 ms)\n"));
+    assert_non_null(strstr(buf, "saved -1.200 ms; the fusions measured alone add up to -1.100 ms; "
+                                "interaction -0.100 ms\n"));
+    assert_non_null(strstr(buf, "all 1 lost fusions undone at once: +1.300 ms recovered "
+                                "[1.200, 1.400]\n"));
+    assert_non_null(strstr(buf, "rank correlation -0.50 between predicted shared bytes and "
+                                "measured saving; 1 predicted to help and measured to hurt\n"));
+    assert_non_null(strstr(buf,
+                           "fuse-0123456789ab  vertical     lost             17.1000   -1.3000  "
+                           "[-1.390, -1.260]          4194304  kernel_slowdown    k0\n"));
+    assert_non_null(strstr(buf,
+                           "group-abcdef012345 kernel_group won              17.1000   +0.1300  "
+                           "[0.080, 0.180]                  -  -                  k0\n"));
+    assert_non_null(strstr(buf, "        4096 B  op1 + op4: exceeds max fusion\n"));
+    free(buf);
+    cJSON_Delete(ex);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_matches_run),
+        cmocka_unit_test(test_table_inductor_fusions),
         cmocka_unit_test(test_table_all_ok),
         cmocka_unit_test(test_table_gpu_line),
     };

@@ -159,6 +159,7 @@ cJSON *ind_request_json(const fb_spec *spec)
     cJSON_AddNumberToObject(r, "warmup", spec->warmup);
     cJSON_AddNumberToObject(r, "iterations", spec->iterations);
     cJSON_AddNumberToObject(r, "timeout_s", spec->timeout_s);
+    cJSON_AddBoolToObject(r, "explain", spec->explain);
     cJSON_AddItemToObject(r, "variants", vs);
     cJSON_AddItemToObject(r, "threads", cJSON_IsNumber(threads) ? threads : cJSON_CreateNull());
     if (!cJSON_IsNumber(threads))

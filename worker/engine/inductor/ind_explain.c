@@ -1,11 +1,13 @@
 /* ind_explain: the inductor engine's explanation (docs/EXPLAIN.md), from a
- * finished result: Inductor offers no undoing of one of its fusions, so the
- * rungs of the ladder are the counterfactuals (eager -> inductor-nofusion ->
+ * finished result: the rungs of the ladder (eager -> inductor-nofusion ->
  * inductor -> inductor-max-autotune, each step one mechanism, with the
- * bootstrap interval of its difference of medians), and each fused Inductor
- * kernel of the profiled iteration is listed with eager's per-call time of
- * each ATen op type it names (from eager's own profile: a reference, not a
- * measured difference: one op type runs many times in eager, at many sizes). */
+ * bootstrap interval of its difference of medians); each fused Inductor
+ * kernel of the profiled iteration with eager's per-call time of each ATen op
+ * type it names (from eager's own profile: a reference, not a measured
+ * difference); and, fusion by fusion, what the runner measured by undoing
+ * each of Inductor's fusion decisions (the inductor variant's
+ * "fusion_explain": worker/engine/inductor/explain.py), passed on as
+ * "fusions". */
 #include "ind_explain.h"
 
 #include <math.h>
@@ -225,11 +227,21 @@ fb_code ind_explain(const fb_result *r, cJSON **out, fb_err *err)
     ok = ok && cJSON_AddItemToObject(o, "kernels", kernels);
     if (ok)
         kernels = NULL;
+    const cJSON *fx =
+        f->extra ? cJSON_GetObjectItemCaseSensitive(f->extra, "fusion_explain") : NULL;
+    cJSON *fusions = ok && fx ? cJSON_Duplicate(fx, 1) : NULL;
+    ok = ok && (!fx || (fusions && cJSON_AddItemToObject(o, "fusions", fusions)));
+    if (!ok)
+        cJSON_Delete(fusions);
     ok = ok && cJSON_AddStringToObject(
                    o, "note",
-                   "Inductor offers no undoing of one fusion: the ladder's rungs are the "
-                   "counterfactuals; beside each fused kernel, eager's time per call of each "
-                   "ATen op type it names (an average over that type's calls: a reference)");
+                   fx ? "fusions: each of Inductor's fusion decisions undone alone (or, among "
+                        "many, in groups) and timed against the job's compile; the ladder's "
+                        "rungs are the coarser counterfactuals; beside each fused kernel, eager's "
+                        "time per call of each ATen op type it names (a reference)"
+                      : "the ladder's rungs are the counterfactuals (the fusion-by-fusion "
+                        "undoing runs in the job: ask with explain); beside each fused kernel, "
+                        "eager's time per call of each ATen op type it names (a reference)");
     cJSON_Delete(ladder);
     cJSON_Delete(kernels);
     if (!ok) {

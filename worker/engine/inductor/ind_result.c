@@ -127,8 +127,8 @@ static fb_code extra(fb_variant_result *vr, const cJSON *v, fb_err *err)
 {
     const cJSON *ind = cJSON_GetObjectItemCaseSensitive(v, "inductor");
     cJSON *x = ind ? cJSON_Duplicate(ind, 1) : cJSON_CreateObject();
-    const char *keep[] = {"peak_mem_method", "rss_hwm_delta_bytes", "tolerance", "profile_error",
-                          NULL};
+    const char *keep[] = {
+        "peak_mem_method", "rss_hwm_delta_bytes", "tolerance", "profile_error", "repro", NULL};
 
     if (!x)
         return fb_err_set(err, FB_ENOMEM, NULL, "no memory for the inductor object");

@@ -102,7 +102,7 @@ def probe():
 # ---- request ----
 
 DEFAULTS = {"device": "cpu", "dtype": "float32", "batch_size": 1, "warmup": 10,
-            "iterations": 50, "params": {}, "threads": None, "profile": True,
+            "iterations": 50, "params": {}, "threads": None, "profile": True, "explain": False,
             "variants": ["eager", "inductor-nofusion", "inductor", "inductor-max-autotune"]}
 
 
@@ -145,6 +145,8 @@ def parse_request(text):
     _check_int(req, "iterations", 1, 100000)
     if req["threads"] is not None:
         _check_int(req, "threads", 1, 1024)
+    if not isinstance(req["explain"], bool):
+        raise BadRequest("explain must be true or false")
     vs = req["variants"]
     if not isinstance(vs, list) or not vs or len(set(vs)) != len(vs) or \
             any(v not in ladder.VARIANTS for v in vs):
@@ -269,12 +271,14 @@ def _grouping(name, undo):
     return undo if undo is not None else contextlib.nullcontext()
 
 
-def compile_variant(name, model, inputs, req, root, undo=None):
+def compile_variant(name, model, inputs, req, root, undo=None, warm=True):
     """Compiles a rung twice: cold (a fresh cache directory) and warm (dynamo reset,
     same directory: Inductor's FX graph cache hits).  Each time is the first call
     (compile plus one execution).  The cold compile's fusion decisions are
     recorded (decisions.py; a warm compile does not schedule).  undo: a
-    decisions.Undo for the counterfactual rung.  Returns (callable, figures)."""
+    decisions.Undo for the counterfactual rung; warm=False: the cold compile
+    only (the explanation's counterfactuals).  Returns (callable, figures);
+    figures' "_" keys are for the runner, not the result."""
     import torch
     import torch._inductor.metrics as metrics
     import decisions
@@ -292,6 +296,11 @@ def compile_variant(name, model, inputs, req, root, undo=None):
         rec.start()
     except decisions.Unsupported as e:  # fusion decisions are a figure, not the rung
         rec, rec_error = None, str(e)
+    missed = None
+    if name == "inductor" and req["explain"]:
+        import explain
+        if explain.install_missed_hook():
+            missed = explain.MissedRecorder.current = explain.MissedRecorder()
     metrics.reset()
     before = _counters_snapshot()
     torch._dynamo.reset()
@@ -306,27 +315,33 @@ def compile_variant(name, model, inputs, req, root, undo=None):
     finally:
         if rec is not None:
             rec.stop()
+        if missed is not None:
+            explain.MissedRecorder.current = None
+    if missed is not None:  # while the scheduler's nodes are alive
+        missed = missed.summary()
     cnt = _delta(before, _counters_snapshot())
     gen_count = metrics.generated_kernel_count
     pre_fusion = metrics.ir_nodes_pre_fusion
     cold_codes = list(figs.codes)
     figs.codes.clear()
-    torch._dynamo.reset()
-    warm_before = _counters_snapshot()
-    with _grouping(name, undo):
-        t0 = time.perf_counter()
-        fn = torch.compile(model, **kw)
-        fn(*inputs)
-        _sync(req["device"])
-        warm = (time.perf_counter() - t0) * 1e3
-    warm_cnt = _delta(warm_before, _counters_snapshot())
+    warm_ms, warm_cnt = None, {}
+    if warm:
+        torch._dynamo.reset()
+        warm_before = _counters_snapshot()
+        with _grouping(name, undo):
+            t0 = time.perf_counter()
+            fn = torch.compile(model, **kw)
+            fn(*inputs)
+            _sync(req["device"])
+            warm_ms = (time.perf_counter() - t0) * 1e3
+        warm_cnt = _delta(warm_before, _counters_snapshot())
     parsed = [outcode.parse(c) for c in cold_codes]
     summary = outcode.summarize(parsed)
     gb = cnt.get("graph_break", {})
     ind = cnt.get("inductor", {})
     figures = {
         "compile_kwargs": {k: v for k, v in kw.items()},
-        "compile_cold_ms": cold, "compile_warm_ms": warm,
+        "compile_cold_ms": cold, "compile_warm_ms": warm_ms,
         "warm_cache_hits": warm_cnt.get("inductor", {}).get("fxgraph_cache_hit", 0),
         "graphs": cnt.get("stats", {}).get("unique_graphs", len(cold_codes)),
         "graph_breaks": sum(v for v in gb.values() if isinstance(v, int)),
@@ -351,6 +366,8 @@ def compile_variant(name, model, inputs, req, root, undo=None):
     if req["params"].get("keep_output_code"):
         figures["output_code"] = cold_codes
     figures["_cache_dir"] = cache
+    figures["_codes"] = cold_codes
+    figures["_missed"] = missed
     if rec is None:
         figures["decisions_error"] = rec_error
         return fn, figures
@@ -363,6 +380,7 @@ def compile_variant(name, model, inputs, req, root, undo=None):
         figures["decisions"] = made[:DECISIONS_MAX]
         figures["decisions_total"] = len(made)
     figures["_decisions"] = made
+    figures["_kernels"] = [k for g in rec.graphs for k in g["kernels"]]
     return fn, figures
 
 
@@ -371,18 +389,19 @@ def rebind(req, variants):
     compiled code of the rungs compiled before it; each compiled rung is called
     once more here, with its own cache directory and settings, so it reloads its
     own code from its FX graph cache (a warm hit) before warm-up and timing."""
-    import ladder
-
     for v in variants:
-        figs = v.out.get("inductor")
-        if v.fn is None or not figs:
-            continue
-        d = figs.pop("_cache_dir")
-        figs.pop("_decisions", None)
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(d, "triton")
-        with _grouping(v.name, v.undo):
-            _guard(v, lambda: v.fn(*v_inputs[0]), "rebind")
+        if v.fn is not None and v.out.get("inductor"):
+            rebind_one(v)
+
+
+def rebind_one(v):
+    """Calls compiled variant v once in its own cache directory and settings
+    (after a torch._dynamo.reset(): an FX graph cache hit, no compile)."""
+    d = v.out["inductor"]["_cache_dir"]
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(d, "triton")
+    with _grouping(v.name, v.undo):
+        _guard(v, lambda: v.fn(*v_inputs[0]), "rebind")
 
 
 v_inputs = [None]
@@ -705,12 +724,164 @@ def profile_all(req, variants, inputs, proto):
             v.out["profile_error"] = _describe(e)
 
 
+# ---- the explanation, fusion by fusion (explain.py) ----
+
+STARTED = time.monotonic()
+# Seconds kept free of the job's timeout_s for what follows the explanation.
+EXPLAIN_MARGIN_S = 60.0
+
+
+def explain_fusions(req, variants, model, inputs, root, proto):
+    """explain.explain() over the inductor rung's decisions, with this job's
+    compiles, clock and profile; the "fusion_explain" object, or one with
+    "error" when there is nothing to explain."""
+    import decisions
+    import explain
+    import ladder
+    import measure
+
+    base = next((v for v in variants if v.name == "inductor"), None)
+    figs = base.out.get("inductor", {}) if base else {}
+    if base is None or base.fn is None or base.status != "ok" or "_decisions" not in figs:
+        return {"error": "the fusion-by-fusion explanation needs the inductor rung timed "
+                         "with its decisions (%s)" % (base.message if base else "not run")}
+    made = figs["_decisions"]
+    ok, why = decisions.feature_check()
+    if not ok:
+        return {"error": why, "code": "unsupported"}
+    counts = {"final_nodes": figs.get("final_nodes", 0),
+              "generated_kernels": figs["generated_kernels"]}
+    done = [0]
+
+    def compile_cf(ids):
+        proto.progress("explain", "inductor", done[0], len(made), force=True)
+        done[0] += 1
+        undo = decisions.undo_for(ids, made) if ids else None
+        v = Variant(ladder.UNFUSED if ids else "inductor")
+        v.undo = undo
+        fn, f = compile_variant(v.name, model, inputs, req, root, undo=undo, warm=False)
+        rebind_one(base)
+        took = True
+        if ids:
+            took = all(t["took"] for t in decisions.verify(
+                ids, made, f.get("_decisions", []), counts,
+                {"final_nodes": f.get("final_nodes", 0),
+                 "generated_kernels": f["generated_kernels"]}))
+        return {"fn": fn, "codes": f["_codes"], "kernels": f.get("_kernels", []),
+                "kernel_ops": {k["name"]: k["aten_ops"] for k in f["kernels"]},
+                "took": took, "externs": f["extern_calls"]}
+
+    def profile_fn(fn, kernel_ops):
+        try:
+            p = measure.profile_once(fn, inputs, req["device"], kernel_ops)
+        except Exception:  # a counterfactual without its profile keeps its timing
+            traceback.print_exc()
+            return None
+        return {"times": {r["name"]: r["total_ms"] for r in p["rows"]},
+                "peak": p["peak_alloc_bytes"]}
+
+    prof = base.out.get("profile", {})
+    ctx = explain.Ctx(base_fn=base.fn, decisions=made, base_codes=figs["_codes"],
+                      compile_cf=compile_cf, profile_fn=profile_fn,
+                      clock=measure.Clock(req["device"]), inputs=inputs,
+                      sync=lambda: _sync(req["device"]),
+                      kernel_ms={r["name"]: r["total_ms"] for r in prof.get("rows", [])},
+                      base_ms=explain.median(base.samples),
+                      base_peak=prof.get("peak_alloc_bytes"),
+                      base_externs=figs["extern_calls"])
+    budget = req["params"].get("time_budget_s")
+    if not (isinstance(budget, (int, float)) and not isinstance(budget, bool) and budget >= 0):
+        budget = explain.DEFAULT_BUDGET_S
+    left = req.get("timeout_s", 600) - (time.monotonic() - STARTED) - EXPLAIN_MARGIN_S
+    budget = max(0.0, min(float(budget), left, 3600.0))
+    ok_v = {v.name: v for v in variants if v.status == "ok" and len(v.samples) >= 2}
+    step = None
+    if "inductor-nofusion" in ok_v:
+        step = explain.diff_ci(ok_v["inductor"].samples, ok_v["inductor-nofusion"].samples)
+    out = explain.explain(
+        ctx, budget, ladder_step=step,
+        compile_times={v.name: {"cold_ms": v.out["inductor"].get("compile_cold_ms"),
+                                "warm_ms": v.out["inductor"].get("compile_warm_ms")}
+                       for v in ok_v.values() if "inductor" in v.out},
+        medians={n: explain.median(v.samples) for n, v in ok_v.items()},
+        missed=figs.get("_missed"))
+    out["budget_s"] = budget
+    return out
+
+
+def repro(req, name):
+    """The fusionbench-run command line and a standalone Python snippet that
+    rebuild variant `name` of this job outside FusionBench."""
+    import ladder
+
+    params = {k: v for k, v in req["params"].items() if k not in ("time_budget_s",)}
+    cmd = ["fusionbench-run", req["model"], "--engine", "inductor", "--device", req["device"],
+           "--dtype", req["dtype"], "--batch", str(req["batch_size"]),
+           "--variants", "eager,inductor" if name == ladder.UNFUSED else "eager," + name]
+    if req["threads"]:
+        cmd += ["--threads", str(req["threads"])]
+    for k, v in sorted(params.items()):
+        cmd += ["--param", "%s=%s" % (k, json.dumps(v) if not isinstance(v, str) else v)]
+    kw = {}
+    try:
+        kw = ladder.compile_kwargs(name, req["device"])
+    except ladder.Unsupported:
+        pass
+    model_params = {k: v for k, v in params.items() if k not in ("unfuse", "tf32",
+                                                                 "keep_output_code")}
+    lines = [
+        "# %s of %s, as FusionBench ran it (worker/engine/inductor/ on sys.path)" % (
+            name, req["model"]),
+        "import os, sys, tempfile, torch",
+        "sys.path.insert(0, %r)" % HERE,
+        "import models" + (", decisions" if name == ladder.UNFUSED else ""),
+        "os.environ['TORCHINDUCTOR_CACHE_DIR'] = tempfile.mkdtemp()  # a cold compile",
+    ]
+    if req["threads"]:
+        lines.append("torch.set_num_threads(%d)" % req["threads"])
+    lines += [
+        "model, inputs = models.build(%r, %d, %r)" % (req["model"], req["batch_size"],
+                                                      model_params),
+        "model = model.to(%r, getattr(torch, %r))" % (req["device"], req["dtype"]),
+        "inputs = tuple(x.to(%r, getattr(torch, %r)) if x.is_floating_point() else "
+        "x.to(%r) for x in inputs)" % (req["device"], req["dtype"], req["device"]),
+    ]
+    if name == ladder.UNFUSED:
+        lines += [
+            "rec = decisions.Recorder(); rec.start()  # the unmodified compile's decisions",
+            "with torch.no_grad():",
+            "    torch.compile(model, backend='inductor')(*inputs)",
+            "rec.stop()",
+            "undo = decisions.undo_for(%r, rec.decisions())" % req["params"]["unfuse"],
+            "torch._dynamo.reset()",
+            "with undo, torch.no_grad():",
+            "    fn = torch.compile(model, backend='inductor', options=undo.options())",
+            "    out = fn(*inputs)",
+        ]
+    elif name == "eager":
+        lines += ["with torch.no_grad():", "    out = model(*inputs)"]
+    else:
+        lines += ["with torch.no_grad():",
+                  "    fn = torch.compile(model, **%r)" % kw,
+                  "    out = fn(*inputs)"]
+    if name == "inductor-nofusion":
+        lines.insert(-2, "# FusionBench also sets CppScheduling.MAX_FUSED_KERNEL_ARGS_NUM = 0 "
+                         "around this compile (ladder.cpp_one_node_per_kernel)")
+    return {"command": " ".join(_shell_quote(c) for c in cmd), "python": "\n".join(lines) + "\n"}
+
+
+def _shell_quote(s):
+    import shlex
+    return shlex.quote(s)
+
+
 def result_line(req, variants, env, model_s):
     vs = []
     for v in variants:
         o = dict(v.out)
         if "inductor" in o:  # "_" keys are the runner's own, not figures
             o["inductor"] = {k: x for k, x in o["inductor"].items() if not k.startswith("_")}
+        o["repro"] = repro(req, v.name)
         o.update({"status": v.status, "samples_ms": v.samples})
         if v.status != "ok":
             o["message"] = v.message
@@ -784,6 +955,11 @@ def run_job(req, proto):
             graphs = _delta(before, _counters_snapshot()).get("stats", {}).get("unique_graphs", 0)
             gate(req, variants, model, inputs)
             profile_all(req, variants, inputs, proto)
+            if req["explain"]:
+                fx = explain_fusions(req, variants, model, inputs, root, proto)
+                ind = next((v for v in variants if v.name == "inductor"), None)
+                if ind is not None and "inductor" in ind.out:
+                    ind.out["inductor"]["fusion_explain"] = fx
         proto.progress("done", None, 1, 1, force=True)
         line = result_line(req, variants, env_info(req), model_s)
         line["recompiles_during_timing"] = graphs  # 0: nothing compiled while timed

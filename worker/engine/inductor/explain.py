@@ -1,0 +1,512 @@
+"""The inductor engine's explanation, fusion by fusion (docs/EXPLAIN.md,
+"Inductor, fusion by fusion").
+
+After the job's timing, for the fusion decisions of the `inductor` rung
+(decisions.py), most expensive kernel first, within a time budget:
+
+  placebo      the unmodified model compiled again from a fresh cache and timed
+               against the job's own compile: what two builds of the very same
+               code differ by (the layout noise every verdict must pass);
+  one by one   each decision undone alone (a counterfactual compile), timed in
+               interleaved rounds against the job's compile: saved_ms = median
+               undone - median inductor (> 0: the fusion saved time), with the
+               bootstrap interval of that difference; verdict won / lost /
+               no_difference past the layout noise;
+  by groups    when there are more decisions than the budget can undo one by
+               one, adaptive group testing: undo a chunk at once, and split it
+               only where its interval leaves the noise band;
+  all lost     every lost decision undone at once: the speed Inductor would
+               have had with a fusion policy that knew;
+  audit        Inductor's predicted benefit (score_fusion_memory) beside the
+               measured saving: rank correlation, and the fusions predicted to
+               help that measured to hurt;
+  missed       the merges Inductor refused (its own WhyNoFuse reasons),
+               weighted by the bytes they would have shared;
+  break-even   cold and warm compile time against the per-iteration saving.
+
+A lost decision's reason comes from evidence read from the generated code and
+the per-kernel times (reasons()); none found is "unexplained".
+
+Everything here takes plain callables, so that a test can explain a module it
+built itself (tests/inductor/explain_probe.py) exactly as the runner does."""
+
+import math
+import re
+import statistics
+import time
+
+# Decisions undone one by one when there are at most this many; beyond, group
+# testing over chunks of this size.
+SINGLE_MAX = 8
+# Timed rounds of one comparison: about ROUND_S seconds, within these bounds.
+ROUNDS_MIN, ROUNDS_MAX, ROUND_S = 20, 200, 2.0
+WARMUP = 3
+BOOTSTRAP = 2000
+DEFAULT_BUDGET_S = 300.0
+
+
+class Budget:
+    """Seconds left for counterfactuals; each costs about a compile and a
+    comparison, as the first one measured."""
+
+    def __init__(self, seconds):
+        self.end = time.monotonic() + max(0.0, seconds)
+        self.seconds = seconds
+        self.cost = None
+
+    def left(self):
+        return self.end - time.monotonic()
+
+    def allows(self):
+        return self.left() > (self.cost or 0.0)
+
+    def spent(self, s):
+        self.cost = s if self.cost is None else max(self.cost, s)
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def diff_ci(base, other, seed=0x5EEDF00D):
+    """median(other) - median(base) and its 95% percentile bootstrap interval
+    (BOOTSTRAP resamples, fixed seed), or None with fewer than 2 samples a
+    side."""
+    import torch
+
+    if len(base) < 2 or len(other) < 2:
+        return None
+    g = torch.Generator().manual_seed(seed)
+    tb = torch.tensor(base, dtype=torch.float64)
+    to = torch.tensor(other, dtype=torch.float64)
+    mb = tb[torch.randint(len(base), (BOOTSTRAP, len(base)), generator=g)].quantile(0.5, dim=1)
+    mo = to[torch.randint(len(other), (BOOTSTRAP, len(other)), generator=g)].quantile(0.5, dim=1)
+    lo, hi = torch.quantile(mo - mb, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    return to.quantile(0.5).item() - tb.quantile(0.5).item(), lo, hi
+
+
+def paired(fa, fb, inputs, clock, rounds, sync=None):
+    """Warm-up, then `rounds` interleaved rounds, every other one in reverse
+    order (METHOD.md).  Returns (samples of fa, samples of fb) in ms."""
+    for _ in range(WARMUP):
+        fa(*inputs)
+        fb(*inputs)
+    if sync:
+        sync()
+    a, b = [], []
+    for i in range(rounds):
+        if i % 2 == 0:
+            a.append(clock.time_ms(fa, inputs))
+            b.append(clock.time_ms(fb, inputs))
+        else:
+            b.append(clock.time_ms(fb, inputs))
+            a.append(clock.time_ms(fa, inputs))
+    return a, b
+
+
+def rounds_for(ms_per_iter):
+    if not ms_per_iter > 0:
+        return ROUNDS_MIN
+    return int(min(ROUNDS_MAX, max(ROUNDS_MIN, ROUND_S * 1e3 / (2 * ms_per_iter))))
+
+
+def verdict(lo, hi, noise):
+    if lo > noise:
+        return "won"
+    if hi < -noise:
+        return "lost"
+    return "no_difference"
+
+
+# ---- Spearman's rank correlation ----
+
+
+def _ranks(xs):
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    ranks = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(xs, ys):
+    """Spearman's rho (ties averaged), None with fewer than 3 pairs or a
+    constant side."""
+    if len(xs) < 3:
+        return None
+    rx, ry = _ranks(xs), _ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
+
+
+# ---- generated code, read ----
+
+_SRC_RE = re.compile(r"^(\w+) = async_compile\.\w+\((.*?)'''(.*?)'''", re.S | re.M)
+_LOAD_RE = re.compile(r"\b(in_ptr\d+|in_out_ptr\d+)\s*\+|\b(in_ptr\d+|in_out_ptr\d+)\[")
+
+
+def kernel_sources(codes):
+    """{kernel name: source} of every generated kernel in the output code."""
+    out = {}
+    for code in codes:
+        for m in _SRC_RE.finditer(code):
+            out[m.group(1)] = m.group(3)
+    return out
+
+
+def code_facts(src):
+    """What a kernel's generated code shows: loop nests, vectorized ones (C++:
+    at::vec), loads (reads through an input pointer)."""
+    if src is None:
+        return None
+    nests = len(re.findall(r"^\s*#pragma omp for|^\s*for\(", src, re.M)) or 1
+    return {"vectorized": "at::vec::" in src or "tl.load" in src,
+            "vec_ops": src.count("at::vec::"),
+            "loads": sum(1 for _ in _LOAD_RE.finditer(src)),
+            "loop_lines": nests, "bytes": len(src)}
+
+
+# ---- reasons ----
+
+REASONS = ("lost_vectorization", "recompute", "library_path_lost", "kernel_slowdown",
+           "unexplained")
+
+
+def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs):
+    """The first rule that holds for a lost decision d, and the evidence.
+
+    base_src: source of the kernel holding d in the job's compile; cf_srcs:
+    sources of the kernels holding its members once undone; base_ms / cf_ms:
+    their profiled times; *_externs: library calls (extern kernels) in each
+    compile."""
+    bf = code_facts(base_src)
+    cfs = [code_facts(s) for s in cf_srcs if s is not None]
+    ev = {"fused_kernel": bf, "unfused_kernels": cfs, "fused_kernel_ms": base_ms,
+          "unfused_kernels_ms": cf_ms, "extern_calls": [base_externs, cf_externs]}
+    if d.get("kind") in ("epilogue", "prologue") and cf_externs > base_externs:
+        return "library_path_lost", ev
+    if bf and cfs:
+        if not bf["vectorized"] and any(f["vectorized"] for f in cfs):
+            return "lost_vectorization", ev
+        if bf["vec_ops"] < sum(f["vec_ops"] for f in cfs) / 2 and bf["loop_lines"] <= max(
+                f["loop_lines"] for f in cfs):
+            return "lost_vectorization", ev
+        if bf["loads"] > sum(f["loads"] for f in cfs):
+            return "recompute", ev
+    if base_ms is not None and cf_ms is not None and base_ms > cf_ms:
+        return "kernel_slowdown", ev
+    return "unexplained", ev
+
+
+# ---- the explanation ----
+
+
+class Ctx:
+    """What explain() needs from whoever compiled the job.
+
+    base_fn        the job's inductor callable
+    decisions      its fusion decisions (decisions.Recorder.decisions())
+    base_codes     its output code modules
+    compile_cf     compile_cf(ids or None) -> dict(fn, codes, kernels: [{name,
+                   keys}], kernel_ops: {name: aten ops}, took, externs): a cold
+                   compile of the model with those decisions undone (None:
+                   unmodified, the placebo)
+    profile_fn     profile_fn(fn, kernel_ops) -> {"times": {kernel name: ms},
+                   "peak": bytes or None} of one profiled iteration, or None
+    clock, inputs, sync
+    kernel_ms      {kernel name: ms} of the job's profiled iteration
+    base_ms        the job's inductor median (ms)
+    """
+
+    def __init__(self, **kw):
+        self.profile_fn = None
+        self.base_peak = None
+        self.base_externs = 0
+        self.sync = None
+        self.kernel_ms = {}
+        self.base_ms = float("nan")
+        self.__dict__.update(kw)
+
+
+class _Measure:
+    def __init__(self, ctx, budget, noise):
+        self.ctx, self.budget, self.noise = ctx, budget, noise
+        self.rounds = rounds_for(ctx.base_ms)
+        self.log = []  # every comparison: ids, saved_ms, interval, seconds
+
+    def undo(self, ids):
+        """Compiles with ids undone and compares against the job's compile:
+        dict(saved_ms, ci, took, cf, profile) or None when the budget is spent.
+        A single decision undone is also profiled (kernel times, peak)."""
+        if not self.budget.allows():
+            return None
+        t0 = time.monotonic()
+        cf = self.ctx.compile_cf(list(ids))
+        a, b = paired(self.ctx.base_fn, cf["fn"], self.ctx.inputs, self.ctx.clock, self.rounds,
+                      self.ctx.sync)
+        d = diff_ci(a, b)
+        prof = None
+        if len(ids) == 1 and self.ctx.profile_fn:
+            prof = self.ctx.profile_fn(cf["fn"], cf["kernel_ops"])
+        s = time.monotonic() - t0
+        self.budget.spent(s)
+        out = {"ids": list(ids), "saved_ms": d[0], "ci": [d[1], d[2]], "took": cf["took"],
+               "seconds": s, "cf": cf, "profile": prof}
+        self.log.append({k: out[k] for k in ("ids", "saved_ms", "ci", "seconds")})
+        return out
+
+
+def _entry(d, kernel_ms):
+    return {"id": d["id"], "kind": d["kind"], "kernel": d.get("kernel"),
+            "kernel_ms": kernel_ms.get(d.get("kernel")),
+            "predicted_shared_bytes": d.get("predicted_shared_bytes"),
+            "members": len(d["members"]), "verdict": "not_measured", "measured": None,
+            "saved_ms": None, "saved_ci95": None, "reason": None}
+
+
+def _group_test(m, entries, chunk, depth=0):
+    """Undo chunk at once; recurse into halves where the interval leaves the
+    noise band; single decisions get their verdict."""
+    r = m.undo([e["id"] for e in chunk])
+    if r is None:
+        return
+    v = verdict(r["ci"][0], r["ci"][1], m.noise)
+    if len(chunk) == 1:
+        e = chunk[0]
+        e.update({"verdict": v if r["took"] else "did_not_take", "measured": "alone",
+                  "saved_ms": r["saved_ms"], "saved_ci95": r["ci"]})
+        e["_r"] = r
+        return
+    if v == "no_difference":
+        for e in chunk:
+            e.update({"verdict": "no_difference", "measured": "in_group_of_%d" % len(chunk),
+                      "saved_ms": None, "saved_ci95": r["ci"]})
+        return
+    half = len(chunk) // 2
+    _group_test(m, entries, chunk[:half], depth + 1)
+    _group_test(m, entries, chunk[half:], depth + 1)
+
+
+def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None,
+            medians=None, missed=None):
+    """The explanation's "fusions" object (docs/EXPLAIN.md).  ladder_step:
+    (saved_ms, lo, hi) of inductor-nofusion -> inductor from the job's rounds,
+    or None; compile_times: {rung: {"cold_ms", "warm_ms"}}; medians: {rung: ms}."""
+    t_start = time.monotonic()
+    budget = Budget(budget_s)
+    ds = list(ctx.decisions)
+    ds.sort(key=lambda d: -(ctx.kernel_ms.get(d.get("kernel")) or 0.0))
+    entries = [_entry(d, ctx.kernel_ms) for d in ds]
+    by_id = {d["id"]: d for d in ds}
+    out = {"decisions": len(ds), "budget_s": budget_s, "rounds_per_comparison": None,
+           "layout_noise_ms": None, "fusions": entries}
+    # the placebo: the same code built again
+    noise = 0.0
+    if ds:
+        t0 = time.monotonic()
+        pl = ctx.compile_cf(None)
+        rounds = rounds_for(ctx.base_ms)
+        a, b = paired(ctx.base_fn, pl["fn"], ctx.inputs, ctx.clock, rounds, ctx.sync)
+        d = diff_ci(a, b)
+        budget.spent(time.monotonic() - t0)
+        noise = max(abs(d[1]), abs(d[2])) if d else 0.0
+        out["layout_noise_ms"] = noise
+        out["placebo"] = {"saved_ms": d[0] if d else None, "ci95": [d[1], d[2]] if d else None}
+        out["rounds_per_comparison"] = rounds
+    m = _Measure(ctx, budget, noise)
+    if len(entries) <= SINGLE_MAX:
+        for e in entries:
+            _group_test(m, entries, [e])
+    else:
+        for i in range(0, len(entries), SINGLE_MAX):
+            _group_test(m, entries, entries[i:i + SINGLE_MAX])
+    lost = [e for e in entries if e["verdict"] == "lost"]
+    _reasons(ctx, lost, by_id)
+    _memory(ctx, entries)
+    for e in entries:
+        e.pop("_r", None)
+    alone = [e for e in entries if e["measured"] == "alone" and e["verdict"] != "did_not_take"]
+    out["counts"] = {v: sum(1 for e in entries if e["verdict"] == v)
+                     for v in ("won", "lost", "no_difference", "did_not_take", "not_measured")}
+    out["sum_of_parts_ms"] = sum(e["saved_ms"] for e in alone) if alone else None
+    if ladder_step is not None:
+        out["ladder_step_ms"] = ladder_step[0]
+        out["ladder_step_ci95"] = [ladder_step[1], ladder_step[2]]
+        out["interaction_ms"] = None if out["sum_of_parts_ms"] is None else \
+            ladder_step[0] - out["sum_of_parts_ms"]
+    out["all_lost_undone"] = None
+    if lost:
+        r = m.undo([e["id"] for e in lost])
+        if r is not None:
+            out["all_lost_undone"] = {"ids": r["ids"], "saved_ms": r["saved_ms"],
+                                      "ci95": r["ci"], "took": r["took"],
+                                      "recovered_ms": -r["saved_ms"]}
+    out["cost_model"] = audit(entries)
+    out["missed"] = missed
+    out["break_even"] = break_even(compile_times, medians)
+    out["medians"] = medians
+    out["comparisons"] = m.log
+    out["seconds"] = time.monotonic() - t_start
+    out["stopped"] = "budget" if any(e["verdict"] == "not_measured" for e in entries) else \
+        "done"
+    return out
+
+
+def _reasons(ctx, lost, by_id):
+    base_src = kernel_sources(ctx.base_codes)
+    for e in lost:
+        r = e.get("_r")
+        d = by_id[e["id"]]
+        if r is None:
+            e["reason"], e["evidence"] = "unexplained", {"why": "not measured alone"}
+            continue
+        cf = r["cf"]
+        keys = {m["key"] for m in d["members"]}
+        cf_kernels = [k["name"] for k in cf["kernels"] if keys & k["keys"]]
+        cf_src = kernel_sources(cf["codes"])
+        times = (r.get("profile") or {}).get("times")
+        cf_ms = sum(times.get(k, 0.0) for k in cf_kernels) if times and cf_kernels else None
+        reason, ev = reason_of(d, base_src.get(d.get("kernel")),
+                               [cf_src.get(k) for k in cf_kernels],
+                               ctx.kernel_ms.get(d.get("kernel")), cf_ms,
+                               ctx.base_externs, cf["externs"])
+        ev["unfused_kernel_names"] = cf_kernels
+        e["reason"], e["evidence"] = reason, ev
+
+
+def _memory(ctx, entries):
+    """Peak memory of each counterfactual measured alone, against the job's
+    (> 0: the fusion raised the peak by that much)."""
+    for e in entries:
+        r = e.get("_r")
+        p = ((r or {}).get("profile") or {}).get("peak")
+        if p is not None and ctx.base_peak is not None:
+            e["peak_mem_delta_bytes"] = ctx.base_peak - p
+
+
+def audit(entries):
+    """Inductor's cost model against the measurements: predicted shared bytes
+    beside measured saving for the decisions measured alone."""
+    pts = [e for e in entries if e["measured"] == "alone" and e["saved_ms"] is not None and
+           e["predicted_shared_bytes"] is not None and e["verdict"] != "did_not_take"]
+    rho = spearman([e["predicted_shared_bytes"] for e in pts], [e["saved_ms"] for e in pts])
+    bad = [{"id": e["id"], "predicted_shared_bytes": e["predicted_shared_bytes"],
+            "saved_ms": e["saved_ms"], "reason": e["reason"]}
+           for e in pts if e["predicted_shared_bytes"] > 0 and e["verdict"] == "lost"]
+    return {"points": [{"id": e["id"], "predicted_shared_bytes": e["predicted_shared_bytes"],
+                        "saved_ms": e["saved_ms"], "verdict": e["verdict"]} for e in pts],
+            "spearman": rho, "bad_fusions": bad}
+
+
+def break_even(compile_times, medians):
+    """Iterations after which a compiled rung's per-iteration saving over eager
+    has paid for its compile (cold and warm), per rung; None where it never
+    does."""
+    if not compile_times or not medians or medians.get("eager") is None:
+        return None
+    out = {}
+    for rung, ct in compile_times.items():
+        m = medians.get(rung)
+        if m is None:
+            continue
+        saving = medians["eager"] - m
+        row = {"saving_ms_per_iter": saving, "compile_cold_ms": ct.get("cold_ms"),
+               "compile_warm_ms": ct.get("warm_ms")}
+        for k in ("cold", "warm"):
+            c = ct.get(k + "_ms")
+            row["iterations_" + k] = (math.ceil(c / saving) if c is not None and saving > 0
+                                      else None)
+        out[rung] = row
+    return out
+
+
+# ---- missed fusions ----
+
+
+class MissedRecorder:
+    """Inductor's refused merges during one compile (WhyNoFuse, the reasons
+    its fusion log prints), with the bytes each would have shared
+    (score_fusion_memory), merged by node pair."""
+
+    current = None
+
+    def __init__(self):
+        self.pairs = {}
+
+    def add(self, node1, node2, reason):
+        key = (node1.get_name(), node2.get_name())
+        self.pairs[key] = {"n1": node1, "n2": node2, "reason": reason}
+
+    def summary(self, limit=20):
+        """{"by_reason": {reason: {count, bytes}}, "top": [...]}: pairs that
+        share bytes, ranked by them (pairs fused after all left out)."""
+        _why_nodes.clear()
+        rows = []
+        for (a, b), p in self.pairs.items():
+            try:
+                from torch._inductor.virtualized import V  # noqa: F401
+                sched = p["n1"].scheduler
+                if sched.get_fused_node(p["n1"]) is sched.get_fused_node(p["n2"]):
+                    continue
+                score = sched.score_fusion_memory(p["n1"], p["n2"])
+                score = int(score[0] if isinstance(score, tuple) else score)
+            except Exception:
+                continue
+            if score <= 0:
+                continue
+            rows.append({"nodes": [a, b], "reason": p["reason"], "shared_bytes": score,
+                         "aten_ops": sorted({str(o.target) for n in (p["n1"], p["n2"])
+                                             for s in n.get_nodes()
+                                             for o in (getattr(getattr(s, "node", None),
+                                                               "origins", None) or ())
+                                             if getattr(o, "op", "") == "call_function"})})
+        rows.sort(key=lambda r: -r["shared_bytes"])
+        by = {}
+        for r in rows:
+            b = by.setdefault(r["reason"], {"count": 0, "shared_bytes": 0})
+            b["count"] += 1
+            b["shared_bytes"] += r["shared_bytes"]
+        return {"by_reason": by, "top": rows[:limit], "refused_pairs": len(rows)}
+
+
+_why_nodes = {}
+
+
+def install_missed_hook():
+    """Wraps WhyNoFuse.__init__/__call__ so that MissedRecorder.current sees
+    every refusal with both nodes.  False when this PyTorch lacks WhyNoFuse."""
+    try:
+        from torch._inductor.scheduler import WhyNoFuse
+    except ImportError:
+        return False
+    if getattr(WhyNoFuse, "_fb_wrapped", False):
+        return True
+    init, call = WhyNoFuse.__init__, WhyNoFuse.__call__
+    nodes = _why_nodes  # WhyNoFuse has __slots__: its nodes kept by id here
+
+    def init_hook(self, node1, node2):
+        init(self, node1, node2)
+        if MissedRecorder.current is not None:
+            nodes[id(self)] = (node1, node2)
+
+    def call_hook(self, reason, *args):
+        call(self, reason, *args)
+        rec = MissedRecorder.current
+        pair = nodes.pop(id(self), None)
+        if rec is not None and pair is not None:
+            rec.add(pair[0], pair[1], reason)
+
+    WhyNoFuse.__init__, WhyNoFuse.__call__ = init_hook, call_hook
+    WhyNoFuse._fb_wrapped = True
+    return True
