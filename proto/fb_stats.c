@@ -177,6 +177,61 @@ static double rank_sum_a(mw_item *it, int n, double *tie_sum)
     return r1;
 }
 
+typedef struct rank_item {
+    double v;
+    int at; /* the value's index in the input */
+} rank_item;
+
+static int cmp_rank_item(const void *a, const void *b)
+{
+    return cmp_double(&((const rank_item *)a)->v, &((const rank_item *)b)->v);
+}
+
+/* Midranks (1-based) of x[0..n) into r. */
+static bool midranks(const double *x, int n, double *r)
+{
+    rank_item *it = malloc((size_t)n * sizeof *it);
+    if (!it)
+        return false;
+    for (int i = 0; i < n; i++)
+        it[i] = (rank_item){x[i], i};
+    qsort(it, (size_t)n, sizeof *it, cmp_rank_item);
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && it[j + 1].v == it[i].v)
+            j++;
+        for (int m = i; m <= j; m++)
+            r[it[m].at] = (i + j) / 2.0 + 1.0;
+        i = j + 1;
+    }
+    free(it);
+    return true;
+}
+
+double fb_stats_spearman(const double *x, const double *y, int n)
+{
+    double rho = NAN, *rx, *ry;
+
+    if (n < 3)
+        return NAN;
+    rx = malloc(2 * (size_t)n * sizeof *rx);
+    if (!rx)
+        return NAN;
+    ry = rx + n;
+    if (midranks(x, n, rx) && midranks(y, n, ry)) {
+        double mean = (n + 1) / 2.0, sxy = 0, sxx = 0, syy = 0;
+        for (int i = 0; i < n; i++) {
+            sxy += (rx[i] - mean) * (ry[i] - mean);
+            sxx += (rx[i] - mean) * (rx[i] - mean);
+            syy += (ry[i] - mean) * (ry[i] - mean);
+        }
+        if (sxx > 0 && syy > 0)
+            rho = sxy / sqrt(sxx * syy);
+    }
+    free(rx);
+    return rho;
+}
+
 /* Two-sided, normal approximation with tie correction and continuity correction
  * (as scipy.stats.mannwhitneyu's "asymptotic" method): z = (|U - mu| - 0.5) / sigma,
  * p = 2 (1 - Phi(z)), clipped to [0, 1].  1.0 when a side is empty, when every

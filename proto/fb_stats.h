@@ -61,6 +61,11 @@ fb_change fb_stats_change(double speedup, double lo, double hi);
 /* The unstable threshold for a device kind ("cuda": GPU, else CPU). */
 double fb_stats_unstable_cv(const char *device);
 
+/* Spearman's rank correlation of the n pairs (x[i], y[i]), ties given their
+ * midranks (the Pearson correlation of the ranks).  NaN when n < 3, when a
+ * side is constant, or on ENOMEM. */
+double fb_stats_spearman(const double *x, const double *y, int n);
+
 /* Mann-Whitney U two-sided p-value (normal approximation with tie correction). */
 double fb_mann_whitney_p(const double *a, int na, const double *b, int nb);
 

@@ -57,6 +57,11 @@ WHEELS = ("nvidia-cuda-runtime", "nvidia-cublas", "nvidia-cudnn-cu13", "nvidia-c
 ZOO = ("resnet50", "bert_base", "vit_b_16", "whisper_tiny")
 INDUCTOR_MODELS = ("resnet50", "bert_base")
 INDUCTOR_RUNGS = "eager,inductor-nofusion,inductor,inductor+cudagraphs"
+# Inductor explained fusion by fusion on CUDA: small enough to compile again
+# per undone fusion within the explain stage.
+INDUCTOR_EXPLAIN = (("resnet18", ["--dtype", "float16", "--batch", "8", "--param", "image_size=64"]),
+                    ("bert_base", ["--dtype", "float16", "--param", "layers=2", "--param",
+                                   "seq_len=64"]))
 # Memory-bound patterns at sizes many times the L2 (50 MB on an H100).
 BANDWIDTH = (("elementwise_chain", ["n=134217728"]),
              ("softmax", ["rows=65536", "cols=2048"]),
@@ -608,16 +613,44 @@ print(json.dumps(i))
                         f"| {s.get('lost_by_reason', '-')} | {fnum(s.get('fused_roofline_share'), '{:.2f}')} "
                         f"| {fnum(roof.get('triad_gbps'), '{:.0f}')}, {fnum(roof.get('gemm_gflops'), '{:.0f}')} "
                         f"| {r['status']} |")
-        rows.append("\nInductor, fusion by fusion: not in this bundle yet (its issue is open).")
+        return "\n".join(rows)
+
+    # 7. Inductor, fusion by fusion: each decision undone is a recompile, so
+    # two small models, each with half the stage for its rungs and its undoing
+    def s_inductor_explain(self):
+        rows = ["Each of Inductor's fusion decisions undone and timed against the job's compile "
+                "(docs/EXPLAIN.md, \"Inductor, fusion by fusion\"); what the budget did not "
+                "reach is not measured.", "",
+                "| model | decisions | won / lost / no difference / not measured | layout noise "
+                "ms | lost (reason) | cost model rho | status |", "|---|---|---|---|---|---|---|"]
+        for k, (model, args) in enumerate(INDUCTOR_EXPLAIN):
+            left = self.stage_deadline - time.monotonic()
+            budget = max(5, int(left * (0.5 if k == 0 else 1.0)) - 25)  # the compiles of the rungs
+            r = self.bench(f"inductor explain {model}", model, "--engine", "inductor", *args,
+                           "--variants", "eager,inductor-nofusion,inductor", "--explain",
+                           "--param", f"time_budget_s={budget}",
+                           timeout=max(left * (0.5 if k == 0 else 1.0), 2))
+            _, res = variants_of(r)
+            fx = (res.get("explain") or {}).get("fusions") or {}
+            c = fx.get("counts") or {}
+            lost = [f"{e['id']} {fnum(e.get('saved_ms'), '{:+.3f}')} ({e.get('reason')})"
+                    for e in fx.get("fusions", []) if e.get("verdict") == "lost"]
+            rows.append(f"| {model} {' '.join(args)} | {fx.get('decisions', '-')} "
+                        f"| {c.get('won', '-')} / {c.get('lost', '-')} / {c.get('no_difference', '-')}"
+                        f" / {c.get('not_measured', '-')} | {fnum(fx.get('layout_noise_ms'), '{:.4f}')} "
+                        f"| {'; '.join(lost[:4]) or '-'} "
+                        f"| {fnum((fx.get('cost_model') or {}).get('spearman'), '{:.2f}')} "
+                        f"| {r['status']} {fx.get('error', '')} |")
         return "\n".join(rows)
 
     STAGES = (
         ("env", 90, "Environment and the GPU unit tests", "s_env"),
         ("patterns", 80, "The ten patterns (float16), the copy roofline, CUPTI injection", "s_patterns"),
         ("zoo", 100, "The zoo on CUDA, and parity with the CPU engine", "s_zoo"),
-        ("inductor", 150, "TorchInductor's CUDA rungs", "s_inductor"),
-        ("repeat", 40, "Five repeated resnet50 runs", "s_repeat"),
+        ("inductor", 110, "TorchInductor's CUDA rungs", "s_inductor"),
+        ("repeat", 30, "Five repeated resnet50 runs", "s_repeat"),
         ("explain", 50, "Explanations on the GPU", "s_explain"),
+        ("inductor_explain", 60, "Inductor, fusion by fusion, on CUDA", "s_inductor_explain"),
     )
 
     def main(self):

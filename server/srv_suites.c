@@ -13,6 +13,7 @@
 #include "srv_catalog.h"
 #include "srv_export.h"
 #include "srv_jobres.h"
+#include "srv_suite_explain.h"
 
 #define SUITE_NAME_MAX 128
 #define LIST_DEFAULT   20
@@ -351,12 +352,6 @@ out:
 
 /* ---- summary ---- */
 
-static double num(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
 /* Accumulates one variant over the jobs.  The geomean's interval is its
  * measurement uncertainty: each job's 95% CI read as a normal interval on
  * log(speedup) (half-width / 1.96 = its standard error), combined over the
@@ -410,84 +405,21 @@ static cJSON *variant_summary(const srv_jobres *sj, int n, const char *variant)
     return o;
 }
 
-/* One job's explanation into the suite's: verdict counts, the lost groups by
- * reason (count, time lost, workloads) and the fused kernels' roofline bound
- * and time (each group's share times its fused time). */
-static void explain_add(const char *workload, const cJSON *ex, int counts[3], cJSON *by,
-                        double *roof, double *ms)
+/* The suite's explanation (srv_suite_explain.h) over its jobs'. */
+static cJSON *explain_summary(const srv_jobres *sj, int n)
 {
-    static const char *const verdicts[] = {"won", "lost", "within_noise"};
-    const cJSON *g;
-    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(ex, "groups"))
-    {
-        const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "verdict"));
-        for (int k = 0; v && k < 3; k++)
-            counts[k] += strcmp(v, verdicts[k]) == 0;
-        double share = num(cJSON_GetObjectItemCaseSensitive(g, "costs"), "roofline_share");
-        double f = num(g, "fused_ms");
-        if (isfinite(share) && isfinite(f) && f > 0) {
-            *roof += share * f;
-            *ms += f;
+    const char **workloads = malloc(((size_t)n + 1) * sizeof *workloads);
+    const cJSON **explains = malloc(((size_t)n + 1) * sizeof *explains);
+    cJSON *o = NULL;
+    if (workloads && explains) {
+        for (int i = 0; i < n; i++) {
+            workloads[i] = sj[i].workload;
+            explains[i] = sj[i].r.explain;
         }
-        const char *code = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(g, "reason"), "code"));
-        if (!v || strcmp(v, "lost") != 0 || !code)
-            continue;
-        cJSON *r = cJSON_GetObjectItemCaseSensitive(by, code);
-        if (!r && (r = cJSON_AddObjectToObject(by, code))) {
-            cJSON_AddNumberToObject(r, "groups", 0);
-            cJSON_AddNumberToObject(r, "lost_ms", 0);
-            cJSON_AddArrayToObject(r, "workloads");
-        }
-        if (!r)
-            continue;
-        cJSON *n = cJSON_GetObjectItemCaseSensitive(r, "groups");
-        cJSON *lost = cJSON_GetObjectItemCaseSensitive(r, "lost_ms");
-        cJSON_SetNumberValue(n, n->valuedouble + 1);
-        cJSON_SetNumberValue(lost, lost->valuedouble + num(g, "delta_ms"));
-        cJSON *ws = cJSON_GetObjectItemCaseSensitive(r, "workloads"), *w;
-        bool seen = false;
-        cJSON_ArrayForEach(w, ws)
-        {
-            seen |= workload && cJSON_IsString(w) && strcmp(w->valuestring, workload) == 0;
-        }
-        if (workload && !seen)
-            cJSON_AddItemToArray(ws, cJSON_CreateString(workload));
+        o = srv_suite_explain(workloads, explains, n);
     }
-}
-
-/* The suite's explanation (docs/EXPLAIN.md): over the jobs that carry one,
- * the groups' verdicts, the lost ones by reason, and the time-weighted share
- * of the roofline the fused kernels reach; null when no job was explained. */
-static cJSON *explain_summary(const srv_jobres *sj, int n_jobs)
-{
-    int n = 0, counts[3] = {0};
-    double roof = 0, ms = 0;
-    cJSON *o = cJSON_CreateObject(), *by = cJSON_CreateObject();
-    if (!o || !by) {
-        cJSON_Delete(o);
-        cJSON_Delete(by);
-        return NULL;
-    }
-    for (int i = 0; i < n_jobs; i++) {
-        const cJSON *ex = sj[i].r.explain;
-        if (!cJSON_IsObject(ex) || !cJSON_GetObjectItemCaseSensitive(ex, "groups"))
-            continue;
-        n++;
-        explain_add(sj[i].workload, ex, counts, by, &roof, &ms);
-    }
-    if (n == 0) {
-        cJSON_Delete(o);
-        cJSON_Delete(by);
-        return cJSON_CreateNull();
-    }
-    cJSON_AddNumberToObject(o, "jobs", n);
-    cJSON_AddNumberToObject(o, "won", counts[0]);
-    cJSON_AddNumberToObject(o, "lost", counts[1]);
-    cJSON_AddNumberToObject(o, "within_noise", counts[2]);
-    cJSON_AddItemToObject(o, "lost_by_reason", by);
-    cJSON_AddItemToObject(o, "fused_roofline_share",
-                          ms > 0 ? cJSON_CreateNumber(roof / ms) : cJSON_CreateNull());
+    free(workloads);
+    free(explains);
     return o;
 }
 

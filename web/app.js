@@ -253,6 +253,13 @@ async function loadJobs(append) {
 
 // ---- job detail ----
 
+// An environment value: an object (the roofline) as its members, "k v, ...".
+function envValue(v) {
+  if (v && typeof v === "object")
+    return Object.entries(v).map(([k, x]) => k + " " + fmtNum(x)).join(", ") || "–";
+  return fmtNum(v);
+}
+
 function summaryList(id, pairs) {
   const dl = document.getElementById(id);
   dl.replaceChildren();
@@ -370,7 +377,7 @@ async function showJob(id) {
   fillTable("variants-table", variants.map((v) => variantRow(v, result)));
   summaryList("job-noise", noisePairs(result));
   document.getElementById("variants-empty").hidden = variants.length > 0;
-  summaryList("job-env", Object.entries(result.env || {}).map(([k, v]) => [k, fmtNum(v)]));
+  summaryList("job-env", Object.entries(result.env || {}).map(([k, v]) => [k, envValue(v)]));
   document.getElementById("job-spec").textContent = JSON.stringify(spec, null, 2);
   const names = variants.map((v) => v.name);
   if (kernelChoice.job !== job.id || !names.includes(kernelChoice.variant))

@@ -265,17 +265,33 @@ async function showSuite(parts) {
     cards.push(kpi("pass rate, " + name, v.total ? (v.pass_rate * 100).toFixed(0) + "% (" + v.passed + "/" + v.total + ")" : "–"));
   }
   const ex = s.summary.explain;
-  if (ex) {
+  if (ex && ex.jobs) {
     cards.push(kpi("fusion groups explained (" + ex.jobs + " jobs)", ex.won + " won · " + ex.lost + " lost · " + ex.within_noise + " within noise"));
     cards.push(kpi("fused kernels on the roofline", typeof ex.fused_roofline_share === "number" ? (100 * ex.fused_roofline_share).toFixed(0) + "%" : "–"));
   }
+  const ind = ex ? ex.inductor : null;
+  if (ind) {
+    cards.push(kpi("Inductor's fusions explained (" + ind.jobs + " jobs)", ind.won + " won · " + ind.lost + " lost · " + ind.no_difference + " no difference"));
+    const cm = ind.cost_model || {};
+    cards.push(kpi("Inductor's cost model vs measured", typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) + " over " + cm.points + " fusions" : "too few fusions measured alone"));
+  }
   document.getElementById("suite-cards").replaceChildren(...cards);
   const reasons = ex ? Object.entries(ex.lost_by_reason || {}).sort((a, b) => a[1].lost_ms - b[1].lost_ms) : [];
-  document.getElementById("suite-explain").hidden = !ex;
   const rows = reasons.map(([code, r]) => el("tr", {},
     el("td", {}, code), el("td", { class: "num" }, String(r.groups)), el("td", { class: "num" }, (-r.lost_ms).toFixed(3)),
     el("td", {}, (r.workloads || []).join(", "))));
+  document.getElementById("suite-explain").hidden = !ex || !ex.jobs;
   fillTable("suite-reasons", rows.length ? rows : [el("tr", {}, el("td", { colspan: 4, class: "muted" }, "No group lost."))]);
+  document.getElementById("suite-inductor").hidden = !ind;
+  if (ind) {
+    const ir = Object.entries(ind.lost_by_reason || {}).sort((a, b) => a[1].lost_ms - b[1].lost_ms).map(([code, r]) => el("tr", {},
+      el("td", {}, code), el("td", { class: "num" }, String(r.fusions)), el("td", { class: "num" }, (-r.lost_ms).toFixed(3)),
+      el("td", {}, (r.workloads || []).join(", "))));
+    fillTable("suite-ind-reasons", ir.length ? ir : [el("tr", {}, el("td", { colspan: 4, class: "muted" }, "No fusion lost."))]);
+    const mr = (ind.missed_top || []).map((m) => el("tr", {}, el("td", {}, m.workload || ""),
+      el("td", {}, (m.nodes || []).join(" + ")), el("td", { class: "num" }, String(m.shared_bytes)), el("td", {}, m.reason)));
+    fillTable("suite-ind-missed", mr.length ? mr : [el("tr", {}, el("td", { colspan: 4, class: "muted" }, "No refused merge shared bytes."))]);
+  }
   document.getElementById("suite-csv").href = API + "/suites/" + s.id + "?format=csv";
   document.getElementById("suite-json").href = API + "/suites/" + s.id;
   fillTable("suite-table", s.rows.map(suiteRow));

@@ -174,7 +174,7 @@ function drawCostModel(fx) {
       { label: "no difference", data: by("no_difference"), backgroundColor: "#b0b7c3" }] },
     options: {
       scales: { x: { title: { display: true, text: "Inductor's predicted shared bytes" } },
-        y: { title: { display: true, text: "measured saving, ms (undone − inductor)" } } },
+        y: { title: { display: true, text: "saved ms (undone − inductor)" } } },
       plugins: { tooltip: { callbacks: { label: (c) => c.raw.id + ": " + c.raw.x + " B, " + c.raw.y.toFixed(4) + " ms" } } },
     },
   });

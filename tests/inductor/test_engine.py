@@ -90,12 +90,7 @@ def run_json(c, py):
     c.check("undone" in ex["note"] and len(fx.get("fusions", [])) == fx.get("decisions", -1) >= 2
             and all(e["verdict"] in ("won", "lost", "no_difference") for e in fx["fusions"]),
             "explain: each of Inductor's fusions undone, with its verdict (%s)" % fx.get("counts"))
-    r = cli(["tiny_cnn", "--engine", "inductor", "--iterations", "6", "--warmup", "2",
-             "--threads", "2", "--variants", "eager,inductor", "--param", "image_size=16",
-             "--param", "time_budget_s=60", "--explain"], {"FUSIONBENCH_PYTHON": py})
-    c.check(r.returncode == 0 and "Inductor's fusions, each undone" in r.stdout and
-            "fuse-" in r.stdout, "the table: Inductor's fusions, each undone (%s)" %
-            (r.stdout + r.stderr)[-400:])
+    # (the table of the fusions: unit.test_table, on the same JSON shape)
 
 
 def errors(c, py):

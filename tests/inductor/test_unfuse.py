@@ -89,6 +89,11 @@ def explained(c, py, res, ind):
             "the cost-model audit lists its points")
     c.check(isinstance(fx.get("missed"), dict) and "by_reason" in fx["missed"],
             "missed fusions, by Inductor's reason")
+    mem = (fx.get("memory") or {}).get("inductor") or {}
+    held = mem.get("held_by") or {}
+    c.check((mem.get("peak_bytes") or 0) > 0 and held and
+            sum(held.values()) >= mem["peak_bytes"],
+            "memory: inductor's peak and what held it (%s of %s)" % (held, mem.get("peak_bytes")))
     be = fx.get("break_even") or {}
     c.check("inductor" in be and be["inductor"].get("compile_cold_ms", 0) > 0,
             "break-even against eager for the inductor rung (%s)" % be.get("inductor"))

@@ -345,6 +345,25 @@ static void test_gpu_interference_json(void **state)
     fb_result_free(&r);
 }
 
+/* Spearman's rho: monotone 1, reversed -1, ties as midranks (the Pearson
+ * correlation of the ranks, worked by hand below); NaN for n < 3 or a
+ * constant side. */
+static void test_spearman(void **state)
+{
+    (void)state;
+    const double x[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 30, 40, 1000}, down[] = {5, 4, 3, 2, 1};
+    const double tied[] = {1, 2, 2, 3, 5}, y[] = {2, 1, 4, 3, 5}, flat[] = {7, 7, 7, 7, 7};
+    assert_float_equal(fb_stats_spearman(x, up, 5), 1.0, 1e-12);
+    assert_float_equal(fb_stats_spearman(x, down, 5), -1.0, 1e-12);
+    /* ranks 1..5 and 2,1,4,3,5: 1 - 6 * 4 / (5 * 24) = 0.8 */
+    assert_float_equal(fb_stats_spearman(x, y, 5), 0.8, 1e-12);
+    /* ranks 1,2.5,2.5,4,5 and 2,1,4,3,5 about their mean 3: sxy 6.5, sxx 9.5,
+     * syy 10, rho = 6.5 / sqrt(95) */
+    assert_float_equal(fb_stats_spearman(tied, y, 5), 6.5 / sqrt(95.0), 1e-12);
+    assert_true(isnan(fb_stats_spearman(x, flat, 5)));
+    assert_true(isnan(fb_stats_spearman(x, y, 2)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_mw_ties),
         cmocka_unit_test(test_mw_interleaved),
         cmocka_unit_test(test_mw_identical_and_separated),
+        cmocka_unit_test(test_spearman),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -177,25 +177,75 @@ def code_facts(src):
             "loop_lines": nests, "bytes": len(src)}
 
 
+def triton_facts(names, modules=None):
+    """{kernel name: {"n_regs", "n_spills", "shared", "num_warps"}} of the
+    compiled Triton kernels among names: read from the first launcher of each
+    kernel's CachingAutotuner in the loaded wrapper modules (Inductor's
+    PyCodeCache; modules: those to search instead).  Kernels not found, or
+    not compiled yet, are left out."""
+    if modules is None:
+        try:
+            from torch._inductor.codecache import PyCodeCache
+            modules = list(getattr(PyCodeCache, "modules", [])) + \
+                list(getattr(PyCodeCache, "modules_no_attr", {}).values())
+        except Exception:  # no such cache in this PyTorch: no metadata
+            return {}
+    out = {}
+    for mod in modules:
+        for n in names:
+            launchers = getattr(getattr(mod, n, None), "launchers", None)
+            if n in out or not launchers:
+                continue
+            la = launchers[0]
+            out[n] = {"n_regs": getattr(la, "n_regs", None),
+                      "n_spills": getattr(la, "n_spills", None),
+                      "shared": getattr(la, "shared", None),
+                      "num_warps": getattr(getattr(la, "config", None), "num_warps", None)}
+    return out
+
+
 # ---- reasons ----
 
-REASONS = ("lost_vectorization", "recompute", "library_path_lost", "kernel_slowdown",
-           "unexplained")
+REASONS = ("library_path_lost", "register_spills", "register_pressure", "lost_vectorization",
+           "recompute", "kernel_slowdown", "unexplained")
+# A fused Triton kernel under register pressure: this many registers a thread
+# and more than REGS_X times the most any of its unfused kernels needs.
+REGS_HIGH, REGS_X = 128, 1.5
 
 
-def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs):
+def _gpu_rule(gpu):
+    """register_spills / register_pressure from the Triton metadata
+    (base, [unfused]) of a lost fusion, else None."""
+    if not gpu or not gpu[0] or not gpu[1]:
+        return None
+    b, cfs = gpu
+    if (b.get("n_spills") or 0) > 0 and all((c.get("n_spills") or 0) == 0 for c in cfs):
+        return "register_spills"
+    most = max((c.get("n_regs") or 0) for c in cfs)
+    if (b.get("n_regs") or 0) >= REGS_HIGH and b["n_regs"] > REGS_X * most:
+        return "register_pressure"
+    return None
+
+
+def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gpu=None):
     """The first rule that holds for a lost decision d, and the evidence.
 
     base_src: source of the kernel holding d in the job's compile; cf_srcs:
     sources of the kernels holding its members once undone; base_ms / cf_ms:
     their profiled times; *_externs: library calls (extern kernels) in each
-    compile."""
+    compile; gpu: (Triton metadata of the fused kernel, [of the unfused
+    ones]) on CUDA (triton_facts), else None."""
     bf = code_facts(base_src)
     cfs = [code_facts(s) for s in cf_srcs if s is not None]
     ev = {"fused_kernel": bf, "unfused_kernels": cfs, "fused_kernel_ms": base_ms,
           "unfused_kernels_ms": cf_ms, "extern_calls": [base_externs, cf_externs]}
+    if gpu:
+        ev["triton"] = {"fused": gpu[0], "unfused": gpu[1]}
     if d.get("kind") in ("epilogue", "prologue") and cf_externs > base_externs:
         return "library_path_lost", ev
+    rule = _gpu_rule(gpu)
+    if rule:
+        return rule, ev
     if bf and cfs:
         if not bf["vectorized"] and any(f["vectorized"] for f in cfs):
             return "lost_vectorization", ev
@@ -224,7 +274,7 @@ class Ctx:
                    unmodified, the placebo)
     profile_fn     profile_fn(fn, kernel_ops) -> {"times": {kernel name: ms},
                    "peak": bytes or None} of one profiled iteration, or None
-    clock, inputs, sync
+    clock, inputs, sync, device
     kernel_ms      {kernel name: ms} of the job's profiled iteration
     base_ms        the job's inductor median (ms)
     """
@@ -233,6 +283,7 @@ class Ctx:
         self.profile_fn = None
         self.base_peak = None
         self.base_externs = 0
+        self.device = "cpu"
         self.sync = None
         self.kernel_ms = {}
         self.base_ms = float("nan")
@@ -377,10 +428,15 @@ def _reasons(ctx, lost, by_id):
         cf_src = kernel_sources(cf["codes"])
         times = (r.get("profile") or {}).get("times")
         cf_ms = sum(times.get(k, 0.0) for k in cf_kernels) if times and cf_kernels else None
+        gpu = None
+        if ctx.device == "cuda":
+            facts = triton_facts([d.get("kernel")] + cf_kernels)
+            if d.get("kernel") in facts:
+                gpu = (facts[d["kernel"]], [facts[k] for k in cf_kernels if k in facts])
         reason, ev = reason_of(d, base_src.get(d.get("kernel")),
                                [cf_src.get(k) for k in cf_kernels],
                                ctx.kernel_ms.get(d.get("kernel")), cf_ms,
-                               ctx.base_externs, cf["externs"])
+                               ctx.base_externs, cf["externs"], gpu)
         ev["unfused_kernel_names"] = cf_kernels
         e["reason"], e["evidence"] = reason, ev
 

@@ -215,26 +215,57 @@ def profile_once(fn, inputs, device, kernel_ops):
         r["mean_ms"] = r["total_ms"] / r["count"]
         cats[r["category"]] = cats.get(r["category"], 0.0) + r["total_ms"]
     busy = sum(r["total_ms"] for r in rows.values())
+    peak, held = peak_breakdown(prof, device)
     return {"kernels": sum(r["count"] for r in rows.values()), "kernel_time_ms": busy,
             "busy_ms": busy, "idle_ms": max(0.0, wall_ms - busy), "wall_ms": wall_ms,
             "categories_ms": cats, "rows": sorted(rows.values(), key=lambda r: -r["total_ms"]),
-            "peak_alloc_bytes": _peak_alloc(prof, device),
+            "peak_alloc_bytes": peak, "peak_held_by": held,
             "time_source": "torch.profiler cpu_time_total (inclusive), CPU"}
 
 
-def _peak_alloc(prof, device):
-    """Peak of the running sum of the allocator's allocations and frees (PyTorch's
-    own CPU or CUDA allocator reports, which torch.profiler attributes to ops as
-    self memory usage), ops taken in the order they end: bytes allocated during
-    the iteration at its worst moment over what was live when it began.  An op's
-    own transient workspace, freed before it ends, is not seen, so this is a lower
-    bound.  None when the profiler recorded no memory."""
+# The ops named in a peak's breakdown; the rest are summed as "other".
+BREAKDOWN_TOP = 8
+
+
+def _holder(e):
+    """What an allocation belongs to: the compiled graph's own buffers
+    (empty_strided in its call), else the op that allocated."""
+    parent = e.cpu_parent
+    while parent is not None and not parent.name.startswith(_GRAPH_CALL):
+        parent = parent.cpu_parent
+    if parent is not None and e.name in ("aten::empty_strided", "aten::empty"):
+        return "compiled graph buffers"
+    return e.name
+
+
+def peak_breakdown(prof, device):
+    """(peak bytes or None, {holder: bytes live at the peak}).
+
+    The peak: of the running sum of the allocator's allocations and frees
+    (PyTorch's own CPU or CUDA allocator reports, which torch.profiler
+    attributes to ops as self memory usage), ops taken in the order they end:
+    bytes allocated during the iteration at its worst moment over what was
+    live when it began.  An op's own transient workspace, freed before it
+    ends, is not seen, so this is a lower bound.  None when the profiler
+    recorded no memory.  What held it at that moment: by the op that
+    allocated (the compiled graph's buffers as one), the BREAKDOWN_TOP
+    largest and "other"."""
     attr = "self_device_memory_usage" if device == "cuda" else "self_cpu_memory_usage"
     evs = [e for e in prof.events() if getattr(e, attr, 0)]
     if not evs:
-        return None
+        return None, {}
     cur = peak = 0
+    held, at_peak = {}, {}
     for e in sorted(evs, key=lambda e: e.time_range.end):
-        cur += getattr(e, attr, 0)
-        peak = max(peak, cur)
-    return peak
+        b = getattr(e, attr, 0)
+        cur += b
+        k = _holder(e)
+        held[k] = held.get(k, 0) + b
+        if cur > peak:
+            peak, at_peak = cur, dict(held)
+    live = sorted(((k, v) for k, v in at_peak.items() if v > 0), key=lambda kv: -kv[1])
+    out = dict(live[:BREAKDOWN_TOP])
+    rest = sum(v for _, v in live[BREAKDOWN_TOP:])
+    if rest:
+        out["other"] = rest
+    return peak, out

@@ -788,7 +788,7 @@ def explain_fusions(req, variants, model, inputs, root, proto):
                       kernel_ms={r["name"]: r["total_ms"] for r in prof.get("rows", [])},
                       base_ms=explain.median(base.samples),
                       base_peak=prof.get("peak_alloc_bytes"),
-                      base_externs=figs["extern_calls"])
+                      base_externs=figs["extern_calls"], device=req["device"])
     budget = req["params"].get("time_budget_s")
     if not (isinstance(budget, (int, float)) and not isinstance(budget, bool) and budget >= 0):
         budget = explain.DEFAULT_BUDGET_S
@@ -806,6 +806,9 @@ def explain_fusions(req, variants, model, inputs, root, proto):
         medians={n: explain.median(v.samples) for n, v in ok_v.items()},
         missed=figs.get("_missed"))
     out["budget_s"] = budget
+    out["memory"] = {n: {"peak_bytes": v.out.get("profile", {}).get("peak_alloc_bytes"),
+                         "held_by": v.out.get("profile", {}).get("peak_held_by")}
+                     for n, v in ok_v.items()}
     return out
 
 

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Inductor, fusion by fusion, over the zoo (docs/EXPLAIN.md): for each model
+and batch size, one `fusionbench-run MODEL --engine inductor --explain` job
+(eager, inductor-nofusion, inductor), and a markdown table on stdout of what
+its explanation found: Inductor's fusion decisions, their verdicts, the lost
+ones with their reasons, the sum of the parts against the ladder's step, the
+cost-model rank correlation, the top refused merge, the break-even iterations
+and how long the explanation took.
+
+    python3 bench/inductor_explain.py --bin build/worker/fusionbench-run \\
+        [--models resnet50,mobilenet_v2] [--batch 1,8] [--budget 300] [--threads 2] \\
+        [--param image_size=112] > explain.md
+
+Each job is one process: the rungs' compiles, the timing, then the
+explanation's own compiles within --budget seconds (params.time_budget_s)."""
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+MODELS = ["resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny", "vit_b_16",
+          "bert_base", "gpt2", "whisper_tiny", "wav2vec2_base"]
+
+
+def run(binary, model, batch, budget, threads, params, iterations):
+    cmd = [binary, model, "--engine", "inductor", "--json", "--batch", str(batch),
+           "--threads", str(threads), "--iterations", str(iterations), "--warmup", "3",
+           "--variants", "eager,inductor-nofusion,inductor", "--explain",
+           "--param", "time_budget_s=%d" % budget]
+    for p in params:
+        cmd += ["--param", p]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    secs = time.monotonic() - t0
+    if not p.stdout.strip():
+        return None, secs, p.stderr.strip()[-300:], cmd
+    return json.loads(p.stdout), secs, "", cmd
+
+
+def fmt(x, f="{:.3f}"):
+    return f.format(x) if isinstance(x, (int, float)) else "–"
+
+
+def row(model, batch, out, secs):
+    res = out["result"]
+    vs = {v["name"]: v for v in res["variants"]}
+    med = {n: (v.get("latency_ms") or {}).get("median") for n, v in vs.items()}
+    fx = (res.get("explain") or {}).get("fusions") or {}
+    if fx.get("error"):
+        return "| %s | %d | – | %s |" % (model, batch, fx["error"][:120])
+    c = fx.get("counts") or {}
+    lost = ["%s %s ms (%s)" % (e["id"], fmt(e.get("saved_ms"), "{:+.3f}"), e.get("reason"))
+            for e in fx.get("fusions", []) if e.get("verdict") == "lost"]
+    top = ((fx.get("missed") or {}).get("top") or [None])[0]
+    be = (fx.get("break_even") or {}).get("inductor") or {}
+    return ("| %s | %d | %s / %s / %s | %d: %d won, %d lost, %d no difference, %d not measured "
+            "| %s | %s [%s] | %s | %s | %s | %s | %s | %.0f s (%.0f s explaining) |" % (
+                model, batch, fmt(med.get("eager")), fmt(med.get("inductor-nofusion")),
+                fmt(med.get("inductor")), fx.get("decisions", 0), c.get("won", 0),
+                c.get("lost", 0), c.get("no_difference", 0), c.get("not_measured", 0),
+                "; ".join(lost[:3]) or "–", fmt(fx.get("ladder_step_ms"), "{:+.3f}"),
+                fmt(fx.get("sum_of_parts_ms"), "{:+.3f}"), fmt(fx.get("layout_noise_ms"), "{:.4f}"),
+                fmt((fx.get("cost_model") or {}).get("spearman"), "{:.2f}"),
+                "%s B, %s" % (top["shared_bytes"], top["reason"]) if top else "–",
+                be.get("iterations_cold") or "never", fmt((fx.get("all_lost_undone") or {}).get(
+                    "recovered_ms"), "{:+.3f}"), secs, fx.get("seconds") or 0))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", default="build/worker/fusionbench-run")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--batch", default="1")
+    ap.add_argument("--budget", type=int, default=300)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--param", action="append", default=[])
+    a = ap.parse_args()
+    print("| model | bs | eager / nofusion / inductor ms | decisions | lost (saved ms, reason) "
+          "| nofusion -> inductor [sum of parts] | layout noise ms | cost model rho "
+          "| top refused merge | break-even (cold) | all lost undone | job |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for model in a.models.split(","):
+        for batch in (int(b) for b in a.batch.split(",")):
+            out, secs, err, cmd = run(a.bin, model, batch, a.budget, a.threads, a.param,
+                                      a.iterations)
+            print(row(model, batch, out, secs) if out else
+                  "| %s | %d | failed: %s |" % (model, batch, err), flush=True)
+    print("\nCommand per row: `%s`" % " ".join(cmd[:1] + ["MODEL"] + cmd[2:]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""explain.py's logic without compiling anything: a fake model of 20 fusion
+decisions whose undoing changes a fake clock's time by a planted amount each,
+so that the verdicts, the adaptive group testing, the budget, the sum of the
+parts and the cost-model audit can be checked against what was planted; and
+the reason rules on given code and Triton metadata.  Runs itself again in the
+project venv's python (explain.py needs torch for its bootstrap)."""
+
+import os
+import random
+import subprocess
+import sys
+import types
+
+import indtest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class FakeClock:
+    """time_ms(fn) = fn.ms plus noise of +-noise ms (seeded)."""
+
+    def __init__(self, noise, seed=1):
+        self.noise, self.rng = noise, random.Random(seed)
+
+    def time_ms(self, fn, inputs):
+        return fn.ms + self.rng.uniform(-self.noise, self.noise)
+
+
+class Program:
+    def __init__(self, ms):
+        self.ms = ms
+
+    def __call__(self, *a):
+        return None
+
+
+def fake_ctx(explain, effects, base_ms=10.0, noise=0.01):
+    """effects[i]: what undoing decision i adds to the time (ms): > 0, the
+    fusion saved that much (won); < 0, it cost that much (lost)."""
+    ds = [{"id": "fuse-%012x" % i, "kind": "vertical", "kernel": "k%d" % i,
+           "members": [{"key": "a%d" % i}, {"key": "b%d" % i}],
+           "predicted_shared_bytes": 1000 * (i + 1)} for i in range(len(effects))]
+    compiled = []
+
+    def compile_cf(ids):
+        compiled.append(list(ids) if ids else None)
+        ms = base_ms + sum(effects[int(x[5:], 16)] for x in (ids or []))
+        return {"fn": Program(ms), "codes": [], "kernels": [], "kernel_ops": {}, "took": True,
+                "externs": 0}
+
+    ctx = explain.Ctx(base_fn=Program(base_ms), decisions=ds, base_codes=[],
+                      compile_cf=compile_cf, clock=FakeClock(noise), inputs=(),
+                      kernel_ms={"k%d" % i: float(len(effects) - i) for i in range(len(effects))},
+                      base_ms=base_ms)
+    return ctx, compiled
+
+
+def inside():
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "worker", "engine", "inductor"))
+    import explain
+
+    c = indtest.Checks()
+    # 4 decisions, measured one by one
+    ctx, compiled = fake_ctx(explain, [0.5, -0.3, 0.0, 0.001])
+    out = explain.explain(ctx, budget_s=60, ladder_step=(0.1, 0.05, 0.15))
+    v = {e["id"]: e for e in out["fusions"]}
+    c.check([v["fuse-%012x" % i]["verdict"] for i in range(4)] ==
+            ["won", "lost", "no_difference", "no_difference"],
+            "4 decisions alone: won, lost, no difference x2 (%s)" %
+            [e["verdict"] for e in out["fusions"]])
+    c.check(compiled[0] is None and all(len(x) == 1 for x in compiled[1:5]),
+            "a placebo first, then each decision undone alone")
+    c.check(abs(v["fuse-%012x" % 0]["saved_ms"] - 0.5) < 0.02 and
+            v["fuse-%012x" % 0]["saved_ci95"][0] <= 0.5 <= v["fuse-%012x" % 0]["saved_ci95"][1],
+            "the planted saving inside the interval (%s)" % v["fuse-%012x" % 0]["saved_ci95"])
+    c.check(out["layout_noise_ms"] is not None and out["layout_noise_ms"] < 0.02,
+            "layout noise from the placebo (%s)" % out["layout_noise_ms"])
+    c.check(abs(out["sum_of_parts_ms"] - 0.201) < 0.03 and
+            abs(out["interaction_ms"] - (0.1 - out["sum_of_parts_ms"])) < 1e-12,
+            "sum of the parts %.3f, interaction the rest" % out["sum_of_parts_ms"])
+    c.check(out["all_lost_undone"] and out["all_lost_undone"]["ids"] == ["fuse-%012x" % 1] and
+            abs(out["all_lost_undone"]["recovered_ms"] - 0.3) < 0.02,
+            "all lost undone at once recovers what the lost one cost")
+    c.check(out["cost_model"]["bad_fusions"] and
+            out["cost_model"]["bad_fusions"][0]["id"] == "fuse-%012x" % 1,
+            "the bad fusion: predicted to help, measured to hurt")
+    # 24 decisions, one lost and one won among them (sparse, as group testing
+    # assumes): found in fewer compiles than one per decision
+    effects = [0.0] * 24
+    effects[3], effects[17] = -0.4, 0.5
+    ctx, compiled = fake_ctx(explain, effects)
+    out = explain.explain(ctx, budget_s=120)
+    got = {e["id"]: e["verdict"] for e in out["fusions"]}
+    lost = sorted(k for k, x in got.items() if x == "lost")
+    c.check(lost == ["fuse-%012x" % 3] and got["fuse-%012x" % 17] == "won",
+            "group testing: the lost one and the won one found (%s)" % lost)
+    c.check(all(x == "no_difference" for k, x in got.items()
+                if k not in ("fuse-%012x" % 3, "fuse-%012x" % 17)),
+            "the other 22: no difference")
+    c.check(len(compiled) < 1 + 24, "fewer compiles than one per decision (%d: placebo, "
+            "chunks, halves, all lost)" % len(compiled))
+    c.check(any(e["measured"].startswith("in_group_of_") for e in out["fusions"]),
+            "chunks within the noise give their members no_difference as a group")
+    # a budget that runs out: the rest not measured, and said so
+    ctx, compiled = fake_ctx(explain, [0.1] * 6)
+    out = explain.explain(ctx, budget_s=0)
+    c.check(out["counts"]["not_measured"] == 6 and out["stopped"] == "budget",
+            "no budget: every decision not_measured, stopped by the budget")
+    # reasons
+    d = {"kind": "vertical"}
+    r, _ = explain.reason_of(d, "for(){ x = in_ptr0[i]; }", ["for(){ at::vec::Vectorized<float> a; }"],
+                             2.0, 1.0, 0, 0)
+    c.check(r == "lost_vectorization", "scalar fused loop, vectorized parts: %s" % r)
+    r, _ = explain.reason_of(d, "for(){ at::vec::a(in_ptr0[i]); at::vec::b(in_ptr0[i+1]);"
+                             " at::vec::c(in_ptr0[i+2]); at::vec::d(in_ptr1[i]); }",
+                             ["for(){ at::vec::a(in_ptr0[i]); }", "for(){ at::vec::b(in_ptr0[i]);"
+                              " at::vec::c(in_ptr1[i]); }"], 2.0, 1.0, 0, 0)
+    c.check(r == "recompute", "more loads fused than apart: %s" % r)
+    r, _ = explain.reason_of({"kind": "epilogue"}, "x", ["y"], 2.0, 1.0, 0, 1)
+    c.check(r == "library_path_lost", "an epilogue whose undoing brings a library call back")
+    r, _ = explain.reason_of(d, "at::vec::a(in_ptr0[i]);", ["at::vec::a(in_ptr0[i]);"],
+                             2.0, 1.0, 0, 0)
+    c.check(r == "kernel_slowdown", "same code facts, fused kernel slower: kernel_slowdown")
+    r, _ = explain.reason_of(d, "at::vec::a(in_ptr0[i]);", ["at::vec::a(in_ptr0[i]);"],
+                             1.0, 2.0, 0, 0)
+    c.check(r == "unexplained", "no evidence: unexplained")
+    gpu = ({"n_regs": 255, "n_spills": 24}, [{"n_regs": 96, "n_spills": 0}])
+    r, ev = explain.reason_of(d, "tl.load", ["tl.load"], 2.0, 1.0, 0, 0, gpu)
+    c.check(r == "register_spills" and ev["triton"]["fused"]["n_spills"] == 24,
+            "Triton: the fused kernel spills, its parts do not")
+    gpu = ({"n_regs": 200, "n_spills": 0}, [{"n_regs": 64, "n_spills": 0}])
+    r, _ = explain.reason_of(d, "tl.load", ["tl.load"], 2.0, 1.0, 0, 0, gpu)
+    c.check(r == "register_pressure", "Triton: 200 registers against 64: register_pressure")
+    la = types.SimpleNamespace(n_regs=40, n_spills=0, shared=1024,
+                               config=types.SimpleNamespace(num_warps=4))
+    mod = types.SimpleNamespace(triton_poi_fused_0=types.SimpleNamespace(launchers=[la]),
+                                triton_red_fused_1=types.SimpleNamespace(launchers=[]))
+    facts = explain.triton_facts(["triton_poi_fused_0", "triton_red_fused_1", "nope"], [mod])
+    c.check(facts == {"triton_poi_fused_0": {"n_regs": 40, "n_spills": 0, "shared": 1024,
+                                             "num_warps": 4}},
+            "Triton metadata from a kernel's first launcher; uncompiled ones left out")
+    be = explain.break_even({"inductor": {"cold_ms": 1000.0, "warm_ms": 100.0},
+                             "inductor-nofusion": {"cold_ms": 500.0, "warm_ms": 50.0}},
+                            {"eager": 2.0, "inductor": 1.5, "inductor-nofusion": 2.5})
+    c.check(be["inductor"]["iterations_cold"] == 2000 and be["inductor"]["iterations_warm"] == 200
+            and be["inductor-nofusion"]["iterations_cold"] is None,
+            "break-even: 1000 ms / 0.5 ms = 2000 iterations; never when slower than eager")
+    c.check(abs(explain.spearman([1, 2, 2, 3, 5], [2, 1, 4, 3, 5]) - 6.5 / 95 ** 0.5) < 1e-12,
+            "Spearman with ties (midranks)")
+    c.done()
+
+
+def main():
+    if "--inside" in sys.argv:
+        inside()
+        return
+    py = indtest.python_or_skip()
+    r = subprocess.run([py, os.path.abspath(__file__), "--inside"], timeout=600)
+    sys.exit(r.returncode)
+
+
+if __name__ == "__main__":
+    main()
