@@ -17,23 +17,21 @@ function ciText(ci) {
   return Array.isArray(ci) && typeof ci[0] === "number" ? "[" + ci[0].toFixed(3) + ", " + ci[1].toFixed(3) + "]" : "–";
 }
 
-// The waterfall as floating bars: eager, then each bar from where the last
-// ended, then fused; Chart.js when it is there, a table of the same numbers always.
-function waterfallBars(w) {
-  const steps = [["won", w.won_ms], ["lost", w.lost_ms], ["within noise", w.within_noise_ms],
-    ["outside groups", w.outside_groups_ms], ["overhead", w.overhead_ms], ["unexplained", w.unexplained_ms]];
-  const bars = [["eager", [0, w.eager_ms]]];
-  let at = w.eager_ms;
+// A waterfall as floating bars: the start, then each step's bar from where
+// the last ended (a step of v ms takes v off), then the end; Chart.js when it
+// is there, a table of the same numbers always.
+function stepBars(first, from, steps, last, to) {
+  const bars = [[first, [0, from]]];
+  let at = from;
   for (const [name, v] of steps) {
     bars.push([name + " " + (v >= 0 ? "−" : "+") + Math.abs(v).toFixed(3), [at - v, at]]);
     at -= v;
   }
-  bars.push(["fused", [0, w.fused_ms]]);
+  bars.push([last, [0, to]]);
   return bars;
 }
 
-function drawWaterfall(w) {
-  const bars = waterfallBars(w);
+function drawBars(bars) {
   const color = (name, i) => i === 0 ? COLORS.eager : i === bars.length - 1 ? COLORS.fused :
     name.startsWith("won") ? COLORS.ok : name.startsWith("lost") ? COLORS.bad : "#b0b7c3";
   drawChart("chart-explain", {
@@ -43,6 +41,14 @@ function drawWaterfall(w) {
     options: { indexAxis: "y", plugins: { legend: { display: false } },
       scales: { x: { title: { display: true, text: "ms per iteration" } } } },
   });
+}
+
+// From the eager time to the fused time: won, lost, within noise, outside
+// groups, overhead, unexplained.
+function drawWaterfall(w) {
+  drawBars(stepBars("eager", w.eager_ms, [["won", w.won_ms], ["lost", w.lost_ms], ["within noise", w.within_noise_ms],
+    ["outside groups", w.outside_groups_ms], ["overhead", w.overhead_ms], ["unexplained", w.unexplained_ms]],
+  "fused", w.fused_ms));
 }
 
 // The fused kernel of each group on this machine's roofline (log-log: FLOPs
@@ -137,24 +143,9 @@ function drawInductorWaterfall(fx) {
   const m = fx.medians || {}, fus = fx.fusions || [];
   if (typeof m["inductor-nofusion"] !== "number" || typeof m.inductor !== "number" || !hasChart()) return false;
   const sum = (v) => fus.filter((e) => e.verdict === v && e.measured === "alone").reduce((a, e) => a + e.saved_ms, 0);
-  const steps = [["won", sum("won")], ["lost", sum("lost")], ["no difference", sum("no_difference")],
-    ["interaction", typeof fx.interaction_ms === "number" ? fx.interaction_ms : 0]];
-  const bars = [["inductor-nofusion", [0, m["inductor-nofusion"]]]];
-  let at = m["inductor-nofusion"];
-  for (const [name, v] of steps) {
-    bars.push([name + " " + (v >= 0 ? "−" : "+") + Math.abs(v).toFixed(3), [at - v, at]]);
-    at -= v;
-  }
-  bars.push(["inductor", [0, m.inductor]]);
-  const color = (name, i) => i === 0 ? COLORS.eager : i === bars.length - 1 ? COLORS.fused :
-    name.startsWith("won") ? COLORS.ok : name.startsWith("lost") ? COLORS.bad : "#b0b7c3";
-  drawChart("chart-explain", {
-    type: "bar",
-    data: { labels: bars.map((b) => b[0]),
-      datasets: [{ label: "ms", data: bars.map((b) => b[1]), backgroundColor: bars.map((b, i) => color(b[0], i)) }] },
-    options: { indexAxis: "y", plugins: { legend: { display: false } },
-      scales: { x: { title: { display: true, text: "ms per iteration" } } } },
-  });
+  drawBars(stepBars("inductor-nofusion", m["inductor-nofusion"], [["won", sum("won")], ["lost", sum("lost")],
+    ["no difference", sum("no_difference")],
+    ["interaction", typeof fx.interaction_ms === "number" ? fx.interaction_ms : 0]], "inductor", m.inductor));
   return true;
 }
 
