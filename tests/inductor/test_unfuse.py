@@ -127,8 +127,10 @@ def planted(c, py, seeds):
         for e in horiz:
             ev = e.get("evidence") or {}
             c.check(e["verdict"] == "lost" and e["kind"] == "vertical",
-                    "harmful (seed %d): %s (vertical) lost %+.4f ms %s (medians %s)" % (
-                        seed, e["id"], e["saved_ms"] or 0, e["saved_ci95"], p["medians"]))
+                    "harmful (seed %d): %s (vertical) lost %+.4f ms %s past the layout noise "
+                    "%s (placebo %s; medians %s)" % (
+                        seed, e["id"], e["saved_ms"] or 0, e["saved_ci95"],
+                        fx.get("layout_noise_ms"), fx.get("placebo"), p["medians"]))
             # both loop nests vectorized, no more loads, no library call
             # lost: the fused kernel itself measured slower than its parts
             c.check(e["reason"] == "kernel_slowdown" and

@@ -42,6 +42,10 @@ SINGLE_MAX = 8
 ROUNDS_MIN, ROUNDS_MAX, ROUND_S = 20, 200, 2.0
 WARMUP = 3
 BOOTSTRAP = 2000
+# A comparison whose interval is wider than WIDE_CI of the job's median (a
+# burst of other load, a frequency change) gets more rounds, pooled, up to
+# SETTLE_X times the first: as the job's own adaptive repetition (METHOD.md).
+WIDE_CI, SETTLE_X = 0.02, 4
 DEFAULT_BUDGET_S = 300.0
 
 
@@ -85,10 +89,10 @@ def diff_ci(base, other, seed=0x5EEDF00D):
     return to.quantile(0.5).item() - tb.quantile(0.5).item(), lo, hi
 
 
-def paired(fa, fb, inputs, clock, rounds, sync=None):
+def paired(fa, fb, inputs, clock, rounds, sync=None, warmup=True):
     """Warm-up, then `rounds` interleaved rounds, every other one in reverse
     order (METHOD.md).  Returns (samples of fa, samples of fb) in ms."""
-    for _ in range(WARMUP):
+    for _ in range(WARMUP if warmup else 0):
         fa(*inputs)
         fb(*inputs)
     if sync:
@@ -102,6 +106,21 @@ def paired(fa, fb, inputs, clock, rounds, sync=None):
             b.append(clock.time_ms(fb, inputs))
             a.append(clock.time_ms(fa, inputs))
     return a, b
+
+
+def compare(fa, fb, inputs, clock, rounds, sync=None):
+    """paired() and diff_ci() of its samples; while the interval is wider than
+    WIDE_CI of fa's median, more rounds, pooled, up to SETTLE_X times rounds.
+    Returns (samples of fa, samples of fb, (diff, lo, hi) or None)."""
+    a, b = paired(fa, fb, inputs, clock, rounds, sync)
+    d = diff_ci(a, b)
+    for _ in range(SETTLE_X - 1):
+        if not d or d[2] - d[1] <= WIDE_CI * median(a):
+            break
+        a2, b2 = paired(fa, fb, inputs, clock, rounds, sync, warmup=False)
+        a, b = a + a2, b + b2
+        d = diff_ci(a, b)
+    return a, b, d
 
 
 def rounds_for(ms_per_iter):
@@ -304,17 +323,16 @@ class _Measure:
             return None
         t0 = time.monotonic()
         cf = self.ctx.compile_cf(list(ids))
-        a, b = paired(self.ctx.base_fn, cf["fn"], self.ctx.inputs, self.ctx.clock, self.rounds,
-                      self.ctx.sync)
-        d = diff_ci(a, b)
+        a, b, d = compare(self.ctx.base_fn, cf["fn"], self.ctx.inputs, self.ctx.clock,
+                          self.rounds, self.ctx.sync)
         prof = None
         if len(ids) == 1 and self.ctx.profile_fn:
             prof = self.ctx.profile_fn(cf["fn"], cf["kernel_ops"])
         s = time.monotonic() - t0
         self.budget.spent(s)
         out = {"ids": list(ids), "saved_ms": d[0], "ci": [d[1], d[2]], "took": cf["took"],
-               "seconds": s, "cf": cf, "profile": prof}
-        self.log.append({k: out[k] for k in ("ids", "saved_ms", "ci", "seconds")})
+               "seconds": s, "cf": cf, "profile": prof, "rounds": len(a)}
+        self.log.append({k: out[k] for k in ("ids", "saved_ms", "ci", "seconds", "rounds")})
         return out
 
 
@@ -368,12 +386,12 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
         t0 = time.monotonic()
         pl = ctx.compile_cf(None)
         rounds = rounds_for(ctx.base_ms)
-        a, b = paired(ctx.base_fn, pl["fn"], ctx.inputs, ctx.clock, rounds, ctx.sync)
-        d = diff_ci(a, b)
+        a, b, d = compare(ctx.base_fn, pl["fn"], ctx.inputs, ctx.clock, rounds, ctx.sync)
         budget.spent(time.monotonic() - t0)
         noise = max(abs(d[1]), abs(d[2])) if d else 0.0
         out["layout_noise_ms"] = noise
-        out["placebo"] = {"saved_ms": d[0] if d else None, "ci95": [d[1], d[2]] if d else None}
+        out["placebo"] = {"saved_ms": d[0] if d else None, "ci95": [d[1], d[2]] if d else None,
+                          "rounds": len(a)}
         out["rounds_per_comparison"] = rounds
     m = _Measure(ctx, budget, noise)
     if len(entries) <= SINGLE_MAX:
