@@ -4,17 +4,20 @@ and batch size, one `fusionbench-run MODEL --engine inductor --explain` job
 (eager, inductor-nofusion, inductor), and a markdown table on stdout of what
 its explanation found: Inductor's fusion decisions, their verdicts, the lost
 ones with their reasons, the sum of the parts against the ladder's step, the
-cost-model rank correlation, the top refused merge, the break-even iterations
+cost-model rank correlation, the step from inductor-nofusion to inductor
+part by part (every decision undone at once, then each of the no-fusion
+rung's other knobs alone), the top refused merge, the break-even iterations
 and how long the explanation took.
 
     python3 bench/inductor_explain.py --bin build/worker/fusionbench-run \\
         [--models resnet50,mobilenet_v2] [--batch 1,8] [--budget 300] [--threads 2] \\
-        [--param image_size=112] > explain.md
+        [--param image_size=112] [--json-dir DIR] > explain.md
 
 Each job is one process: the rungs' compiles, the timing, then the
 explanation's own compiles within --budget seconds (params.time_budget_s)."""
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -54,13 +57,22 @@ def row(model, batch, out, secs):
             for e in fx.get("fusions", []) if e.get("verdict") == "lost"]
     top = ((fx.get("missed") or {}).get("top") or [None])[0]
     be = (fx.get("break_even") or {}).get("inductor") or {}
+    parts = []
+    for p in (fx.get("step") or {}).get("parts", []):
+        name = "decisions" if p["part"] == "decisions" else p["what"].split("=")[0]
+        parts.append("%s %s%s" % (name, fmt(p.get("saved_ms"), "{:+.3f}"),
+                                  "" if p["verdict"] == "no_difference" else " " + p["verdict"]))
+    rest = (fx.get("step") or {}).get("rest_ms")
+    if rest is not None:
+        parts.append("rest %+.3f" % rest)
     return ("| %s | %d | %s / %s / %s | %d: %d won, %d lost, %d no difference, %d not measured "
-            "| %s | %s [%s] | %s | %s | %s | %s | %s | %.0f s (%.0f s explaining) |" % (
+            "| %s | %s [%s] | %s | %s | %s | %s | %s | %s | %.0f s (%.0f s explaining) |" % (
                 model, batch, fmt(med.get("eager")), fmt(med.get("inductor-nofusion")),
                 fmt(med.get("inductor")), fx.get("decisions", 0), c.get("won", 0),
                 c.get("lost", 0), c.get("no_difference", 0), c.get("not_measured", 0),
                 "; ".join(lost[:3]) or "–", fmt(fx.get("ladder_step_ms"), "{:+.3f}"),
-                fmt(fx.get("sum_of_parts_ms"), "{:+.3f}"), fmt(fx.get("layout_noise_ms"), "{:.4f}"),
+                fmt(fx.get("sum_of_parts_ms"), "{:+.3f}"), "; ".join(parts) or "–",
+                fmt(fx.get("layout_noise_ms"), "{:.4f}"),
                 fmt((fx.get("cost_model") or {}).get("spearman"), "{:.2f}"),
                 "%s B, %s" % (top["shared_bytes"], top["reason"]) if top else "–",
                 be.get("iterations_cold") or "never", fmt((fx.get("all_lost_undone") or {}).get(
@@ -76,15 +88,21 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--param", action="append", default=[])
+    ap.add_argument("--json-dir", help="also keep each job's JSON result there")
     a = ap.parse_args()
     print("| model | bs | eager / nofusion / inductor ms | decisions | lost (saved ms, reason) "
-          "| nofusion -> inductor [sum of parts] | layout noise ms | cost model rho "
+          "| nofusion -> inductor [sum of parts] | the step, part by part (ms) "
+          "| layout noise ms | cost model rho "
           "| top refused merge | break-even (cold) | all lost undone | job |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for model in a.models.split(","):
         for batch in (int(b) for b in a.batch.split(",")):
             out, secs, err, cmd = run(a.bin, model, batch, a.budget, a.threads, a.param,
                                       a.iterations)
+            if out and a.json_dir:
+                os.makedirs(a.json_dir, exist_ok=True)
+                with open(os.path.join(a.json_dir, "%s-bs%d.json" % (model, batch)), "w") as f:
+                    json.dump(out, f)
             print(row(model, batch, out, secs) if out else
                   "| %s | %d | failed: %s |" % (model, batch, err), flush=True)
     print("\nCommand per row: `%s`" % " ".join(cmd[:1] + ["MODEL"] + cmd[2:]))

@@ -224,6 +224,32 @@ static void tb_fmt(char *buf, size_t cap, double v, int digits, bool sign)
         snprintf(buf, cap, "-");
 }
 
+/* The nofusion -> inductor step split by what the no-fusion rung switches
+ * off: the fusion decisions undone at once, then each other knob alone. */
+static void tb_inductor_step(FILE *f, const cJSON *st)
+{
+    const cJSON *p;
+    if (cJSON_GetArraySize(tb_get(st, "parts")) == 0)
+        return;
+    fprintf(f, "the step, part by part (saved ms: > 0, inductor is faster with it):\n");
+    cJSON_ArrayForEach(p, tb_get(st, "parts"))
+    {
+        const cJSON *ci = tb_get(p, "ci95");
+        char sv[24], cis[48] = "-";
+        tb_fmt(sv, sizeof sv, tb_num(p, "saved_ms"), 3, true);
+        if (cJSON_IsArray(ci))
+            snprintf(cis, sizeof cis, "[%.3f, %.3f]", tb_arr_num(ci, 0), tb_arr_num(ci, 1));
+        fprintf(f, "  %-42s %9s  %-20s %s\n", tb_str(p, "what", "?"), sv, cis,
+                tb_str(p, "verdict", "?"));
+    }
+    if (isfinite(tb_num(st, "decisions_interaction_ms")))
+        fprintf(f, "  the decisions together minus their sum alone: %+.3f ms\n",
+                tb_num(st, "decisions_interaction_ms"));
+    if (isfinite(tb_num(st, "rest_ms")))
+        fprintf(f, "  the step's rest (interaction of all the parts): %+.3f ms\n",
+                tb_num(st, "rest_ms"));
+}
+
 /* The inductor explanation's "fusions" (worker/engine/inductor/explain.py):
  * each of Inductor's fusion decisions, undone, with its verdict. */
 static void tb_inductor_fusions(FILE *f, const cJSON *fx)
@@ -248,6 +274,7 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
                 "alone add up to %+.3f ms; interaction %+.3f ms\n",
                 tb_num(fx, "ladder_step_ms"), tb_num(fx, "sum_of_parts_ms"),
                 tb_num(fx, "interaction_ms"));
+    tb_inductor_step(f, tb_get(fx, "step"));
     if (cJSON_IsObject(all))
         fprintf(f, "all %d lost fusions undone at once: %+.3f ms recovered [%.3f, %.3f]\n",
                 cJSON_GetArraySize(tb_get(all, "ids")), tb_num(all, "recovered_ms"),

@@ -192,6 +192,13 @@ function renderInductor(ex) {
       items.push(["all fusion vs its parts", "saved " + fx.ladder_step_ms.toFixed(3) + " ms; measured alone they add up to " +
         (typeof fx.sum_of_parts_ms === "number" ? fx.sum_of_parts_ms.toFixed(3) : "–") + " ms; interaction " +
         (typeof fx.interaction_ms === "number" ? fx.interaction_ms.toFixed(3) : "–") + " ms"]);
+    for (const p of ((fx.step || {}).parts || []))
+      items.push([p.part === "decisions" ? "the step: fusion decisions" : "the step: " + p.what,
+        (typeof p.saved_ms === "number" ? (p.saved_ms >= 0 ? "saves " : "costs ") + Math.abs(p.saved_ms).toFixed(3) +
+          " ms, 95% CI " + ciText(p.ci95) + " (" + p.verdict.replace(/_/g, " ") + ")" : p.verdict.replace(/_/g, " ")) +
+        (p.part === "decisions" ? ", " + p.what : "")]);
+    if (typeof (fx.step || {}).rest_ms === "number")
+      items.push(["the step's rest", fx.step.rest_ms.toFixed(3) + " ms: the parts' interaction"]);
     if (all) items.push(["all lost undone", "recovers " + all.recovered_ms.toFixed(3) + " ms"]);
     items.push(["Inductor's cost model", typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) +
       ", " + (cm.bad_fusions || []).length + " predicted to help and measured to hurt" : "too few fusions measured alone"]);

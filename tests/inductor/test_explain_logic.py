@@ -34,9 +34,11 @@ class Program:
         return None
 
 
-def fake_ctx(explain, effects, base_ms=10.0, noise=0.01):
+def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.0):
     """effects[i]: what undoing decision i adds to the time (ms): > 0, the
-    fusion saved that much (won); < 0, it cost that much (lost)."""
+    fusion saved that much (won); < 0, it cost that much (lost).  knobs:
+    {name: what switching it off adds}; together: what undoing every decision
+    at once adds beyond the sum of their effects (their interaction)."""
     ds = [{"id": "fuse-%012x" % i, "kind": "vertical", "kernel": "k%d" % i,
            "members": [{"key": "a%d" % i}, {"key": "b%d" % i}],
            "predicted_shared_bytes": 1000 * (i + 1)} for i in range(len(effects))]
@@ -45,13 +47,16 @@ def fake_ctx(explain, effects, base_ms=10.0, noise=0.01):
     def compile_cf(ids):
         compiled.append(list(ids) if ids else None)
         ms = base_ms + sum(effects[int(x[5:], 16)] for x in (ids or []))
+        if ids and len(ids) == len(effects):
+            ms += together
         return {"fn": Program(ms), "codes": [], "kernels": [], "kernel_ops": {}, "took": True,
                 "externs": 0}
 
     ctx = explain.Ctx(base_fn=Program(base_ms), decisions=ds, base_codes=[],
                       compile_cf=compile_cf, clock=FakeClock(noise), inputs=(),
                       kernel_ms={"k%d" % i: float(len(effects) - i) for i in range(len(effects))},
-                      base_ms=base_ms)
+                      base_ms=base_ms, knobs=[(k, False) for k in (knobs or {})],
+                      compile_knob=lambda name, value: {"fn": Program(base_ms + knobs[name])})
     return ctx, compiled
 
 
@@ -84,6 +89,31 @@ def inside():
     c.check(out["cost_model"]["bad_fusions"] and
             out["cost_model"]["bad_fusions"][0]["id"] == "fuse-%012x" % 1,
             "the bad fusion: predicted to help, measured to hurt")
+    c.check(out["step"]["parts"][0]["part"] == "decisions" and
+            abs(out["step"]["parts"][0]["saved_ms"] - 0.201) < 0.03 and
+            abs(out["step"]["decisions_interaction_ms"]) < 0.03,
+            "no knobs: the step's parts are the decisions at once, no interaction (%s)" %
+            out["step"])
+    # the step, decomposed: the decisions together interact (+0.4 ms beyond
+    # their sum), the pattern matcher saves 2 ms, epilogue fusion costs 0.5 ms,
+    # and the ladder's step leaves 0.3 ms unexplained
+    ctx, compiled = fake_ctx(explain, [0.5, -0.3, 0.0], together=0.4,
+                             knobs={"pattern_matcher": 2.0, "epilogue_fusion": -0.5})
+    out = explain.explain(ctx, budget_s=60, ladder_step=(0.2 + 0.4 + 2.0 - 0.5 + 0.3, 2.3, 2.5))
+    st = out["step"]
+    got = [(p["part"], p["what"], p["verdict"], round(p["saved_ms"], 1)) for p in st["parts"]]
+    c.check(got == [("decisions", "all 3 fusion decisions undone at once", "won", 0.6),
+                    ("knob", "pattern_matcher=False", "won", 2.0),
+                    ("knob", "epilogue_fusion=False", "lost", -0.5)],
+            "the step's parts: decisions at once, then each knob alone (%s)" % got)
+    c.check(abs(st["decisions_interaction_ms"] - 0.4) < 0.03,
+            "the decisions' interaction: together minus the sum of the parts (%.3f)" %
+            st["decisions_interaction_ms"])
+    c.check(abs(st["rest_ms"] - 0.3) < 0.03, "the step's rest: %.3f ms" % st["rest_ms"])
+    ctx, compiled = fake_ctx(explain, [0.5, -0.3], knobs={"pattern_matcher": 2.0})
+    out = explain.explain(ctx, budget_s=0, ladder_step=(1.0, 0.9, 1.1))
+    c.check([p["verdict"] for p in out["step"]["parts"]] == ["not_measured"] * 2 and
+            "rest_ms" not in out["step"], "no budget: the step's parts not measured, no rest")
     # 24 decisions, one lost and one won among them (sparse, as group testing
     # assumes): found in fewer compiles than one per decision
     effects = [0.0] * 24

@@ -188,6 +188,10 @@ static void test_table_inductor_fusions(void **state)
         "\"ladder_step_ms\":-1.2,\"sum_of_parts_ms\":-1.1,\"interaction_ms\":-0.1,"
         "\"all_lost_undone\":{\"ids\":[\"fuse-0123456789ab\"],\"recovered_ms\":1.3,"
         "\"ci95\":[-1.4,-1.2]},"
+        "\"step\":{\"parts\":[{\"part\":\"decisions\",\"what\":\"all 2 fusion decisions "
+        "undone at once\",\"saved_ms\":-1.25,\"ci95\":[-1.3,-1.2],\"verdict\":\"lost\"},"
+        "{\"part\":\"knob\",\"what\":\"pattern_matcher=False\",\"saved_ms\":null,"
+        "\"ci95\":null,\"verdict\":\"not_measured\"}],\"decisions_interaction_ms\":-0.15},"
         "\"cost_model\":{\"spearman\":-0.5,\"bad_fusions\":[{\"id\":\"fuse-0123456789ab\"}]},"
         "\"missed\":{\"top\":[{\"nodes\":[\"op1\",\"op4\"],\"shared_bytes\":4096,"
         "\"reason\":\"exceeds max fusion\"}]},"
@@ -210,6 +214,12 @@ static void test_table_inductor_fusions(void **state)
                                 "0.050 ms)\n"));
     assert_non_null(strstr(buf, "saved -1.200 ms; the fusions measured alone add up to -1.100 ms; "
                                 "interaction -0.100 ms\n"));
+    assert_non_null(strstr(buf, "  all 2 fusion decisions undone at once "
+                                "        -1.250  [-1.300, -1.200]     lost\n"));
+    assert_non_null(strstr(buf, "  pattern_matcher=False                 "
+                                "             -  -                    not_measured\n"));
+    assert_non_null(strstr(buf, "  the decisions together minus their sum alone: -0.150 ms\n"));
+    assert_null(strstr(buf, "the step's rest"));
     assert_non_null(strstr(buf, "all 1 lost fusions undone at once: +1.300 ms recovered "
                                 "[1.200, 1.400]\n"));
     assert_non_null(strstr(buf, "rank correlation -0.50 between predicted shared bytes and "

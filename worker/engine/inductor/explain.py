@@ -291,6 +291,10 @@ class Ctx:
                    keys}], kernel_ops: {name: aten ops}, took, externs): a cold
                    compile of the model with those decisions undone (None:
                    unmodified, the placebo)
+    knobs          [(config name, value)]: the no-fusion rung's knobs besides
+                   the fusion decisions, each switched off alone by
+                   compile_knob(name, value) -> dict(fn) (a cold compile of the
+                   model as inductor, that one knob changed)
     profile_fn     profile_fn(fn, kernel_ops) -> {"times": {kernel name: ms},
                    "peak": bytes or None} of one profiled iteration, or None
     clock, inputs, sync, device
@@ -305,6 +309,8 @@ class Ctx:
         self.device = "cpu"
         self.sync = None
         self.kernel_ms = {}
+        self.knobs = []
+        self.compile_knob = None
         self.base_ms = float("nan")
         self.__dict__.update(kw)
 
@@ -421,6 +427,7 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
             out["all_lost_undone"] = {"ids": r["ids"], "saved_ms": r["saved_ms"],
                                       "ci95": r["ci"], "took": r["took"],
                                       "recovered_ms": -r["saved_ms"]}
+    out["step"] = _decompose(ctx, m, entries, ladder_step, out["sum_of_parts_ms"])
     out["cost_model"] = audit(entries)
     out["missed"] = missed
     out["break_even"] = break_even(compile_times, medians)
@@ -430,6 +437,59 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
     out["stopped"] = "budget" if any(e["verdict"] == "not_measured" for e in entries) else \
         "done"
     return out
+
+
+def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
+    """The ladder's inductor-nofusion -> inductor step, split by what the
+    no-fusion rung switches off: every fusion decision undone at once (one
+    compile: the decisions together, their interaction the difference from the
+    sum of the parts), then each of the rung's other knobs (ctx.knobs: the
+    post-grad pattern matcher, epilogue and prologue fusion into templates)
+    switched off alone on top of inductor.  What the step leaves over is the
+    interaction of all of these.  Each item: saved_ms (> 0: inductor is that
+    much faster with it), its interval and verdict past the layout noise, or
+    not_measured when the budget ran out first."""
+    items = []
+    ids = [e["id"] for e in entries]
+    if len(ids) > 1:
+        r = m.undo(ids)
+        items.append(_step_item("decisions", "all %d fusion decisions undone at once" %
+                                len(ids), r, m.noise))
+    elif ids:  # one decision: undone alone already
+        e = entries[0]
+        items.append({"part": "decisions", "what": "the one fusion decision undone",
+                      "saved_ms": e["saved_ms"], "ci95": e["saved_ci95"],
+                      "verdict": e["verdict"]})
+    for name, value in ctx.knobs:
+        r = None
+        if m.budget.allows():
+            t0 = time.monotonic()
+            cf = ctx.compile_knob(name, value)
+            a, b, d = compare(ctx.base_fn, cf["fn"], ctx.inputs, ctx.clock, m.rounds, ctx.sync)
+            s = time.monotonic() - t0
+            m.budget.spent(s)
+            r = {"saved_ms": d[0], "ci": [d[1], d[2]], "took": True}
+            m.log.append({"knob": name, "saved_ms": d[0], "ci": [d[1], d[2]], "seconds": s,
+                          "rounds": len(a)})
+        items.append(_step_item("knob", "%s=%s" % (name, value), r, m.noise))
+    measured = [x["saved_ms"] for x in items if x["saved_ms"] is not None]
+    out = {"parts": items}
+    dec = items[0] if items and items[0]["part"] == "decisions" else None
+    if dec and dec["saved_ms"] is not None and sum_of_parts is not None and len(ids) > 1:
+        out["decisions_interaction_ms"] = dec["saved_ms"] - sum_of_parts
+    if ladder_step is not None and len(measured) == len(items):
+        out["ladder_step_ms"] = ladder_step[0]
+        out["rest_ms"] = ladder_step[0] - sum(measured)
+    return out
+
+
+def _step_item(part, what, r, noise):
+    if r is None:
+        return {"part": part, "what": what, "saved_ms": None, "ci95": None,
+                "verdict": "not_measured"}
+    v = verdict(r["ci"][0], r["ci"][1], noise)
+    return {"part": part, "what": what, "saved_ms": r["saved_ms"], "ci95": r["ci"],
+            "verdict": v if r["took"] else "did_not_take"}
 
 
 def _reasons(ctx, lost, by_id):

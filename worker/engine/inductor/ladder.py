@@ -54,6 +54,34 @@ NOFUSION_KNOBS = {
     "cpp.max_horizontal_fusion_size": 1,
 }
 
+# The no-fusion rung's knobs that are not Inductor's fusion decisions (those
+# are undone by id, decisions.py): the explanation switches each off alone to
+# split the nofusion -> inductor step (explain._decompose).
+STEP_KNOBS = ("pattern_matcher", "epilogue_fusion", "prologue_fusion")
+
+
+def step_knobs():
+    """[(name, value)] of STEP_KNOBS this PyTorch has, as the no-fusion rung sets them."""
+    known = _known_knobs(NOFUSION_KNOBS)
+    return [(k, known[k]) for k in STEP_KNOBS if k in known]
+
+
+class KnobOff:
+    """The compile-time state of inductor with one knob changed: the option
+    rides torch.compile's options (so the FX graph cache keys it apart)."""
+
+    def __init__(self, name, value):
+        self.name, self.value = name, value
+
+    def options(self):
+        return {self.name: self.value}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
 
 class cpp_one_node_per_kernel:
     """Context: the C++ backend flushes its kernel group after every scheduler

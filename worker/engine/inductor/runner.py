@@ -297,7 +297,7 @@ def compile_variant(name, model, inputs, req, root, undo=None, warm=True):
     except decisions.Unsupported as e:  # fusion decisions are a figure, not the rung
         rec, rec_error = None, str(e)
     missed = None
-    if name == "inductor" and req["explain"]:
+    if name == "inductor" and req["explain"] and undo is None and warm:
         import explain
         if explain.install_missed_hook():
             missed = explain.MissedRecorder.current = explain.MissedRecorder()
@@ -771,6 +771,13 @@ def explain_fusions(req, variants, model, inputs, root, proto):
                 "kernel_ops": {k["name"]: k["aten_ops"] for k in f["kernels"]},
                 "took": took, "externs": f["extern_calls"]}
 
+    def compile_knob(name, value):
+        proto.progress("explain", "inductor", done[0], len(made), force=True)
+        fn, _ = compile_variant("inductor", model, inputs, req, root,
+                                undo=ladder.KnobOff(name, value), warm=False)
+        rebind_one(base)
+        return {"fn": fn}
+
     def profile_fn(fn, kernel_ops):
         try:
             p = measure.profile_once(fn, inputs, req["device"], kernel_ops)
@@ -783,6 +790,7 @@ def explain_fusions(req, variants, model, inputs, root, proto):
     prof = base.out.get("profile", {})
     ctx = explain.Ctx(base_fn=base.fn, decisions=made, base_codes=figs["_codes"],
                       compile_cf=compile_cf, profile_fn=profile_fn,
+                      knobs=ladder.step_knobs(), compile_knob=compile_knob,
                       clock=measure.Clock(req["device"]), inputs=inputs,
                       sync=lambda: _sync(req["device"]),
                       kernel_ms={r["name"]: r["total_ms"] for r in prof.get("rows", [])},
