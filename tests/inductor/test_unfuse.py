@@ -233,6 +233,12 @@ def in_process(c, py):
             "set_choices_handler" in d["variants"]["inductor-unfused"]["message"],
             "without the hook: the counterfactual is unsupported, the job still runs (%s)" %
             d["variants"])
+    m = p["missed"]
+    top = (m.get("top") or [{}])[0]
+    c.check(m.get("refused_pairs", 0) >= 1 and top.get("shared_bytes", 0) > 0 and
+            top.get("reason") == "intermediate nodes between node1 & node2",
+            "a residual block: Inductor's refused merge recorded with its reason and the "
+            "bytes it would have shared (%s)" % m)
 
 
 def main():

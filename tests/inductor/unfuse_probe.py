@@ -6,6 +6,8 @@
   cache    an undone compile after a normal one, in the same (warm) cache
            directory, still schedules and produces the undone kernels, while a
            normal compile there hits the FX graph cache;
+  missed   a residual block's refused merge (Inductor's own reason, the
+           bytes the two nodes share) is recorded;
   drift    with V.set_choices_handler gone (an older PyTorch), feature_check
            says so and the runner's counterfactual rung is "unsupported", the
            rest of the job runs.
@@ -90,6 +92,41 @@ def drift(root):
     return {"ok_before": ok0, "ok": ok, "why": why, "type": line["type"], "variants": vs}
 
 
+class Residual(torch.nn.Module):
+    """conv + BN + ReLU6, two more conv + BN, and the first's output added at
+    the end (mobilenet_v2's residual): Inductor refuses to merge the first
+    pointwise node with the last, which share the residual's buffer, because
+    the convolutions lie between them ("intermediate nodes")."""
+
+    def __init__(self):
+        super().__init__()
+        conv, bn = torch.nn.Conv2d, torch.nn.BatchNorm2d
+        self.c0, self.b0, self.c1, self.b1 = conv(8, 8, 1), bn(8), conv(8, 8, 1), bn(8)
+        self.c2, self.b2 = conv(8, 8, 1), bn(8)
+
+    def forward(self, x):
+        f = torch.nn.functional
+        a = f.relu6(self.b0(self.c0(x)))
+        return a + self.b2(self.c2(f.relu6(self.b1(self.c1(a)))))
+
+
+def missed(root):
+    """The refused merges explain.MissedRecorder records in one compile."""
+    import explain
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=root)
+    torch._dynamo.reset()
+    explain.install_missed_hook()
+    rec = explain.MissedRecorder.current = explain.MissedRecorder()
+    model = Residual().eval()
+    try:
+        with torch.no_grad():
+            torch.compile(model)(torch.randn(1, 8, 16, 16))
+    finally:
+        explain.MissedRecorder.current = None
+    return rec.summary()
+
+
 def main():
     torch.manual_seed(0)
     torch.set_num_threads(2)
@@ -114,7 +151,7 @@ def main():
         del r["decisions"]
     print(json.dumps({"stable": [a["ids"], b["ids"]], "normal": normal, "again": again,
                       "fuse": fuse["id"], "group": group["id"], "undone": undone,
-                      "drift": drift(root)}))
+                      "drift": drift(root), "missed": missed(root)}))
 
 
 if __name__ == "__main__":

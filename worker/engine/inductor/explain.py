@@ -577,10 +577,25 @@ class MissedRecorder:
 
     def __init__(self):
         self.pairs = {}
+        self.unscored = {}  # refusals whose score could not be read, by exception
 
     def add(self, node1, node2, reason):
+        """One refusal, scored now: score_fusion_memory reads the graph being
+        compiled (V.graph), which is gone once the compile ends."""
         key = (node1.get_name(), node2.get_name())
-        self.pairs[key] = {"n1": node1, "n2": node2, "reason": reason}
+        try:
+            score = node1.scheduler.score_fusion_memory(node1, node2)
+            score = int(score[0] if isinstance(score, tuple) else score)
+        except Exception as e:  # an older or newer scheduler: counted, not scored
+            self.unscored[type(e).__name__] = self.unscored.get(type(e).__name__, 0) + 1
+            return
+        if score <= 0:
+            return
+        ops = sorted({str(o.target) for n in (node1, node2) for s in n.get_nodes()
+                      for o in (getattr(getattr(s, "node", None), "origins", None) or ())
+                      if getattr(o, "op", "") == "call_function"})
+        self.pairs[key] = {"n1": node1, "n2": node2, "reason": reason, "score": score,
+                           "ops": ops}
 
     def summary(self, limit=20):
         """{"by_reason": {reason: {count, bytes}}, "top": [...]}: pairs that
@@ -589,29 +604,23 @@ class MissedRecorder:
         rows = []
         for (a, b), p in self.pairs.items():
             try:
-                from torch._inductor.virtualized import V  # noqa: F401
                 sched = p["n1"].scheduler
                 if sched.get_fused_node(p["n1"]) is sched.get_fused_node(p["n2"]):
                     continue
-                score = sched.score_fusion_memory(p["n1"], p["n2"])
-                score = int(score[0] if isinstance(score, tuple) else score)
-            except Exception:
-                continue
-            if score <= 0:
-                continue
-            rows.append({"nodes": [a, b], "reason": p["reason"], "shared_bytes": score,
-                         "aten_ops": sorted({str(o.target) for n in (p["n1"], p["n2"])
-                                             for s in n.get_nodes()
-                                             for o in (getattr(getattr(s, "node", None),
-                                                               "origins", None) or ())
-                                             if getattr(o, "op", "") == "call_function"})})
+            except Exception:  # the pair's nodes left the scheduler: keep it
+                pass
+            rows.append({"nodes": [a, b], "reason": p["reason"], "shared_bytes": p["score"],
+                         "aten_ops": p["ops"]})
         rows.sort(key=lambda r: -r["shared_bytes"])
         by = {}
         for r in rows:
             b = by.setdefault(r["reason"], {"count": 0, "shared_bytes": 0})
             b["count"] += 1
             b["shared_bytes"] += r["shared_bytes"]
-        return {"by_reason": by, "top": rows[:limit], "refused_pairs": len(rows)}
+        out = {"by_reason": by, "top": rows[:limit], "refused_pairs": len(rows)}
+        if self.unscored:
+            out["unscored"] = self.unscored
+        return out
 
 
 _why_nodes = {}

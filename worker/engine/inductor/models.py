@@ -142,7 +142,13 @@ def _tv(name):
             if size % 16:
                 raise ValueError("params.image_size must be a multiple of 16 for vit_b_16")
             kw["image_size"] = size
-        return getattr(tvm, name)(**kw), (image(batch, size),)
+        model = getattr(tvm, name)(**kw)
+        if name == "vit_b_16":
+            # torchvision zero-initializes ViT's classifier head (weights and bias):
+            # with random weights its output would be all zeros, which the
+            # accuracy gate rightly refuses.  A seeded normal init, std 0.02.
+            torch.nn.init.normal_(model.heads.head.weight, std=0.02)
+        return model, (image(batch, size),)
     return build
 
 
