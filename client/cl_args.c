@@ -45,6 +45,7 @@ static const opt_def opts[CL_O_COUNT] = {
     [CL_O_TOKEN_STDIN] = {"token-stdin", false, BIT(CL_CMD_LOGIN)},
     [CL_O_EXPLAIN] = {"explain", false, BIT(CL_CMD_SUBMIT)},
     [CL_O_REQUEST] = {"request", false, BIT(CL_CMD_EXPLAIN)},
+    [CL_O_VISIBILITY] = {"visibility", true, BIT(CL_CMD_MODEL_ADD)},
 };
 
 typedef struct cmd_def {
@@ -109,6 +110,24 @@ static const cmd_def cmds[CL_CMD_COUNT] = {
          "usage: fusionbench explain ID [--request] [--wait] [--json]\n"
          "Shows why each fusion group of job ID won or lost (docs/EXPLAIN.md).\n"
          "--request queues a job that explains it first; --wait follows that job.\n"},
+    [CL_CMD_MODEL_ADD] =
+        {"model add", 2, 2,
+         "usage: fusionbench model add NAME FILE [--visibility private|lab] [--json]\n"
+         "Uploads FILE, a model exported with torch.export.save (.pt2), as your model\n"
+         "NAME, with a progress bar; prints its id.  private (the default): only you\n"
+         "and admins see it; lab: everyone signed in.  The same bytes are stored once.\n"},
+    [CL_CMD_MODEL_LIST] = {"model list", 0, 0,
+                           "usage: fusionbench model list [--json]\n"
+                           "Lists the models you may use: yours and the lab's.\n"},
+    [CL_CMD_MODEL_SHOW] = {"model show", 1, 1,
+                           "usage: fusionbench model show ID [--json]\nShows one model.\n"},
+    [CL_CMD_MODEL_RM] = {"model rm", 1, 1,
+                         "usage: fusionbench model rm ID\n"
+                         "Deletes one of your models (an admin: anyone's).\n"},
+    [CL_CMD_MODEL_GET] = {"model get", 2, 2,
+                          "usage: fusionbench model get ID FILE\n"
+                          "Downloads a model's archive into FILE (not overwriting one) and\n"
+                          "checks its SHA-256.\n"},
 };
 
 static const char usage_all[] =
@@ -125,6 +144,8 @@ static const char usage_all[] =
     "  suite submit NAME W...    queue a suite;  suite show ID: show one\n"
     "  workers, workloads        list the workers, the workload catalog\n"
     "  explain ID [--request]    why each fusion group of a job won or lost\n"
+    "  model add NAME FILE       upload your own model (torch.export .pt2);\n"
+    "  model list|show ID|rm ID|get ID FILE   your models and the lab's\n"
     "Server: --server, else $FUSIONBENCH_URL, else the saved login's, else\n"
     "http://127.0.0.1:8080.  Token: $FUSIONBENCH_TOKEN, else the saved login's.\n"
     "--json prints the server's JSON answer and nothing else on stdout.\n"
@@ -160,23 +181,40 @@ static int find_opt(const char *name, size_t len)
     return -1;
 }
 
-/* A positional word: the command (and suite's subcommand) first, then arguments. */
-static fb_code take_word(cl_args *a, const char *w, bool *in_suite, fb_err *err)
+/* The commands of two words ("suite submit") whose first word is group, as
+ * "submit, show" in buf. */
+static const char *subcommands(const char *group, char *buf, size_t cap)
 {
-    if (*in_suite) {
-        *in_suite = false;
-        if (strcmp(w, "submit") == 0)
-            a->cmd = CL_CMD_SUITE_SUBMIT;
-        else if (strcmp(w, "show") == 0)
-            a->cmd = CL_CMD_SUITE_SHOW;
-        else
-            return fb_err_set(err, FB_EINVAL, "suite", "unknown suite command '%s' (submit, show)",
-                              w);
+    size_t n = strlen(group), len = 0;
+    buf[0] = '\0';
+    for (int c = CL_CMD_LOGIN; c < CL_CMD_COUNT; c++)
+        if (strncmp(cmds[c].name, group, n) == 0 && cmds[c].name[n] == ' ' && len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "",
+                                    cmds[c].name + n + 1);
+    return buf;
+}
+
+/* A positional word: the command (and a group's subcommand: suite, model)
+ * first, then arguments.  *group is the first word of a command of two. */
+static fb_code take_word(cl_args *a, const char *w, const char **group, fb_err *err)
+{
+    char subs[96];
+    if (*group) {
+        for (int c = CL_CMD_LOGIN; c < CL_CMD_COUNT; c++) {
+            size_t n = strlen(*group);
+            if (strncmp(cmds[c].name, *group, n) == 0 && cmds[c].name[n] == ' ' &&
+                strcmp(cmds[c].name + n + 1, w) == 0)
+                a->cmd = (cl_cmd)c;
+        }
+        if (a->cmd == CL_CMD_NONE)
+            return fb_err_set(err, FB_EINVAL, *group, "unknown %s command '%s' (%s)", *group, w,
+                              subcommands(*group, subs, sizeof subs));
+        *group = NULL;
         return FB_OK;
     }
     if (a->cmd == CL_CMD_NONE) {
-        if (strcmp(w, "suite") == 0) {
-            *in_suite = true;
+        if (strcmp(w, "suite") == 0 || strcmp(w, "model") == 0) {
+            *group = strcmp(w, "suite") == 0 ? "suite" : "model";
             return FB_OK;
         }
         a->cmd = find_cmd(w);
@@ -250,7 +288,9 @@ static fb_code check_cmd(const cl_args *a, fb_err *err)
 
 fb_code cl_args_parse(int argc, char **argv, cl_args *a, fb_err *err)
 {
-    bool in_suite = false, words_only = false;
+    const char *group = NULL;
+    bool words_only = false;
+    char subs[96];
     fb_code rc = FB_OK;
 
     memset(a, 0, sizeof *a);
@@ -261,10 +301,11 @@ fb_code cl_args_parse(int argc, char **argv, cl_args *a, fb_err *err)
         else if (!words_only && w[0] == '-' && w[1] != '\0')
             rc = take_opt(a, argc, argv, &i, err);
         else
-            rc = take_word(a, w, &in_suite, err);
+            rc = take_word(a, w, &group, err);
     }
-    if (rc == FB_OK && in_suite && !a->set[CL_O_HELP])
-        rc = fb_err_set(err, FB_EINVAL, "suite", "suite needs a command (submit, show)");
+    if (rc == FB_OK && group && !a->set[CL_O_HELP])
+        rc = fb_err_set(err, FB_EINVAL, group, "%s needs a command (%s)", group,
+                        subcommands(group, subs, sizeof subs));
     return rc ? rc : check_cmd(a, err);
 }
 

@@ -28,6 +28,11 @@ typedef enum cl_cmd {
     CL_CMD_WORKERS,
     CL_CMD_WORKLOADS,
     CL_CMD_EXPLAIN,
+    CL_CMD_MODEL_ADD,
+    CL_CMD_MODEL_LIST,
+    CL_CMD_MODEL_SHOW,
+    CL_CMD_MODEL_RM,
+    CL_CMD_MODEL_GET,
     CL_CMD_COUNT
 } cl_cmd;
 
@@ -55,8 +60,9 @@ typedef enum cl_opt {
     CL_O_LIMIT,
     CL_O_VARIANT,
     CL_O_TOKEN_STDIN,
-    CL_O_EXPLAIN, /* submit: "explain": true */
-    CL_O_REQUEST, /* explain: ask for one first */
+    CL_O_EXPLAIN,    /* submit: "explain": true */
+    CL_O_REQUEST,    /* explain: ask for one first */
+    CL_O_VISIBILITY, /* model add */
     CL_O_COUNT
 } cl_opt;
 

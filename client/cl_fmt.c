@@ -1,6 +1,7 @@
 #include "cl_fmt.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const cJSON *get(const cJSON *o, const char *key)
@@ -365,5 +366,61 @@ void cl_fmt_workloads(FILE *f, const cJSON *list)
         fmt_int(batch, sizeof batch, num(w, "default_batch_size"));
         fprintf(f, "%-26s %-9s %-9s %-12s %5s %s\n", str(w, "name", "?"), str(w, "engine", "-"),
                 str(w, "domain", "-"), dev, batch, vars);
+    }
+}
+
+/* ---- models ---- */
+
+static void fmt_size(char *buf, size_t cap, double b)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    if (!isfinite(b)) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+void cl_fmt_models(FILE *f, const cJSON *list)
+{
+    const cJSON *m;
+    char id[24], size[24];
+
+    fprintf(f, "%6s %-24s %-12s %-9s %-10s %10s %s\n", "ID", "NAME", "OWNER", "VISIBLE", "STATUS",
+            "SIZE", "UPLOADED");
+    cJSON_ArrayForEach(m, items(list))
+    {
+        fmt_int(id, sizeof id, num(m, "id"));
+        fmt_size(size, sizeof size, num(m, "size"));
+        fprintf(f, "%6s %-24s %-12s %-9s %-10s %10s %s\n", id, str(m, "name", "?"),
+                str(m, "owner", "-"), str(m, "visibility", "?"), str(m, "status", "?"), size,
+                str(m, "created_at", "-"));
+    }
+}
+
+void cl_fmt_model(FILE *f, const cJSON *m)
+{
+    char id[24], size[24];
+    const cJSON *info = get(m, "info");
+
+    fmt_int(id, sizeof id, num(m, "id"));
+    fmt_size(size, sizeof size, num(m, "size"));
+    fprintf(f, "model %s: %s (%s, %s)\n", id, str(m, "name", "?"), str(m, "owner", "no owner"),
+            str(m, "visibility", "?"));
+    fprintf(f, "  status   %s%s%s\n", str(m, "status", "?"),
+            cJSON_IsString(get(m, "error")) ? ": " : "", str(m, "error", ""));
+    fprintf(f, "  archive  %s, %s, sha256 %s\n", str(m, "format", "?"), size,
+            str(m, "sha256", "?"));
+    fprintf(f, "  uploaded %s\n", str(m, "created_at", "-"));
+    if (cJSON_IsObject(info)) {
+        char *text = cJSON_Print(info);
+        if (text)
+            fprintf(f, "  info     %s\n", text);
+        free(text);
     }
 }

@@ -37,4 +37,10 @@ void cl_fmt_suite(FILE *f, const cJSON *suite);
 void cl_fmt_workers(FILE *f, const cJSON *list);
 void cl_fmt_workloads(FILE *f, const cJSON *list);
 
+/* GET /api/v1/models: one line per model (id, name, owner, status, size, visibility). */
+void cl_fmt_models(FILE *f, const cJSON *list);
+
+/* One model: its fields, and what preparing it found or why it is invalid. */
+void cl_fmt_model(FILE *f, const cJSON *m);
+
 #endif

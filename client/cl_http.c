@@ -7,6 +7,7 @@
 #include <sys/random.h>
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 
 static volatile sig_atomic_t *interrupted;
 
@@ -133,6 +134,8 @@ fb_code cl_http_request_key(const char *method, const char *url, const char *tok
     hdrs = curl_slist_append(hdrs, "Accept: application/json");
     if (strcmp(method, "POST") == 0)
         hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    else if (strcmp(method, "GET") != 0) /* DELETE: no body, says it is an API call */
+        hdrs = curl_slist_append(hdrs, "X-FusionBench-Client: fusionbench");
     if (token && token[0]) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
         hdrs = curl_slist_append(hdrs, auth);
@@ -172,6 +175,159 @@ fb_code cl_http_request_key(const char *method, const char *url, const char *tok
             rc = fb_err_set(err, FB_ENOMEM, NULL, "out of memory");
     }
 out:
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    return rc;
+}
+
+/* ---- a file streamed ---- */
+
+typedef struct xfer {
+    cl_http_transfer *t;
+    sink body; /* an answer that is not the file */
+    bool to_file;
+    CURL *h;
+    EVP_MD_CTX *sha;
+    double last_draw;
+    bool drew;
+} xfer;
+
+static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
+{
+    xfer *x = ud;
+    size_t n = fread(buf, 1, size * nmemb, x->t->in);
+    if (n == 0 && ferror(x->t->in))
+        return CURL_READFUNC_ABORT;
+    if (x->sha && n)
+        EVP_DigestUpdate(x->sha, buf, n);
+    return n;
+}
+
+static size_t on_file_body(char *data, size_t size, size_t nmemb, void *ud)
+{
+    xfer *x = ud;
+    size_t n = size * nmemb;
+    long status = 0;
+
+    if (!x->to_file) { /* decided on the first bytes: 200 goes to the file */
+        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+        x->to_file = status == 200 && x->t->out;
+        if (!x->to_file)
+            return on_body(data, size, nmemb, &x->body);
+    }
+    if (fwrite(data, 1, n, x->t->out) != n)
+        return 0;
+    if (x->sha)
+        EVP_DigestUpdate(x->sha, data, n);
+    return n;
+}
+
+static void human(double b, char *buf, size_t cap)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+static int on_file_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    xfer *x = ud;
+    double total = (double)(x->t->in ? ut : dt), now = (double)(x->t->in ? un : dn);
+    double secs = 0;
+    char a[32], b[32], bar[31];
+
+    if (interrupted && *interrupted)
+        return 1;
+    if (!x->t->progress)
+        return 0;
+    curl_easy_getinfo(x->h, CURLINFO_TOTAL_TIME, &secs);
+    if (secs - x->last_draw < 0.2 && !(total > 0 && now >= total))
+        return 0;
+    x->last_draw = secs;
+    int filled = total > 0 ? (int)(30 * now / total) : 0;
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[30] = '\0';
+    human(now, a, sizeof a);
+    human(total, b, sizeof b);
+    fprintf(stderr, "\r%s [%s] %s / %s %3.0f%% %5.1f MiB/s", x->t->label ? x->t->label : "", bar, a,
+            b, total > 0 ? 100 * now / total : 0.0, secs > 0 ? now / secs / (1024 * 1024) : 0.0);
+    x->drew = true;
+    return 0;
+}
+
+fb_code cl_http_transfer_file(const char *url, const char *token, cl_http_transfer *t,
+                              cl_http_resp *resp, fb_err *err)
+{
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = NULL;
+    char auth[600], detail[CURL_ERROR_SIZE] = "";
+    xfer x = {.t = t, .body = {.resp = resp}, .h = h};
+    fb_code rc = FB_OK;
+    CURLcode c;
+
+    memset(resp, 0, sizeof *resp);
+    if (!h)
+        return fb_err_set(err, FB_ENOMEM, NULL, "curl_easy_init failed");
+    if (t->sha256_hex &&
+        (!(x.sha = EVP_MD_CTX_new()) || EVP_DigestInit_ex(x.sha, EVP_sha256(), NULL) != 1)) {
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "SHA-256 unavailable");
+        goto out;
+    }
+    hdrs = curl_slist_append(hdrs, "Accept: application/json, application/octet-stream");
+    hdrs = curl_slist_append(hdrs, "X-FusionBench-Client: fusionbench");
+    if (t->in)
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/octet-stream");
+    if (token && token[0]) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        hdrs = curl_slist_append(hdrs, auth);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (t->in) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(h, CURLOPT_READDATA, &x);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)t->in_size);
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "fusionbench/" FB_CLIENT_VERSION);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, CL_HTTP_CONNECT_S);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_file_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_file_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    c = curl_easy_perform(h);
+    if (x.drew)
+        fputc('\n', stderr);
+    if (c != CURLE_OK) {
+        rc = curl_fail(c, &x.body, url, detail, err);
+        goto out;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+    if (!resp->body && !(resp->body = calloc(1, 1)))
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "out of memory");
+    if (!rc && x.sha) {
+        unsigned char d[32];
+        unsigned int n = 0;
+        if (EVP_DigestFinal_ex(x.sha, d, &n) != 1 || n != sizeof d)
+            rc = fb_err_set(err, FB_EINTERNAL, NULL, "SHA-256 failed");
+        for (unsigned i = 0; !rc && i < n; i++)
+            snprintf(t->sha256_hex + 2 * i, 3, "%02x", d[i]);
+    }
+out:
+    EVP_MD_CTX_free(x.sha);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
     return rc;

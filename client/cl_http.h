@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "fb_err.h"
 
@@ -46,6 +47,25 @@ FB_MUSTCHECK fb_code cl_http_request_key(const char *method, const char *url, co
 /* A fresh Idempotency-Key: 32 hex digits from the kernel's random source
  * (key has room for 33 bytes).  FB_EIO when it fails. */
 FB_MUSTCHECK fb_code cl_http_new_key(char key[33], fb_err *err);
+
+/* A file sent or received whole, streamed (a model's archive): in is sent as
+ * the body of a POST (application/octet-stream, in_size bytes), or, with
+ * in NULL, a GET whose body goes to out when the answer is 200 (any other
+ * answer's body lands in resp as usual).  No total time limit: a transfer that
+ * moves less than 1 KiB/s for 60 s ends FB_ETIMEOUT.  progress: a bar on
+ * stderr, redrawn (label names it).  sha256_hex: when not NULL, the SHA-256
+ * of what was sent or written (65 bytes). */
+typedef struct cl_http_transfer {
+    FILE *in;
+    long long in_size;
+    FILE *out;
+    bool progress;
+    const char *label;
+    char *sha256_hex;
+} cl_http_transfer;
+
+FB_MUSTCHECK fb_code cl_http_transfer_file(const char *url, const char *token, cl_http_transfer *t,
+                                           cl_http_resp *resp, fb_err *err);
 
 void cl_http_resp_free(cl_http_resp *resp);
 

@@ -3,12 +3,14 @@
  * was canceled, 2 bad usage, 3 the server refused, failed or could not be
  * reached, 130 interrupted while waiting (the job goes on). */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <termios.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -907,6 +909,169 @@ static int cmd_logout(cl_ctx *c)
     return 0;
 }
 
+/* ---- models ---- */
+
+static int check_model_id(const cl_ctx *c, const char *id)
+{
+    fb_err err;
+
+    if (cl_id_valid(id))
+        return 0;
+    fb_err_set(&err, FB_EINVAL, id,
+               "not a model id (a positive whole number: fusionbench model "
+               "list shows them)");
+    return usage_error(&c->a, &err);
+}
+
+/* model add NAME FILE: the file streamed to the server with a progress bar. */
+static int cmd_model_add(cl_ctx *c)
+{
+    const char *name = c->a.pos[0], *path = c->a.pos[1];
+    char sha[65];
+    cl_http_transfer t = {.progress = isatty(STDERR_FILENO), .label = name, .sha256_hex = sha};
+    cl_http_resp resp = {0};
+    cJSON *doc = NULL;
+    struct stat st;
+    cl_url u;
+    fb_err err;
+    int rc;
+
+    fb_err_clear(&err);
+    t.in = fopen(path, "rb");
+    if (!t.in || fstat(fileno(t.in), &st) != 0 || !S_ISREG(st.st_mode)) {
+        say("%s: %s", path, t.in ? "not a regular file" : strerror(errno));
+        if (t.in)
+            fclose(t.in);
+        return EXIT_USAGE;
+    }
+    t.in_size = (long long)st.st_size;
+    cl_url_init(&u, c->server, "/api/v1/models");
+    cl_url_query(&u, "name", name);
+    if (c->a.set[CL_O_VISIBILITY])
+        cl_url_query(&u, "visibility", c->a.val[CL_O_VISIBILITY]);
+    if (cl_url_done(&u, &err) != FB_OK) {
+        say("%s", err.msg);
+        fclose(t.in);
+        return EXIT_USAGE;
+    }
+    watch_signals(true);
+    if (cl_http_transfer_file(u.s, c->token, &t, &resp, &err) != FB_OK) {
+        if (strcmp(err.msg, "interrupted") != 0)
+            say("upload failed: %s", err.msg);
+        rc = interrupted ? EXIT_INTR : EXIT_SERVER;
+    } else {
+        rc = answer_json(&resp, &doc);
+    }
+    watch_signals(false);
+    fclose(t.in);
+    if (rc == 0 && c->json) {
+        print_raw(&resp);
+    } else if (rc == 0) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(doc, "id");
+        const cJSON *digest = cJSON_GetObjectItemCaseSensitive(doc, "sha256");
+        if (!cJSON_IsString(digest) || strcmp(digest->valuestring, sha) != 0) {
+            say("the server stored a SHA-256 (%s) other than the file's (%s)",
+                cJSON_IsString(digest) ? digest->valuestring : "none", sha);
+            rc = EXIT_SERVER;
+        } else {
+            printf("%.0f\n", cJSON_IsNumber(id) ? id->valuedouble : 0.0);
+            fprintf(stderr,
+                    "uploaded %s as model %.0f (sha256 %.12s...); it is being prepared: "
+                    "fusionbench model show %.0f\n",
+                    path, cJSON_IsNumber(id) ? id->valuedouble : 0.0, sha,
+                    cJSON_IsNumber(id) ? id->valuedouble : 0.0);
+        }
+    }
+    cJSON_Delete(doc);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+/* model rm ID */
+static int cmd_model_rm(cl_ctx *c)
+{
+    cl_http_resp resp = {0};
+    cl_url u;
+    int rc = check_model_id(c, c->a.pos[0]);
+
+    if (rc)
+        return rc;
+    cl_url_init(&u, c->server, "/api/v1/models");
+    cl_url_seg(&u, c->a.pos[0]);
+    rc = send_req(c, "DELETE", &u, NULL, &resp);
+    if (rc == 0 && resp.status != 204) {
+        say_api_error(&resp);
+        rc = EXIT_SERVER;
+    } else if (rc == 0) {
+        fprintf(stderr, "deleted model %s\n", c->a.pos[0]);
+    }
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
+/* model get ID FILE: the archive into a new file, its SHA-256 checked. */
+static int cmd_model_get(cl_ctx *c)
+{
+    const char *id = c->a.pos[0], *path = c->a.pos[1];
+    char sha[65];
+    cl_http_transfer t = {.progress = isatty(STDERR_FILENO), .label = path, .sha256_hex = sha};
+    cl_http_resp resp = {0};
+    cJSON *doc = NULL;
+    cl_url u;
+    fb_err err;
+    int rc = check_model_id(c, id), fd;
+
+    if (rc)
+        return rc;
+    fb_err_clear(&err);
+    /* the model's digest first, to check the bytes against */
+    cl_url_init(&u, c->server, "/api/v1/models");
+    cl_url_seg(&u, id);
+    rc = call(c, "GET", &u, NULL, &resp, &doc);
+    cl_http_resp_free(&resp);
+    if (rc)
+        return rc;
+    const cJSON *want = cJSON_GetObjectItemCaseSensitive(doc, "sha256");
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 || !(t.out = fdopen(fd, "wb"))) {
+        say("%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        cJSON_Delete(doc);
+        return EXIT_USAGE;
+    }
+    cl_url_seg(&u, "archive");
+    if (cl_url_done(&u, &err) == FB_OK) {
+        watch_signals(true);
+        rc = cl_http_transfer_file(u.s, c->token, &t, &resp, &err) == FB_OK ? 0 : EXIT_SERVER;
+        watch_signals(false);
+    } else {
+        rc = EXIT_SERVER;
+    }
+    if (fclose(t.out) != 0 && rc == 0) {
+        say("%s: %s", path, strerror(errno));
+        rc = EXIT_SERVER;
+    } else if (rc) {
+        if (strcmp(err.msg, "interrupted") != 0)
+            say("download failed: %s", err.msg);
+        rc = interrupted ? EXIT_INTR : rc;
+    } else if (resp.status != 200) {
+        say_api_error(&resp);
+        rc = EXIT_SERVER;
+    } else if (!cJSON_IsString(want) || strcmp(want->valuestring, sha) != 0) {
+        say("%s: its SHA-256 %s is not the model's (%s)", path, sha,
+            cJSON_IsString(want) ? want->valuestring : "none");
+        rc = EXIT_SERVER;
+    } else {
+        fprintf(stderr, "wrote %s (sha256 %s)\n", path, sha);
+    }
+    if (rc)
+        unlink(path);
+    cJSON_Delete(doc);
+    cl_http_resp_free(&resp);
+    return rc;
+}
+
 /* ---- setup ---- */
 
 /* Server: --server, $FUSIONBENCH_URL, the saved login's, the default.  Token:
@@ -975,6 +1140,11 @@ static const cl_command commands[CL_CMD_COUNT] = {
     [CL_CMD_WORKERS] = {{"GET", "/api/v1/workers", false, NULL, NULL, cl_fmt_workers}},
     [CL_CMD_WORKLOADS] = {{"GET", "/api/v1/workloads", false, NULL, NULL, cl_fmt_workloads}},
     [CL_CMD_EXPLAIN] = {.run = cmd_explain},
+    [CL_CMD_MODEL_ADD] = {.run = cmd_model_add},
+    [CL_CMD_MODEL_LIST] = {{"GET", "/api/v1/models", false, NULL, NULL, cl_fmt_models}},
+    [CL_CMD_MODEL_SHOW] = {{"GET", "/api/v1/models", true, NULL, NULL, cl_fmt_model}},
+    [CL_CMD_MODEL_RM] = {.run = cmd_model_rm},
+    [CL_CMD_MODEL_GET] = {.run = cmd_model_get},
 };
 
 static int dispatch(cl_ctx *c)

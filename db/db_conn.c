@@ -267,6 +267,19 @@ fb_code db_exec_prep(db_conn *c, const db_stmt *st, int n, const char *const *pa
     return exec_stmt(c, st, n, params, res, true, err);
 }
 
+fb_code db_exec_bin(db_conn *c, const db_stmt *st, int n, const char *const *params,
+                    const int *lengths, const int *formats, int result_format, PGresult **res,
+                    fb_err *err)
+{
+    *res = NULL;
+    if (PQstatus(c->pg) == CONNECTION_BAD)
+        return fb_err_set(err, FB_EUNAVAIL, NULL, "database unreachable (%s)", st->name);
+    return check_result(
+        c, st->name, st->sql,
+        PQexecParams(c->pg, st->sql, n, NULL, params, lengths, formats, result_format), res,
+        FB_LOG_ERROR, err);
+}
+
 fb_code db_exec_script(db_conn *c, const char *name, const char *sql, PGresult **res, fb_err *err)
 {
     if (res)

@@ -55,6 +55,14 @@ FB_MUSTCHECK fb_code db_exec(db_conn *c, const db_stmt *st, int n, const char *c
 FB_MUSTCHECK fb_code db_exec_prep(db_conn *c, const db_stmt *st, int n, const char *const *params,
                                   PGresult **res, fb_err *err);
 
+/* db_exec with binary parameters (formats[i] 1: params[i] is lengths[i] raw
+ * bytes, a bytea) and, with result_format 1, binary results: for a model's
+ * chunks, which text would double.  Never retried and never reconnects: it
+ * runs inside a transaction the caller holds, which a broken connection ends. */
+FB_MUSTCHECK fb_code db_exec_bin(db_conn *c, const db_stmt *st, int n, const char *const *params,
+                                 const int *lengths, const int *formats, int result_format,
+                                 PGresult **res, fb_err *err);
+
 /* Like db_exec, for trusted multi-statement text with no parameters (migrations):
  * PQexec, never retried.  res may be NULL when the caller needs no rows. */
 FB_MUSTCHECK fb_code db_exec_script(db_conn *c, const char *name, const char *sql, PGresult **res,

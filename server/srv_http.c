@@ -149,6 +149,7 @@ static srv_req *req_new(srv_ctx *ctx, bool admin, struct MHD_Connection *conn, c
     r->srv = ctx;
     r->conn = conn;
     r->admin = admin;
+    r->deadline_s = SRV_REQUEST_DEADLINE;
     clock_gettime(CLOCK_MONOTONIC, &r->t0);
     snprintf(r->method, sizeof r->method, "%s", method);
     r->path = strndup(url, SRV_PATH_MAX + 1);
@@ -171,6 +172,10 @@ static void req_free(srv_req *r)
         r->data_free(r->data);
     if (r->resumed) /* was suspended: srv_http_drain counts it */
         atomic_fetch_sub(&r->srv->suspended, 1);
+    if (r->own_db) /* after data_free, which may still use it (ROLLBACK) */
+        db_close(r->own_db);
+    if (r->stream_counted)
+        atomic_fetch_sub(&r->srv->streams, 1);
     if (r->inflight_counted)
         (void)srv_counts_add(r->srv->inflight, r->client, -1);
     free(r->body);
@@ -215,7 +220,7 @@ static bool past_deadline(const srv_req *r)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec - r->t0.tv_sec > SRV_REQUEST_DEADLINE;
+    return now.tv_sec - r->t0.tv_sec > r->deadline_s;
 }
 
 static enum MHD_Result queue_reply(srv_req *r)
@@ -237,10 +242,32 @@ static enum MHD_Result handle(srv_ctx *ctx, bool admin, struct MHD_Connection *c
         if (!r)
             return MHD_NO;
         *req_cls = r;
+        if (!r->refuse && !r->admin && r->route && r->route->stream)
+            return srv_route_stream_begin(r) ? MHD_YES : queue_reply(r);
         if (r->refuse || !declared_too_big(r))
             return MHD_YES; /* a refused one's body is read and dropped, then answered */
         r->body_too_big = true;
         srv_route_dispatch(r);
+        return queue_reply(r);
+    }
+    if (*upload_data_size > 0 && r->streaming) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (!r->stream_failed && !r->route->stream->data(r, upload_data, n))
+            r->stream_failed = true;
+        if (past_deadline(r)) {
+            fb_warn("%s %s from %s: upload still arriving past its deadline (%d s); closing "
+                    "the connection",
+                    r->method, r->path, r->client, r->deadline_s);
+            return MHD_NO;
+        }
+        return MHD_YES;
+    }
+    if (r->streaming) { /* the whole body is in */
+        if (!r->stream_failed)
+            r->route->stream->end(r);
+        if (!r->resp)
+            srv_reply_error(r, 500, "internal", NULL, "handler set no response");
         return queue_reply(r);
     }
     if (*upload_data_size > 0) {

@@ -36,6 +36,9 @@
 #define DEFAULT_SUBMIT_BURST         100
 #define SRV_DRAIN_MS                 2000 /* at stop, longest wait for answers being sent */
 #define DEFAULT_CLIENT_CONN_LIMIT    64
+#define DEFAULT_MAX_MODEL_BYTES      (2LL << 30)  /* 2 GiB */
+#define DEFAULT_MODEL_QUOTA          (20LL << 30) /* 20 GiB per user */
+#define DEFAULT_MAX_STREAMS          4
 
 static void usage(FILE *f)
 {
@@ -72,6 +75,12 @@ static void usage(FILE *f)
         "                      them the client is the nearest hop of X-Forwarded-For (or\n"
         "                      Forwarded) that is not a proxy; caps, logs and /metrics\n"
         "                      use it.  Anyone else's such header is ignored\n"
+        "  --max-model-bytes N largest model archive a user may upload, over it 413\n"
+        "                      before anything is stored (default %lld)\n"
+        "  --model-quota N     bytes of model archives per user, unless an admin set the\n"
+        "                      user's own (default %lld; -1 = no limit)\n"
+        "  --max-streams N     model uploads and archive downloads at once, each on a\n"
+        "                      database connection of its own; past it 503 (default %d)\n"
         "  --allowed-hosts L   comma-separated names the Host header must match (DNS\n"
         "                      rebinding); default $FUSIONBENCH_ALLOWED_HOSTS, else, bound\n"
         "                      to a loopback address, localhost,127.0.0.1,::1; \"\" = any\n"
@@ -83,7 +92,8 @@ static void usage(FILE *f)
         "stop it cleanly.  FUSIONBENCH_LOG=debug logs one line per request.\n",
         DEFAULT_PORT, FB_WEB_DIR, DEFAULT_MAX_BODY, MAX_THREADS, DEFAULT_THREADS,
         DEFAULT_STATEMENT_TIMEOUT_MS, DEFAULT_SUBMIT_RATE, DEFAULT_SUBMIT_BURST,
-        DEFAULT_CLIENT_CONN_LIMIT, DB_RETRY_MAX_S);
+        DEFAULT_CLIENT_CONN_LIMIT, DEFAULT_MAX_MODEL_BYTES, DEFAULT_MODEL_QUOTA,
+        DEFAULT_MAX_STREAMS, DB_RETRY_MAX_S);
 }
 
 static bool opt_long(const char *name, const char *s, long lo, long hi, long *out)
@@ -92,6 +102,21 @@ static bool opt_long(const char *name, const char *s, long lo, long hi, long *ou
         return true;
     fprintf(stderr, "fusionbench-server: --%s must be an integer in %ld..%ld, got '%s'\n", name, lo,
             hi, s);
+    return false;
+}
+
+/* A 64-bit option (byte counts past long's range on 32-bit hosts). */
+static bool opt_ll(const char *name, const char *s, long long lo, long long hi, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (s[0] && end && !*end && !errno && v >= lo && v <= hi) {
+        *out = v;
+        return true;
+    }
+    fprintf(stderr, "fusionbench-server: --%s must be an integer in %lld..%lld, got '%s'\n", name,
+            lo, hi, s);
     return false;
 }
 
@@ -183,6 +208,25 @@ static int take_opt(int c, const char *arg, srv_config *cfg, srv_args *a)
     case 'T':
         a->proxies = arg;
         break;
+    case 'M': {
+        long long n;
+        if (!opt_ll("max-model-bytes", arg, 1, 1LL << 40, &n))
+            return 1;
+        cfg->max_model_bytes = n;
+        break;
+    }
+    case 'Q': {
+        long long n;
+        if (!opt_ll("model-quota", arg, -1, 1LL << 50, &n))
+            return 1;
+        cfg->model_quota = n;
+        break;
+    }
+    case 'S':
+        if (!opt_long("max-streams", arg, 1, 256, &v))
+            return 1;
+        cfg->max_streams = (int)v;
+        break;
     case 'A':
         a->auth_on = true;
         break;
@@ -218,6 +262,9 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
         {"admin-bind", required_argument, NULL, 'D'},
         {"client-conn-limit", required_argument, NULL, 'C'},
         {"trusted-proxies", required_argument, NULL, 'T'},
+        {"max-model-bytes", required_argument, NULL, 'M'},
+        {"model-quota", required_argument, NULL, 'Q'},
+        {"max-streams", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -239,7 +286,10 @@ static int parse_args(int argc, char **argv, srv_config *cfg)
                         .submit_burst = DEFAULT_SUBMIT_BURST,
                         .client_conn_limit = DEFAULT_CLIENT_CONN_LIMIT,
                         .admin_bind = "127.0.0.1",
-                        .admin_port = -1};
+                        .admin_port = -1,
+                        .max_model_bytes = DEFAULT_MAX_MODEL_BYTES,
+                        .model_quota = DEFAULT_MODEL_QUOTA,
+                        .max_streams = DEFAULT_MAX_STREAMS};
     if (env_port && env_port[0]) {
         if (!opt_long("port (FUSIONBENCH_PORT)", env_port, 0, 65535, &v))
             return 1;

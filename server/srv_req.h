@@ -53,9 +53,13 @@ typedef struct srv_config {
     /* Open connections per address (not a trusted proxy's), and requests in
      * flight per client; past either, 503 with Retry-After (srv_http.c). */
     int client_conn_limit;
-    srv_proxies proxies;    /* --trusted-proxies: their clients are told apart */
-    const char *admin_bind; /* the admin listener: /healthz, /readyz, /metrics, */
-    int admin_port;         /* exempt from client caps; -1: none, 0: a free port */
+    srv_proxies proxies;     /* --trusted-proxies: their clients are told apart */
+    const char *admin_bind;  /* the admin listener: /healthz, /readyz, /metrics, */
+    int admin_port;          /* exempt from client caps; -1: none, 0: a free port */
+    int64_t max_model_bytes; /* largest model archive; over it 413 before storing */
+    int64_t model_quota;     /* a user's model storage in bytes when users.model_quota_bytes
+                                is NULL; < 0: none */
+    int max_streams;         /* uploads and archive downloads at once; past it 503 */
 } srv_config;
 
 /* Process-wide server state; lives from srv_http_start to srv_http_stop. */
@@ -74,6 +78,7 @@ typedef struct srv_ctx {
     srv_counts *conns;       /* open connections per peer address (untrusted peers) */
     srv_counts *inflight;    /* requests in flight per client */
     atomic_llong refused[2]; /* answered 503 for: [0] connections, [1] a client's cap */
+    atomic_int streams;      /* streamed uploads and archive downloads open now */
 } srv_ctx;
 
 typedef struct srv_route srv_route;
@@ -109,7 +114,28 @@ typedef struct srv_req {
     bool admin;                  /* came in on the admin listener */
     bool inflight_counted;       /* counted in srv->inflight under client */
     srv_cap refuse;              /* over a cap: answered 503 (SRV_CAP_NONE: not) */
+    int deadline_s;              /* the body must be in by t0 + this (an upload raises it) */
+    /* A streamed route's (srv_stream): its body went to the handler as it came,
+     * on a database connection of its own (own_db, closed with the request after
+     * data_free), counted in srv->streams. */
+    bool streaming, stream_failed, stream_counted;
+    db_conn *own_db;
 } srv_req;
+
+/* A route whose body goes to its handler as it arrives instead of being
+ * buffered (an upload).  begin runs once the headers are in and the route's
+ * checks passed (Host, query, CSRF, authentication; r->db is then own_db, a
+ * connection of the request's own: an upload may hold it for minutes, which
+ * the pool's must not be); it sets a reply and returns false to refuse, and
+ * the reply goes out at once, the body unread.  data gets each piece; false
+ * stops it (a reply set), the rest is read and dropped.  end runs after the
+ * last byte and sets the reply.  State lives in r->data/r->data_free, freed
+ * with the request whatever happened (a client gone mid-upload included). */
+typedef struct srv_stream {
+    bool (*begin)(srv_req *r);
+    bool (*data)(srv_req *r, const char *p, size_t n);
+    void (*end)(srv_req *r);
+} srv_stream;
 
 typedef void (*srv_handler)(srv_req *r);
 
@@ -117,9 +143,10 @@ struct srv_route {
     const char *method;  /* "GET", "POST" */
     const char *pattern; /* srv_path_match pattern; also the metrics route label */
     srv_handler handler;
-    bool needs_db; /* srv_http borrows r->db first, or answers 503 */
-    srv_role need; /* with authentication on: the least role (SRV_ROLE_NONE: public) */
-    bool admin;    /* also served on the admin listener (probes and scrapers) */
+    bool needs_db;            /* srv_http borrows r->db first, or answers 503 (streamed: its own) */
+    srv_role need;            /* with authentication on: the least role (SRV_ROLE_NONE: public) */
+    bool admin;               /* also served on the admin listener (probes and scrapers) */
+    const srv_stream *stream; /* non-NULL: the body is streamed to these (srv_stream) */
 };
 
 /* Capture i of the matched route as a NUL-terminated copy in buf; false when

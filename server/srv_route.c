@@ -12,6 +12,7 @@
 #include "srv_export.h"
 #include "srv_jobs.h"
 #include "srv_metrics.h"
+#include "srv_models.h"
 #include "srv_ops.h"
 #include "srv_results.h"
 #include "srv_static.h"
@@ -24,31 +25,36 @@
 /* The route table: docs/API.md's endpoints, then operations, then the web files.
  * The first route whose pattern and method match wins. */
 static const srv_route routes[] = {
-    {"POST", "/api/v1/jobs", srv_jobs_create, true, SRV_ROLE_USER, false},
-    {"GET", "/api/v1/jobs", srv_jobs_list, true, SRV_ROLE_VIEWER, false},
-    {"GET", "/api/v1/jobs/{id}", srv_jobs_get, true, SRV_ROLE_VIEWER, false},
-    {"POST", "/api/v1/jobs/{id}/cancel", srv_jobs_cancel, true, SRV_ROLE_USER, false},
-    {"GET", "/api/v1/jobs/{id}/kernels", srv_jobs_kernels, true, SRV_ROLE_VIEWER, false},
-    {"GET", "/api/v1/jobs/{id}/explain", srv_jobs_explain_get, true, SRV_ROLE_VIEWER, false},
-    {"POST", "/api/v1/jobs/{id}/explain", srv_jobs_explain_post, true, SRV_ROLE_USER, false},
-    {"GET", "/api/v1/workloads", srv_workloads_list, true, SRV_ROLE_VIEWER, false},
-    {"GET", "/api/v1/workers", srv_workers_list, true, SRV_ROLE_VIEWER, false},
-    {"POST", "/api/v1/workers/{*}", srv_workers_action, true, SRV_ROLE_ADMIN, false},
-    {"GET", "/api/v1/jobs/{id}/trace", srv_export_trace, true, SRV_ROLE_VIEWER, false},
-    {"POST", "/api/v1/suites", srv_suites_create, true, SRV_ROLE_USER, false},
-    {"GET", "/api/v1/suites", srv_suites_list, true, SRV_ROLE_VIEWER, false},
-    {"GET", "/api/v1/suites/{id}", srv_suites_get, true, SRV_ROLE_VIEWER, false},
-    {"GET", "/api/v1/results", srv_results_list, true, SRV_ROLE_VIEWER, false},
-    {"GET", "/api/v1/compare", srv_compare_get, true, SRV_ROLE_VIEWER, false},
-    {"GET", "/api/v1/users", srv_users_list, true, SRV_ROLE_VIEWER, false},
-    {"GET", "/api/v1/users/me", srv_users_me, true, SRV_ROLE_VIEWER, false},
-    {"GET", "/api/v1/openapi.json", srv_static_openapi, false, SRV_ROLE_NONE, false},
-    {"GET", "/healthz", srv_ops_healthz, false, SRV_ROLE_NONE, true},
-    {"GET", "/readyz", srv_ops_readyz, false, SRV_ROLE_NONE, true},
-    {"GET", "/metrics", srv_metrics_handle, false, SRV_ROLE_NONE, true},
-    {"GET", "/", srv_static_index, false, SRV_ROLE_NONE, false},
-    {"GET", "/static/vendor/{*}", srv_vendor_file, false, SRV_ROLE_NONE, false},
-    {"GET", "/static/{*}", srv_static_file, false, SRV_ROLE_NONE, false},
+    {"POST", "/api/v1/jobs", srv_jobs_create, true, SRV_ROLE_USER, false, NULL},
+    {"GET", "/api/v1/jobs", srv_jobs_list, true, SRV_ROLE_VIEWER, false, NULL},
+    {"GET", "/api/v1/jobs/{id}", srv_jobs_get, true, SRV_ROLE_VIEWER, false, NULL},
+    {"POST", "/api/v1/jobs/{id}/cancel", srv_jobs_cancel, true, SRV_ROLE_USER, false, NULL},
+    {"GET", "/api/v1/jobs/{id}/kernels", srv_jobs_kernels, true, SRV_ROLE_VIEWER, false, NULL},
+    {"GET", "/api/v1/jobs/{id}/explain", srv_jobs_explain_get, true, SRV_ROLE_VIEWER, false, NULL},
+    {"POST", "/api/v1/jobs/{id}/explain", srv_jobs_explain_post, true, SRV_ROLE_USER, false, NULL},
+    {"GET", "/api/v1/workloads", srv_workloads_list, true, SRV_ROLE_VIEWER, false, NULL},
+    {"GET", "/api/v1/workers", srv_workers_list, true, SRV_ROLE_VIEWER, false, NULL},
+    {"POST", "/api/v1/workers/{*}", srv_workers_action, true, SRV_ROLE_ADMIN, false, NULL},
+    {"GET", "/api/v1/jobs/{id}/trace", srv_export_trace, true, SRV_ROLE_VIEWER, false, NULL},
+    {"POST", "/api/v1/suites", srv_suites_create, true, SRV_ROLE_USER, false, NULL},
+    {"GET", "/api/v1/suites", srv_suites_list, true, SRV_ROLE_VIEWER, false, NULL},
+    {"GET", "/api/v1/suites/{id}", srv_suites_get, true, SRV_ROLE_VIEWER, false, NULL},
+    {"GET", "/api/v1/results", srv_results_list, true, SRV_ROLE_VIEWER, false, NULL},
+    {"GET", "/api/v1/compare", srv_compare_get, true, SRV_ROLE_VIEWER, false, NULL},
+    {"POST", "/api/v1/models", NULL, true, SRV_ROLE_USER, false, &srv_models_upload},
+    {"GET", "/api/v1/models", srv_models_list, true, SRV_ROLE_VIEWER, false, NULL},
+    {"GET", "/api/v1/models/{id}", srv_models_get, true, SRV_ROLE_VIEWER, false, NULL},
+    {"DELETE", "/api/v1/models/{id}", srv_models_delete, true, SRV_ROLE_USER, false, NULL},
+    {"GET", "/api/v1/models/{id}/archive", srv_models_archive, true, SRV_ROLE_VIEWER, false, NULL},
+    {"GET", "/api/v1/users", srv_users_list, true, SRV_ROLE_VIEWER, false, NULL},
+    {"GET", "/api/v1/users/me", srv_users_me, true, SRV_ROLE_VIEWER, false, NULL},
+    {"GET", "/api/v1/openapi.json", srv_static_openapi, false, SRV_ROLE_NONE, false, NULL},
+    {"GET", "/healthz", srv_ops_healthz, false, SRV_ROLE_NONE, true, NULL},
+    {"GET", "/readyz", srv_ops_readyz, false, SRV_ROLE_NONE, true, NULL},
+    {"GET", "/metrics", srv_metrics_handle, false, SRV_ROLE_NONE, true, NULL},
+    {"GET", "/", srv_static_index, false, SRV_ROLE_NONE, false, NULL},
+    {"GET", "/static/vendor/{*}", srv_vendor_file, false, SRV_ROLE_NONE, false, NULL},
+    {"GET", "/static/{*}", srv_static_file, false, SRV_ROLE_NONE, false, NULL},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 
@@ -217,7 +223,9 @@ static query_bad query_check(const srv_req *r)
     return b;
 }
 
-void srv_route_dispatch(srv_req *r)
+/* The checks every request passes before its handler; false when one set the
+ * reply. */
+static bool checks_pass(srv_req *r)
 {
     query_bad bad = {NULL, NULL};
     const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
@@ -242,10 +250,58 @@ void srv_route_dispatch(srv_req *r)
                         "a %s needs Content-Type: application/json (or an X-FusionBench-Client "
                         "header)",
                         r->method);
-    else if (r->route->needs_db)
+    else
+        return true;
+    return false;
+}
+
+void srv_route_dispatch(srv_req *r)
+{
+    if (!checks_pass(r))
+        return;
+    if (r->route->needs_db)
         run_with_db(r);
     else
         r->route->handler(r);
     if (!r->resp && !r->suspended)
         srv_reply_error(r, 500, "internal", NULL, "handler set no response");
+}
+
+bool srv_route_stream_begin(srv_req *r)
+{
+    fb_err err;
+
+    fb_err_clear(&err);
+    if (!checks_pass(r))
+        return false;
+    if (!atomic_load(&r->srv->db_ready)) {
+        srv_reply_error(r, 503, "unavailable", NULL, "the database is not ready yet");
+        return false;
+    }
+    if (atomic_fetch_add(&r->srv->streams, 1) >= r->srv->cfg.max_streams) {
+        atomic_fetch_sub(&r->srv->streams, 1);
+        srv_reply_error(r, 503, "unavailable", NULL,
+                        "%d uploads and downloads are under way, the server's most at once: "
+                        "retry shortly",
+                        r->srv->cfg.max_streams);
+        srv_reply_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5");
+        return false;
+    }
+    r->stream_counted = true;
+    if (db_connect_io(r->srv->cfg.database_url, DB_IO_TIMEOUT_MS, &r->own_db, &err) != FB_OK) {
+        no_connection(r, &err);
+        return false;
+    }
+    r->db = r->own_db;
+    if (!r->srv->cfg.auth)
+        r->user = (srv_user){.id = 0, .role = SRV_ROLE_ADMIN};
+    else if (r->route->need != SRV_ROLE_NONE && !srv_auth_request(r, r->route->need))
+        return false;
+    if (!r->route->stream->begin(r)) {
+        if (!r->resp)
+            srv_reply_error(r, 500, "internal", NULL, "handler set no response");
+        return false;
+    }
+    r->streaming = true;
+    return true;
 }

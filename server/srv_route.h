@@ -17,4 +17,10 @@ void srv_route_find(srv_req *r);
  * request may be suspended meanwhile).  Sets a 500 when a handler set nothing. */
 void srv_route_dispatch(srv_req *r);
 
+/* For a streamed route (srv_stream), once the headers are in: the same checks,
+ * a free stream slot (else 503), a database connection of the request's own,
+ * authentication, then the route's begin.  True when the body is to be
+ * streamed to the route; false when a reply was set instead. */
+bool srv_route_stream_begin(srv_req *r);
+
 #endif

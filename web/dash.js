@@ -433,12 +433,12 @@ window.fbJobExtras = async function (job) {
   await timeline(job);
 };
 
-window.fbViews = {
+window.fbViews = Object.assign(window.fbViews || {}, {
   "": { view: "overview", load: loadOverview },
   overview: { view: "overview", load: loadOverview },
   suites: { view: "suites", load: (parts) => (parts[1] ? showSuiteView(parts) : loadSuites()) },
   history: { view: "history", load: loadHistory },
-};
+});
 
 // A suite page is its own view under the Suites tab.
 function showSuiteView(parts) {

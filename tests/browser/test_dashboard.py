@@ -9,7 +9,8 @@ Debian's Chromium (headless) against a real server, worker and PostgreSQL.
   4. the queue's submit form offers a job and a suite with the catalog's choices;
   5. a native model job (resnet18 at 64x64) draws its graph, coloured by fusion
      group in the fused view and not at all in eager; a pattern job says it has
-     no graph.
+     no graph;
+  6. the Models page uploads an archive through its form and deletes it.
 
 Screenshots go to $FB_BIN_DIR/test-output/browser/.  Exits 77 with the reason
 when Playwright, Chromium or the test database is missing."""
@@ -235,6 +236,35 @@ def explain_card(page, shots):
     page.locator("#explain-card").screenshot(path=os.path.join(shots, "explain.png"))
 
 
+def models_page(env, page, shots):
+    """The Models page: an archive uploaded through the form (its progress
+    shown) lands in the table, preparing, with the file's SHA-256; delete
+    takes it away."""
+    import hashlib
+    path = os.path.join(env.tmp, "tiny.pt2")
+    data = os.urandom(3 * 1024 * 1024)
+    with open(path, "wb") as f:
+        f.write(data)
+    page.goto(env.base + "/#/models")
+    page.wait_for_selector("#model-form")
+    page.fill("#mf-name", "tiny")
+    page.select_option("#mf-visibility", "lab")
+    page.set_input_files("#mf-file", path)
+    page.click("#model-form button[type=submit]")
+    page.wait_for_function("() => document.getElementById('mf-message').textContent"
+                           ".startsWith('uploaded as model')", timeout=30000)
+    page.wait_for_selector("#models-table tbody tr")
+    cells = page.locator("#models-table tbody tr").first.locator("td").all_inner_texts()
+    check_eq(cells[1:6], ["tiny", "–", "lab", "preparing", "3.0 MiB"], "the model's row")
+    st, _, m = env.get("/api/v1/models")
+    check_eq(m["items"][0]["sha256"], hashlib.sha256(data).hexdigest(), "the stored digest")
+    page.screenshot(path=os.path.join(shots, "models.png"), full_page=True)
+    page.once("dialog", lambda d: d.accept())
+    page.locator("#models-table tbody tr").first.locator("button").click()
+    page.wait_for_selector("#models-table + .empty:not([hidden])")
+    check_eq(env.get("/api/v1/models")[2]["items"], [], "deleted from the page")
+
+
 def test(env):
     from playwright.sync_api import sync_playwright
     shots = shots_dir()
@@ -253,6 +283,7 @@ def test(env):
             job_page(env, page, shots, job_id)
             queue_form(env, page)
             graph_page(env, page, shots, job_id)
+            models_page(env, page, shots)
             check_eq(errors, [], "page errors")
         finally:
             browser.close()

@@ -70,6 +70,18 @@ static void test_args_errors(void **state)
     assert_int_equal(PARSE(&a, &err, "submit"), FB_EINVAL);
     assert_int_equal(PARSE(&a, &err, "frob"), FB_EINVAL);
     assert_int_equal(PARSE(&a, &err, "suite", "drop"), FB_EINVAL);
+    assert_string_equal(err.msg, "unknown suite command 'drop' (submit, show)");
+    assert_int_equal(PARSE(&a, &err, "model"), FB_EINVAL);
+    assert_string_equal(err.msg, "model needs a command (add, list, show, rm, get)");
+    assert_int_equal(PARSE(&a, &err, "model", "add", "x"), FB_EINVAL);
+    assert_int_equal(PARSE(&a, &err, "model", "list", "--visibility", "lab"), FB_EINVAL);
+    assert_string_equal(err.msg, "--visibility is not an option of model list");
+    assert_int_equal(PARSE(&a, &err, "model", "add", "n", "f.pt2", "--visibility", "lab"), FB_OK);
+    assert_int_equal(a.cmd, CL_CMD_MODEL_ADD);
+    assert_string_equal(a.pos[1], "f.pt2");
+    assert_string_equal(a.val[CL_O_VISIBILITY], "lab");
+    assert_int_equal(PARSE(&a, &err, "model", "get", "3", "out.pt2"), FB_OK);
+    assert_int_equal(a.cmd, CL_CMD_MODEL_GET);
     assert_int_equal(PARSE(&a, &err, "status", "1", "2"), FB_EINVAL);
     assert_int_equal(PARSE(&a, &err, "jobs", "--all=yes"), FB_EINVAL);
     assert_int_equal(PARSE(&a, &err, "submit", "w", "--iterations", "0"), FB_OK);
@@ -273,12 +285,29 @@ static void test_tables(void **state)
                                 "1.461], passed 2/2; 1 faster, 0 slower, 1 no difference, 1 "
                                 "unstable\n"));
     free(out);
+    out = print_to_string(cl_fmt_models,
+                          "{\"items\":[{\"id\":7,\"name\":\"mine\",\"owner\":\"alice\","
+                          "\"visibility\":\"lab\",\"status\":\"preparing\",\"size\":2500000,"
+                          "\"created_at\":\"2026-11-26T05:00:00Z\"}]}");
+    assert_string_equal(out, "    ID NAME                     OWNER        VISIBLE   STATUS     "
+                             "      SIZE UPLOADED\n"
+                             "     7 mine                     alice        lab       preparing  "
+                             "   2.4 MiB 2026-11-26T05:00:00Z\n");
+    free(out);
+    out = print_to_string(cl_fmt_model, "{\"id\":7,\"name\":\"mine\",\"owner\":null,"
+                                        "\"visibility\":\"private\",\"status\":\"invalid\","
+                                        "\"error\":\"not a zip\",\"format\":\"torch.export\","
+                                        "\"size\":12,\"sha256\":\"ab\"}");
+    assert_non_null(strstr(out, "model 7: mine (no owner, private)\n"));
+    assert_non_null(strstr(out, "  status   invalid: not a zip\n"));
+    assert_non_null(strstr(out, "  archive  torch.export, 12 B, sha256 ab\n"));
+    free(out);
     /* Wrong shapes print, never crash. */
     const char *bad[] = {"null", "[]", "{\"items\": {}}", "{\"items\": [1, null, {\"spec\": 3}]}",
                          "{\"rows\": [{\"variants\": [1]}], \"progress\": 5}"};
     void (*printers[])(FILE *, const cJSON *) = {
-        cl_fmt_jobs,    cl_fmt_results,   cl_fmt_compare,    cl_fmt_suite,
-        cl_fmt_workers, cl_fmt_workloads, cl_fmt_job_summary};
+        cl_fmt_jobs,      cl_fmt_results,     cl_fmt_compare, cl_fmt_suite, cl_fmt_workers,
+        cl_fmt_workloads, cl_fmt_job_summary, cl_fmt_models,  cl_fmt_model};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         for (size_t p = 0; p < sizeof printers / sizeof printers[0]; p++)
             free(print_to_string(printers[p], bad[i]));

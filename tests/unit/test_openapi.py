@@ -26,7 +26,8 @@ def routes(src):
     table = text[text.index("static const srv_route routes[] = {"):]
     table = table[:table.index("};")]
     out = {}
-    for m in re.finditer(r'\{"(\w+)", "([^"]+)", \w+, (true|false), (\w+), (?:true|false)\}', table):
+    for m in re.finditer(r'\{"(\w+)", "([^"]+)", \w+, (true|false), (\w+),\s*(?:true|false),'
+                         r'\s*(?:&\w+|NULL)\}', table):
         out[(m.group(1), m.group(2))] = (m.group(3) == "true", ROLES[m.group(4)])
     return out
 
