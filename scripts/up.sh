@@ -361,6 +361,7 @@ FusionBench is up.
   submit      fusionbench submit softmax --iterations 20 --wait
   suite       fusionbench suite show $1
   workers     fusionbench workers
+  models      fusionbench model list
   api         curl -s '$BASE/api/v1/jobs?label=demo:up'
   metrics     curl -s $BASE/metrics
   logs        $LOG_DIR/

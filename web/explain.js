@@ -192,11 +192,14 @@ function renderInductor(ex) {
       items.push(["all fusion vs its parts", "saved " + fx.ladder_step_ms.toFixed(3) + " ms; measured alone they add up to " +
         (typeof fx.sum_of_parts_ms === "number" ? fx.sum_of_parts_ms.toFixed(3) : "–") + " ms; interaction " +
         (typeof fx.interaction_ms === "number" ? fx.interaction_ms.toFixed(3) : "–") + " ms"]);
+    // saved_ms > 0: inductor is that much faster with the part (the decisions,
+    // or a knob that the no-fusion rung switches off, here switched off alone)
     for (const p of ((fx.step || {}).parts || []))
-      items.push([p.part === "decisions" ? "the step: fusion decisions" : "the step: " + p.what,
-        (typeof p.saved_ms === "number" ? (p.saved_ms >= 0 ? "saves " : "costs ") + Math.abs(p.saved_ms).toFixed(3) +
+      items.push([p.part === "decisions" ? "the step: fusion decisions"
+        : "the step: " + p.what.split("=")[0].replace(/_/g, " ") + " (switched off alone)",
+        (typeof p.saved_ms === "number" ? (p.saved_ms >= 0 ? "it saves " : "it costs ") + Math.abs(p.saved_ms).toFixed(3) +
           " ms, 95% CI " + ciText(p.ci95) + " (" + p.verdict.replace(/_/g, " ") + ")" : p.verdict.replace(/_/g, " ")) +
-        (p.part === "decisions" ? ", " + p.what : "")]);
+        (p.part === "decisions" ? "; " + p.what : "")]);
     if (typeof (fx.step || {}).rest_ms === "number")
       items.push(["the step's rest", fx.step.rest_ms.toFixed(3) + " ms: the parts' interaction"]);
     if (all) items.push(["all lost undone", "recovers " + all.recovered_ms.toFixed(3) + " ms"]);

@@ -183,7 +183,8 @@ def run_demo(home, n_run, kill_worker=False):
 
 # What each help command's output must contain (the label is the help's).
 HELP_EXPECT = {"jobs": "succeeded", "submit": "speedup", "suite": "softmax",
-               "workers": "cpu", "api": '"items"', "metrics": "fusionbench_", "local run": "fused"}
+               "workers": "cpu", "models": "VISIBLE", "api": '"items"', "metrics": "fusionbench_",
+               "local run": "fused"}
 
 
 def help_lines(out):
