@@ -371,7 +371,7 @@ void cl_fmt_workloads(FILE *f, const cJSON *list)
 
 /* ---- models ---- */
 
-static void fmt_size(char *buf, size_t cap, double b)
+void cl_fmt_bytes(char *buf, size_t cap, double b)
 {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int u = 0;
@@ -396,7 +396,7 @@ void cl_fmt_models(FILE *f, const cJSON *list)
     cJSON_ArrayForEach(m, items(list))
     {
         fmt_int(id, sizeof id, num(m, "id"));
-        fmt_size(size, sizeof size, num(m, "size"));
+        cl_fmt_bytes(size, sizeof size, num(m, "size"));
         fprintf(f, "%6s %-24s %-12s %-9s %-10s %10s %s\n", id, str(m, "name", "?"),
                 str(m, "owner", "-"), str(m, "visibility", "?"), str(m, "status", "?"), size,
                 str(m, "created_at", "-"));
@@ -409,7 +409,7 @@ void cl_fmt_model(FILE *f, const cJSON *m)
     const cJSON *info = get(m, "info");
 
     fmt_int(id, sizeof id, num(m, "id"));
-    fmt_size(size, sizeof size, num(m, "size"));
+    cl_fmt_bytes(size, sizeof size, num(m, "size"));
     fprintf(f, "model %s: %s (%s, %s)\n", id, str(m, "name", "?"), str(m, "owner", "no owner"),
             str(m, "visibility", "?"));
     fprintf(f, "  status   %s%s%s\n", str(m, "status", "?"),

@@ -9,6 +9,8 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include "cl_fmt.h"
+
 static volatile sig_atomic_t *interrupted;
 
 fb_code cl_http_global_init(fb_err *err)
@@ -222,17 +224,6 @@ static size_t on_file_body(char *data, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-static void human(double b, char *buf, size_t cap)
-{
-    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        u++;
-    }
-    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
-}
-
 static int on_file_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
     xfer *x = ud;
@@ -252,8 +243,8 @@ static int on_file_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t u
     for (int i = 0; i < 30; i++)
         bar[i] = i < filled ? '#' : '.';
     bar[30] = '\0';
-    human(now, a, sizeof a);
-    human(total, b, sizeof b);
+    cl_fmt_bytes(a, sizeof a, now);
+    cl_fmt_bytes(b, sizeof b, total);
     fprintf(stderr, "\r%s [%s] %s / %s %3.0f%% %5.1f MiB/s", x->t->label ? x->t->label : "", bar, a,
             b, total > 0 ? 100 * now / total : 0.0, secs > 0 ? now / secs / (1024 * 1024) : 0.0);
     x->drew = true;
