@@ -321,25 +321,42 @@ class _Measure:
         self.rounds = rounds_for(ctx.base_ms)
         self.log = []  # every comparison: ids, saved_ms, interval, seconds
 
+    def timed(self, compile_fn, label, after=None):
+        """compile_fn() -> dict with "fn", compared against the job's compile,
+        then after(cf) (a profile, or None), all within the budget and logged
+        under label: dict(saved_ms, ci, cf, rounds, seconds, after), or None
+        when the budget is spent."""
+        if not self.budget.allows():
+            return None
+        t0 = time.monotonic()
+        cf = compile_fn()
+        a, b, d = compare(self.ctx.base_fn, cf["fn"], self.ctx.inputs, self.ctx.clock,
+                          self.rounds, self.ctx.sync)
+        extra = after(cf) if after else None
+        s = time.monotonic() - t0
+        self.budget.spent(s)
+        self.log.append(dict(label, saved_ms=d[0], ci=[d[1], d[2]], seconds=s, rounds=len(a)))
+        return {"saved_ms": d[0], "ci": [d[1], d[2]], "cf": cf, "rounds": len(a), "seconds": s,
+                "after": extra}
+
     def undo(self, ids):
         """Compiles with ids undone and compares against the job's compile:
         dict(saved_ms, ci, took, cf, profile) or None when the budget is spent.
         A single decision undone is also profiled (kernel times, peak)."""
-        if not self.budget.allows():
-            return None
-        t0 = time.monotonic()
-        cf = self.ctx.compile_cf(list(ids))
-        a, b, d = compare(self.ctx.base_fn, cf["fn"], self.ctx.inputs, self.ctx.clock,
-                          self.rounds, self.ctx.sync)
         prof = None
         if len(ids) == 1 and self.ctx.profile_fn:
-            prof = self.ctx.profile_fn(cf["fn"], cf["kernel_ops"])
-        s = time.monotonic() - t0
-        self.budget.spent(s)
-        out = {"ids": list(ids), "saved_ms": d[0], "ci": [d[1], d[2]], "took": cf["took"],
-               "seconds": s, "cf": cf, "profile": prof, "rounds": len(a)}
-        self.log.append({k: out[k] for k in ("ids", "saved_ms", "ci", "seconds", "rounds")})
-        return out
+            prof = lambda cf: self.ctx.profile_fn(cf["fn"], cf["kernel_ops"])  # noqa: E731
+        r = self.timed(lambda: self.ctx.compile_cf(list(ids)), {"ids": list(ids)}, prof)
+        if r is not None:
+            r.update(ids=list(ids), took=r["cf"]["took"], profile=r.pop("after"))
+        return r
+
+    def knob(self, name, value):
+        """inductor with one knob switched off, compared the same way."""
+        r = self.timed(lambda: self.ctx.compile_knob(name, value), {"knob": name})
+        if r is not None:
+            r["took"] = True
+        return r
 
 
 def _entry(d, kernel_ms):
@@ -461,17 +478,7 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
                       "saved_ms": e["saved_ms"], "ci95": e["saved_ci95"],
                       "verdict": e["verdict"]})
     for name, value in ctx.knobs:
-        r = None
-        if m.budget.allows():
-            t0 = time.monotonic()
-            cf = ctx.compile_knob(name, value)
-            a, b, d = compare(ctx.base_fn, cf["fn"], ctx.inputs, ctx.clock, m.rounds, ctx.sync)
-            s = time.monotonic() - t0
-            m.budget.spent(s)
-            r = {"saved_ms": d[0], "ci": [d[1], d[2]], "took": True}
-            m.log.append({"knob": name, "saved_ms": d[0], "ci": [d[1], d[2]], "seconds": s,
-                          "rounds": len(a)})
-        items.append(_step_item("knob", "%s=%s" % (name, value), r, m.noise))
+        items.append(_step_item("knob", "%s=%s" % (name, value), m.knob(name, value), m.noise))
     measured = [x["saved_ms"] for x in items if x["saved_ms"] is not None]
     out = {"parts": items}
     dec = items[0] if items and items[0]["part"] == "decisions" else None
