@@ -154,6 +154,22 @@ def inside():
     r, _ = explain.reason_of(d, "at::vec::a(in_ptr0[i]);", ["at::vec::a(in_ptr0[i]);"],
                              1.0, 2.0, 0, 0)
     c.check(r == "unexplained", "no evidence: unexplained")
+    # the fused kernel and its parts profiled in turn: each kernel's least time,
+    # the job's compile under the same load as the counterfactual
+    loads = iter([5.0, 9.0, 3.0, 2.0])  # base, cf, base, cf: a noisy first pair
+    seen = []
+
+    def prof(fn, kops):
+        seen.append(fn)
+        t = next(loads)
+        return {"times": {"fused": t} if fn == "base" else {"a": t / 2, "b": t / 2},
+                "peak": 100 if fn == "cf" else 50}
+
+    pctx = explain.Ctx(base_fn="base", profile_fn=prof, kernel_ms={"fused": 1.0})
+    pp = explain.paired_profile(pctx, {"fn": "cf", "kernel_ops": {}})
+    c.check(seen == ["base", "cf", "base", "cf"] and pp["base_times"] == {"fused": 3.0} and
+            pp["times"] == {"a": 1.0, "b": 1.0} and pp["peak"] == 100,
+            "paired profiles: base and counterfactual in turn, least time per kernel (%s)" % pp)
     gpu = ({"n_regs": 255, "n_spills": 24}, [{"n_regs": 96, "n_spills": 0}])
     r, ev = explain.reason_of(d, "tl.load", ["tl.load"], 2.0, 1.0, 0, 0, gpu)
     c.check(r == "register_spills" and ev["triton"]["fused"]["n_spills"] == 24,

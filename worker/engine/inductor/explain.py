@@ -297,6 +297,8 @@ class Ctx:
                    model as inductor, that one knob changed)
     profile_fn     profile_fn(fn, kernel_ops) -> {"times": {kernel name: ms},
                    "peak": bytes or None} of one profiled iteration, or None
+    base_kernel_ops  kernel_ops of the job's compile (for profiling base_fn
+                   beside a counterfactual)
     clock, inputs, sync, device
     kernel_ms      {kernel name: ms} of the job's profiled iteration
     base_ms        the job's inductor median (ms)
@@ -309,6 +311,7 @@ class Ctx:
         self.device = "cpu"
         self.sync = None
         self.kernel_ms = {}
+        self.base_kernel_ops = {}
         self.knobs = []
         self.compile_knob = None
         self.base_ms = float("nan")
@@ -345,7 +348,7 @@ class _Measure:
         A single decision undone is also profiled (kernel times, peak)."""
         prof = None
         if len(ids) == 1 and self.ctx.profile_fn:
-            prof = lambda cf: self.ctx.profile_fn(cf["fn"], cf["kernel_ops"])  # noqa: E731
+            prof = lambda cf: paired_profile(self.ctx, cf)  # noqa: E731
         r = self.timed(lambda: self.ctx.compile_cf(list(ids)), {"ids": list(ids)}, prof)
         if r is not None:
             r.update(ids=list(ids), took=r["cf"]["took"], profile=r.pop("after"))
@@ -357,6 +360,31 @@ class _Measure:
         if r is not None:
             r["took"] = True
         return r
+
+
+# Profiles of the job's compile and a counterfactual, alternated: a kernel's
+# time is its least over them (other tenants and the profiler only add time).
+PAIRED_PROFILES = 2
+
+
+def paired_profile(ctx, cf):
+    """The counterfactual cf and the job's compile profiled in turn, at the
+    same moment, so that a fused kernel is compared with its unfused parts
+    under the same load (the job's own profile may be minutes old):
+    {"times": {kernel: ms}, "base_times": {kernel: ms}, "peak": bytes} or None."""
+    cft, bt, peak = {}, {}, None
+    for _ in range(PAIRED_PROFILES):
+        b = ctx.profile_fn(ctx.base_fn, ctx.base_kernel_ops)
+        c = ctx.profile_fn(cf["fn"], cf["kernel_ops"])
+        if not b or not c:
+            return c or None
+        for k, v in b["times"].items():
+            bt[k] = min(v, bt.get(k, v))
+        for k, v in c["times"].items():
+            cft[k] = min(v, cft.get(k, v))
+        if c.get("peak") is not None:
+            peak = c["peak"] if peak is None else min(peak, c["peak"])
+    return {"times": cft, "base_times": bt, "peak": peak}
 
 
 def _entry(d, kernel_ms):
@@ -513,6 +541,9 @@ def _reasons(ctx, lost, by_id):
         cf_src = kernel_sources(cf["codes"])
         times = (r.get("profile") or {}).get("times")
         cf_ms = sum(times.get(k, 0.0) for k in cf_kernels) if times and cf_kernels else None
+        # the fused kernel as profiled beside its parts, else the job's profile
+        base_ms = ((r.get("profile") or {}).get("base_times") or {}).get(
+            d.get("kernel"), ctx.kernel_ms.get(d.get("kernel")))
         gpu = None
         if ctx.device == "cuda":
             facts = triton_facts([d.get("kernel")] + cf_kernels)
@@ -520,7 +551,7 @@ def _reasons(ctx, lost, by_id):
                 gpu = (facts[d["kernel"]], [facts[k] for k in cf_kernels if k in facts])
         reason, ev = reason_of(d, base_src.get(d.get("kernel")),
                                [cf_src.get(k) for k in cf_kernels],
-                               ctx.kernel_ms.get(d.get("kernel")), cf_ms,
+                               base_ms, cf_ms,
                                ctx.base_externs, cf["externs"], gpu)
         ev["unfused_kernel_names"] = cf_kernels
         e["reason"], e["evidence"] = reason, ev

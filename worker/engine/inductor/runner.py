@@ -794,6 +794,7 @@ def explain_fusions(req, variants, model, inputs, root, proto):
                       clock=measure.Clock(req["device"]), inputs=inputs,
                       sync=lambda: _sync(req["device"]),
                       kernel_ms={r["name"]: r["total_ms"] for r in prof.get("rows", [])},
+                      base_kernel_ops={k["name"]: k["aten_ops"] for k in figs.get("kernels", [])},
                       base_ms=explain.median(base.samples),
                       base_peak=prof.get("peak_alloc_bytes"),
                       base_externs=figs["extern_calls"], device=req["device"])
