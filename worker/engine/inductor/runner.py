@@ -2,6 +2,8 @@
 """FusionBench's inductor runner: one job per process (docs/INDUCTOR_PROTOCOL.md).
 
     runner.py --probe                       what this Python/PyTorch can do
+    runner.py --inspect-model FILE          an uploaded torch.export archive read
+                                            safely (pt2safe.py): one "model" line
     runner.py [--request FILE] [--out FILE] one job: request JSON from FILE or
                                             stdin, protocol lines to FILE or stdout
 
@@ -939,6 +941,18 @@ def build(req, torch):
     return model, inputs
 
 
+def inspect_model(path):
+    """The "model" line of --inspect-model: status ready with the model's
+    info, or invalid with the reason (docs/INDUCTOR_PROTOCOL.md)."""
+    import pt2safe
+
+    try:
+        info = pt2safe.inspect(path)
+    except pt2safe.Invalid as e:
+        return {"type": "model", "status": "invalid", "error": str(e)[:1900]}
+    return {"type": "model", "status": "ready", "info": info}
+
+
 def run_job(req, proto):
     import models
 
@@ -987,11 +1001,17 @@ def main(argv):
     ap.add_argument("--probe", action="store_true")
     ap.add_argument("--request", help="request JSON file (default: stdin)")
     ap.add_argument("--out", help="protocol output file (default: stdout)")
+    ap.add_argument("--inspect-model", metavar="FILE",
+                    help="read an uploaded archive safely; one line: ready and its info, "
+                         "or invalid and why")
     args = ap.parse_args(argv)
     proto = Proto(args.out)
     try:
         if args.probe:
             proto.send(probe())
+            return 0
+        if args.inspect_model:
+            proto.send(inspect_model(args.inspect_model))
             return 0
         text = open(args.request).read() if args.request else sys.stdin.read()
         req = parse_request(text)

@@ -1,0 +1,221 @@
+"""pt2safe.py: an uploaded torch.export archive read without running anything
+in it.  The test model (usermodel.py) is exported and read back: its info, its
+weights bit-equal (the program's output equals the model's), inputs made for a
+dynamic batch.  Then archives made to do harm or simply wrong, each of which
+must end Invalid naming what is wrong, with the command it carries never run:
+a weight stored as a pickle that runs a command (torch.export.load runs it: the
+test shows that first, so the archive really is an attack), a sample-inputs
+pickle that runs one (never read, so the model stays ready), a symbolic size
+that is Python, a node calling os.system through torch, a custom operator's
+library, a truncated archive, a zip that is not an export, bytes that are not a
+zip, an archive over the size limit.  Runs itself again in the project venv's
+python."""
+
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+import indtest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _Cmd:
+    """A pickle whose loading runs `touch path` (the attack)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, ("touch %s" % self.path,))
+
+
+def rewrite(src, dst, change):
+    """Copies the zip src to dst with change(name, bytes) -> bytes or None
+    (None: the entry is left out)."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for i in zin.infolist():
+            data = change(i.filename, zin.read(i))
+            if data is not None:
+                zout.writestr(i.filename, data)
+
+
+def edit_json(path_suffix, fn):
+    def change(name, data):
+        if name.endswith(path_suffix):
+            obj = json.loads(data)
+            fn(obj)
+            return json.dumps(obj).encode()
+        return data
+    return change
+
+
+def first(obj, pred):
+    """The first dict in obj (depth first) for which pred holds."""
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if pred(x):
+                return x
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    raise AssertionError("no such dict")
+
+
+def inside():
+    sys.path.insert(0, os.path.join(indtest.SRC, "worker", "engine", "inductor"))
+    sys.path.insert(0, HERE)
+    import torch
+    import pt2safe
+    import usermodel
+
+    c = indtest.Checks()
+    tmp = tempfile.mkdtemp(prefix="fb-pt2safe-")
+    good = os.path.join(tmp, "good.pt2")
+    model, (x,) = usermodel.export(good)
+
+    # the good archive: read, described, and the same function as the model
+    ep, facts = pt2safe.load(good)
+    with torch.no_grad():
+        same = torch.equal(ep.module()(x), model(x))
+    c.check(same, "the program read back computes exactly the model's output")
+    info = pt2safe.inspect(good)
+    n_params = sum(p.numel() for p in model.parameters())
+    c.check(info["inputs"] == [{"name": "x", "shape": [2, 3, 16, 16], "dtype": "float32",
+                                "dynamic_dims": [0]}] and info["dynamic_batch"],
+            "inputs: x [2, 3, 16, 16] float32, batch dynamic (%s)" % info["inputs"])
+    c.check(info["parameters"] == n_params and info["outputs"] == [
+        {"shape": [2, 10], "dtype": "float32"}],
+            "parameters %s (the model has %d), outputs %s" % (
+                info["parameters"], n_params, info["outputs"]))
+    c.check(info["ops"].get("aten.conv2d.default") == 3 and
+            info["ops"].get("aten.scaled_dot_product_attention.default") == 1 and
+            info["ops"].get("operator.getitem") == 3,
+            "the op histogram: 3 convolutions, 1 attention, 3 getitems (%s)" % info["ops"])
+    c.check(info["eager"]["ok"] and info["eager"]["median_ms"] > 0, "it runs in eager")
+    specs = pt2safe.input_specs(ep)
+    (x8,) = pt2safe.make_inputs(ep, specs, seed=1, batch=8)
+    with torch.no_grad():
+        out8 = ep.module()(x8)
+    c.check(tuple(x8.shape) == (8, 3, 16, 16) and tuple(out8.shape) == (8, 10),
+            "a dynamic batch: inputs for batch 8 run (%s)" % (tuple(out8.shape),))
+
+    def invalid(path, words, what, **kw):
+        try:
+            pt2safe.load(path, **kw)
+        except pt2safe.Invalid as e:
+            msg = str(e)
+            c.check(all(w in msg for w in words), "%s: invalid, %r" % (what, msg))
+            return
+        c.check(False, "%s: read as valid" % what)
+
+    # 1. a weight stored as a pickle that runs a command
+    marker = os.path.join(tmp, "pwned-weight")
+    evil = os.path.join(tmp, "evil_weight.pt2")
+    buf = io.BytesIO()
+    torch.save({"w": _Cmd(marker)}, buf, _use_new_zipfile_serialization=True)
+
+    def pickled_weight(cfg):
+        meta = cfg["config"]["conv1.weight"]
+        meta["use_pickle"] = True
+        meta["path_name"] = "weight_evil"
+
+    ch = edit_json("model_weights_config.json", pickled_weight)
+    rewrite(good, evil, lambda n, d: ch(n, d) if not n.endswith("weights/weight_0") else d)
+    with zipfile.ZipFile(evil, "a") as z:
+        root = z.namelist()[0].split("/")[0]
+        z.writestr(root + "/data/weights/weight_evil", buf.getvalue())
+    r = subprocess.run([sys.executable, "-c", "import sys, torch; torch.export.load(sys.argv[1])",
+                        evil], capture_output=True, text=True, timeout=300)
+    c.check(os.path.exists(marker),
+            "the crafted archive is an attack: torch.export.load runs its command (%s)" %
+            r.stderr.strip()[-200:])
+    if os.path.exists(marker):
+        os.unlink(marker)
+    invalid(evil, ["conv1.weight", "pickled"], "a weight stored as a pickle")
+    c.check(not os.path.exists(marker), "... and its command did not run")
+
+    # 2. a sample-inputs pickle that runs a command: never read, the model is ready
+    marker2 = os.path.join(tmp, "pwned-inputs")
+    evil2 = os.path.join(tmp, "evil_inputs.pt2")
+    bad_inputs = pickle.dumps(_Cmd(marker2))
+    rewrite(good, evil2, lambda n, d: bad_inputs if "sample_inputs" in n else d)
+    info2 = pt2safe.inspect(evil2)
+    c.check(info2["parameters"] == n_params and not os.path.exists(marker2),
+            "sample inputs that are a harmful pickle: never read (ready, nothing ran)")
+
+    # 3. a symbolic size that is Python (sympify evaluates it)
+    marker3 = os.path.join(tmp, "pwned-expr")
+    evil3 = os.path.join(tmp, "evil_expr.pt2")
+
+    def python_expr(prog):
+        first(prog, lambda d: "expr_str" in d)["expr_str"] = \
+            "__import__('os').system('touch %s')" % marker3
+
+    rewrite(good, evil3, edit_json("models/model.json", python_expr))
+    invalid(evil3, ["symbolic size", "__import__"], "a symbolic size that is Python")
+    c.check(not os.path.exists(marker3), "... and its command did not run")
+
+    # 4. a node that calls os.system through torch's attributes
+    evil4 = os.path.join(tmp, "evil_target.pt2")
+
+    def os_target(prog):
+        first(prog, lambda d: isinstance(d.get("target"), str) and "relu" in d["target"])[
+            "target"] = "torch.os.system"
+
+    rewrite(good, evil4, edit_json("models/model.json", os_target))
+    invalid(evil4, ["torch.os.system", "not an ATen"], "a node calling torch.os.system")
+
+    # 5. a custom operator's library the worker lacks
+    custom = os.path.join(tmp, "custom_op.pt2")
+
+    def custom_op(prog):
+        first(prog, lambda d: isinstance(d.get("target"), str) and "relu" in d["target"])[
+            "target"] = "torch.ops.mylib.fancy_relu.default"
+
+    rewrite(good, custom, edit_json("models/model.json", custom_op))
+    invalid(custom, ["mylib.fancy_relu", "does not have"], "a custom operator")
+
+    # 6. truncated, 7. a zip that is not an export, 8. not a zip, 9. over the limit
+    data = open(good, "rb").read()
+    trunc = os.path.join(tmp, "truncated.pt2")
+    open(trunc, "wb").write(data[:len(data) * 2 // 3])
+    invalid(trunc, ["zip"], "a truncated archive")
+    other = os.path.join(tmp, "other.zip")
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("photos/cat.txt", "meow")
+    invalid(other, ["not a torch.export archive"], "a zip that is not an export")
+    junk = os.path.join(tmp, "junk.pt2")
+    open(junk, "wb").write(os.urandom(4096))
+    invalid(junk, ["not a zip"], "bytes that are not a zip")
+    invalid(good, ["unpacks to", "over the limit"], "an archive over the size limit",
+            max_bytes=1000)
+
+    # the runner's line for the good archive and an invalid one
+    for path, status in ((good, "ready"), (evil, "invalid")):
+        rc, lines, err = indtest.run_runner(sys.executable, args=["--inspect-model", path])
+        c.check(rc == 0 and lines and lines[-1]["type"] == "model" and
+                lines[-1]["status"] == status,
+                "runner.py --inspect-model %s: %s (%s)" % (
+                    os.path.basename(path), status, json.dumps(lines[-1:])[:300]))
+    c.done()
+
+
+def main():
+    if "--inside" in sys.argv:
+        inside()
+        return
+    py = indtest.python_or_skip()
+    r = subprocess.run([py, os.path.abspath(__file__), "--inside"], timeout=900)
+    sys.exit(r.returncode)
+
+
+if __name__ == "__main__":
+    main()
