@@ -429,3 +429,96 @@ fb_code db_model_chunk_read(db_conn *c, int64_t blob_id, int seq, void *buf, siz
     PQclear(res);
     return rc;
 }
+
+/* ---- preparing ---- */
+
+/* $1 worker, $2 stale seconds, $3 max attempts.  First the models whose last
+ * attempt went stale end invalid; then the oldest claimable one is taken. */
+static const db_stmt st_prep_claim = {
+    "model prepare claim",
+    "WITH dead AS (UPDATE models SET status = 'invalid', prepare_worker = NULL, updated_at = now(),"
+    "    error = 'preparing did not finish after ' || prepare_attempt || ' attempts (the worker"
+    " preparing it stopped or was cut off each time)'"
+    "  WHERE status = 'preparing' AND prepare_attempt >= $3::integer"
+    "    AND prepare_heartbeat_at < now() - make_interval(secs => $2::integer)),"
+    " pick AS (SELECT id FROM models WHERE status = 'preparing' AND prepare_attempt < $3::integer"
+    "    AND (prepare_worker IS NULL"
+    "         OR prepare_heartbeat_at < now() - make_interval(secs => $2::integer))"
+    "  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+    " UPDATE models m SET prepare_worker = $1, prepare_attempt = m.prepare_attempt + 1,"
+    "    prepare_heartbeat_at = now()"
+    "  FROM pick, model_blobs b WHERE m.id = pick.id AND b.id = m.blob_id"
+    " RETURNING m.id, m.prepare_attempt, b.id, b.size, encode(b.sha256, 'hex')",
+    false};
+
+#define PREP_FENCE                                                                                 \
+    " WHERE id = $1::bigint AND prepare_attempt = $2::integer AND status = 'preparing'"            \
+    " AND prepare_worker IS NOT NULL"
+
+static const db_stmt st_prep_beat = {
+    "model prepare heartbeat", "UPDATE models SET prepare_heartbeat_at = now()" PREP_FENCE, true};
+
+static const db_stmt st_prep_finish = {
+    "model prepare finish",
+    "UPDATE models SET status = $3, error = left($4, 2000), info = $5::jsonb,"
+    "    prepare_worker = NULL, updated_at = now()" PREP_FENCE,
+    true};
+
+fb_code db_model_prepare_claim(db_conn *c, const char *worker_id, int stale_s, int max_attempts,
+                               db_model_prep *out, fb_err *err)
+{
+    char st[16], mx[16];
+    const char *params[] = {worker_id, st, mx};
+    PGresult *res = NULL;
+    int64_t attempt = 0;
+    snprintf(st, sizeof st, "%d", stale_s);
+    snprintf(mx, sizeof mx, "%d", max_attempts);
+    memset(out, 0, sizeof *out);
+    fb_code rc = db_exec(c, &st_prep_claim, 3, params, &res, err);
+    if (!rc && PQntuples(res) == 0)
+        rc = fb_err_set(err, FB_ENOTFOUND, NULL, "no model to prepare");
+    if (!rc)
+        rc = db_get_i64(res, 0, 0, &out->id, err);
+    if (!rc)
+        rc = db_get_i64(res, 0, 1, &attempt, err);
+    if (!rc)
+        rc = db_get_i64(res, 0, 2, &out->blob_id, err);
+    if (!rc)
+        rc = db_get_i64(res, 0, 3, &out->size, err);
+    if (!rc)
+        rc = db_get_buf(res, 0, 4, out->sha256, sizeof out->sha256, err);
+    out->attempt = (int)attempt;
+    PQclear(res);
+    return rc;
+}
+
+/* Runs a fenced statement; FB_ESTALE when it changed no row. */
+static fb_code prep_fenced(db_conn *c, const db_stmt *stmt, int64_t id, int attempt, int n_more,
+                           const char *const *more, fb_err *err)
+{
+    char idt[24], at[16];
+    const char *params[5] = {db_i64_text(id, idt, sizeof idt), at};
+    PGresult *res = NULL;
+    snprintf(at, sizeof at, "%d", attempt);
+    for (int i = 0; i < n_more && i < 3; i++)
+        params[2 + i] = more[i];
+    fb_code rc = db_exec(c, stmt, 2 + n_more, params, &res, err);
+    if (!rc && strcmp(PQcmdTuples(res), "0") == 0)
+        rc = fb_err_set(err, FB_ESTALE, NULL,
+                        "model %" PRId64 " attempt %d is no longer this worker's", id, attempt);
+    PQclear(res);
+    return rc;
+}
+
+fb_code db_model_prepare_heartbeat(db_conn *c, int64_t id, int attempt, fb_err *err)
+{
+    return prep_fenced(c, &st_prep_beat, id, attempt, 0, NULL, err);
+}
+
+fb_code db_model_prepare_finish(db_conn *c, int64_t id, int attempt, bool ready, const char *error,
+                                const char *info_json, fb_err *err)
+{
+    const char *more[] = {ready ? "ready" : "invalid", ready ? NULL : (error ? error : "invalid"),
+                          ready ? info_json : NULL};
+    return prep_fenced(c, &st_prep_finish, id, attempt, 3, more, err);
+}

@@ -94,4 +94,34 @@ FB_MUSTCHECK fb_code db_model_blob_get(db_conn *c, const db_model_viewer *v, int
 FB_MUSTCHECK fb_code db_model_chunk_read(db_conn *c, int64_t blob_id, int seq, void *buf,
                                          size_t cap, size_t *n, fb_err *err);
 
+/* ---- preparing (worker side, migration 0012) ---- */
+
+/* A model a worker claimed to prepare: its archive and the attempt that fences
+ * what the worker writes back. */
+typedef struct db_model_prep {
+    int64_t id;
+    int attempt;
+    int64_t blob_id;
+    int64_t size;
+    char sha256[2 * DB_SHA256_LEN + 1]; /* hex */
+} db_model_prep;
+
+/* Claims the oldest model still preparing whose lease is free or older than
+ * stale_s seconds, with attempts left (fewer than max_attempts made): it is
+ * this worker's, attempt + 1.  Models stale at their last attempt end invalid
+ * ("preparing did not finish after N attempts") in the same statement.
+ * FB_ENOTFOUND when there is none. */
+FB_MUSTCHECK fb_code db_model_prepare_claim(db_conn *c, const char *worker_id, int stale_s,
+                                            int max_attempts, db_model_prep *out, fb_err *err);
+
+/* Renews the lease of (id, attempt).  FB_ESTALE when it is no longer this
+ * attempt's (claimed again, deleted, or finished). */
+FB_MUSTCHECK fb_code db_model_prepare_heartbeat(db_conn *c, int64_t id, int attempt, fb_err *err);
+
+/* Ends the attempt: "ready" with info_json (a JSON object), or "invalid" with
+ * error (at most 2000 bytes are kept).  FB_ESTALE when fenced out (nothing
+ * written). */
+FB_MUSTCHECK fb_code db_model_prepare_finish(db_conn *c, int64_t id, int attempt, bool ready,
+                                             const char *error, const char *info_json, fb_err *err);
+
 #endif

@@ -167,10 +167,11 @@ class Env:
         self.n_workers = 0
         self.token = None  # with authentication on: the token get/post/submit send
 
-    def _spawn(self, label, argv):
+    def _spawn(self, label, argv, env=None):
         path = os.path.join(self.tmp, "%s.log" % label)
         f = open(path, "wb")
-        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             env=dict(os.environ, **env) if env else None)
         f.close()
         self.procs.append((label, p, path))
         log("started %s (pid %d): %s" % (label, p.pid, " ".join(argv)))
@@ -192,12 +193,13 @@ class Env:
         wait_until(ready, 60, "server /readyz")
         return self.server
 
-    def start_worker(self, extra=(), wid=None, wait_registered=True):
+    def start_worker(self, extra=(), wid=None, wait_registered=True, env=None):
+        """env: variables added to the worker's environment."""
         self.n_workers += 1
         wid = wid or "e2e-%s/w%d" % (self.name, self.n_workers)
         argv = [find_bin("fusionbench-worker"), "--database-url", self.db_url,
                 "--device", "cpu", "--id", wid, "--poll-ms", "200"]
-        p = self._spawn("worker%d" % self.n_workers, argv + list(extra))
+        p = self._spawn("worker%d" % self.n_workers, argv + list(extra), env)
         if wait_registered:
             def registered():
                 check(p.poll() is None, "worker %s exited with %s" % (wid, p.returncode))

@@ -11,7 +11,6 @@ library, a truncated archive, a zip that is not an export, bytes that are not a
 zip, an archive over the size limit.  Runs itself again in the project venv's
 python."""
 
-import io
 import json
 import os
 import pickle
@@ -21,52 +20,9 @@ import tempfile
 import zipfile
 
 import indtest
+from archives import _Cmd, edit_json, first, pickled_weight, rewrite
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-class _Cmd:
-    """A pickle whose loading runs `touch path` (the attack)."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __reduce__(self):
-        return (os.system, ("touch %s" % self.path,))
-
-
-def rewrite(src, dst, change):
-    """Copies the zip src to dst with change(name, bytes) -> bytes or None
-    (None: the entry is left out)."""
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
-        for i in zin.infolist():
-            data = change(i.filename, zin.read(i))
-            if data is not None:
-                zout.writestr(i.filename, data)
-
-
-def edit_json(path_suffix, fn):
-    def change(name, data):
-        if name.endswith(path_suffix):
-            obj = json.loads(data)
-            fn(obj)
-            return json.dumps(obj).encode()
-        return data
-    return change
-
-
-def first(obj, pred):
-    """The first dict in obj (depth first) for which pred holds."""
-    stack = [obj]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            if pred(x):
-                return x
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
-    raise AssertionError("no such dict")
 
 
 def inside():
@@ -119,19 +75,7 @@ def inside():
     # 1. a weight stored as a pickle that runs a command
     marker = os.path.join(tmp, "pwned-weight")
     evil = os.path.join(tmp, "evil_weight.pt2")
-    buf = io.BytesIO()
-    torch.save({"w": _Cmd(marker)}, buf, _use_new_zipfile_serialization=True)
-
-    def pickled_weight(cfg):
-        meta = cfg["config"]["conv1.weight"]
-        meta["use_pickle"] = True
-        meta["path_name"] = "weight_evil"
-
-    ch = edit_json("model_weights_config.json", pickled_weight)
-    rewrite(good, evil, lambda n, d: ch(n, d) if not n.endswith("weights/weight_0") else d)
-    with zipfile.ZipFile(evil, "a") as z:
-        root = z.namelist()[0].split("/")[0]
-        z.writestr(root + "/data/weights/weight_evil", buf.getvalue())
+    pickled_weight(good, evil, marker)
     r = subprocess.run([sys.executable, "-c", "import sys, torch; torch.export.load(sys.argv[1])",
                         evil], capture_output=True, text=True, timeout=300)
     c.check(os.path.exists(marker),

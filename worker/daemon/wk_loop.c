@@ -2,7 +2,8 @@
  *
  * Idle, the worker waits on LISTEN fb_jobs in short slices (so a stop request
  * and the heartbeat are never late) up to poll-ms, then tries to claim again:
- * NOTIFY wakes it early, polling is the safety net.  The rescuer runs every few
+ * NOTIFY wakes it early (a new job, or a new model to prepare: wk_model.c),
+ * polling is the safety net.  The rescuer runs every few
  * seconds from every worker; db_queue_rescue is safe to run concurrently.
  *
  * Stopping and draining are wk_state's. */
@@ -24,6 +25,7 @@
 #include "wk_device.h"
 #include "wk_gpu.h"
 #include "wk_job.h"
+#include "wk_model.h"
 #include "wk_state.h"
 #include "wk_time.h"
 
@@ -207,7 +209,14 @@ static void serve(wk_ctx *ctx)
         }
         int done = ctx->jobs_done;
         wk_ctx_rescue_maybe(ctx);
-        bool again = claim_and_run(ctx, &backoff);
+        /* An uploaded model waiting to be read comes first: its owner waits on
+         * it, and reading one takes seconds where a benchmark takes minutes. */
+        bool prepared = wk_model_prepare_one(ctx);
+        if (prepared) {
+            worker_heartbeat(ctx, idle_state());
+            idle_from_now(ctx);
+        }
+        bool again = claim_and_run(ctx, &backoff) || prepared;
         if (ctx->jobs_done != done)
             idle_from_now(ctx);
         if (!again)

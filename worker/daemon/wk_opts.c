@@ -14,7 +14,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: fusionbench-worker [--database-url URL] [--device cpu|cuda] [--gpu N]\n"
                "         [--id ID] [--heartbeat-ms 2000] [--stale-s 30] [--poll-ms 5000]\n"
                "         [--max-jobs N] [--exit-when-idle SECONDS] [--drain-grace SECONDS]\n"
-               "         [--threads N] [--job-memory-mib N]\n"
+               "         [--threads N] [--job-memory-mib N] [--model-cache DIR]\n"
+               "         [--model-cache-mib 20480] [--prepare-timeout 600]\n"
                "Pulls benchmark jobs from the PostgreSQL queue and runs each in a child\n"
                "process.  DATABASE_URL, FUSIONBENCH_STALE_S and FUSIONBENCH_DRAIN_GRACE_S are\n"
                "read from the environment; arguments override them.\n"
@@ -35,7 +36,13 @@ static void usage(FILE *f)
                "advisory lock on its UUID) and its jobs see only that GPU.\n"
                "--stale-s S: a job whose heartbeat is S seconds old is rescued; a running\n"
                "job's lease is S/2 from each acknowledged heartbeat.  --heartbeat-ms is at\n"
-               "most S/3 (default 2000 ms, or S/4 for a shorter S).\n");
+               "most S/3 (default 2000 ms, or S/4 for a shorter S).\n"
+               "Uploaded models (a worker with the inductor engine prepares them): their\n"
+               "archives are copied from the database into --model-cache (default\n"
+               "$FUSIONBENCH_MODEL_CACHE, else $XDG_CACHE_HOME or ~/.cache, /fusionbench/models),\n"
+               "named by SHA-256, at most --model-cache-mib MiB (least recently used go\n"
+               "first); reading one takes at most --prepare-timeout seconds and\n"
+               "--job-memory-mib of data.\n");
 }
 
 static int copy_str(const char *arg, const char *v, char *dst, size_t cap)
@@ -85,6 +92,12 @@ static int apply(const char *name, const char *v, wk_config *cfg)
         return fb_cli_parse_int(name, v, 0, 86400, &cfg->drain_grace_s);
     if (strcmp(name, "--job-memory-mib") == 0)
         return fb_cli_parse_int(name, v, 0, 1 << 30, &cfg->job_memory_mib);
+    if (strcmp(name, "--model-cache") == 0)
+        return copy_str(name, v, cfg->model_cache, sizeof cfg->model_cache);
+    if (strcmp(name, "--model-cache-mib") == 0)
+        return fb_cli_parse_int(name, v, 1, 1 << 30, &cfg->model_cache_mib);
+    if (strcmp(name, "--prepare-timeout") == 0)
+        return fb_cli_parse_int(name, v, 10, 86400, &cfg->prepare_timeout_s);
     if (strcmp(name, "--threads") == 0)
         return fb_cli_parse_int(name, v, 1, 1024, &cfg->threads);
     return fb_cli_bad_arg(name, "unknown option (see --help)");
@@ -101,6 +114,10 @@ static int from_env(wk_config *cfg)
         fb_cli_parse_int("FUSIONBENCH_STALE_S", stale, 1, 86400, &cfg->stale_s))
         return WK_EXIT_USAGE;
     const char *mem = getenv("FUSIONBENCH_JOB_MEMORY_MIB");
+    const char *cache = getenv("FUSIONBENCH_MODEL_CACHE");
+    if (cache && cache[0] &&
+        copy_str("FUSIONBENCH_MODEL_CACHE", cache, cfg->model_cache, sizeof cfg->model_cache))
+        return WK_EXIT_USAGE;
     if (grace && grace[0] &&
         fb_cli_parse_int("FUSIONBENCH_DRAIN_GRACE_S", grace, 0, 86400, &cfg->drain_grace_s))
         return WK_EXIT_USAGE;
@@ -117,6 +134,20 @@ static int default_job_memory_mib(void)
     return bytes > 0 ? (int)(bytes / (1024 * 1024) * 9 / 10) : 0;
 }
 
+/* $XDG_CACHE_HOME/fusionbench/models, else ~/.cache/fusionbench/models, else
+ * a folder of this user's under /tmp. */
+static void default_model_cache(char *dst, size_t cap)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+
+    if (xdg && xdg[0] == '/')
+        snprintf(dst, cap, "%s/fusionbench/models", xdg);
+    else if (home && home[0] == '/')
+        snprintf(dst, cap, "%s/.cache/fusionbench/models", home);
+    else
+        snprintf(dst, cap, "/tmp/fusionbench-models-%ld", (long)getuid());
+}
+
 static void defaults(wk_config *cfg)
 {
     char host[64] = "localhost";
@@ -127,6 +158,9 @@ static void defaults(wk_config *cfg)
     cfg->heartbeat_ms = 2000;
     cfg->stale_s = 30;
     cfg->poll_ms = 5000;
+    cfg->model_cache_mib = 20480;
+    cfg->prepare_timeout_s = 600;
+    default_model_cache(cfg->model_cache, sizeof cfg->model_cache);
     if (gethostname(host, sizeof host) != 0)
         snprintf(host, sizeof host, "localhost");
     host[sizeof host - 1] = '\0';

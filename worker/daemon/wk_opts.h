@@ -8,6 +8,7 @@
 
 #define WK_URL_MAX    1024
 #define WK_ID_MAX     128
+#define WK_PATH_MAX   1024
 #define WK_EXIT_USAGE FB_EXIT_USAGE
 
 typedef struct wk_config {
@@ -25,10 +26,14 @@ typedef struct wk_config {
     int drain_grace_s;             /* after SIGTERM, how long a running job may still run */
     int job_memory_mib;            /* --device cpu: a job's data limit (RLIMIT_DATA); 0 = none */
     int threads;                   /* 0 = OpenMP's default */
+    char model_cache[WK_PATH_MAX]; /* where uploaded models' archives are kept, by SHA-256 */
+    int model_cache_mib;           /* the most that folder holds (least recently used go) */
+    int prepare_timeout_s;         /* reading one uploaded model, at most */
 } wk_config;
 
 /* Fills cfg from the defaults, then DATABASE_URL, FUSIONBENCH_STALE_S,
- * FUSIONBENCH_DRAIN_GRACE_S and FUSIONBENCH_JOB_MEMORY_MIB, then
+ * FUSIONBENCH_DRAIN_GRACE_S, FUSIONBENCH_JOB_MEMORY_MIB and
+ * FUSIONBENCH_MODEL_CACHE, then
  * the arguments (arguments win).  Returns 0, or WK_EXIT_USAGE after printing a
  * message naming the bad argument; -1 when --help was printed (exit 0). */
 int wk_opts_parse(int argc, char **argv, wk_config *cfg);

@@ -9,6 +9,7 @@
 #ifndef FB_ENGINE_H
 #define FB_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "fb_catalog.h"
@@ -90,6 +91,17 @@ typedef struct fb_engine {
     /* Optional: the limits the engine's profile sets each launch against from
      * now on (0: unknown, no bound), as measured by roofline_measure. */
     void (*roofline_use)(const char *device, double gbps, double gflops);
+    /* Optional: reads a model archive someone uploaded (docs/API-EXTENSIONS.md,
+     * "Your own models") at path, in a process of its own that holds no
+     * database credential and no descriptor of ours, with at most
+     * data_limit_mib MiB of data (0: no limit), for at most timeout_s seconds,
+     * calling tick(ud) about once a second meanwhile.  *ready, and *detail
+     * (malloc'd): the model's info as JSON object text when ready, else why the
+     * archive is invalid.  An error when the engine could not tell (the reader
+     * did not start, ran out of time or memory, or died). */
+    FB_MUSTCHECK fb_code (*inspect_model)(const char *path, int timeout_s, int data_limit_mib,
+                                          void (*tick)(void *ud), void *ud, bool *ready,
+                                          char **detail, fb_err *err);
 } fb_engine;
 
 #endif

@@ -52,3 +52,12 @@ void fb_roofline_use(const char *device, double gbps, double gflops)
             fb_engines[i]->roofline_use(device, gbps, gflops);
     }
 }
+
+const fb_engine *fb_model_reader(void)
+{
+    for (int i = 0; fb_engines[i]; i++) {
+        if (fb_engines[i]->inspect_model)
+            return fb_engines[i];
+    }
+    return NULL;
+}

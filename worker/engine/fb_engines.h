@@ -21,6 +21,10 @@ const fb_workload_info *fb_engine_workload(const fb_engine *e, const char *devic
 FB_MUSTCHECK fb_code fb_roofline_measure(const char *device, int threads, double *gbps,
                                          double *gflops, fb_err *err);
 
+/* The first engine that reads uploaded models (fb_engine.inspect_model), or
+ * NULL. */
+const fb_engine *fb_model_reader(void);
+
 /* Tells every engine the limits of device (fb_engine.roofline_use). */
 void fb_roofline_use(const char *device, double gbps, double gflops);
 

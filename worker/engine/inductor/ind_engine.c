@@ -317,6 +317,71 @@ static fb_code ind_run_whole(const fb_spec *spec, fb_engine_progress_fn progress
     return rc;
 }
 
+/* The "model" line of --inspect-model: *ready and *detail (the info object's
+ * text, or why the archive is invalid). */
+static fb_code model_line(const cJSON *j, bool *ready, char **detail, fb_err *err)
+{
+    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "status"));
+    const cJSON *info = cJSON_GetObjectItemCaseSensitive(j, "info");
+    const char *why = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "error"));
+
+    if (status && strcmp(status, "ready") == 0 && cJSON_IsObject(info)) {
+        *ready = true;
+        *detail = cJSON_PrintUnformatted(info);
+    } else if (status && strcmp(status, "invalid") == 0 && why) {
+        *detail = strdup(why);
+    } else {
+        return fb_err_set(err, FB_EINTERNAL, NULL, "the runner's model line is malformed");
+    }
+    return *detail ? FB_OK : fb_err_set(err, FB_ENOMEM, NULL, "no memory for a model's info");
+}
+
+static fb_code ind_inspect_model(const char *path, int timeout_s, int data_limit_mib,
+                                 void (*tick)(void *ud), void *ud, bool *ready, char **detail,
+                                 fb_err *err)
+{
+    const char *args[] = {"--inspect-model", path, NULL};
+    char tail[IND_STDERR_TAIL];
+    double end = ind_now_ms() + timeout_s * 1e3;
+    ind_proc p;
+    fb_code rc = ind_proc_start_limited(&p, args, NULL, (long long)data_limit_mib << 20, err);
+
+    *ready = false;
+    *detail = NULL;
+    if (rc != FB_OK)
+        return rc;
+    while (rc == FB_OK && !*detail) {
+        double now = ind_now_ms();
+        char *line = NULL;
+        rc = ind_proc_line(&p, now + 1000 < end ? now + 1000 : end, &line, err);
+        if (rc == FB_ETIMEOUT && ind_now_ms() < end) { /* a slice: the caller's heartbeat */
+            fb_err_clear(err);
+            rc = FB_OK;
+            if (tick)
+                tick(ud);
+            continue;
+        }
+        if (rc != FB_OK || !line)
+            break;
+        cJSON *j = cJSON_Parse(line);
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "type"));
+        if (type && strcmp(type, "model") == 0)
+            rc = model_line(j, ready, detail, err);
+        else if (type && strcmp(type, "error") == 0)
+            rc = error_line(j, err);
+        cJSON_Delete(j);
+        if (type && strcmp(type, "error") == 0)
+            break;
+    }
+    ind_proc_end(&p, true, tail, sizeof tail);
+    if (rc == FB_ETIMEOUT)
+        return fb_err_set(err, FB_ETIMEOUT, NULL, "reading the model took over %d s", timeout_s);
+    if (rc == FB_OK && !*detail)
+        rc = fb_err_set(err, FB_EINTERNAL, NULL, "the runner ended without an answer%s%s",
+                        tail[0] ? ": " : "", tail);
+    return rc;
+}
+
 static fb_code ind_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
 {
     (void)out;
@@ -332,4 +397,5 @@ const fb_engine ind_engine = {
     .prepare = ind_prepare,
     .run_whole = ind_run_whole,
     .explain_whole = ind_explain,
+    .inspect_model = ind_inspect_model,
 };

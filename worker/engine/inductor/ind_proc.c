@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,8 +63,17 @@ const char *ind_runner(void)
     return FB_INDUCTOR_INSTALL_RUNNER;
 }
 
-/* The runner's environment: ours plus env_extra (which wins over a same-named
- * variable of ours).  Pointers into environ and env_extra; vec holds cap. */
+/* True for a variable that carries the database's address or credentials:
+ * DATABASE_URL and libpq's PG* (PGPASSWORD, PGPASSFILE, PGHOST, ...). */
+bool ind_env_secret(const char *kv)
+{
+    return strncmp(kv, "DATABASE_URL=", 13) == 0 ||
+           (strncmp(kv, "PG", 2) == 0 && kv[2] >= 'A' && kv[2] <= 'Z');
+}
+
+/* The runner's environment: ours less the database's (ind_env_secret), plus
+ * env_extra (which wins over a same-named variable of ours).  Pointers into
+ * environ and env_extra; vec holds cap. */
 static int build_env(const char *const *env_extra, const char **vec, int cap)
 {
     int n = 0;
@@ -70,7 +81,7 @@ static int build_env(const char *const *env_extra, const char **vec, int cap)
     for (int i = 0; env_extra && env_extra[i] && n < cap - 1; i++)
         vec[n++] = env_extra[i];
     for (int i = 0; environ[i] && n < cap - 1; i++) {
-        bool shadowed = false;
+        bool shadowed = ind_env_secret(environ[i]);
         for (int k = 0; env_extra && env_extra[k] && !shadowed; k++) {
             size_t len = strcspn(env_extra[k], "=");
             shadowed = strncmp(environ[i], env_extra[k], len + 1) == 0;
@@ -83,9 +94,24 @@ static int build_env(const char *const *env_extra, const char **vec, int cap)
 }
 
 /* In the child: its own process group (so a timeout kills Inductor's compile
- * workers too), death with its parent, protocol on out, stderr to err. */
+ * workers too), death with its parent, protocol on out, stderr to err, no
+ * other descriptor (a database socket the worker holds never reaches the
+ * runner), and data_limit bytes of data when > 0 (RLIMIT_DATA). */
+/* Closes every descriptor from lo up (close_range where the kernel has it,
+ * else one by one up to the descriptor limit). */
+static void close_from(int lo)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)lo, ~0u, 0u) == 0)
+        return;
+#endif
+    long max = sysconf(_SC_OPEN_MAX);
+    for (long fd = lo; fd < (max > 0 && max < 1048576 ? max : 65536); fd++)
+        (void)close((int)fd);
+}
+
 __attribute__((noreturn)) static void exec_child(int out, int err_fd, const char **argv,
-                                                 const char **envp)
+                                                 const char **envp, long long data_limit)
 {
     (void)setpgid(0, 0);
     (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -95,6 +121,12 @@ __attribute__((noreturn)) static void exec_child(int out, int err_fd, const char
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0)
         (void)dup2(devnull, 0);
+    close_from(3);
+    if (data_limit > 0) {
+        struct rlimit rl = {.rlim_cur = (rlim_t)data_limit, .rlim_max = (rlim_t)data_limit};
+        if (setrlimit(RLIMIT_DATA, &rl) != 0)
+            dprintf(2, "setrlimit(RLIMIT_DATA): %s\n", strerror(errno));
+    }
     execve(argv[0], (char *const *)argv, (char *const *)envp);
     dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -120,6 +152,12 @@ static fb_code make_argv(const char *const *args, const char **argv, fb_err *err
 fb_code ind_proc_start(ind_proc *p, const char *const *args, const char *const *env_extra,
                        fb_err *err)
 {
+    return ind_proc_start_limited(p, args, env_extra, 0, err);
+}
+
+fb_code ind_proc_start_limited(ind_proc *p, const char *const *args, const char *const *env_extra,
+                               long long data_limit, fb_err *err)
+{
     const char *argv[IND_MAX_ARGS];
     static const char *envp[IND_MAX_ENV];
     char tmpl[] = "/tmp/fb-inductor-stderr-XXXXXX";
@@ -144,7 +182,7 @@ fb_code ind_proc_start(ind_proc *p, const char *const *args, const char *const *
         goto out;
     }
     if (p->pid == 0)
-        exec_child(pipefd[1], p->err_fd, argv, envp);
+        exec_child(pipefd[1], p->err_fd, argv, envp, data_limit);
     p->out_fd = pipefd[0];
     pipefd[0] = -1;
 out:

@@ -1,7 +1,8 @@
 /* ind_proc: the inductor runner as a child process (docs/INDUCTOR_PROTOCOL.md).
  *
  * Starts `python runner.py ARGS...` with its protocol stream on a pipe and its
- * stderr in an unlinked temp file, reads protocol lines with a deadline, and
+ * stderr in an unlinked temp file, without the database's credentials or any
+ * other descriptor of ours, reads protocol lines with a deadline, and
  * kills the runner's whole process group on timeout or when done early. */
 #ifndef IND_PROC_H
 #define IND_PROC_H
@@ -36,6 +37,17 @@ const char *ind_runner(void);
  * runner's environment. */
 FB_MUSTCHECK fb_code ind_proc_start(ind_proc *p, const char *const *args,
                                     const char *const *env_extra, fb_err *err);
+
+/* ind_proc_start, with the runner's data (RLIMIT_DATA) limited to data_limit
+ * bytes when > 0. */
+FB_MUSTCHECK fb_code ind_proc_start_limited(ind_proc *p, const char *const *args,
+                                            const char *const *env_extra, long long data_limit,
+                                            fb_err *err);
+
+/* True for an environment entry ("NAME=value") the runner never gets: the
+ * database's address and credentials (DATABASE_URL, libpq's PG* variables).
+ * The runner also inherits no descriptor but its stdin, pipe and stderr. */
+bool ind_env_secret(const char *kv);
 
 /* Next complete line (NUL-terminated, owned by p, valid until the next call) or
  * NULL at EOF.  FB_ETIMEOUT when deadline_ms (CLOCK_MONOTONIC) passes first,
