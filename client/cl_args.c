@@ -71,7 +71,9 @@ static const cmd_def cmds[CL_CMD_COUNT] = {
          "         [--priority N] [--timeout S] [--explain] [--wait] [--json]\n"
          "Queues a job and prints its id; --wait follows it to the end and prints\n"
          "its result table.  --param values are numbers, true/false or strings;\n"
-         "k:=JSON sets any JSON value.  --explain: also explain every fusion group.\n"},
+         "k:=JSON sets any JSON value.  --explain: also explain every fusion group.\n"
+         "Your own model (fusionbench model add): WORKLOAD model:NAME, model:OWNER/NAME\n"
+         "or model.ID, run by the inductor engine.\n"},
     [CL_CMD_STATUS] = {"status", 1, 1,
                        "usage: fusionbench status ID [--wait] [--json]\n"
                        "Shows a job (its result table once finished); --wait follows it.\n"},
@@ -97,7 +99,7 @@ static const cmd_def cmds[CL_CMD_COUNT] = {
          "         [--iterations N] [--warmup N] [--param k=v ...]\n"
          "         [--label k=v ...] [--priority N] [--wait] [--json]\n"
          "Queues one job per workload and batch size; a WORKLOAD may be a\n"
-         "domain (pattern, vision, ...) or all.\n"},
+         "domain (pattern, vision, ...), all, or your own model:NAME.\n"},
     [CL_CMD_SUITE_SHOW] = {"suite show", 1, 1,
                            "usage: fusionbench suite show ID [--json]\nShows a suite's jobs and "
                            "summary.\n"},

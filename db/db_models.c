@@ -330,6 +330,34 @@ fb_code db_model_get(db_conn *c, const db_model_viewer *v, int64_t id, char **js
 
 /* One statement: the model row (if v may change it) and then its blob when no
  * other model names it.  Row: (visible, deleted). */
+/* $3 name, $4 owner's name ('' : the viewer's own, or without authentication
+ * the owner-less ones). */
+static const db_stmt st_find = {
+    "model find",
+    "SELECT " MODEL_JSON "::text" MODEL_FROM " WHERE m.name = $3 AND " VISIBLE
+    "  AND CASE WHEN $4 = '' THEN COALESCE(m.owner_id, 0) = $1::bigint ELSE u.name = $4 END",
+    true};
+
+fb_code db_model_find(db_conn *c, const db_model_viewer *v, const char *owner, const char *name,
+                      char **json, fb_err *err)
+{
+    char uid[24];
+    const char *params[4];
+    PGresult *res = NULL;
+    viewer_params(v, uid, sizeof uid, params);
+    params[2] = name;
+    params[3] = owner ? owner : "";
+    fb_code rc = db_exec(c, &st_find, 4, params, &res, err);
+    *json = NULL;
+    if (!rc && PQntuples(res) == 0)
+        rc = fb_err_set(err, FB_ENOTFOUND, "workload", "no model %s%s%s that you may use",
+                        owner ? owner : "", owner ? "/" : "", name);
+    if (!rc)
+        rc = db_get_text(res, 0, 0, json, err);
+    PQclear(res);
+    return rc;
+}
+
 static const db_stmt st_delete = {
     "model delete",
     "WITH t AS (SELECT m.id, m.blob_id, (m.owner_id IS NOT NULL AND m.owner_id = $1::bigint)"
@@ -521,4 +549,31 @@ fb_code db_model_prepare_finish(db_conn *c, int64_t id, int attempt, bool ready,
     const char *more[] = {ready ? "ready" : "invalid", ready ? NULL : (error ? error : "invalid"),
                           ready ? info_json : NULL};
     return prep_fenced(c, &st_prep_finish, id, attempt, 3, more, err);
+}
+
+static const db_stmt st_archive = {
+    "model archive",
+    "SELECT m.id, 0, b.id, b.size, encode(b.sha256, 'hex')"
+    " FROM models m JOIN model_blobs b ON b.id = m.blob_id WHERE m.id = $1::bigint",
+    true};
+
+fb_code db_model_archive(db_conn *c, int64_t id, db_model_prep *out, fb_err *err)
+{
+    char idt[24];
+    const char *params[] = {db_i64_text(id, idt, sizeof idt)};
+    PGresult *res = NULL;
+    memset(out, 0, sizeof *out);
+    fb_code rc = db_exec(c, &st_archive, 1, params, &res, err);
+    if (!rc && PQntuples(res) == 0)
+        rc = fb_err_set(err, FB_ENOTFOUND, NULL, "model %" PRId64 " is gone", id);
+    if (!rc)
+        rc = db_get_i64(res, 0, 0, &out->id, err);
+    if (!rc)
+        rc = db_get_i64(res, 0, 2, &out->blob_id, err);
+    if (!rc)
+        rc = db_get_i64(res, 0, 3, &out->size, err);
+    if (!rc)
+        rc = db_get_buf(res, 0, 4, out->sha256, sizeof out->sha256, err);
+    PQclear(res);
+    return rc;
 }

@@ -72,6 +72,12 @@ FB_MUSTCHECK fb_code db_model_list(db_conn *c, const db_model_viewer *v, char **
 FB_MUSTCHECK fb_code db_model_get(db_conn *c, const db_model_viewer *v, int64_t id, char **json,
                                   fb_err *err);
 
+/* The model named name of owner (a user's name; NULL: v's own, or with
+ * authentication off the owner-less ones) that v may see, as db_model_get
+ * returns it.  FB_ENOTFOUND (field "workload") when there is none. */
+FB_MUSTCHECK fb_code db_model_find(db_conn *c, const db_model_viewer *v, const char *owner,
+                                   const char *name, char **json, fb_err *err);
+
 /* Deletes a model (its owner or an admin; FB_EFORBIDDEN for another user who
  * may see it, FB_ENOTFOUND for one who may not), and its archive when no other
  * model names it. */
@@ -123,5 +129,9 @@ FB_MUSTCHECK fb_code db_model_prepare_heartbeat(db_conn *c, int64_t id, int atte
  * written). */
 FB_MUSTCHECK fb_code db_model_prepare_finish(db_conn *c, int64_t id, int attempt, bool ready,
                                              const char *error, const char *info_json, fb_err *err);
+
+/* Worker side: the archive of model id, whoever owns it (out's attempt is 0).
+ * FB_ENOTFOUND when the model is gone. */
+FB_MUSTCHECK fb_code db_model_archive(db_conn *c, int64_t id, db_model_prep *out, fb_err *err);
 
 #endif

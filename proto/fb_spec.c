@@ -68,8 +68,11 @@ static fb_code spec_dec_bool(const struct spec_field *f, const cJSON *item, fb_s
 
 /* Keep in step with proto/schema/job_spec.schema.json (tests/unit/test_proto.c
  * checks the property names). */
+static fb_code spec_dec_workload(const struct spec_field *f, const cJSON *item, fb_spec *s,
+                                 fb_err *err);
+
 static const struct spec_field spec_fields[] = {
-    SPEC_NAME(workload, NULL),
+    {"workload", spec_dec_workload, offsetof(fb_spec, workload), 0, 0, NULL},
     SPEC_NAME(engine, NULL),
     SPEC_NAME(device, spec_devices),
     SPEC_INT(batch_size, 1, FB_MAX_BATCH),
@@ -220,6 +223,59 @@ static fb_code spec_get_name(const cJSON *item, const char *field, const char *c
 }
 
 /* ---- field decoders ---- */
+
+/* A model name or a user name in a model reference: letters, digits, '.',
+ * '_', '-', starting with a letter or digit (db_model_name_valid's rule). */
+static bool ref_part_valid(const char *s, size_t n)
+{
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || !strchr("._-", c)))
+            return false;
+    }
+    return true;
+}
+
+bool fb_model_ref_parse(const char *workload, char owner[FB_NAME_MAX], char name[FB_NAME_MAX])
+{
+    const char *p, *slash;
+
+    if (!workload || strncmp(workload, FB_MODEL_REF_PREFIX, strlen(FB_MODEL_REF_PREFIX)) != 0 ||
+        strlen(workload) >= FB_NAME_MAX)
+        return false;
+    p = workload + strlen(FB_MODEL_REF_PREFIX);
+    slash = strchr(p, '/');
+    if (slash ? !ref_part_valid(p, (size_t)(slash - p)) ||
+                    !ref_part_valid(slash + 1, strlen(slash + 1))
+              : !ref_part_valid(p, strlen(p)))
+        return false;
+    snprintf(owner, FB_NAME_MAX, "%.*s", slash ? (int)(slash - p) : 0, p);
+    snprintf(name, FB_NAME_MAX, "%s", slash ? slash + 1 : p);
+    return true;
+}
+
+/* A workload name, or a reference to an uploaded model (model:NAME,
+ * model:OWNER/NAME) that the server resolves to model.<id> at submit. */
+static fb_code spec_dec_workload(const struct spec_field *f, const cJSON *item, fb_spec *s,
+                                 fb_err *err)
+{
+    char owner[FB_NAME_MAX], name[FB_NAME_MAX];
+
+    if (cJSON_IsString(item) && fb_model_ref_parse(item->valuestring, owner, name)) {
+        snprintf(s->workload, sizeof s->workload, "%s", item->valuestring);
+        return FB_OK;
+    }
+    if (cJSON_IsString(item) &&
+        strncmp(item->valuestring, FB_MODEL_REF_PREFIX, strlen(FB_MODEL_REF_PREFIX)) == 0)
+        return fb_err_set(err, FB_EINVAL, "workload",
+                          "workload: a model is named model:NAME or model:OWNER/NAME (letters, "
+                          "digits, ., _, -; at most %d characters in all; else model.ID)",
+                          FB_NAME_MAX - 1);
+    return spec_dec_name(f, item, s, err);
+}
 
 static fb_code spec_dec_name(const struct spec_field *f, const cJSON *item, fb_spec *s, fb_err *err)
 {

@@ -140,6 +140,14 @@ FB_MUSTCHECK fb_code fb_spec_param_int(const fb_spec *spec, const char *key, int
 FB_MUSTCHECK fb_code fb_spec_param_bool(const fb_spec *spec, const char *key, bool def, bool *out,
                                         fb_err *err);
 
+/* An uploaded model as a workload (docs/API-EXTENSIONS.md, "Your own models"):
+ * submitted as "model:NAME" or "model:OWNER/NAME", stored as "model.<id>". */
+#define FB_MODEL_REF_PREFIX "model:"
+
+/* True when workload is a model reference "model:[OWNER/]NAME"; owner ("" when
+ * not given) and name are copied out. */
+bool fb_model_ref_parse(const char *workload, char owner[FB_NAME_MAX], char name[FB_NAME_MAX]);
+
 /* True when s is a valid name for workload/engine/device/dtype/variant. */
 bool fb_name_valid(const char *s);
 

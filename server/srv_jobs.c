@@ -8,6 +8,7 @@
 #include "fb_log.h"
 #include "fb_spec.h"
 #include "srv_catcache.h"
+#include "srv_models.h"
 #include "srv_submit.h"
 #include "srv_token.h"
 
@@ -294,7 +295,14 @@ bool srv_jobs_prepare(srv_req *r, fb_spec *spec, char **text, db_new_job *nj)
 {
     fb_err err;
     fb_err_clear(&err);
-    if (resolve(r, spec, &err) != FB_OK) {
+    if (srv_models_is_job(spec->workload)) {
+        srv_model_refusal why;
+        if (srv_models_job(r, spec, &why, &err) != FB_OK) {
+            srv_reply_error(r, why.status, why.code, err.field[0] ? err.field : NULL, "%s",
+                            err.msg);
+            return false;
+        }
+    } else if (resolve(r, spec, &err) != FB_OK) {
         reply_resolve_err(r, &err);
         return false;
     }

@@ -2,6 +2,7 @@
 #include "srv_models.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "db_models.h"
 #include "fb_log.h"
+#include "srv_catalog.h"
 
 /* An upload's body must arrive at least this fast (bytes per second) after a
  * first minute: a slow client cannot hold a database connection forever. */
@@ -376,4 +378,201 @@ void srv_models_archive(srv_req *r)
     snprintf(disposition, sizeof disposition, "attachment; filename=\"%s.pt2\"", d->blob.name);
     srv_reply_header(r, "Content-Disposition", disposition);
     srv_reply_header(r, "X-Content-SHA256", d->blob.sha256);
+}
+
+/* ---- a job of an uploaded model ---- */
+
+bool srv_models_is_job(const char *workload)
+{
+    char owner[FB_NAME_MAX], name[FB_NAME_MAX];
+    const char *id = strncmp(workload, "model.", 6) == 0 ? workload + 6 : NULL;
+
+    if (fb_model_ref_parse(workload, owner, name))
+        return true;
+    if (!id || !*id)
+        return false;
+    for (; *id; id++) {
+        if (*id < '0' || *id > '9')
+            return false;
+    }
+    return true;
+}
+
+/* A refusal of a job of an uploaded model: the HTTP status and error code
+ * beside err's field and message. */
+static fb_code refuse(srv_model_refusal *why, int status, const char *code, fb_err *err, fb_code rc,
+                      const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+static fb_code refuse(srv_model_refusal *why, int status, const char *code, fb_err *err, fb_code rc,
+                      const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    char msg[FB_ERR_MSG_MAX];
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    why->status = status;
+    why->code = code;
+    return fb_err_set(err, rc, field, "%s", msg);
+}
+
+/* The model a job names, as the caller may see it (cJSON, caller frees). */
+static fb_code job_model(srv_req *r, const char *workload, cJSON **out, srv_model_refusal *why,
+                         fb_err *err)
+{
+    db_model_viewer v = viewer_of(r);
+    char owner[FB_NAME_MAX], name[FB_NAME_MAX], *json = NULL;
+    int64_t id = 0;
+    fb_code rc;
+
+    *out = NULL;
+    if (fb_model_ref_parse(workload, owner, name))
+        rc = db_model_find(r->db, &v, owner[0] ? owner : NULL, name, &json, err);
+    else if (!srv_parse_id(workload + 6, strlen(workload + 6), &id))
+        rc = fb_err_set(err, FB_ENOTFOUND, "workload", "no model %s", workload);
+    else
+        rc = db_model_get(r->db, &v, id, &json, err);
+    if (rc == FB_ENOTFOUND)
+        return refuse(why, 422, "unknown_workload", err, rc, "workload", "%s", err->msg);
+    if (rc != FB_OK)
+        return refuse(why, 503, "unavailable", err, rc, NULL, "%s", err->msg);
+    *out = cJSON_Parse(json);
+    free(json);
+    return *out ? FB_OK
+                : refuse(why, 500, "internal", err, FB_EINTERNAL, NULL,
+                         "a stored model did not parse");
+}
+
+/* The catalog entry of an uploaded model: an entry of the inductor engine (the
+ * one with the most devices), renamed, its default batch the export's; as a
+ * one-entry catalog (caller frees). */
+static fb_code model_entry(srv_req *r, const char *workload, const cJSON *m, int batch, cJSON **out,
+                           srv_model_refusal *why, fb_err *err)
+{
+    char *json = NULL, desc[160];
+    const cJSON *e, *best = NULL;
+
+    *out = NULL;
+    if (db_workload_catalog(r->db, SRV_WORKER_STALE_S, &json, err) != FB_OK)
+        return refuse(why, 503, "unavailable", err, err->code, NULL, "%s", err->msg);
+    cJSON *cat = cJSON_Parse(json), *arr = cJSON_CreateArray(), *entry = NULL;
+    free(json);
+    cJSON_ArrayForEach(e, cat)
+    {
+        const char *eng = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "engine"));
+        if (eng && strcmp(eng, "inductor") == 0 &&
+            (!best || cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(e, "devices")) >
+                          cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(best, "devices"))))
+            best = e;
+    }
+    if (best && arr && (entry = cJSON_Duplicate(best, 1)) != NULL) {
+        const cJSON *owner = cJSON_GetObjectItemCaseSensitive(m, "owner");
+        snprintf(desc, sizeof desc, "%s, uploaded by %s",
+                 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "name")),
+                 cJSON_IsString(owner) ? owner->valuestring : "no one");
+        cJSON_ReplaceItemInObjectCaseSensitive(entry, "name", cJSON_CreateString(workload));
+        cJSON_ReplaceItemInObjectCaseSensitive(entry, "domain", cJSON_CreateString("user"));
+        cJSON_ReplaceItemInObjectCaseSensitive(entry, "description", cJSON_CreateString(desc));
+        cJSON_ReplaceItemInObjectCaseSensitive(entry, "default_batch_size",
+                                               cJSON_CreateNumber(batch));
+        cJSON_AddItemToArray(arr, entry);
+    }
+    cJSON_Delete(cat);
+    if (!entry) {
+        cJSON_Delete(arr);
+        return refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
+                      "no live worker has the inductor engine, which runs uploaded models");
+    }
+    *out = arr;
+    return FB_OK;
+}
+
+/* The export's batch: the first input's first size (1 for a scalar input),
+ * and whether every input's first dimension is dynamic. */
+static int export_batch(const cJSON *info, bool *dynamic)
+{
+    const cJSON *in0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(info, "inputs"), 0);
+    const cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(in0, "shape"), 0);
+    *dynamic = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(info, "dynamic_batch"));
+    return cJSON_IsNumber(d0) && d0->valuedouble >= 1 && d0->valuedouble <= FB_MAX_BATCH
+               ? (int)d0->valuedouble
+               : 1;
+}
+
+/* params.model: what the job names (set here, whatever was sent). */
+static bool name_in_params(fb_spec *spec, const cJSON *m, int64_t id, const char *name)
+{
+    cJSON *ref = cJSON_CreateObject();
+    const char *sha = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "sha256"));
+
+    if (!ref || !cJSON_AddNumberToObject(ref, "id", (double)id) ||
+        !cJSON_AddStringToObject(ref, "name", name) ||
+        !cJSON_AddItemToObject(ref, "owner",
+                               cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(m, "owner"), 1)) ||
+        !cJSON_AddStringToObject(ref, "sha256", sha ? sha : "")) {
+        cJSON_Delete(ref);
+        return false;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(spec->params, "model");
+    return cJSON_AddItemToObject(spec->params, "model", ref);
+}
+
+fb_code srv_models_job(srv_req *r, fb_spec *spec, srv_model_refusal *why, fb_err *err)
+{
+    cJSON *m = NULL, *cat = NULL;
+    const char *status, *name;
+    char workload[FB_NAME_MAX];
+    bool dynamic = false;
+    fb_code rc = job_model(r, spec->workload, &m, why, err);
+    int batch;
+
+    if (rc != FB_OK)
+        return rc;
+    status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "status"));
+    name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "name"));
+    int64_t id = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "id"));
+    if (!status || !name) {
+        rc = refuse(why, 500, "internal", err, FB_EINTERNAL, NULL,
+                    "a stored model lacks its status");
+    } else if (strcmp(status, "preparing") == 0) {
+        rc = refuse(why, 409, "model_not_ready", err, FB_ECONFLICT, "workload",
+                    "model %s (id %" PRId64 ") is still being prepared: a worker with the "
+                    "inductor engine reads it first; submit it once GET /api/v1/models/%" PRId64
+                    " says ready",
+                    name, id, id);
+    } else if (strcmp(status, "ready") != 0) {
+        const char *e = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "error"));
+        rc = refuse(why, 422, "invalid_model", err, FB_EINVAL, "workload",
+                    "model %s (id %" PRId64 ") is invalid: %s", name, id,
+                    e ? e : "(no reason stored)");
+    } else if (spec->engine[0] && strcmp(spec->engine, "inductor") != 0) {
+        rc = refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
+                    "the %s engine does not run uploaded models yet; the inductor engine does "
+                    "(engine: inductor)",
+                    spec->engine);
+    }
+    batch = rc == FB_OK ? export_batch(cJSON_GetObjectItemCaseSensitive(m, "info"), &dynamic) : 1;
+    if (rc == FB_OK && !dynamic && spec->batch_size && spec->batch_size != batch)
+        rc = refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "batch_size",
+                    "model %s was exported with a fixed batch of %d; submit batch_size %d, or "
+                    "export it with a dynamic batch dimension (torch.export.Dim)",
+                    name, batch, batch);
+    if (rc == FB_OK) {
+        snprintf(workload, sizeof workload, "model.%" PRId64, id);
+        snprintf(spec->engine, sizeof spec->engine, "inductor");
+        rc = model_entry(r, workload, m, batch, &cat, why, err);
+    }
+    if (rc == FB_OK) {
+        snprintf(spec->workload, sizeof spec->workload, "%s", workload);
+        rc = srv_catalog_resolve(cat, spec, err);
+        if (rc != FB_OK)
+            rc = refuse(why, 422, "unsupported", err, rc, err->field, "%s", err->msg);
+    }
+    if (rc == FB_OK && !name_in_params(spec, m, id, name))
+        rc = refuse(why, 500, "internal", err, FB_ENOMEM, NULL, "out of memory");
+    cJSON_Delete(cat);
+    cJSON_Delete(m);
+    return rc;
 }

@@ -10,6 +10,7 @@
 #include "fb_log.h"
 #include "fb_spec.h"
 #include "srv_jobs.h"
+#include "srv_models.h"
 #include "srv_catalog.h"
 #include "srv_export.h"
 #include "srv_jobres.h"
@@ -37,7 +38,8 @@ static cJSON *suite_workloads(srv_req *r, const cJSON *body, const cJSON *catalo
     if (cJSON_IsArray(w)) {
         cJSON_ArrayForEach(e, w)
         {
-            if (!cJSON_IsString(e) || !fb_name_valid(e->valuestring)) {
+            if (!cJSON_IsString(e) ||
+                (!fb_name_valid(e->valuestring) && !srv_models_is_job(e->valuestring))) {
                 srv_reply_error(r, 400, "invalid_argument", "workloads", "not a workload name");
                 cJSON_Delete(out);
                 return NULL;
@@ -127,11 +129,14 @@ static char *job_spec_text(const cJSON *body, const char *workload, int batch, c
 
 /* One job: parse as POST /jobs does, resolve against the catalog, encode.
  * nj's strings point into *spec and *text (caller frees both). */
-static fb_code build_job(const char *in, const cJSON *catalog, const srv_user *u, fb_spec *spec,
-                         char **text, db_new_job *nj, fb_err *err)
+static fb_code build_job(srv_req *r, const char *in, const cJSON *catalog, const srv_user *u,
+                         fb_spec *spec, char **text, db_new_job *nj, fb_err *err)
 {
+    srv_model_refusal why;
     fb_code rc = fb_spec_parse(in, strlen(in), spec, err);
-    if (!rc)
+    if (!rc && srv_models_is_job(spec->workload)) /* an uploaded model */
+        rc = srv_models_job(r, spec, &why, err);
+    else if (!rc)
         rc = srv_catalog_resolve(catalog, spec, err);
     if (!rc)
         rc = srv_jobs_admit(spec, u, err);
@@ -185,9 +190,9 @@ static bool build_all(srv_req *r, const cJSON *body, const cJSON *names, const i
             char *in = job_spec_text(body, w->valuestring, bs[k], name);
             fb_spec_init(&b->specs[i]);
             b->n = i + 1;
-            fb_code rc =
-                in ? build_job(in, catalog, &r->user, &b->specs[i], &b->texts[i], &b->jobs[i], &err)
-                   : fb_err_set(&err, FB_ENOMEM, NULL, "out of memory");
+            fb_code rc = in ? build_job(r, in, catalog, &r->user, &b->specs[i], &b->texts[i],
+                                        &b->jobs[i], &err)
+                            : fb_err_set(&err, FB_ENOMEM, NULL, "out of memory");
             free(in);
             if (rc) {
                 int status = rc == FB_ENOTFOUND || rc == FB_EUNSUPPORTED ? 422

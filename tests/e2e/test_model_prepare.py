@@ -111,6 +111,83 @@ def test(env):
               "listing's own)" % c["fds"])
     log("model preparing: ready with its info, invalid with why, the lease taken over, "
         "nothing run, no credential handed down")
+    jobs(env, ids)
+
+
+def submit(env, spec):
+    return fbtest.http(env.base, "POST", "/api/v1/jobs", spec)
+
+
+def jobs(env, ids):
+    """Jobs of uploaded models: model:NAME resolved at submit to model.<id>,
+    run by the inductor engine on the uploaded archive; the refusals."""
+    st, _, j = submit(env, {"workload": "model:good", "variants": ["eager", "inductor"],
+                            "batch_size": 4, "warmup": 1, "iterations": 5})
+    check_eq(st, 201, "submit model:good (%s)" % j)
+    spec = j["spec"]
+    check_eq((spec["workload"], spec["engine"], spec["batch_size"], spec["params"]["model"]),
+             ("model.%d" % ids["good"], "inductor", 4,
+              {"id": ids["good"], "name": "good", "owner": None,
+               "sha256": fbtest.http(env.base, "GET", "/api/v1/models/%d" % ids["good"])[2][
+                   "sha256"]}),
+             "the job names model.<id>, the inductor engine, batch 4 (dynamic), the model")
+    done = env.wait_job(j["id"], timeout=600)
+    check_eq(done["state"], "succeeded", "the job of the uploaded model (%s)" % done.get("error"))
+    res = done["result"]
+    names = sorted(v["name"] for v in res["variants"])
+    check(names == ["eager", "inductor"] and all(
+        v["status"] == "ok" and v["latency_ms"]["median"] > 0 for v in res["variants"]),
+          "both variants timed on the uploaded model: %s" % json.dumps(res["variants"])[:800])
+    ind = next(v for v in res["variants"] if v["name"] == "inductor")
+    check((ind.get("inductor") or {}).get("generated_kernels", 0) >= 1,
+          "Inductor compiled it into kernels (%s)" % (ind.get("inductor") or {}).get(
+              "generated_kernels"))
+
+    for spec, want, what in (
+            ({"workload": "model:junk"}, (422, "invalid_model"), "an invalid model"),
+            ({"workload": "model:nosuch"}, (422, "unknown_workload"), "no such model"),
+            ({"workload": "model:someone/good"}, (422, "unknown_workload"),
+             "another owner's name"),
+            ({"workload": "model:good", "engine": "native"}, (422, "unsupported"),
+             "the native engine"),
+            ({"workload": "model:bad name"}, (400, "invalid_argument"), "a malformed reference")):
+        st, _, b = submit(env, spec)
+        check_eq((st, (b.get("error") or {}).get("code")), want, "%s: %s" % (what, b))
+    # in a suite too (its job then canceled: one run of it is enough here)
+    st, _, su = fbtest.http(env.base, "POST", "/api/v1/suites",
+                            {"name": "mine", "workloads": ["model:good"], "variants": ["eager"],
+                             "iterations": 3, "warmup": 1})
+    check_eq(st, 201, "a suite of model:good (%s)" % su)
+    wl = env.sql("SELECT workload, id FROM jobs ORDER BY id DESC LIMIT 1")[0]
+    check_eq(wl[0], "model.%d" % ids["good"], "the suite's job runs model.<id>")
+    fbtest.http(env.base, "POST", "/api/v1/jobs/%s/cancel" % wl[1], {})
+    st, _, b = fbtest.http(env.base, "POST", "/api/v1/suites",
+                           {"name": "bad", "workloads": ["model:junk"]})
+    check(st == 400 and "invalid" in b["error"]["message"],
+          "a suite of an invalid model: refused (%s)" % b)
+    env.sql("UPDATE models SET status = 'preparing', prepare_attempt = 3,"
+            " prepare_worker = 'busy/cpu0', prepare_heartbeat_at = now() + interval '1 hour'"
+            " WHERE id = %d" % ids["dead"])
+    st, _, b = submit(env, {"workload": "model:dead"})
+    check_eq((st, b["error"]["code"]), (409, "model_not_ready"), "a model still preparing")
+
+    # a model deleted while its job waits in the queue: the job fails, saying so
+    for label, p, _ in env.procs:
+        if label.startswith("worker"):
+            p.kill()
+            p.wait()
+    st, _, q = submit(env, {"workload": "model.%d" % ids["orphan"], "variants": ["eager"],
+                            "warmup": 1, "iterations": 3})
+    check_eq(st, 201, "submit model.<id> (%s)" % q)
+    st, _, _ = fbtest.http(env.base, "DELETE", "/api/v1/models/%d" % ids["orphan"],
+                           headers={"X-FusionBench-Client": "e2e"})
+    check_eq(st, 204, "delete the model its job waits for")
+    env.start_worker(["--model-cache", os.path.join(env.tmp, "cache")])
+    done = env.wait_job(q["id"], timeout=120)
+    check(done["state"] == "failed" and done["error"]["code"] == "model_deleted" and
+          "was deleted after this job was submitted" in done["error"]["message"],
+          "the job of a deleted model: failed, model_deleted (%s)" % done.get("error"))
+    log("jobs of uploaded models: resolved, run, refused, and failed once deleted")
 
 
 if __name__ == "__main__":

@@ -377,6 +377,33 @@ static void test_spec_name_valid(void **state)
     assert_false(fb_name_valid("a\xc3\xa9"));
 }
 
+/* An uploaded model as a workload: model:NAME or model:OWNER/NAME. */
+static void test_spec_model_ref(void **state)
+{
+    char owner[FB_NAME_MAX], name[FB_NAME_MAX];
+    assert_true(fb_model_ref_parse("model:Mine-2.v1", owner, name));
+    assert_string_equal(owner, "");
+    assert_string_equal(name, "Mine-2.v1");
+    assert_true(fb_model_ref_parse("model:alice/net", owner, name));
+    assert_string_equal(owner, "alice");
+    assert_string_equal(name, "net");
+    assert_false(fb_model_ref_parse("model:", owner, name));
+    assert_false(fb_model_ref_parse("model:/net", owner, name));
+    assert_false(fb_model_ref_parse("model:alice/", owner, name));
+    assert_false(fb_model_ref_parse("model:a/b/c", owner, name));
+    assert_false(fb_model_ref_parse("model:a b", owner, name));
+    assert_false(fb_model_ref_parse("model:-x", owner, name));
+    assert_false(fb_model_ref_parse("model.7", owner, name));
+    assert_false(fb_model_ref_parse("resnet50", owner, name));
+    expect_ok_free("{\"workload\":\"model:alice/Net_1\"}");
+    expect_ok_free("{\"workload\":\"model.17\"}");
+    expect_err("{\"workload\":\"model:bad name\"}", FB_EINVAL, "workload");
+    char *longname = repeat('a', 60), buf[128];
+    snprintf(buf, sizeof buf, "{\"workload\":\"model:%s\"}", longname);
+    expect_err(buf, FB_EINVAL, "workload"); /* 66 characters: over the name limit */
+    free(longname);
+}
+
 static void test_spec_device_dtype(void **state)
 {
     expect_ok_free("{\"workload\":\"w\",\"device\":\"cuda\",\"dtype\":\"float16\"}");
@@ -1170,6 +1197,7 @@ int main(void)
         cmocka_unit_test(test_spec_unknown_and_repeated_keys),
         cmocka_unit_test(test_spec_bad_names),
         cmocka_unit_test(test_spec_name_valid),
+        cmocka_unit_test(test_spec_model_ref),
         cmocka_unit_test(test_spec_device_dtype),
         cmocka_unit_test(test_spec_int_ranges),
         cmocka_unit_test(test_spec_int_message),

@@ -22,14 +22,18 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "fb_log.h"
 #include "wk_child.h"
+#include "wk_model.h"
 #include "wk_state.h"
 #include "wk_time.h"
 
@@ -411,6 +415,77 @@ static void supervise(job_run *jr)
     }
 }
 
+/* Between chunks of an archive copied before the job starts: the job's
+ * heartbeat when due (no lease yet: the claim's heartbeat holds it). */
+static void archive_tick(void *ud)
+{
+    job_run *jr = ud;
+    int64_t now = wk_time_now_ms();
+    bool cancel = false;
+    fb_err err;
+
+    if (now < jr->next_hb_ms)
+        return;
+    jr->next_hb_ms = now + jr->ctx->cfg->heartbeat_ms;
+    fb_err_clear(&err);
+    if (db_queue_heartbeat(jr->ctx->db, jr->cl->id, jr->cl->attempt, NULL, &cancel, &err) != FB_OK)
+        fb_debug("job %" PRId64 " heartbeat while copying its model: %s", jr->cl->id, err.msg);
+}
+
+/* A job of an uploaded model (workload model.<id>, docs/API-EXTENSIONS.md):
+ * its archive in this worker's model cache, named in a copy of the spec
+ * (*spec_out, params.model.archive: the server replaced params.model at
+ * submit, so only the worker sets this path).  *spec_out stays NULL for any
+ * other job.  False when the job was settled here (the model deleted since,
+ * its bytes damaged, or the copy failed: that one retried). */
+static bool job_archive(job_run *jr, char **spec_out)
+{
+    char path[WK_PATH_MAX + 80], msg[WK_MESSAGE_MAX];
+    cJSON *spec = cJSON_Parse(jr->cl->spec_json);
+    const char *w = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(spec, "workload"));
+    cJSON *params = cJSON_GetObjectItemCaseSensitive(spec, "params");
+    cJSON *ref = cJSON_GetObjectItemCaseSensitive(params, "model");
+    const char *ref_name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ref, "name"));
+    char name[80];
+    char *end = NULL;
+    long long id = w && strncmp(w, "model.", 6) == 0 ? strtoll(w + 6, &end, 10) : 0;
+    fb_err err;
+    fb_code rc;
+
+    *spec_out = NULL;
+    snprintf(name, sizeof name, "%s", ref_name ? ref_name : "?");
+    if (id <= 0 || !end || *end) {
+        cJSON_Delete(spec);
+        return true;
+    }
+    fb_err_clear(&err);
+    rc = wk_model_archive_path(jr->ctx, id, archive_tick, jr, path, sizeof path, &err);
+    if (rc == FB_OK && cJSON_IsObject(ref)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(ref, "archive");
+        if (!cJSON_AddStringToObject(ref, "archive", path) ||
+            !(*spec_out = cJSON_PrintUnformatted(spec)))
+            rc = fb_err_set(&err, FB_ENOMEM, NULL, "no memory for the job's spec");
+    } else if (rc == FB_OK) {
+        rc = fb_err_set(&err, FB_EINVAL, "params", "the job names no model in params.model");
+    }
+    cJSON_Delete(spec);
+    if (rc == FB_OK)
+        return true;
+    fb_warn("job %" PRId64 ": the archive of model %lld: %s", jr->cl->id, id, err.msg);
+    if (rc == FB_ENOTFOUND) {
+        snprintf(msg, sizeof msg,
+                 "model %s (id %lld) was deleted after this job was submitted; upload it again "
+                 "and submit a new job",
+                 name, id);
+        settle_fail(jr, "model_deleted", msg, false);
+    } else if (rc == FB_EINVAL || rc == FB_ETOOBIG) {
+        settle_fail(jr, "invalid_model", err.msg, false);
+    } else {
+        settle_fail(jr, fb_code_name(rc), err.msg, true);
+    }
+    return false;
+}
+
 void wk_job_run(wk_ctx *ctx, const db_claim *cl, int64_t claim_sent_ms)
 {
     job_run jr = {.ctx = ctx, .cl = cl};
@@ -423,7 +498,12 @@ void wk_job_run(wk_ctx *ctx, const db_claim *cl, int64_t claim_sent_ms)
     jr.backoff_ms = ctx->cfg->heartbeat_ms;
     fb_info("job %" PRId64 " attempt %d: running (timeout %d s)", cl->id, cl->attempt, timeout_s);
     fb_err_clear(&err);
-    if (wk_child_start(&jr.ch, ctx->cfg, cl->spec_json, &err) != FB_OK) {
+    char *spec = NULL;
+    if (!job_archive(&jr, &spec))
+        return;
+    fb_code rc = wk_child_start(&jr.ch, ctx->cfg, spec ? spec : cl->spec_json, &err);
+    cJSON_free(spec); /* the job process has its own copy */
+    if (rc != FB_OK) {
         /* The worker's fault, not the job's: let another attempt have it. */
         fb_error("job %" PRId64 ": cannot start the job process: %s", cl->id, err.msg);
         settle_fail(&jr, fb_code_name(err.code), err.msg, true);

@@ -151,15 +151,17 @@ static void beat(void *ud)
 
 /* ---- copying the archive ---- */
 
-/* Writes the blob's chunks to fd, hashing them; checks size and digest. */
-static fb_code copy_chunks(prep_run *r, int fd, fb_err *err)
+/* Writes the blob's chunks to fd, hashing them; checks size and digest;
+ * tick(ud) before each chunk. */
+static fb_code copy_chunks(wk_ctx *ctx, const db_model_prep *mp, int fd, void (*tick)(void *),
+                           void *ud, fb_err *err)
 {
     static unsigned char buf[DB_MODEL_CHUNK];
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int md_len = 0;
     char hex[2 * DB_SHA256_LEN + 1];
     int64_t got = 0;
-    int chunks = (int)((r->mp.size + DB_MODEL_CHUNK - 1) / DB_MODEL_CHUNK);
+    int chunks = (int)((mp->size + DB_MODEL_CHUNK - 1) / DB_MODEL_CHUNK);
     EVP_MD_CTX *h = EVP_MD_CTX_new();
     fb_code rc = FB_OK;
 
@@ -167,8 +169,8 @@ static fb_code copy_chunks(prep_run *r, int fd, fb_err *err)
         rc = fb_err_set(err, FB_ENOMEM, NULL, "SHA-256 context");
     for (int seq = 0; rc == FB_OK && seq < chunks; seq++) {
         size_t n = 0;
-        beat(r);
-        rc = db_model_chunk_read(r->ctx->db, r->mp.blob_id, seq, buf, sizeof buf, &n, err);
+        tick(ud);
+        rc = db_model_chunk_read(ctx->db, mp->blob_id, seq, buf, sizeof buf, &n, err);
         if (rc == FB_OK && EVP_DigestUpdate(h, buf, n) != 1)
             rc = fb_err_set(err, FB_EINTERNAL, NULL, "SHA-256 update");
         for (size_t off = 0; rc == FB_OK && off < n;) {
@@ -190,11 +192,11 @@ static fb_code copy_chunks(prep_run *r, int fd, fb_err *err)
         return rc;
     for (unsigned i = 0; i < md_len && i < DB_SHA256_LEN; i++)
         snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    if (got != r->mp.size || strcmp(hex, r->mp.sha256) != 0)
+    if (got != mp->size || strcmp(hex, mp->sha256) != 0)
         return fb_err_set(err, FB_EINVAL, NULL,
                           "the stored archive is damaged: %" PRId64 " bytes with SHA-256 %.12s..., "
                           "where %" PRId64 " bytes with %.12s... were uploaded",
-                          got, hex, r->mp.size, r->mp.sha256);
+                          got, hex, mp->size, mp->sha256);
     if (fsync(fd) != 0)
         return fb_err_set(err, FB_EIO, "model-cache", "fsync: %s", strerror(errno));
     return FB_OK;
@@ -203,31 +205,32 @@ static fb_code copy_chunks(prep_run *r, int fd, fb_err *err)
 /* The archive's file in the cache: there already (touched: used now), or
  * copied from the database under a temporary name and renamed once whole
  * and checked. */
-static fb_code fetch(prep_run *r, char *path, size_t cap, fb_err *err)
+static fb_code fetch(wk_ctx *ctx, const db_model_prep *mp, void (*tick)(void *), void *ud,
+                     char *path, size_t cap, fb_err *err)
 {
-    const wk_config *cfg = r->ctx->cfg;
+    const wk_config *cfg = ctx->cfg;
     char tmp[WK_PATH_MAX + 32], name[80];
     struct stat st;
-    fb_code rc = wk_model_cache_path(cfg->model_cache, r->mp.sha256, path, cap, err);
+    fb_code rc = wk_model_cache_path(cfg->model_cache, mp->sha256, path, cap, err);
 
     if (rc == FB_OK)
         rc = make_dir(cfg->model_cache, err);
     if (rc != FB_OK)
         return rc;
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == r->mp.size) {
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == mp->size) {
         (void)utimensat(AT_FDCWD, path, NULL, 0);
         return FB_OK;
     }
-    snprintf(name, sizeof name, "%s.pt2", r->mp.sha256);
-    rc = wk_model_cache_trim(cfg->model_cache, (int64_t)cfg->model_cache_mib << 20, r->mp.size,
-                             name, err);
+    snprintf(name, sizeof name, "%s.pt2", mp->sha256);
+    rc = wk_model_cache_trim(cfg->model_cache, (int64_t)cfg->model_cache_mib << 20, mp->size, name,
+                             err);
     if (rc != FB_OK)
         return rc;
-    snprintf(tmp, sizeof tmp, "%s/.%s.%ld.part", cfg->model_cache, r->mp.sha256, (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s/.%s.%ld.part", cfg->model_cache, mp->sha256, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return fb_err_set(err, FB_EIO, "model-cache", "%s: %s", tmp, strerror(errno));
-    rc = copy_chunks(r, fd, err);
+    rc = copy_chunks(ctx, mp, fd, tick, ud, err);
     if (close(fd) != 0 && rc == FB_OK)
         rc = fb_err_set(err, FB_EIO, "model-cache", "close: %s", strerror(errno));
     if (rc == FB_OK && rename(tmp, path) != 0)
@@ -290,7 +293,7 @@ bool wk_model_prepare_one(wk_ctx *ctx)
     fb_info("model %" PRId64 ": preparing (attempt %d, %" PRId64 " bytes, sha256 %.12s...)",
             r.mp.id, r.mp.attempt, r.mp.size, r.mp.sha256);
     r.next_beat_ms = wk_time_now_ms() + ctx->cfg->heartbeat_ms;
-    rc = fetch(&r, path, sizeof path, &err);
+    rc = fetch(ctx, &r.mp, beat, &r, path, sizeof path, &err);
     if (rc == FB_EINVAL || rc == FB_ETOOBIG) { /* damaged, or never fits here */
         finish(&r, false, err.msg);
         return true;
@@ -312,4 +315,15 @@ bool wk_model_prepare_one(wk_ctx *ctx)
     }
     free(detail);
     return true;
+}
+
+fb_code wk_model_archive_path(wk_ctx *ctx, int64_t model_id, void (*tick)(void *ud), void *ud,
+                              char *path, size_t cap, fb_err *err)
+{
+    db_model_prep mp;
+    fb_code rc = db_model_archive(ctx->db, model_id, &mp, err);
+
+    if (rc == FB_OK)
+        rc = fetch(ctx, &mp, tick, ud, path, cap, err);
+    return rc;
 }

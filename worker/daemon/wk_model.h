@@ -23,6 +23,14 @@
  * (whatever came of it). */
 bool wk_model_prepare_one(wk_ctx *ctx);
 
+/* The archive of uploaded model model_id in this worker's model cache
+ * (copied from the database when it is not there yet, checked against its
+ * SHA-256): path out.  tick(ud) between chunks (the job's heartbeat).
+ * FB_ENOTFOUND when the model is gone, FB_EINVAL when its stored bytes do not
+ * match their digest, FB_ETOOBIG when it can never fit the cache. */
+FB_MUSTCHECK fb_code wk_model_archive_path(wk_ctx *ctx, int64_t model_id, void (*tick)(void *ud),
+                                           void *ud, char *path, size_t cap, fb_err *err);
+
 /* The cache file of an archive: dir/<sha256 hex>.pt2. */
 FB_MUSTCHECK fb_code wk_model_cache_path(const char *dir, const char *sha_hex, char *path,
                                          size_t cap, fb_err *err);

@@ -295,9 +295,40 @@ MODELS = {
 }
 
 
+def is_uploaded(name):
+    """True for a model someone uploaded: the workload model.<id> (docs/API-EXTENSIONS.md)."""
+    return name.startswith("model.") and name[6:].isdigit()
+
+
+def build_uploaded(name, batch, params):
+    """(module, inputs) of an uploaded model: its archive (params.model.archive,
+    set by the worker: the file in its model cache) read by pt2safe, never
+    unpickled; inputs seeded (params.seed, default 0), batch replacing the
+    first dimension where the export made it dynamic, else the exported one."""
+    import pt2safe
+
+    ref = params.get("model")
+    path = ref.get("archive") if isinstance(ref, dict) else None
+    if not isinstance(path, str) or not path.endswith(".pt2"):
+        raise ValueError("%s: no archive for the uploaded model (params.model.archive is set by "
+                         "the worker)" % name)
+    try:
+        ep, _ = pt2safe.load(path)
+        specs = pt2safe.input_specs(ep)
+    except pt2safe.Invalid as e:
+        raise Unsupported("%s: %s" % (name, e)) from e
+    dynamic = bool(specs) and all(0 in s["dynamic_dims"] for s in specs)
+    inputs = pt2safe.make_inputs(ep, specs, seed=_int(params, "seed", 0, 0, 1 << 30),
+                                 batch=batch if dynamic else None)
+    return ep.module(), inputs
+
+
 def build(name, batch, params):
-    """(model in eval mode, inputs tuple) for a zoo name.  KeyError for an unknown
-    name, Unsupported when a library is missing, ValueError for bad params."""
+    """(model in eval mode, inputs tuple) for a zoo name or an uploaded model
+    (model.<id>).  KeyError for an unknown name, Unsupported when a library is
+    missing, ValueError for bad params."""
+    if is_uploaded(name):
+        return build_uploaded(name, batch, params)
     if name not in MODELS:
         raise KeyError(name)
     torch.manual_seed(0)

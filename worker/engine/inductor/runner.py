@@ -133,7 +133,8 @@ def parse_request(text):
     unknown = set(req) - set(DEFAULTS) - {"protocol", "model", "timeout_s"}
     if unknown:
         raise BadRequest("unknown request field(s): %s" % ", ".join(sorted(unknown)))
-    if req.get("model") not in models.MODELS:
+    if req.get("model") not in models.MODELS and not (
+            isinstance(req.get("model"), str) and models.is_uploaded(req["model"])):
         raise BadRequest("unknown model %r; known: %s" % (req.get("model"),
                                                           ", ".join(sorted(models.MODELS))))
     for k, v in DEFAULTS.items():
@@ -827,6 +828,7 @@ def repro(req, name):
     """The fusionbench-run command line and a standalone Python snippet that
     rebuild variant `name` of this job outside FusionBench."""
     import ladder
+    import models
 
     params = {k: v for k, v in req["params"].items() if k not in ("time_budget_s",)}
     cmd = ["fusionbench-run", req["model"], "--engine", "inductor", "--device", req["device"],
@@ -853,9 +855,22 @@ def repro(req, name):
     ]
     if req["threads"]:
         lines.append("torch.set_num_threads(%d)" % req["threads"])
+    build_line = "model, inputs = models.build(%r, %d, %r)" % (req["model"], req["batch_size"],
+                                                              model_params)
+    if models.is_uploaded(req["model"]):
+        # an uploaded model: the user's own archive, read the way the worker read it
+        ref = dict(req["params"].get("model") or {})
+        mid = req["model"][len("model."):]
+        cmd = ["fusionbench", "submit", req["model"], "--engine", "inductor", "--device",
+               req["device"], "--dtype", req["dtype"], "--batch", str(req["batch_size"]),
+               "--variants", cmd[cmd.index("--variants") + 1]]
+        ref["archive"] = "model-%s.pt2" % mid
+        model_params = dict(model_params, model=ref)
+        lines[0] += "; the archive: fusionbench model get %s model-%s.pt2" % (mid, mid)
+        build_line = "model, inputs = models.build(%r, %d, %r)" % (
+            req["model"], req["batch_size"], model_params)
     lines += [
-        "model, inputs = models.build(%r, %d, %r)" % (req["model"], req["batch_size"],
-                                                      model_params),
+        build_line,
         "model = model.to(%r, getattr(torch, %r))" % (req["device"], req["dtype"]),
         "inputs = tuple(x.to(%r, getattr(torch, %r)) if x.is_floating_point() else "
         "x.to(%r) for x in inputs)" % (req["device"], req["dtype"], req["device"]),
