@@ -10,7 +10,8 @@ rung's other knobs alone), the top refused merge, the break-even iterations
 and how long the explanation took.
 
     python3 bench/inductor_explain.py --bin build/worker/fusionbench-run \\
-        [--models resnet50,mobilenet_v2] [--batch 1,8] [--budget 300] [--threads 2] \\
+        [--models resnet50,mobilenet_v2] [--batch 1,8] [--budget 300] [--ladder-s 600] \\
+        [--threads 2] \\
         [--param image_size=112] [--json-dir DIR] > explain.md
 
 Each job is one process: the rungs' compiles, the timing, then the
@@ -26,11 +27,11 @@ MODELS = ["resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny", "vit_b
           "bert_base", "gpt2", "whisper_tiny", "wav2vec2_base"]
 
 
-def run(binary, model, batch, budget, threads, params, iterations):
+def run(binary, model, batch, budget, threads, params, iterations, ladder_s):
     cmd = [binary, model, "--engine", "inductor", "--json", "--batch", str(batch),
            "--threads", str(threads), "--iterations", str(iterations), "--warmup", "3",
            "--variants", "eager,inductor-nofusion,inductor", "--explain",
-           "--param", "time_budget_s=%d" % budget]
+           "--param", "time_budget_s=%d" % budget, "--timeout", str(budget + ladder_s)]
     for p in params:
         cmd += ["--param", p]
     t0 = time.monotonic()
@@ -85,6 +86,10 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batch", default="1")
     ap.add_argument("--budget", type=int, default=300)
+    ap.add_argument("--ladder-s", type=int, default=600,
+                    help="seconds given to the rungs' compiles and timing: the job's "
+                         "--timeout is this plus --budget (the runner's own default of "
+                         "600 s in all would cut a bigger budget short)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--param", action="append", default=[])
@@ -98,7 +103,7 @@ def main():
     for model in a.models.split(","):
         for batch in (int(b) for b in a.batch.split(",")):
             out, secs, err, cmd = run(a.bin, model, batch, a.budget, a.threads, a.param,
-                                      a.iterations)
+                                      a.iterations, a.ladder_s)
             if out and a.json_dir:
                 os.makedirs(a.json_dir, exist_ok=True)
                 with open(os.path.join(a.json_dir, "%s-bs%d.json" % (model, batch)), "w") as f:

@@ -109,11 +109,13 @@ def dry_run(c, py):
     running nothing; FB_PROBE_CUDA=built gives the cuda catalog without a GPU."""
     env = {"FUSIONBENCH_PYTHON": py}
     r = cli(["tiny_cnn", "--engine", "inductor", "--variants", "eager,inductor", "--batch", "3",
-             "--dry-run"], env)
+             "--timeout", "1234", "--dry-run"], env)
     spec = json.loads(r.stdout) if r.returncode == 0 else {}
     c.check(spec.get("engine") == "inductor" and spec.get("batch_size") == 3 and
-            spec.get("variants") == ["eager", "inductor"] and spec.get("device") == "cpu",
-            "--dry-run: the spec that would run (%s)" % (r.stdout or r.stderr)[-300:])
+            spec.get("variants") == ["eager", "inductor"] and spec.get("device") == "cpu" and
+            spec.get("timeout_s") == 1234,
+            "--dry-run: the spec that would run, --timeout its timeout_s (%s)" % (
+                r.stdout or r.stderr)[-300:])
     r = cli(["gemm_bias_gelu", "--dtype", "float64", "--dry-run"])
     c.check(r.returncode == 2 and "float64" in r.stderr, "--dry-run: a bad dtype is exit 2")
     probe = subprocess.run([py, "-c", "import torch; print(int(torch.backends.cuda.is_built()),"

@@ -21,7 +21,7 @@
 typedef struct cli_opts {
     const char *workload;
     const char *engine, *device, *dtype, *variants; /* NULL = default */
-    int iterations, warmup, batch;                  /* -1 = default */
+    int iterations, warmup, batch, timeout;         /* -1 = default */
     bool json, list, catalog_json, roofline, explain, dry_run;
     cJSON *params; /* owned */
 } cli_opts;
@@ -31,7 +31,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: fusionbench-run WORKLOAD [--device cpu] [--engine native] [--json]\n"
                "         [--variants eager,fused] [--iterations N] [--warmup N] [--batch N]\n"
                "         [--dtype float32] [--param key=value ...] [--threads N] [--roofline]\n"
-               "         [--explain] [--dry-run]\n"
+               "         [--explain] [--timeout S] [--dry-run]\n"
                "       fusionbench-run --list [--device cpu]\n"
                "       fusionbench-run --catalog-json\n"
                "Runs one benchmark locally (warmup, interleaved timed rounds, accuracy gate,\n"
@@ -40,6 +40,8 @@ static void usage(FILE *f)
                "triad's bandwidth, our GEMM's FLOP rate; half a second) into the result.\n"
                "--explain also explains every fusion group (docs/EXPLAIN.md): why each won\n"
                "or lost, with the groups that lost undone and re-timed.\n"
+               "--timeout S: the job's time limit (default 600 s; the inductor engine's\n"
+               "explanation spends what the timing leaves of it).\n"
                "--dry-run checks the arguments against the catalog (the workload, its device,\n"
                "dtype and variants) and prints the job spec that would run, as JSON; it runs\n"
                "nothing, so it needs no device.\n"
@@ -117,6 +119,8 @@ static int parse_valued(cli_opts *o, const char *name, const char *v)
         return fb_cli_parse_int(name, v, 1, FB_MAX_BATCH, &o->batch);
     if (strcmp(name, "--threads") == 0)
         return set_threads(o, v);
+    if (strcmp(name, "--timeout") == 0)
+        return fb_cli_parse_int(name, v, 1, 86400, &o->timeout);
     if (strcmp(name, "--param") == 0)
         return add_param(o, v);
     if (!strcmp(name, "--variants")) {
@@ -136,7 +140,7 @@ static int parse_valued(cli_opts *o, const char *name, const char *v)
 
 static const char *const cli_valued[] = {"--iterations", "--warmup",   "--batch",  "--threads",
                                          "--param",      "--variants", "--device", "--dtype",
-                                         "--engine",     NULL};
+                                         "--engine",     "--timeout",  NULL};
 
 static int parse_one(cli_opts *o, int argc, char **argv, int *i)
 {
@@ -171,7 +175,7 @@ static int parse_one(cli_opts *o, int argc, char **argv, int *i)
 
 static int parse_args(cli_opts *o, int argc, char **argv)
 {
-    *o = (cli_opts){.iterations = -1, .warmup = -1, .batch = -1};
+    *o = (cli_opts){.iterations = -1, .warmup = -1, .batch = -1, .timeout = -1};
     o->params = cJSON_CreateObject();
     if (!o->params)
         return fb_cli_bad_arg("params", "out of memory");
@@ -385,6 +389,8 @@ static int build_spec(cli_opts *o, fb_spec *spec)
     o->params = NULL;
     spec->explain = o->explain;
     fb_spec_apply_defaults(spec, o->device, w->default_batch_size, w->variants);
+    if (o->timeout > 0)
+        spec->timeout_s = o->timeout;
     if (!rc) {
         fb_err err;
         fb_err_clear(&err);
