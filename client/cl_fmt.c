@@ -1,6 +1,7 @@
 #include "cl_fmt.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -403,6 +404,24 @@ void cl_fmt_models(FILE *f, const cJSON *list)
     }
 }
 
+#define OPS_SHOWN 10 /* a model's operators printed, the most called first */
+
+/* [2, 3, 16, 16] */
+static void fmt_shape(FILE *f, const cJSON *shape)
+{
+    const cJSON *d;
+    bool first = true;
+
+    fputc('[', f);
+    const cJSON *dims = cJSON_IsArray(shape) ? shape : NULL;
+    cJSON_ArrayForEach(d, dims)
+    {
+        fprintf(f, "%s%.0f", first ? "" : ", ", cJSON_GetNumberValue(d));
+        first = false;
+    }
+    fputc(']', f);
+}
+
 void cl_fmt_model(FILE *f, const cJSON *m)
 {
     char id[24], size[24];
@@ -417,10 +436,49 @@ void cl_fmt_model(FILE *f, const cJSON *m)
     fprintf(f, "  archive  %s, %s, sha256 %s\n", str(m, "format", "?"), size,
             str(m, "sha256", "?"));
     fprintf(f, "  uploaded %s\n", str(m, "created_at", "-"));
-    if (cJSON_IsObject(info)) {
-        char *text = cJSON_Print(info);
-        if (text)
-            fprintf(f, "  info     %s\n", text);
-        free(text);
+    if (!cJSON_IsObject(info))
+        return;
+    const cJSON *t, *eager = get(info, "eager"), *op;
+    cJSON_ArrayForEach(t, get(info, "inputs"))
+    {
+        fprintf(f, "  input    %s ", str(t, "name", "?"));
+        fmt_shape(f, get(t, "shape"));
+        fprintf(f, " %s%s\n", str(t, "dtype", "?"),
+                cJSON_GetArraySize(get(t, "dynamic_dims")) > 0 ? " (dynamic dims)" : "");
     }
+    cJSON_ArrayForEach(t, get(info, "outputs"))
+    {
+        fprintf(f, "  output   ");
+        fmt_shape(f, get(t, "shape"));
+        fprintf(f, " %s\n", str(t, "dtype", "?"));
+    }
+    fmt_int(id, sizeof id, num(info, "parameters"));
+    cl_fmt_bytes(size, sizeof size, num(info, "weight_bytes"));
+    fprintf(f, "  params   %s (%s of weights); batch %s\n", id, size,
+            cJSON_IsTrue(get(info, "dynamic_batch")) ? "dynamic" : "fixed by the export");
+    if (cJSON_IsNumber(get(eager, "median_ms")))
+        fprintf(f, "  eager    %.3f ms on the CPU (median of %d)\n", num(eager, "median_ms"),
+                (int)num(eager, "runs"));
+    /* the most called first (the database keeps an object's keys in its own order) */
+    const cJSON *top[OPS_SHOWN];
+    int n = 0, all = 0;
+    cJSON_ArrayForEach(op, get(info, "ops"))
+    {
+        int at = n < OPS_SHOWN ? n++ : OPS_SHOWN;
+        all++;
+        while (at > 0 && cJSON_GetNumberValue(top[at - 1]) < cJSON_GetNumberValue(op)) {
+            if (at < OPS_SHOWN)
+                top[at] = top[at - 1];
+            at--;
+        }
+        if (at < OPS_SHOWN)
+            top[at] = op;
+    }
+    fprintf(f, "  ops     ");
+    for (int i = 0; i < n; i++)
+        fprintf(f, " %s x%d", top[i]->string ? top[i]->string : "?",
+                (int)cJSON_GetNumberValue(top[i]));
+    fprintf(f, "%s", all > n ? " ..." : "");
+    fprintf(f, "\n  submit   fusionbench submit model.%.0f --engine inductor --explain --wait\n",
+            num(m, "id"));
 }

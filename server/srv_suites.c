@@ -195,13 +195,15 @@ static bool build_all(srv_req *r, const cJSON *body, const cJSON *names, const i
                             : fb_err_set(&err, FB_ENOMEM, NULL, "out of memory");
             free(in);
             if (rc) {
-                int status = rc == FB_ENOTFOUND || rc == FB_EUNSUPPORTED ? 422
-                             : rc == FB_EFORBIDDEN                       ? 403
-                                                                         : 400;
+                int status = rc == FB_ENOTFOUND || rc == FB_EUNSUPPORTED  ? 422
+                             : rc == FB_EFORBIDDEN                        ? 403
+                             : rc == FB_ECONFLICT /* a model preparing */ ? 409
+                                                                          : 400;
                 srv_reply_error(r, rc == FB_ENOMEM ? 500 : status,
                                 rc == FB_ENOTFOUND      ? "unknown_workload"
                                 : rc == FB_EUNSUPPORTED ? "unsupported"
                                 : rc == FB_EFORBIDDEN   ? "forbidden"
+                                : rc == FB_ECONFLICT    ? "model_not_ready"
                                                         : "invalid_argument",
                                 err.field, "%s (workload %s): %s", err.field[0] ? err.field : "job",
                                 w->valuestring, err.msg);

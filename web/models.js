@@ -51,10 +51,63 @@ function modelStatus(m) {
   return cell;
 }
 
+// "x [2, 3, 16, 16] float32, batch dynamic" for an input or output spec.
+function tensorSpec(t) {
+  const dyn = (t.dynamic_dims || []).length
+    ? " (dynamic: dim " + t.dynamic_dims.join(", ") + ")" : "";
+  return (t.name ? t.name + " " : "") + "[" + t.shape.join(", ") + "] " + t.dtype + dyn;
+}
+
+// A job of the model on the inductor engine, then its page.
+async function benchmarkModel(m) {
+  try {
+    const job = await api("/jobs", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ workload: "model." + m.id, engine: "inductor",
+        labels: { source: "dashboard" } }) });
+    location.hash = "#/jobs/" + job.id;
+  } catch (e) { setStatus("submit failed: " + e.message, true); }
+}
+
+// The details card of one model: what preparing found, or why it is invalid.
+function showModel(m) {
+  const card = document.getElementById("model-detail");
+  document.getElementById("model-detail-title").textContent =
+    "Model " + m.id + ": " + m.name + (m.owner ? " (" + m.owner + ")" : "");
+  const info = m.info || {};
+  const pairs = [["status", badge(m.status)]];
+  if (m.error) pairs.push(["why", el("span", {}, m.error)]);
+  pairs.push(["sha256", el("code", {}, m.sha256)], ["size", fmtBytes(m.size)]);
+  if (m.status === "ready") {
+    // most called first (the database keeps an object's keys in its own order)
+    const ops = Object.entries(info.ops || {}).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+    pairs.push(
+      ["inputs", (info.inputs || []).map(tensorSpec).join("; ") || "–"],
+      ["outputs", (info.outputs || []).map(tensorSpec).join("; ") || "–"],
+      ["batch", info.dynamic_batch ? "dynamic: any batch size" : "fixed by the export"],
+      ["parameters", fmtNum(info.parameters) + " (" + fmtBytes(info.weight_bytes) + " of weights)"],
+      ["eager (CPU)", fmtMs(info.eager && info.eager.median_ms) + " ms, median of " + fmtNum(info.eager && info.eager.runs)],
+      ["ops", fmtNum(info.op_count) + " calls of " + ops.length + " operators: " +
+        ops.slice(0, 12).map(([k, n]) => k + " ×" + n).join(", ") + (ops.length > 12 ? ", …" : "")],
+      ["exported with", "torch " + fmtNum(info.torch) + ", schema " + fmtNum(info.schema_version)],
+      ["benchmark", el("span", {},
+        el("button", { type: "button", onclick: () => benchmarkModel(m) }, "Benchmark (inductor)"),
+        " or ", el("code", {}, "fusionbench submit model." + m.id + " --engine inductor --explain --wait"))]);
+  }
+  summaryList("model-detail-list", pairs);
+  card.hidden = false;
+}
+
 async function loadModels() {
   const page = await api("/models");
+  const shown = document.getElementById("model-detail");
+  const open = shown.hidden ? null : shown.dataset.id;
+  if (open && !page.items.some((m) => String(m.id) === open)) shown.hidden = true;
+  for (const m of page.items) if (String(m.id) === open) showModel(m);
   fillTable("models-table", page.items.map((m) => el("tr", {},
-    el("td", { class: "num" }, String(m.id)), el("td", {}, el("code", {}, m.name)),
+    el("td", { class: "num" }, String(m.id)),
+    el("td", {}, el("a", { href: "#/models", class: "model-link",
+      onclick: (e) => { e.preventDefault(); shown.dataset.id = String(m.id); showModel(m); } },
+      el("code", {}, m.name))),
     el("td", {}, m.owner || "–"), el("td", {}, m.visibility), modelStatus(m),
     el("td", { class: "num" }, fmtBytes(m.size)),
     el("td", { title: m.sha256 }, el("code", {}, m.sha256.slice(0, 12) + "…")),

@@ -237,17 +237,20 @@ def explain_card(page, shots):
 
 
 def models_page(env, page, shots):
-    """The Models page: an archive uploaded through the form (its progress
-    shown) lands in the table, preparing, with the file's SHA-256; delete
-    takes it away."""
+    """The Models page: the test model's archive (tests/inductor/usermodel.py)
+    uploaded through the form (its progress shown) lands in the table with
+    the file's SHA-256; the worker prepares it, and its details card shows
+    what was read (inputs, operators) with a Benchmark button; delete takes
+    it away."""
     import hashlib
-    path = os.path.join(env.tmp, "tiny.pt2")
-    data = os.urandom(3 * 1024 * 1024)
-    with open(path, "wb") as f:
-        f.write(data)
+    sys.path.insert(0, os.path.join(HERE, "..", "inductor"))
+    import usermodel
+    path = os.path.join(env.tmp, "usernet.pt2")
+    usermodel.export(path)
+    data = open(path, "rb").read()
     page.goto(env.base + "/#/models")
     page.wait_for_selector("#model-form")
-    page.fill("#mf-name", "tiny")
+    page.fill("#mf-name", "usernet")
     page.select_option("#mf-visibility", "lab")
     page.set_input_files("#mf-file", path)
     page.click("#model-form button[type=submit]")
@@ -255,14 +258,30 @@ def models_page(env, page, shots):
                            ".startsWith('uploaded as model')", timeout=30000)
     page.wait_for_selector("#models-table tbody tr")
     cells = page.locator("#models-table tbody tr").first.locator("td").all_inner_texts()
-    check_eq(cells[1:6], ["tiny", "–", "lab", "preparing", "3.0 MiB"], "the model's row")
+    check_eq(cells[1:4] + [cells[5]], ["usernet", "–", "lab", fmt_kib(len(data))],
+             "the model's row")
+    check(cells[4] in ("preparing", "ready"), "its status: %s" % cells[4])
     st, _, m = env.get("/api/v1/models")
     check_eq(m["items"][0]["sha256"], hashlib.sha256(data).hexdigest(), "the stored digest")
+    # the worker reads it; the page's refresh shows it ready
+    page.wait_for_function("() => [...document.querySelectorAll('#models-table tbody td')]"
+                           ".some((td) => td.textContent.trim() === 'ready')", timeout=120000)
+    page.click("#models-table a.model-link")
+    page.wait_for_selector("#model-detail:not([hidden])")
+    text = page.inner_text("#model-detail")
+    check("x [2, 3, 16, 16] float32 (dynamic: dim 0)" in text and
+          "aten.conv2d.default ×3" in text and "Benchmark (inductor)" in text,
+          "the details card: inputs, operators, a benchmark button (%s)" % text[:600])
     page.screenshot(path=os.path.join(shots, "models.png"), full_page=True)
     page.once("dialog", lambda d: d.accept())
     page.locator("#models-table tbody tr").first.locator("button").click()
     page.wait_for_selector("#models-table + .empty:not([hidden])")
     check_eq(env.get("/api/v1/models")[2]["items"], [], "deleted from the page")
+
+
+def fmt_kib(n):
+    """What the page's fmtBytes prints for n bytes (n < 1 MiB)."""
+    return "%.1f KiB" % (n / 1024)
 
 
 def test(env):

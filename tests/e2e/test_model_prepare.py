@@ -153,6 +153,23 @@ def jobs(env, ids):
             ({"workload": "model:bad name"}, (400, "invalid_argument"), "a malformed reference")):
         st, _, b = submit(env, spec)
         check_eq((st, (b.get("error") or {}).get("code")), want, "%s: %s" % (what, b))
+    # the Python client (clients/python, standard library only)
+    sys.path.insert(0, os.path.join(fbtest.source_dir(), "clients", "python"))
+    import fusionbench as fb
+    c = fb.Client(env.base)
+    m = c.model(ids["good"]).wait_ready(timeout=10)
+    check_eq(m.info["parameters"], 19898, "Model.wait_ready(): ready, with its info")
+    try:
+        c.model(ids["evil"]).wait_ready(timeout=10)
+        check(False, "wait_ready() of an invalid model returned")
+    except fb.ApiError as e:
+        check(e.code == "invalid_model" and "pickled" in e.message,
+              "wait_ready() of an invalid model: ApiError invalid_model (%s)" % e)
+    pj = m.submit(variants=["eager"], iterations=3, warmup=1)
+    check_eq((pj.raw["spec"]["workload"], pj.raw["spec"]["engine"]),
+             ("model.%d" % ids["good"], "inductor"), "Model.submit(): a job of model.<id>")
+    fbtest.http(env.base, "POST", "/api/v1/jobs/%d/cancel" % pj.id, {})
+
     # in a suite too (its job then canceled: one run of it is enough here)
     st, _, su = fbtest.http(env.base, "POST", "/api/v1/suites",
                             {"name": "mine", "workloads": ["model:good"], "variants": ["eager"],

@@ -42,7 +42,9 @@ static bool fuzz_spec_equal(const fb_spec *a, const fb_spec *b)
 
 static void fuzz_check_valid(const fb_spec *s)
 {
-    FUZZ_CHECK(fb_name_valid(s->workload));
+    char owner[FB_NAME_MAX], name[FB_NAME_MAX];
+    /* a workload name, or an uploaded model's reference (model:[OWNER/]NAME) */
+    FUZZ_CHECK(fb_name_valid(s->workload) || fb_model_ref_parse(s->workload, owner, name));
     FUZZ_CHECK(s->params && cJSON_IsObject(s->params));
     FUZZ_CHECK(s->n_variants >= 0 && s->n_variants <= FB_MAX_VARIANTS);
     FUZZ_CHECK(s->n_labels >= 0 && s->n_labels <= FB_MAX_LABELS);

@@ -4,7 +4,8 @@
     c = fb.Client()                          # $FUSIONBENCH_URL, $FUSIONBENCH_TOKEN, else the
                                              # CLI's saved login, else http://127.0.0.1:8080
     m = c.upload_model("mine", "mine.pt2")   # or (name, module, example_inputs): exported here
-    job = c.submit("resnet50", engine="inductor", explain=True).wait()
+    m.wait_ready()                           # a worker has read it: m.info
+    job = m.submit(explain=True).wait()      # or c.submit("resnet50", engine="inductor")
     job.speedup                              # {"inductor": 1.31, ...} against the baseline
     job.table()                              # one row per variant: dicts, or a pandas frame
 
@@ -238,6 +239,12 @@ class Model:
         if self.status == "invalid":
             raise ApiError(422, "invalid_model", self.error or "the model is invalid")
         return self
+
+    def submit(self, **spec):
+        """Submits a job of this model (workload model.ID; the inductor engine
+        by default): spec as for Client.submit.  Returns the Job."""
+        spec.setdefault("engine", "inductor")
+        return self.client.submit("model.%d" % self.raw["id"], **spec)
 
     def delete(self):
         self.client.delete_model(self.raw["id"])
