@@ -479,6 +479,12 @@ void cl_fmt_model(FILE *f, const cJSON *m)
         fprintf(f, " %s x%d", top[i]->string ? top[i]->string : "?",
                 (int)cJSON_GetNumberValue(top[i]));
     fprintf(f, "%s", all > n ? " ..." : "");
+    const cJSON *nat = get(info, "native");
+    if (cJSON_IsTrue(get(nat, "ok")))
+        fprintf(f, "\n  native   converts to %d graph nodes%s", (int)num(nat, "nodes"),
+                cJSON_IsTrue(get(nat, "batch_dynamic")) ? ", any batch" : "");
+    else if (cJSON_IsObject(nat))
+        fprintf(f, "\n  native   cannot: %s", str(nat, "why", "?"));
     fprintf(f, "\n  submit   fusionbench submit model.%.0f --engine inductor --explain --wait\n",
             num(m, "id"));
 }

@@ -548,10 +548,22 @@ fb_code srv_models_job(srv_req *r, fb_spec *spec, srv_model_refusal *why, fb_err
                     "model %s (id %" PRId64 ") is invalid: %s", name, id,
                     e ? e : "(no reason stored)");
     } else if (spec->engine[0] && strcmp(spec->engine, "inductor") != 0) {
-        rc = refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
-                    "the %s engine does not run uploaded models yet; the inductor engine does "
-                    "(engine: inductor)",
-                    spec->engine);
+        const cJSON *nat =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "info"), "native");
+        const char *cannot =
+            cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(nat, "ok"))
+                ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(nat, "why"))
+                : NULL;
+        if (cannot && strcmp(spec->engine, "native") == 0)
+            rc = refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
+                        "the native engine cannot run model %s: %s; the inductor engine can "
+                        "(engine: inductor)",
+                        name, cannot);
+        else
+            rc = refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
+                        "the %s engine does not run uploaded models yet; the inductor engine "
+                        "does (engine: inductor)",
+                        spec->engine);
     }
     batch = rc == FB_OK ? export_batch(cJSON_GetObjectItemCaseSensitive(m, "info"), &dynamic) : 1;
     if (rc == FB_OK && !dynamic && spec->batch_size && spec->batch_size != batch)

@@ -58,6 +58,16 @@ function tensorSpec(t) {
   return (t.name ? t.name + " " : "") + "[" + t.shape.join(", ") + "] " + t.dtype + dyn;
 }
 
+// Whether the native engine's converter took the program: its graph's size and
+// operators, or why not (the ATen operators it has no mapping for).
+function nativeForm(n) {
+  if (!n) return "–";
+  if (!n.ok) return el("span", {}, badge("invalid"), " " + n.why);
+  const ops = Object.entries(n.ops || {}).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+  return "converts to " + n.nodes + " graph nodes (" + ops.map(([k, c]) => k + " ×" + c).join(", ") +
+    ")" + (n.batch_dynamic ? ", any batch" : "") + "; its jobs are the next step";
+}
+
 // A job of the model on the inductor engine, then its page.
 async function benchmarkModel(m) {
   try {
@@ -88,6 +98,7 @@ function showModel(m) {
       ["eager (CPU)", fmtMs(info.eager && info.eager.median_ms) + " ms, median of " + fmtNum(info.eager && info.eager.runs)],
       ["ops", fmtNum(info.op_count) + " calls of " + ops.length + " operators: " +
         ops.slice(0, 12).map(([k, n]) => k + " ×" + n).join(", ") + (ops.length > 12 ? ", …" : "")],
+      ["native engine", nativeForm(info.native)],
       ["exported with", "torch " + fmtNum(info.torch) + ", schema " + fmtNum(info.schema_version)],
       ["benchmark", el("span", {},
         el("button", { type: "button", onclick: () => benchmarkModel(m) }, "Benchmark (inductor)"),

@@ -75,7 +75,7 @@ def test(env):
     check_eq(info["inputs"], [{"name": "x", "shape": [2, 3, 16, 16], "dtype": "float32",
                                "dynamic_dims": [0]}], "its inputs")
     check(info["parameters"] == 19898 and info["ops"].get("aten.conv2d.default") == 3 and
-          info["dynamic_batch"] and info["eager"]["ok"],
+          info["dynamic_batch"] and info["eager"]["ok"] and info["native"]["ok"],
           "parameters, ops, dynamic batch, eager: %s" % json.dumps(info)[:600])
     check_eq(fbtest.http(env.base, "GET", "/api/v1/models/%d" % ids["good"])[2]["info"], info,
              "GET /api/v1/models/{id} has the info")
@@ -149,7 +149,7 @@ def jobs(env, ids):
             ({"workload": "model:someone/good"}, (422, "unknown_workload"),
              "another owner's name"),
             ({"workload": "model:good", "engine": "native"}, (422, "unsupported"),
-             "the native engine"),
+             "the native engine (its jobs of uploaded models: the next step)"),
             ({"workload": "model:bad name"}, (400, "invalid_argument"), "a malformed reference")):
         st, _, b = submit(env, spec)
         check_eq((st, (b.get("error") or {}).get("code")), want, "%s: %s" % (what, b))

@@ -56,6 +56,9 @@ def inside():
             info["ops"].get("operator.getitem") == 3,
             "the op histogram: 3 convolutions, 1 attention, 3 getitems (%s)" % info["ops"])
     c.check(info["eager"]["ok"] and info["eager"]["median_ms"] > 0, "it runs in eager")
+    nat = info["native"]
+    c.check(nat["ok"] and nat["nodes"] == 36 and nat["ops"]["conv2d"] == 3 and
+            nat["batch_dynamic"], "the native engine's converter takes it: %s" % nat)
     specs = pt2safe.input_specs(ep)
     (x8,) = pt2safe.make_inputs(ep, specs, seed=1, batch=8)
     with torch.no_grad():

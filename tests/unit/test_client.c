@@ -303,18 +303,20 @@ static void test_tables(void **state)
     assert_non_null(strstr(out, "  archive  torch.export, 12 B, sha256 ab\n"));
     free(out);
     /* ready: what preparing found, and how to benchmark it */
-    out = print_to_string(cl_fmt_model,
-                          "{\"id\":9,\"name\":\"net\",\"status\":\"ready\",\"info\":{"
-                          "\"inputs\":[{\"name\":\"x\",\"shape\":[2,3,16,16],\"dtype\":\"float32\","
-                          "\"dynamic_dims\":[0]}],\"outputs\":[{\"shape\":[2,10],\"dtype\":"
-                          "\"float32\"}],\"parameters\":19898,\"weight_bytes\":79864,"
-                          "\"dynamic_batch\":true,\"eager\":{\"median_ms\":1.25,\"runs\":3},"
-                          "\"ops\":{\"aten.conv2d.default\":3,\"aten.linear.default\":5}}}");
+    out = print_to_string(
+        cl_fmt_model, "{\"id\":9,\"name\":\"net\",\"status\":\"ready\",\"info\":{"
+                      "\"inputs\":[{\"name\":\"x\",\"shape\":[2,3,16,16],\"dtype\":\"float32\","
+                      "\"dynamic_dims\":[0]}],\"outputs\":[{\"shape\":[2,10],\"dtype\":"
+                      "\"float32\"}],\"parameters\":19898,\"weight_bytes\":79864,"
+                      "\"dynamic_batch\":true,\"eager\":{\"median_ms\":1.25,\"runs\":3},"
+                      "\"ops\":{\"aten.conv2d.default\":3,\"aten.linear.default\":5},"
+                      "\"native\":{\"ok\":false,\"why\":\"no mapping for aten.cumsum (x2)\"}}}");
     assert_non_null(strstr(out, "  input    x [2, 3, 16, 16] float32 (dynamic dims)\n"));
     assert_non_null(strstr(out, "  output   [2, 10] float32\n"));
     assert_non_null(strstr(out, "  params   19898 (78.0 KiB of weights); batch dynamic\n"));
     assert_non_null(strstr(out, "  eager    1.250 ms on the CPU (median of 3)\n"));
     assert_non_null(strstr(out, "  ops      aten.linear.default x5 aten.conv2d.default x3\n"));
+    assert_non_null(strstr(out, "  native   cannot: no mapping for aten.cumsum (x2)\n"));
     assert_non_null(
         strstr(out, "  submit   fusionbench submit model.9 --engine inductor --explain --wait\n"));
     free(out);

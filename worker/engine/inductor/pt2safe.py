@@ -451,6 +451,7 @@ def inspect(path, max_bytes=8 << 30, seed=0):
         raise Invalid("the program's output %d is not finite on seeded inputs" % bad[0])
     times.sort()
     hist = op_histogram(ep)
+    native = native_form(ep)
     return {"format": "torch.export", "program": facts["model_name"],
             "schema_version": facts["schema_version"],
             "archive_version": facts["archive_version"], "torch": torch.__version__,
@@ -461,4 +462,22 @@ def inspect(path, max_bytes=8 << 30, seed=0):
             "ops": hist, "op_count": sum(hist.values()),
             "dynamic_batch": bool(specs) and all(0 in s["dynamic_dims"] for s in specs),
             "eager": {"ok": True, "median_ms": times[len(times) // 2], "runs": len(times),
-                      "device": "cpu"}}
+                      "device": "cpu"},
+            "native": native}
+
+
+def native_form(ep):
+    """Whether the native engine can run the program (to_native.py): its
+    graph's node count and ops, or why not with the operators it lacks."""
+    import to_native
+
+    try:
+        _, _, rep = to_native.convert(ep)
+    except to_native.Unsupported as e:
+        return {"ok": False, "why": str(e)[:600], "unsupported_ops": e.ops}
+    except Exception as e:  # a converter bug must not make the model invalid
+        return {"ok": False, "why": "the converter failed: %s: %s" % (type(e).__name__,
+                                                                    str(e)[:300]),
+                "unsupported_ops": {}}
+    return {"ok": True, "nodes": rep["nodes"], "ops": rep["ops"],
+            "batch_dynamic": rep["batch_dynamic"]}

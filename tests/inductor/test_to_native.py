@@ -1,0 +1,113 @@
+"""to_native.py: an exported program as the native engine's graph.  The test
+model (usermodel.py: convolution + batch norm + ReLU, a residual, a
+transformer block with attention, a linear head) and torchvision's resnet18
+are exported, read back with pt2safe, converted, and run by the native engine
+through tests/models' zoo_parity (the graph workload, every fusion rule on and
+each off in turn): its eager and fused outputs must match PyTorch's.  A model
+with an operator the native engine lacks is refused naming it, and one with two
+inputs naming that.  Runs itself again in the project venv's python."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import indtest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def parity(c, torch, pt2safe, to_native, save_file, what, model, x, tmp, zoo_parity,
+           dynamic=False):
+    path = os.path.join(tmp, what + ".pt2")
+    shapes = ({0: torch.export.Dim("batch", min=1, max=64)},) if dynamic else None
+    torch.export.save(torch.export.export(model, (x,), dynamic_shapes=shapes), path)
+    ep, _ = pt2safe.load(path)
+    graph, weights, rep = to_native.convert(ep)
+    d = os.path.join(tmp, what)
+    os.makedirs(d, exist_ok=True)
+    save_file(weights, os.path.join(d, "weights.safetensors"))
+    save_file({"input": x.contiguous()}, os.path.join(d, "input.safetensors"))
+    with torch.no_grad():
+        ref = model(x)
+    save_file({"output": ref.contiguous()}, os.path.join(d, "expected.safetensors"))
+    r = subprocess.run([zoo_parity, "graph", d, json.dumps({"graph": graph}), str(x.shape[0])],
+                       capture_output=True, text=True, timeout=600)
+    lines = [l for l in r.stdout.splitlines() if l.strip()]
+    c.check(r.returncode == 0 and lines,
+            "%s: the native engine's eager and fused outputs match PyTorch's, every rule "
+            "configuration (%d nodes %s; %s)" % (what, rep["nodes"], rep["ops"],
+                                                 (r.stdout + r.stderr)[-1500:]))
+    return rep
+
+
+def inside(zoo_parity):
+    sys.path.insert(0, os.path.join(indtest.SRC, "worker", "engine", "inductor"))
+    sys.path.insert(0, HERE)
+    import torch
+    import pt2safe
+    import to_native
+    import usermodel
+    from safetensors.torch import save_file
+
+    c = indtest.Checks()
+    tmp = tempfile.mkdtemp(prefix="fb-to-native-")
+    model, (x,) = usermodel.build()
+    rep = parity(c, torch, pt2safe, to_native, save_file, "usernet", model, x, tmp, zoo_parity,
+                 dynamic=True)
+    c.check(rep["ops"].get("conv2d") == 3 and rep["ops"].get("batch_norm") == 2 and
+            rep["ops"].get("softmax") == 1 and rep["batch_dynamic"],
+            "the test model: 3 convolutions, 2 batch norms, attention's softmax, a dynamic "
+            "batch (%s)" % rep)
+    try:
+        import torchvision
+        torch.manual_seed(0)
+        rn = torchvision.models.resnet18(num_classes=10).eval()
+        for m in rn.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+        parity(c, torch, pt2safe, to_native, save_file, "resnet18", rn,
+               torch.randn(1, 3, 64, 64), tmp, zoo_parity)
+    except ImportError:
+        print("note: torchvision missing; resnet18 not converted")
+
+    class Cumsum(torch.nn.Module):
+        def forward(self, x):
+            return torch.cumsum(torch.relu(x), 1) + torch.cumsum(x, 1)
+
+    class TwoIn(torch.nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    for what, m, args, words in (
+            ("cumsum", Cumsum(), (torch.randn(2, 8),), ["aten.cumsum (x2)"]),
+            ("two inputs", TwoIn(), (torch.randn(2, 8), torch.randn(2, 8)), ["2 inputs"])):
+        path = os.path.join(tmp, "bad.pt2")
+        torch.export.save(torch.export.export(m, args), path)
+        ep, _ = pt2safe.load(path)
+        try:
+            to_native.convert(ep)
+            c.check(False, "%s: converted" % what)
+        except to_native.Unsupported as e:
+            c.check(all(w in str(e) for w in words), "%s: refused, %r" % (what, str(e)))
+    c.done()
+
+
+def main():
+    if "--inside" in sys.argv:
+        inside(sys.argv[sys.argv.index("--inside") + 1])
+        return
+    zoo = os.path.join(indtest.BIN or os.path.join(indtest.SRC, "build"), "tests", "models",
+                       "zoo_parity")
+    if not os.access(zoo, os.X_OK):
+        print("SKIP: no %s (the build's tests/models)" % zoo)
+        sys.exit(indtest.SKIP)
+    py = indtest.python_or_skip(("torch", "safetensors"))
+    r = subprocess.run([py, os.path.abspath(__file__), "--inside", zoo], timeout=1200)
+    sys.exit(r.returncode)
+
+
+if __name__ == "__main__":
+    main()
