@@ -492,21 +492,11 @@ static const db_stmt st_prep_finish = {
     "    prepare_worker = NULL, updated_at = now()" PREP_FENCE,
     true};
 
-fb_code db_model_prepare_claim(db_conn *c, const char *worker_id, int stale_s, int max_attempts,
-                               db_model_prep *out, fb_err *err)
+/* A row (model id, attempt, blob id, size, hex digest) into out. */
+static fb_code prep_row(PGresult *res, db_model_prep *out, fb_err *err)
 {
-    char st[16], mx[16];
-    const char *params[] = {worker_id, st, mx};
-    PGresult *res = NULL;
     int64_t attempt = 0;
-    snprintf(st, sizeof st, "%d", stale_s);
-    snprintf(mx, sizeof mx, "%d", max_attempts);
-    memset(out, 0, sizeof *out);
-    fb_code rc = db_exec(c, &st_prep_claim, 3, params, &res, err);
-    if (!rc && PQntuples(res) == 0)
-        rc = fb_err_set(err, FB_ENOTFOUND, NULL, "no model to prepare");
-    if (!rc)
-        rc = db_get_i64(res, 0, 0, &out->id, err);
+    fb_code rc = db_get_i64(res, 0, 0, &out->id, err);
     if (!rc)
         rc = db_get_i64(res, 0, 1, &attempt, err);
     if (!rc)
@@ -516,6 +506,23 @@ fb_code db_model_prepare_claim(db_conn *c, const char *worker_id, int stale_s, i
     if (!rc)
         rc = db_get_buf(res, 0, 4, out->sha256, sizeof out->sha256, err);
     out->attempt = (int)attempt;
+    return rc;
+}
+
+fb_code db_model_prepare_claim(db_conn *c, const char *worker_id, int stale_s, int max_attempts,
+                               db_model_prep *out, fb_err *err)
+{
+    char st[16], mx[16];
+    const char *params[] = {worker_id, st, mx};
+    PGresult *res = NULL;
+    snprintf(st, sizeof st, "%d", stale_s);
+    snprintf(mx, sizeof mx, "%d", max_attempts);
+    memset(out, 0, sizeof *out);
+    fb_code rc = db_exec(c, &st_prep_claim, 3, params, &res, err);
+    if (!rc && PQntuples(res) == 0)
+        rc = fb_err_set(err, FB_ENOTFOUND, NULL, "no model to prepare");
+    if (!rc)
+        rc = prep_row(res, out, err);
     PQclear(res);
     return rc;
 }
@@ -567,13 +574,7 @@ fb_code db_model_archive(db_conn *c, int64_t id, db_model_prep *out, fb_err *err
     if (!rc && PQntuples(res) == 0)
         rc = fb_err_set(err, FB_ENOTFOUND, NULL, "model %" PRId64 " is gone", id);
     if (!rc)
-        rc = db_get_i64(res, 0, 0, &out->id, err);
-    if (!rc)
-        rc = db_get_i64(res, 0, 2, &out->blob_id, err);
-    if (!rc)
-        rc = db_get_i64(res, 0, 3, &out->size, err);
-    if (!rc)
-        rc = db_get_buf(res, 0, 4, out->sha256, sizeof out->sha256, err);
+        rc = prep_row(res, out, err);
     PQclear(res);
     return rc;
 }

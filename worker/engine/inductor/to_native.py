@@ -426,10 +426,9 @@ class Converter:
     def op_aten_embedding(self, n, name, a, kw):
         return self._node(n, "embedding", [a[1], a[0]])
 
-    def _view(self, n, x, size):
-        shape, dyn = self._out(n)
-        if shape == x.shape:
-            return x
+    def _reshape(self, x, shape, dyn):
+        """x viewed as shape: the size that follows the dynamic batch written
+        -1 (two such sizes: the graph keeps the export's batch)."""
         out = list(shape)
         if self.batch_sym is not None and dyn:
             if len(dyn) > 1:
@@ -437,6 +436,10 @@ class Converter:
             else:
                 out[next(iter(dyn))] = -1
         return self.b.node("reshape", [x], shape, dyn, shape=out)
+
+    def _view(self, n, x, size):
+        shape, dyn = self._out(n)
+        return x if shape == x.shape else self._reshape(x, shape, dyn)
 
     def op_aten_reshape(self, n, name, a, kw):
         return self._view(n, a[0], a[1])
@@ -549,14 +552,7 @@ class Converter:
             shp = list(x.shape)
             shp[dim] = 1
             s = self._slice(x, dim, i, i + 1, shp, x.dyn)
-            shape, dyn = _dims_of(val, self.batch_sym)
-            target = list(shape)
-            if self.batch_sym is not None and dyn:
-                if len(dyn) > 1:
-                    self.dynamic_ok = False
-                else:
-                    target[next(iter(dyn))] = -1
-            out.append(self.b.node("reshape", [s], shape, dyn, shape=target))
+            out.append(self._reshape(s, *_dims_of(val, self.batch_sym)))
         return tuple(out)
 
     def op_aten_mean(self, n, name, a, kw):
