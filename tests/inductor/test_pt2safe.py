@@ -120,6 +120,16 @@ def inside():
     rewrite(good, evil4, edit_json("models/model.json", os_target))
     invalid(evil4, ["torch.os.system", "not an ATen"], "a node calling torch.os.system")
 
+    # 4b. an ATen operator that reads a file of the host into a tensor
+    evil5 = os.path.join(tmp, "evil_from_file.pt2")
+
+    def from_file(prog):
+        first(prog, lambda d: isinstance(d.get("target"), str) and "relu" in d["target"])[
+            "target"] = "torch.ops.aten.from_file.default"
+
+    rewrite(good, evil5, edit_json("models/model.json", from_file))
+    invalid(evil5, ["aten.from_file", "outside the process"], "a node calling aten.from_file")
+
     # 5. a custom operator's library the worker lacks
     custom = os.path.join(tmp, "custom_op.pt2")
 

@@ -107,6 +107,11 @@ SIZE_OPS = {"_operator." + n for n in (
     "torch.sym_ite", "torch.sym_sqrt", "math.ceil", "math.floor", "math.trunc", "math.sqrt"}
 
 
+# ATen operators that reach outside the process: never called from an upload.
+# (aten.from_file reads any file the worker may read into a tensor.)
+DENIED_OPS = {"from_file", "_print"}
+
+
 def check_target(t):
     """Raises Invalid unless t is an operator this reader lets a node call."""
     if t in SIZE_OPS:
@@ -114,6 +119,9 @@ def check_target(t):
     m = _OP.match(t) if isinstance(t, str) else None
     if m is None:
         raise Invalid("a node calls %r, which is not an ATen or prims operator" % (t,))
+    if m.group(1) == "aten" and m.group(2) in DENIED_OPS:
+        raise Invalid("a node calls aten.%s, which reaches outside the process; an uploaded "
+                      "model may not" % m.group(2))
     if m.group(1) not in OP_NAMESPACES:
         raise Invalid("the model needs the operator %s.%s from the library %r, which this "
                       "worker does not have (it runs aten and prims operators)" % (
