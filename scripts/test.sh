@@ -2,11 +2,12 @@
 # test.sh: every test, one command.
 #
 #   scripts/test.sh          the default tier: everything below but the tests
-#                            labelled "full" (a first run takes under 20 minutes
+#                            labelled "full" (a first run takes under 25 minutes
 #                            once packages and the venv are in)
 #   scripts/test.sh --full   everything: adds the full tier (every model's
 #                            PyTorch parity, the inductor ladder on real models,
-#                            docker compose and Slurm for real); CI runs it too
+#                            Inductor's fusions undone on real compiles, docker
+#                            compose and Slurm for real); CI runs it too
 #
 #   1. packages (scripts/deps.sh --test) and the project's Python environment
 #      (scripts/venv.sh: PyTorch & co. from PyPI, once per machine)

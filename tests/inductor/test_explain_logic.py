@@ -166,7 +166,7 @@ def inside():
                 "peak": 100 if fn == "cf" else 50}
 
     pctx = explain.Ctx(base_fn="base", profile_fn=prof, kernel_ms={"fused": 1.0})
-    pp = explain.paired_profile(pctx, {"fn": "cf", "kernel_ops": {}})
+    pp = explain.paired_profile(pctx, {"fn": "cf", "kernel_ops": {}}, rounds=2)
     c.check(seen == ["base", "cf", "base", "cf"] and pp["base_times"] == {"fused": 3.0} and
             pp["times"] == {"a": 1.0, "b": 1.0} and pp["peak"] == 100,
             "paired profiles: base and counterfactual in turn, least time per kernel (%s)" % pp)

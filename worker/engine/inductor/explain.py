@@ -362,18 +362,20 @@ class _Measure:
         return r
 
 
-# Profiles of the job's compile and a counterfactual, alternated: a kernel's
-# time is its least over them (other tenants and the profiler only add time).
-PAIRED_PROFILES = 2
+# Profiles of the job's compile and a counterfactual, alternated, this many
+# rounds: a kernel's time is its least over them (other tenants and the
+# profiler only add time; each profile is already the fastest of
+# measure.PROFILE_TRIES iterations).
+PAIRED_PROFILES = 1
 
 
-def paired_profile(ctx, cf):
+def paired_profile(ctx, cf, rounds=PAIRED_PROFILES):
     """The counterfactual cf and the job's compile profiled in turn, at the
     same moment, so that a fused kernel is compared with its unfused parts
     under the same load (the job's own profile may be minutes old):
     {"times": {kernel: ms}, "base_times": {kernel: ms}, "peak": bytes} or None."""
     cft, bt, peak = {}, {}, None
-    for _ in range(PAIRED_PROFILES):
+    for _ in range(rounds):
         b = ctx.profile_fn(ctx.base_fn, ctx.base_kernel_ops)
         c = ctx.profile_fn(cf["fn"], cf["kernel_ops"])
         if not b or not c:
