@@ -357,7 +357,15 @@ static void finish(job_run *jr)
         lease_lost(jr);
         return;
     }
-    log_ended(jr, oc.ok ? "result" : oc.code, wk_time_now_ms());
+    /* An exit seen after the lease ran out happened by the lease's end: the
+     * timer kills the job process when it fires, and it fires late only when
+     * this worker was stopped, its job process with it (a frozen host: the
+     * process wrote its result before the freeze, and the freeze outlasted
+     * the lease).  The write that follows meets the fence if the job was
+     * rescued meanwhile. */
+    int64_t now = wk_time_now_ms();
+    log_ended(jr, oc.ok ? "result" : oc.code,
+              lease_fired && jr->lease_ms < now ? jr->lease_ms : now);
     if (oc.ok) {
         settle s = {.kind = SETTLE_COMPLETE,
                     .result_json = oc.result_json,
