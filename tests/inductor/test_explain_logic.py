@@ -154,6 +154,21 @@ def inside():
     r, _ = explain.reason_of(d, "at::vec::a(in_ptr0[i]);", ["at::vec::a(in_ptr0[i]);"],
                              1.0, 2.0, 0, 0)
     c.check(r == "unexplained", "no evidence: unexplained")
+    # a disturbance that lasts through the pooled rounds: a fresh batch replaces them
+    class BurstClock(FakeClock):
+        def __init__(self, calls):
+            super().__init__(0.01)
+            self.calls = calls
+
+        def time_ms(self, fn, inputs):
+            self.calls -= 1
+            return fn.ms + self.rng.uniform(-5.0, 5.0) if self.calls >= 0 else \
+                FakeClock.time_ms(self, fn, inputs)
+
+    a, b, d = explain.compare(Program(10.0), Program(9.0), (), BurstClock(170), 20)
+    c.check(d[2] - d[1] < 0.1 and d[1] <= -1.0 <= d[2] and len(a) == 80,
+            "a burst through the pooled rounds: a fresh batch of 80 gives %.3f [%.3f, %.3f]"
+            % d)
     # the fused kernel and its parts profiled in turn: each kernel's least time,
     # the job's compile under the same load as the counterfactual
     loads = iter([5.0, 9.0, 3.0, 2.0])  # base, cf, base, cf: a noisy first pair
