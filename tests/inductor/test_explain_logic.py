@@ -165,10 +165,10 @@ def inside():
             return fn.ms + self.rng.uniform(-5.0, 5.0) if self.calls >= 0 else \
                 FakeClock.time_ms(self, fn, inputs)
 
-    a, b, d = explain.compare(Program(10.0), Program(9.0), (), BurstClock(170), 20)
-    c.check(d[2] - d[1] < 0.1 and d[1] <= -1.0 <= d[2] and len(a) == 80,
+    sa, _, sd = explain.compare(Program(10.0), Program(9.0), (), BurstClock(170), 20)
+    c.check(sd[2] - sd[1] < 0.1 and sd[1] <= -1.0 <= sd[2] and len(sa) == 80,
             "a burst through the pooled rounds: a fresh batch of 80 gives %.3f [%.3f, %.3f]"
-            % d)
+            % sd)
     # the fused kernel and its parts profiled in turn: each kernel's least time,
     # the job's compile under the same load as the counterfactual
     loads = iter([5.0, 9.0, 3.0, 2.0])  # base, cf, base, cf: a noisy first pair
