@@ -110,35 +110,23 @@ def inside():
     invalid(evil3, ["symbolic size", "__import__"], "a symbolic size that is Python")
     c.check(not os.path.exists(marker3), "... and its command did not run")
 
-    # 4. a node that calls os.system through torch's attributes
-    evil4 = os.path.join(tmp, "evil_target.pt2")
+    # 4. a node retargeted (its relu): os.system reached through torch's
+    # attributes; an ATen operator that reads a host file into a tensor; a
+    # custom operator's library the worker lacks
+    for target, words, what in (
+            ("torch.os.system", ["torch.os.system", "not an ATen"],
+             "a node calling torch.os.system"),
+            ("torch.ops.aten.from_file.default", ["aten.from_file", "outside the process"],
+             "a node calling aten.from_file"),
+            ("torch.ops.mylib.fancy_relu.default", ["mylib.fancy_relu", "does not have"],
+             "a custom operator")):
+        def retarget(prog, target=target):
+            first(prog, lambda d: isinstance(d.get("target"), str) and "relu" in d["target"])[
+                "target"] = target
 
-    def os_target(prog):
-        first(prog, lambda d: isinstance(d.get("target"), str) and "relu" in d["target"])[
-            "target"] = "torch.os.system"
-
-    rewrite(good, evil4, edit_json("models/model.json", os_target))
-    invalid(evil4, ["torch.os.system", "not an ATen"], "a node calling torch.os.system")
-
-    # 4b. an ATen operator that reads a file of the host into a tensor
-    evil5 = os.path.join(tmp, "evil_from_file.pt2")
-
-    def from_file(prog):
-        first(prog, lambda d: isinstance(d.get("target"), str) and "relu" in d["target"])[
-            "target"] = "torch.ops.aten.from_file.default"
-
-    rewrite(good, evil5, edit_json("models/model.json", from_file))
-    invalid(evil5, ["aten.from_file", "outside the process"], "a node calling aten.from_file")
-
-    # 5. a custom operator's library the worker lacks
-    custom = os.path.join(tmp, "custom_op.pt2")
-
-    def custom_op(prog):
-        first(prog, lambda d: isinstance(d.get("target"), str) and "relu" in d["target"])[
-            "target"] = "torch.ops.mylib.fancy_relu.default"
-
-    rewrite(good, custom, edit_json("models/model.json", custom_op))
-    invalid(custom, ["mylib.fancy_relu", "does not have"], "a custom operator")
+        path = os.path.join(tmp, "retargeted.pt2")
+        rewrite(good, path, edit_json("models/model.json", retarget))
+        invalid(path, words, what)
 
     # 6. truncated, 7. a zip that is not an export, 8. not a zip, 9. over the limit
     data = open(good, "rb").read()
