@@ -193,12 +193,15 @@ static fb_code bytea_param(db_conn *c, const db_stmt *st, const unsigned char sh
     return db_exec_bin(c, st, 1, params, lengths, formats, 0, res, err);
 }
 
-static fb_code finish(db_conn *c, db_model_upload *u, const unsigned char sha[DB_SHA256_LEN],
-                      char **json, fb_err *err)
+/* The blob's end in an upload's transaction: sealed with its digest, or,
+ * when the same bytes are stored already, its chunks rolled back to the
+ * savepoint and the old blob named in u->blob_id instead. */
+static fb_code seal_or_dedupe(db_conn *c, db_model_upload *u,
+                              const unsigned char sha[DB_SHA256_LEN], fb_err *err)
 {
-    char owner[24], blob[24], size[24], quota[24];
+    char blob[24], size[24];
     PGresult *res = NULL;
-    int64_t id = 0, usage = 0, limit = -1, existing = 0;
+    int64_t existing = 0;
     fb_code rc;
 
     rc = bytea_param(c, &st_sha_lock, sha, &res, err);
@@ -222,8 +225,18 @@ static fb_code finish(db_conn *c, db_model_upload *u, const unsigned char sha[DB
         const int formats[] = {0, 1, 0};
         rc = db_exec_bin(c, &st_blob_seal, 3, params, lengths, formats, 0, &res, err);
         PQclear(res);
-        res = NULL;
     }
+    return rc;
+}
+
+static fb_code finish(db_conn *c, db_model_upload *u, const unsigned char sha[DB_SHA256_LEN],
+                      char **json, fb_err *err)
+{
+    char owner[24], blob[24], quota[24];
+    PGresult *res = NULL;
+    int64_t id = 0, usage = 0, limit = -1;
+    fb_code rc = seal_or_dedupe(c, u, sha, err);
+
     if (rc)
         return rc;
     const char *mp[] = {db_i64_text(u->owner_id, owner, sizeof owner), u->name, u->visibility,
@@ -362,9 +375,11 @@ static const db_stmt st_delete = {
     "model delete",
     "WITH t AS (SELECT m.id, m.blob_id, (m.owner_id IS NOT NULL AND m.owner_id = $1::bigint)"
     "    OR $2::boolean AS may FROM models m WHERE m.id = $3::bigint AND " VISIBLE "),"
-    " d AS (DELETE FROM models m USING t WHERE m.id = t.id AND t.may RETURNING m.blob_id),"
-    " g AS (DELETE FROM model_blobs b USING d WHERE b.id = d.blob_id"
-    "    AND NOT EXISTS (SELECT 1 FROM models o WHERE o.blob_id = b.id AND o.id <> $3::bigint))"
+    " d AS (DELETE FROM models m USING t WHERE m.id = t.id AND t.may"
+    "    RETURNING m.blob_id, m.native_blob_id),"
+    " g AS (DELETE FROM model_blobs b USING d WHERE (b.id = d.blob_id OR b.id = d.native_blob_id)"
+    "    AND NOT EXISTS (SELECT 1 FROM models o WHERE (o.blob_id = b.id OR o.native_blob_id = b.id)"
+    "    AND o.id <> $3::bigint))"
     " SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM d)",
     false};
 
@@ -573,6 +588,102 @@ fb_code db_model_archive(db_conn *c, int64_t id, db_model_prep *out, fb_err *err
     fb_code rc = db_exec(c, &st_archive, 1, params, &res, err);
     if (!rc && PQntuples(res) == 0)
         rc = fb_err_set(err, FB_ENOTFOUND, NULL, "model %" PRId64 " is gone", id);
+    if (!rc)
+        rc = prep_row(res, out, err);
+    PQclear(res);
+    return rc;
+}
+
+/* ---- the native form (worker side, migration 0013) ---- */
+
+/* $1 model, $2 attempt: the row locked for the transaction, so that no other
+ * worker claims it meanwhile (the claim skips locked rows). */
+static const db_stmt st_form_lock = {"model form lock",
+                                     "SELECT 1 FROM models" PREP_FENCE " FOR UPDATE", false};
+
+fb_code db_model_form_begin(db_conn *c, db_model_upload *u, int64_t id, int attempt, fb_err *err)
+{
+    char idt[24], at[16];
+    const char *params[] = {db_i64_text(id, idt, sizeof idt), at};
+    PGresult *res = NULL;
+    fb_code rc;
+
+    snprintf(at, sizeof at, "%d", attempt);
+    u->blob_id = 0;
+    u->next_seq = 0;
+    u->stored = 0;
+    rc = run(c, &st_begin, 0, NULL, NULL, err);
+    if (!rc)
+        rc = db_exec(c, &st_form_lock, 2, params, &res, err);
+    if (!rc && PQntuples(res) == 0)
+        rc = fb_err_set(err, FB_ESTALE, NULL,
+                        "model %" PRId64 " attempt %d is no longer this worker's", id, attempt);
+    PQclear(res);
+    res = NULL;
+    if (!rc)
+        rc = run(c, &st_savepoint, 0, NULL, NULL, err);
+    if (!rc)
+        rc = run(c, &st_blob_new, 0, NULL, &res, err);
+    if (!rc)
+        rc = db_get_i64(res, 0, 0, &u->blob_id, err);
+    PQclear(res);
+    if (rc)
+        db_model_upload_abort(c);
+    return rc;
+}
+
+/* $1 model, $2 attempt, $3 info, $4 the native form's blob. */
+static const db_stmt st_form_finish = {
+    "model form finish",
+    "UPDATE models SET status = 'ready', error = NULL, info = $3::jsonb,"
+    "    native_blob_id = $4::bigint, prepare_worker = NULL, updated_at = now()" PREP_FENCE,
+    false};
+
+fb_code db_model_form_finish(db_conn *c, db_model_upload *u, const unsigned char sha[DB_SHA256_LEN],
+                             int64_t id, int attempt, const char *info_json, fb_err *err)
+{
+    char idt[24], at[16], blob[24];
+    PGresult *res = NULL;
+    fb_code rc = seal_or_dedupe(c, u, sha, err);
+
+    snprintf(at, sizeof at, "%d", attempt);
+    if (!rc) {
+        const char *params[] = {db_i64_text(id, idt, sizeof idt), at, info_json,
+                                db_i64_text(u->blob_id, blob, sizeof blob)};
+        rc = db_exec(c, &st_form_finish, 4, params, &res, err);
+    }
+    if (!rc && strcmp(PQcmdTuples(res), "0") == 0)
+        rc = fb_err_set(err, FB_ESTALE, NULL,
+                        "model %" PRId64 " attempt %d is no longer this worker's", id, attempt);
+    PQclear(res);
+    if (!rc)
+        rc = run(c, &st_commit, 0, NULL, NULL, err);
+    if (rc && PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+        db_model_upload_abort(c);
+    return rc;
+}
+
+static const db_stmt st_form = {
+    "model form",
+    "SELECT m.id, 0, b.id, b.size, encode(b.sha256, 'hex'), m.info->'native'->>'why'"
+    " FROM models m LEFT JOIN model_blobs b ON b.id = m.native_blob_id WHERE m.id = $1::bigint",
+    true};
+
+fb_code db_model_form(db_conn *c, int64_t id, db_model_prep *out, fb_err *err)
+{
+    char idt[24];
+    const char *params[] = {db_i64_text(id, idt, sizeof idt)};
+    PGresult *res = NULL;
+    memset(out, 0, sizeof *out);
+    fb_code rc = db_exec(c, &st_form, 1, params, &res, err);
+    if (!rc && PQntuples(res) == 0)
+        rc = fb_err_set(err, FB_ENOTFOUND, NULL, "model %" PRId64 " is gone", id);
+    if (!rc && PQgetisnull(res, 0, 2))
+        rc = fb_err_set(
+            err, FB_EUNSUPPORTED, "engine", "model %" PRId64 " has no native form: %s", id,
+            PQgetisnull(res, 0, 5) ? "it was prepared before the native engine ran uploaded models "
+                                     "(upload it again)"
+                                   : PQgetvalue(res, 0, 5));
     if (!rc)
         rc = prep_row(res, out, err);
     PQclear(res);

@@ -134,4 +134,25 @@ FB_MUSTCHECK fb_code db_model_prepare_finish(db_conn *c, int64_t id, int attempt
  * FB_ENOTFOUND when the model is gone. */
 FB_MUSTCHECK fb_code db_model_archive(db_conn *c, int64_t id, db_model_prep *out, fb_err *err);
 
+/* ---- the native form (worker side, migration 0013) ---- */
+
+/* An uploaded model's native form (the file the native engine runs it from,
+ * made while preparing it) is stored like an upload, in one transaction:
+ * db_model_form_begin (BEGIN, the model's row locked so that no other worker
+ * claims it meanwhile, a new blob), db_model_upload_chunk per chunk, then
+ * db_model_form_finish, which seals the blob (or names the same bytes stored
+ * before), ends attempt `attempt` of model id ready with info_json and this
+ * form, and commits.  FB_ESTALE when the attempt is no longer this worker's;
+ * on any error everything is rolled back. */
+FB_MUSTCHECK fb_code db_model_form_begin(db_conn *c, db_model_upload *u, int64_t id, int attempt,
+                                         fb_err *err);
+FB_MUSTCHECK fb_code db_model_form_finish(db_conn *c, db_model_upload *u,
+                                          const unsigned char sha[DB_SHA256_LEN], int64_t id,
+                                          int attempt, const char *info_json, fb_err *err);
+
+/* The native form of model id, as db_model_archive gives the archive.
+ * FB_ENOTFOUND when the model is gone, FB_EUNSUPPORTED (why in err) when it
+ * has none. */
+FB_MUSTCHECK fb_code db_model_form(db_conn *c, int64_t id, db_model_prep *out, fb_err *err);
+
 #endif

@@ -3,6 +3,8 @@
  * or 0, as everywhere in the API. */
 #include "fb_catalog.h"
 
+#include <string.h>
+
 static bool cat_put(cJSON *o, const char *key, cJSON *item)
 {
     if (item && cJSON_AddItemToObject(o, key, item))
@@ -70,4 +72,17 @@ cJSON *fb_device_info_to_json(const fb_device_info *d)
         return NULL;
     }
     return o;
+}
+
+bool fb_workload_is_upload(const char *workload)
+{
+    size_t n = workload && strncmp(workload, "model.", 6) == 0 ? strlen(workload + 6) : 0;
+
+    if (n < 1 || n > 18)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (workload[6 + i] < '0' || workload[6 + i] > '9')
+            return false;
+    }
+    return true;
 }

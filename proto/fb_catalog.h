@@ -26,6 +26,10 @@ typedef struct fb_workload_info {
 
 cJSON *fb_workload_info_to_json(const fb_workload_info *w);
 
+/* Whether workload names an uploaded model's jobs: "model." and 1-18 digits
+ * (its id; docs/API-EXTENSIONS.md, "Your own models"). */
+bool fb_workload_is_upload(const char *workload);
+
 typedef struct fb_device_info {
     char kind[16];  /* "cpu" or "cuda" */
     char name[128]; /* CPU model or GPU name */

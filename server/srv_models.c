@@ -448,8 +448,8 @@ static fb_code job_model(srv_req *r, const char *workload, cJSON **out, srv_mode
 /* The catalog entry of an uploaded model: an entry of the inductor engine (the
  * one with the most devices), renamed, its default batch the export's; as a
  * one-entry catalog (caller frees). */
-static fb_code model_entry(srv_req *r, const char *workload, const cJSON *m, int batch, cJSON **out,
-                           srv_model_refusal *why, fb_err *err)
+static fb_code model_entry(srv_req *r, const char *workload, const char *engine, const cJSON *m,
+                           int batch, cJSON **out, srv_model_refusal *why, fb_err *err)
 {
     char *json = NULL, desc[160];
     const cJSON *e, *best = NULL;
@@ -462,7 +462,7 @@ static fb_code model_entry(srv_req *r, const char *workload, const cJSON *m, int
     cJSON_ArrayForEach(e, cat)
     {
         const char *eng = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "engine"));
-        if (eng && strcmp(eng, "inductor") == 0 &&
+        if (eng && strcmp(eng, engine) == 0 &&
             (!best || cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(e, "devices")) >
                           cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(best, "devices"))))
             best = e;
@@ -483,7 +483,7 @@ static fb_code model_entry(srv_req *r, const char *workload, const cJSON *m, int
     if (!entry) {
         cJSON_Delete(arr);
         return refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
-                      "no live worker has the inductor engine, which runs uploaded models");
+                      "no live worker has the %s engine", engine);
     }
     *out = arr;
     return FB_OK;
@@ -519,6 +519,35 @@ static bool name_in_params(fb_spec *spec, const cJSON *m, int64_t id, const char
     return cJSON_AddItemToObject(spec->params, "model", ref);
 }
 
+/* Whether engine (not inductor, which reads every ready model) runs model m:
+ * the native engine does through the native form its preparing made
+ * (info.native.form), else says why not (the operators it lacks). */
+static fb_code native_check(const cJSON *m, const char *engine, const char *name,
+                            srv_model_refusal *why, fb_err *err)
+{
+    const cJSON *nat =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "info"), "native");
+    const char *cannot = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(nat, "why"));
+
+    if (strcmp(engine, "native") != 0)
+        return refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
+                      "the %s engine does not run uploaded models; the inductor and native "
+                      "engines do",
+                      engine);
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(nat, "ok")))
+        return refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
+                      "the native engine cannot run model %s: %s; the inductor engine can "
+                      "(engine: inductor)",
+                      name, cannot ? cannot : "its preparing did not convert it");
+    if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(nat, "form")))
+        return refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
+                      "model %s was prepared before the native engine ran uploaded models, so "
+                      "it has no native form: upload it again (the inductor engine runs it as "
+                      "it is)",
+                      name);
+    return FB_OK;
+}
+
 fb_code srv_models_job(srv_req *r, fb_spec *spec, srv_model_refusal *why, fb_err *err)
 {
     cJSON *m = NULL, *cat = NULL;
@@ -548,22 +577,7 @@ fb_code srv_models_job(srv_req *r, fb_spec *spec, srv_model_refusal *why, fb_err
                     "model %s (id %" PRId64 ") is invalid: %s", name, id,
                     e ? e : "(no reason stored)");
     } else if (spec->engine[0] && strcmp(spec->engine, "inductor") != 0) {
-        const cJSON *nat =
-            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "info"), "native");
-        const char *cannot =
-            cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(nat, "ok"))
-                ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(nat, "why"))
-                : NULL;
-        if (cannot && strcmp(spec->engine, "native") == 0)
-            rc = refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
-                        "the native engine cannot run model %s: %s; the inductor engine can "
-                        "(engine: inductor)",
-                        name, cannot);
-        else
-            rc = refuse(why, 422, "unsupported", err, FB_EUNSUPPORTED, "engine",
-                        "the %s engine does not run uploaded models yet; the inductor engine "
-                        "does (engine: inductor)",
-                        spec->engine);
+        rc = native_check(m, spec->engine, name, why, err);
     }
     batch = rc == FB_OK ? export_batch(cJSON_GetObjectItemCaseSensitive(m, "info"), &dynamic) : 1;
     if (rc == FB_OK && !dynamic && spec->batch_size && spec->batch_size != batch)
@@ -573,8 +587,9 @@ fb_code srv_models_job(srv_req *r, fb_spec *spec, srv_model_refusal *why, fb_err
                     name, batch, batch);
     if (rc == FB_OK) {
         snprintf(workload, sizeof workload, "model.%" PRId64, id);
-        snprintf(spec->engine, sizeof spec->engine, "inductor");
-        rc = model_entry(r, workload, m, batch, &cat, why, err);
+        if (!spec->engine[0])
+            snprintf(spec->engine, sizeof spec->engine, "inductor");
+        rc = model_entry(r, workload, spec->engine, m, batch, &cat, why, err);
     }
     if (rc == FB_OK) {
         snprintf(spec->workload, sizeof spec->workload, "%s", workload);

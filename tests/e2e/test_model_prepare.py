@@ -3,16 +3,19 @@
 
 Uploads made before any worker runs: the test model exported with torch
 (tests/inductor/usermodel.py), an archive whose weight is a pickle that runs a
-command under torch.export.load (tests/inductor/archives.py), bytes that are
-not a zip, the good archive again as a model whose preparing a worker that
+command under torch.export.load (tests/inductor/archives.py), a model with an
+operator the native engine lacks, bytes that are not a zip, the good archive again as a model whose preparing a worker that
 died left behind (its lease stale, attempts left: prepared again), and once
 more as one that died at its last attempt.  Then a worker with the inductor
 engine, started with the database's URL and a password in its environment and
 a runner (tests/e2e/spy_runner.py) that notes what the reading process was
 given.  Each model must end ready with what was read, or invalid naming why;
 the command must not have run; the archive must be in the worker's cache under
-its SHA-256; the reading process must have had no database variable and no
-descriptor but its standard three."""
+its SHA-256, and beside it the model's native form, stored once in the
+database for the two models of the same bytes; the reading process must have
+had no database variable and no descriptor but its standard three.  Then jobs
+of the models by both engines (the native one checked against PyTorch eager's
+output), and the refusals."""
 
 import hashlib
 import json
@@ -46,8 +49,10 @@ def test(env):
     check(r.returncode == 0, "making the archives: %s" % r.stderr[-2000:])
     good = open(os.path.join(env.tmp, "good.pt2"), "rb").read()
     evil = open(os.path.join(env.tmp, "evil_weight.pt2"), "rb").read()
+    lacking = open(os.path.join(env.tmp, "lacking.pt2"), "rb").read()
     junk = os.urandom(5000)
     ids = {"good": upload(env, "good", good)["id"], "evil": upload(env, "evil", evil)["id"],
+           "lacking": upload(env, "lacking", lacking)["id"],
            "junk": upload(env, "junk", junk)["id"],
            "orphan": upload(env, "orphan", good)["id"],
            "dead": upload(env, "dead", good)["id"]}
@@ -77,6 +82,15 @@ def test(env):
     check(info["parameters"] == 19898 and info["ops"].get("aten.conv2d.default") == 3 and
           info["dynamic_batch"] and info["eager"]["ok"] and info["native"]["ok"],
           "parameters, ops, dynamic batch, eager: %s" % json.dumps(info)[:600])
+    form = info["native"].get("form") or {}
+    check(form.get("bytes", 0) > 19898 * 4 and len(form.get("sha256", "")) == 64,
+          "its native form was made and stored: %s" % form)
+    la = ms["lacking"]
+    check(la["status"] == "ready" and la["info"]["native"]["ok"] is False and
+          la["info"]["native"]["unsupported_ops"] == {"aten.cumsum": 1} and
+          "form" not in la["info"]["native"],
+          "a model with an operator the native engine lacks: ready, the operator named, no "
+          "native form (%s)" % json.dumps(la["info"].get("native")))
     check_eq(fbtest.http(env.base, "GET", "/api/v1/models/%d" % ids["good"])[2]["info"], info,
              "GET /api/v1/models/{id} has the info")
     e = ms["evil"]
@@ -98,10 +112,19 @@ def test(env):
     check(os.path.isfile(path) and open(path, "rb").read() == good,
           "the archive is in the worker's cache as %s.pt2" % sha[:12])
     check_eq(sorted(os.listdir(cache)),
-             sorted(hashlib.sha256(b).hexdigest() + ".pt2" for b in (good, evil, junk)),
-             "the cache holds each archive once, by its digest")
+             sorted([hashlib.sha256(b).hexdigest() + ".pt2" for b in (good, evil, lacking, junk)] +
+                    [form["sha256"] + ".fbn"]),
+             "the cache holds each archive once, by its digest, and the native form")
+    fbn = open(os.path.join(cache, form["sha256"] + ".fbn"), "rb").read()
+    check_eq(hashlib.sha256(fbn).hexdigest(), form["sha256"], "... the form's bytes are its digest's")
+    blobs = env.sql("SELECT m.name, m.native_blob_id, b.size FROM models m"
+                    " LEFT JOIN model_blobs b ON b.id = m.native_blob_id ORDER BY m.name")
+    nb = {r[0]: r[1:] for r in blobs}
+    check(nb["good"][0] and nb["good"] == nb["orphan"] and nb["good"][1] == str(form["bytes"]) and
+          not nb["lacking"][0] and not nb["evil"][0],
+          "the database holds the form once, for the two models of the same bytes: %s" % nb)
     calls = [json.loads(line) for line in open(spy)]
-    check_eq(len(calls), 4, "4 archives read (good and orphan are the same bytes, read twice; "
+    check_eq(len(calls), 5, "5 archives read (good and orphan are the same bytes, read twice; "
              "the dead one never)")
     for c in calls:
         secret = [k for k in c["env"] if k == "DATABASE_URL" or k.startswith("PG")]
@@ -116,6 +139,39 @@ def test(env):
 
 def submit(env, spec):
     return fbtest.http(env.base, "POST", "/api/v1/jobs", spec)
+
+
+def native_jobs(env, ids):
+    """The native engine on the model's native form, at a batch the export did
+    not have: both variants ok, eager within the gate of PyTorch eager's output
+    (its two samples repeated); the model Inductor runs that the native engine
+    cannot."""
+    st, _, j = submit(env, {"workload": "model:good", "engine": "native", "batch_size": 3,
+                            "warmup": 1, "iterations": 5})
+    check_eq(st, 201, "submit model:good to the native engine (%s)" % j)
+    check_eq((j["spec"]["workload"], j["spec"]["engine"], j["spec"]["variants"]),
+             ("model.%d" % ids["good"], "native", ["eager", "fused"]),
+             "the job: model.<id> on the native engine, eager against fused")
+    st, _, la = submit(env, {"workload": "model:lacking", "variants": ["eager", "inductor"],
+                             "warmup": 1, "iterations": 3})
+    check_eq(st, 201, "submit model:lacking to the inductor engine (%s)" % la)
+    done = env.wait_job(j["id"], timeout=300)
+    check_eq(done["state"], "succeeded", "the native job (%s)" % done.get("error"))
+    v = {x["name"]: x for x in done["result"]["variants"]}
+    ref = v["eager"].get("reference") or {}
+    check(v["eager"]["status"] == "ok" and ref.get("max_rel_error") is not None and
+          ref["max_rel_error"] <= 1e-4 and "PyTorch eager" in ref.get("against", "") and
+          "repeated to 3" in ref["against"],
+          "eager matches PyTorch eager's output within the gate: %s" % ref)
+    check(v["fused"]["status"] == "ok" and v["fused"]["max_rel_error"] <= 1e-4 and
+          v["fused"]["fused_kernels"] >= 1 and v["fused"]["fusion_groups"],
+          "fused matches eager, its fusions counted: %s kernels fused, groups %s" % (
+              v["fused"].get("fused_kernels"),
+              [g.get("rule") for g in v["fused"].get("fusion_groups") or []][:8]))
+    done = env.wait_job(la["id"], timeout=600)
+    check_eq(done["state"], "succeeded",
+             "the inductor engine runs the model the native engine cannot (%s)" % done.get("error"))
+    log("native jobs of an uploaded model: checked against PyTorch; the lacking one by Inductor")
 
 
 def jobs(env, ids):
@@ -148,11 +204,18 @@ def jobs(env, ids):
             ({"workload": "model:nosuch"}, (422, "unknown_workload"), "no such model"),
             ({"workload": "model:someone/good"}, (422, "unknown_workload"),
              "another owner's name"),
-            ({"workload": "model:good", "engine": "native"}, (422, "unsupported"),
-             "the native engine (its jobs of uploaded models: the next step)"),
+            ({"workload": "model:lacking", "engine": "native"}, (422, "unsupported"),
+             "the native engine on a model with an operator it lacks"),
+            ({"workload": "model:good", "engine": "cupy"}, (422, "unsupported"),
+             "an engine that runs no uploaded models"),
             ({"workload": "model:bad name"}, (400, "invalid_argument"), "a malformed reference")):
         st, _, b = submit(env, spec)
         check_eq((st, (b.get("error") or {}).get("code")), want, "%s: %s" % (what, b))
+    st, _, b = submit(env, {"workload": "model:lacking", "engine": "native"})
+    check("aten.cumsum" in b["error"]["message"],
+          "... its error names the operator: %s" % b["error"]["message"])
+    native_jobs(env, ids)
+
     # the Python client (clients/python, standard library only)
     sys.path.insert(0, os.path.join(fbtest.source_dir(), "clients", "python"))
     import fusionbench as fb
@@ -199,6 +262,9 @@ def jobs(env, ids):
     st, _, _ = fbtest.http(env.base, "DELETE", "/api/v1/models/%d" % ids["orphan"],
                            headers={"X-FusionBench-Client": "e2e"})
     check_eq(st, 204, "delete the model its job waits for")
+    check_eq(env.sql("SELECT count(*) FROM models m JOIN model_blobs b ON b.id = m.native_blob_id"
+                     " WHERE m.name = 'good'")[0][0], "1",
+             "the native form it shared with another model stays")
     env.start_worker(["--model-cache", os.path.join(env.tmp, "cache")])
     done = env.wait_job(q["id"], timeout=120)
     check(done["state"] == "failed" and done["error"]["code"] == "model_deleted" and

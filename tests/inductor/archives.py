@@ -2,9 +2,11 @@
 (tests/inductor/test_pt2safe.py, tests/e2e/test_model_prepare.py).  Needs torch
 for pickled_weight (run in the project venv's python):
 
-    python archives.py OUTDIR MARKER    good.pt2 (usermodel.py) and
+    python archives.py OUTDIR MARKER    good.pt2 (usermodel.py),
                                         evil_weight.pt2 (loading it with
                                         torch.export.load runs `touch MARKER`)
+                                        and lacking.pt2 (an operator the
+                                        native engine lacks)
 """
 
 import io
@@ -84,3 +86,4 @@ if __name__ == "__main__":
     out, mark = sys.argv[1], sys.argv[2]
     usermodel.export(os.path.join(out, "good.pt2"))
     pickled_weight(os.path.join(out, "good.pt2"), os.path.join(out, "evil_weight.pt2"), mark)
+    usermodel.export_lacking(os.path.join(out, "lacking.pt2"))

@@ -5,7 +5,11 @@ are exported, read back with pt2safe, converted, and run by the native engine
 through tests/models' zoo_parity (the graph workload, every fusion rule on and
 each off in turn): its eager and fused outputs must match PyTorch's.  A model
 with an operator the native engine lacks is refused naming it, and one with two
-inputs naming that.  Runs itself again in the project venv's python."""
+inputs naming that.  The test model's native form (to_native.write_form: the
+file a native job of an uploaded model runs from) runs in fusionbench-run at a
+batch the export did not have, its eager output checked against PyTorch's; a
+form whose expected output is 1% off fails the gate.  Runs itself again in
+the project venv's python."""
 
 import json
 import os
@@ -42,6 +46,36 @@ def parity(c, torch, pt2safe, to_native, save_file, what, model, x, tmp, zoo_par
     return rep
 
 
+def form_run(c, torch, pt2safe, to_native, model, x, tmp, zoo_parity):
+    """The native form through fusionbench-run (workload model.<id>) at batch 3."""
+    run = os.path.join(os.path.dirname(zoo_parity), "..", "..", "worker", "fusionbench-run")
+    ep, _ = pt2safe.load(os.path.join(tmp, "usernet.pt2"))
+    graph, weights, rep = to_native.convert(ep)
+    with torch.no_grad():
+        ref = model(x)
+    for what, expected, want in (("its form", ref, "ok"),
+                                 ("a form 1% off", ref * 1.01, "accuracy_failed")):
+        path = os.path.join(tmp, "form.fbn")
+        to_native.write_form(path, graph, weights, x, expected, rep["batch_dynamic"])
+        r = subprocess.run([run, "model.1", "--engine", "native", "--batch", "3", "--iterations",
+                            "3", "--warmup", "1", "--json", "--param",
+                            "model=" + json.dumps({"native": path})],
+                           capture_output=True, text=True, timeout=300)
+        try:
+            res = json.loads(r.stdout)["result"]
+        except ValueError:
+            c.check(False, "%s: fusionbench-run printed no result: %s" % (what, r.stderr[-1500:]))
+            continue
+        v = {x["name"]: x for x in res["variants"]}
+        e = v["eager"]
+        c.check(e["status"] == want and "PyTorch eager" in e["reference"]["against"] and
+                "2 samples repeated to 3" in e["reference"]["against"] and
+                (e["max_rel_error"] <= 1e-4) == (want == "ok") and
+                v["fused"]["status"] == "ok" and (r.returncode == 0) == (want == "ok"),
+                "%s: eager %s against PyTorch (max_rel_error %s), fused %s, exit %d" % (
+                    what, e["status"], e["max_rel_error"], v["fused"]["status"], r.returncode))
+
+
 def inside(zoo_parity):
     sys.path.insert(0, os.path.join(indtest.SRC, "worker", "engine", "inductor"))
     sys.path.insert(0, HERE)
@@ -56,6 +90,7 @@ def inside(zoo_parity):
     model, (x,) = usermodel.build()
     rep = parity(c, torch, pt2safe, to_native, save_file, "usernet", model, x, tmp, zoo_parity,
                  dynamic=True)
+    form_run(c, torch, pt2safe, to_native, model, x, tmp, zoo_parity)
     c.check(rep["ops"].get("conv2d") == 3 and rep["ops"].get("batch_norm") == 2 and
             rep["ops"].get("softmax") == 1 and rep["batch_dynamic"],
             "the test model: 3 convolutions, 2 batch norms, attention's softmax, a dynamic "

@@ -57,3 +57,23 @@ def export(path, seed=0, dynamic=True):
     ep = torch.export.export(m, x, dynamic_shapes=shapes)
     torch.export.save(ep, path)
     return m, x
+
+
+class Lacking(nn.Module):
+    """A model with an operator the native engine lacks (cumsum): the
+    inductor engine runs it, the native engine names the operator."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.cumsum(F.relu(self.fc(x)), 1)
+
+
+def export_lacking(path):
+    torch.manual_seed(0)
+    m = Lacking().eval()
+    ep = torch.export.export(m, (torch.randn(2, 8),))
+    torch.export.save(ep, path)
+    return m

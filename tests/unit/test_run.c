@@ -34,6 +34,7 @@ typedef struct fake_inst {
     const fb_spec *spec;
     int runs[FB_MAX_VARIANTS];
     float out[FB_MAX_VARIANTS][FAKE_N];
+    float ref[FAKE_N];
 } fake_inst;
 
 /* The variant's name says how it behaves: "eager"/"fused" exact, "close" within
@@ -93,8 +94,29 @@ static void fake_destroy(fb_instance *inst)
     free(inst);
 }
 
-static const fb_instance_ops fake_ops = {
-    .run = fake_run, .output = fake_output, .profile = fake_profile, .destroy = fake_destroy};
+/* params.reference: "exact" (the eager output), "off" (1% off); absent: none. */
+static fb_code fake_reference(fb_instance *inst, const float **data, size_t *n, const char **what,
+                              fb_err *err)
+{
+    fake_inst *fi = (fake_inst *)inst;
+    const char *how =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fi->spec->params, "reference"));
+    *data = NULL;
+    if (!how)
+        return FB_OK;
+    for (int i = 0; i < FAKE_N; i++)
+        fi->ref[i] = (float)(i + 1) * (strcmp(how, "off") == 0 ? 1.01f : 1.0f);
+    *data = fi->ref;
+    *n = FAKE_N;
+    *what = "the fake reference";
+    return FB_OK;
+}
+
+static const fb_instance_ops fake_ops = {.run = fake_run,
+                                         .output = fake_output,
+                                         .profile = fake_profile,
+                                         .destroy = fake_destroy,
+                                         .reference = fake_reference};
 
 static const fb_workload_info fake_catalog[] = {{
     .name = "fake",
@@ -406,6 +428,40 @@ static void test_accuracy_and_output_checks(void **state)
     fb_result_free(&res);
 }
 
+/* An engine's reference (an uploaded model's PyTorch output): the baseline
+ * is checked against it, says so, and fails the gate when off, taking every
+ * speedup with it. */
+static void test_reference_gate(void **state)
+{
+    static const char *const hows[] = {"{\"time_budget_s\":0,\"reference\":\"exact\"}",
+                                       "{\"time_budget_s\":0,\"reference\":\"off\"}"};
+    for (int k = 0; k < 2; k++) {
+        fb_spec spec;
+        fb_result res;
+        fb_err err;
+        make_spec(&spec, "fake", "fake", hows[k], NULL, 1, 4);
+        assert_int_equal(fb_run_benchmark(&spec, NULL, NULL, &res, &err), FB_OK);
+        const fb_variant_result *e = find_variant(&res, "eager"), *f = find_variant(&res, "fused");
+        assert_string_equal(e->extra_key, "reference");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e->extra, "against")),
+                            "the fake reference");
+        assert_int_equal(f->status, FB_VS_OK); /* fused agrees with eager */
+        assert_true(f->max_rel_error == 0.0);
+        if (k == 0) {
+            assert_int_equal(e->status, FB_VS_OK);
+            assert_true(e->max_rel_error == 0.0);
+            assert_true(isfinite(f->speedup));
+        } else {
+            assert_int_equal(e->status, FB_VS_ACCURACY_FAILED);
+            assert_true(fabs(e->max_rel_error - 0.01 / 1.01) < 1e-4);
+            assert_non_null(strstr(e->message, "vs the fake reference exceeds tolerance"));
+            assert_true(isnan(f->speedup)); /* no speedup against a wrong baseline */
+        }
+        fb_result_free(&res);
+        fb_spec_free(&spec);
+    }
+}
+
 static void test_run_errors_others_go_on(void **state)
 {
     static const char *const vs[] = {"eager", "broken", "late", "unsup", NULL};
@@ -485,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_adaptive_rounds),
         cmocka_unit_test(test_nvml_absent),
         cmocka_unit_test(test_accuracy_and_output_checks),
+        cmocka_unit_test(test_reference_gate),
         cmocka_unit_test(test_run_errors_others_go_on),
         cmocka_unit_test(test_no_variant_ran),
         cmocka_unit_test(test_baseline_first_when_no_eager),

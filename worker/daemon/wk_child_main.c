@@ -134,10 +134,7 @@ static fb_code child_spec(const char *spec_json, const wk_config *cfg, fb_spec *
     if (!eng)
         return fb_err_set(err, FB_EUNSUPPORTED, "engine", "engine '%s' is not in this worker",
                           spec->engine);
-    /* an uploaded model (model.<id>) is no catalog entry: the engine that
-     * reads uploads runs it, its archive named by the worker (wk_job.c) */
-    bool uploaded = strncmp(spec->workload, "model.", 6) == 0 && eng->inspect_model;
-    if (!uploaded && !fb_engine_workload(eng, spec->device, spec->workload))
+    if (!fb_engine_workload(eng, spec->device, spec->workload))
         return fb_err_set(err, FB_EUNSUPPORTED, "workload", "unknown workload '%s' on %s",
                           spec->workload, spec->device);
     /* --threads is the worker's default; a job that names params.threads wins. */

@@ -441,11 +441,14 @@ static void archive_tick(void *ud)
 }
 
 /* A job of an uploaded model (workload model.<id>, docs/API-EXTENSIONS.md):
- * its archive in this worker's model cache, named in a copy of the spec
- * (*spec_out, params.model.archive: the server replaced params.model at
- * submit, so only the worker sets this path).  *spec_out stays NULL for any
+ * the file its engine reads in this worker's model cache, named in a copy of
+ * the spec (*spec_out): the archive for the inductor engine
+ * (params.model.archive), the native form the model's preparing made for the
+ * native engine (params.model.native).  The server replaced params.model at
+ * submit, so only the worker sets these paths.  *spec_out stays NULL for any
  * other job.  False when the job was settled here (the model deleted since,
- * its bytes damaged, or the copy failed: that one retried). */
+ * without a native form, its bytes damaged, or the copy failed: that one
+ * retried). */
 static bool job_archive(job_run *jr, char **spec_out)
 {
     char path[WK_PATH_MAX + 80], msg[WK_MESSAGE_MAX];
@@ -454,6 +457,9 @@ static bool job_archive(job_run *jr, char **spec_out)
     cJSON *params = cJSON_GetObjectItemCaseSensitive(spec, "params");
     cJSON *ref = cJSON_GetObjectItemCaseSensitive(params, "model");
     const char *ref_name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ref, "name"));
+    const char *engine = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(spec, "engine"));
+    bool form = engine && strcmp(engine, "native") == 0;
+    const char *key = form ? "native" : "archive";
     char name[80];
     char *end = NULL;
     long long id = w && strncmp(w, "model.", 6) == 0 ? strtoll(w + 6, &end, 10) : 0;
@@ -467,11 +473,11 @@ static bool job_archive(job_run *jr, char **spec_out)
         return true;
     }
     fb_err_clear(&err);
-    rc = wk_model_archive_path(jr->ctx, id, archive_tick, jr, path, sizeof path, &err);
+    rc = wk_model_file_path(jr->ctx, id, form, archive_tick, jr, path, sizeof path, &err);
     if (rc == FB_OK && cJSON_IsObject(ref)) {
         cJSON_DeleteItemFromObjectCaseSensitive(ref, "archive");
-        if (!cJSON_AddStringToObject(ref, "archive", path) ||
-            !(*spec_out = cJSON_PrintUnformatted(spec)))
+        cJSON_DeleteItemFromObjectCaseSensitive(ref, "native");
+        if (!cJSON_AddStringToObject(ref, key, path) || !(*spec_out = cJSON_PrintUnformatted(spec)))
             rc = fb_err_set(&err, FB_ENOMEM, NULL, "no memory for the job's spec");
     } else if (rc == FB_OK) {
         rc = fb_err_set(&err, FB_EINVAL, "params", "the job names no model in params.model");
@@ -479,13 +485,16 @@ static bool job_archive(job_run *jr, char **spec_out)
     cJSON_Delete(spec);
     if (rc == FB_OK)
         return true;
-    fb_warn("job %" PRId64 ": the archive of model %lld: %s", jr->cl->id, id, err.msg);
+    fb_warn("job %" PRId64 ": the %s of model %lld: %s", jr->cl->id,
+            form ? "native form" : "archive", id, err.msg);
     if (rc == FB_ENOTFOUND) {
         snprintf(msg, sizeof msg,
                  "model %s (id %lld) was deleted after this job was submitted; upload it again "
                  "and submit a new job",
                  name, id);
         settle_fail(jr, "model_deleted", msg, false);
+    } else if (rc == FB_EUNSUPPORTED) {
+        settle_fail(jr, "unsupported", err.msg, false);
     } else if (rc == FB_EINVAL || rc == FB_ETOOBIG) {
         settle_fail(jr, "invalid_model", err.msg, false);
     } else {

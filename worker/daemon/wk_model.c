@@ -13,6 +13,8 @@
 
 #include <openssl/evp.h>
 
+#include <cjson/cJSON.h>
+
 #include "db_models.h"
 #include "fb_engines.h"
 #include "fb_log.h"
@@ -35,12 +37,12 @@ static bool hex64(const char *s)
     return n == 2 * DB_SHA256_LEN;
 }
 
-fb_code wk_model_cache_path(const char *dir, const char *sha_hex, char *path, size_t cap,
-                            fb_err *err)
+fb_code wk_model_cache_path(const char *dir, const char *sha_hex, const char *ext, char *path,
+                            size_t cap, fb_err *err)
 {
     if (!hex64(sha_hex))
         return fb_err_set(err, FB_EINTERNAL, NULL, "a stored archive's SHA-256 is not 64 hex");
-    if ((size_t)snprintf(path, cap, "%s/%s.pt2", dir, sha_hex) >= cap)
+    if ((size_t)snprintf(path, cap, "%s/%s%s", dir, sha_hex, ext) >= cap)
         return fb_err_set(err, FB_EINVAL, "model-cache", "the model cache's path is too long");
     return FB_OK;
 }
@@ -98,7 +100,9 @@ fb_code wk_model_cache_trim(const char *dir, int64_t cap_bytes, int64_t need, co
     while ((e = readdir(d)) != NULL && n < CACHE_MAX_FILES) {
         size_t len = strlen(e->d_name);
         struct stat st;
-        if (len < 5 || len >= sizeof files[0].name || strcmp(e->d_name + len - 4, ".pt2") != 0 ||
+        if (len < 5 || len >= sizeof files[0].name || e->d_name[0] == '.' ||
+            (strcmp(e->d_name + len - 4, WK_MODEL_ARCHIVE) != 0 &&
+             strcmp(e->d_name + len - 4, WK_MODEL_FORM) != 0) ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
         snprintf(files[n].name, sizeof files[n].name, "%s", e->d_name);
@@ -205,13 +209,13 @@ static fb_code copy_chunks(wk_ctx *ctx, const db_model_prep *mp, int fd, void (*
 /* The archive's file in the cache: there already (touched: used now), or
  * copied from the database under a temporary name and renamed once whole
  * and checked. */
-static fb_code fetch(wk_ctx *ctx, const db_model_prep *mp, void (*tick)(void *), void *ud,
-                     char *path, size_t cap, fb_err *err)
+static fb_code fetch(wk_ctx *ctx, const db_model_prep *mp, const char *ext, void (*tick)(void *),
+                     void *ud, char *path, size_t cap, fb_err *err)
 {
     const wk_config *cfg = ctx->cfg;
     char tmp[WK_PATH_MAX + 32], name[80];
     struct stat st;
-    fb_code rc = wk_model_cache_path(cfg->model_cache, mp->sha256, path, cap, err);
+    fb_code rc = wk_model_cache_path(cfg->model_cache, mp->sha256, ext, path, cap, err);
 
     if (rc == FB_OK)
         rc = make_dir(cfg->model_cache, err);
@@ -221,7 +225,7 @@ static fb_code fetch(wk_ctx *ctx, const db_model_prep *mp, void (*tick)(void *),
         (void)utimensat(AT_FDCWD, path, NULL, 0);
         return FB_OK;
     }
-    snprintf(name, sizeof name, "%s.pt2", mp->sha256);
+    snprintf(name, sizeof name, "%s%s", mp->sha256, ext);
     rc = wk_model_cache_trim(cfg->model_cache, (int64_t)cfg->model_cache_mib << 20, mp->size, name,
                              err);
     if (rc != FB_OK)
@@ -270,11 +274,106 @@ static void finish(prep_run *r, bool ready, const char *detail)
         fb_info("model %" PRId64 ": invalid: %s", r->mp.id, detail);
 }
 
+/* The native form the engine wrote at tmp, stored in the database in the
+ * transaction that ends the attempt ready (db_model_form_*: the model's row
+ * locked meanwhile, so the lease needs no heartbeat), its size and digest
+ * added to the info (info.native.form); then the file is the cache's, named
+ * by its digest, for this worker's native jobs.  A failure leaves the lease
+ * to lapse (the database) or ends the model ready without a form (the file
+ * could not be read, or is over the cache). */
+static void store_form(prep_run *r, const char *tmp, const char *detail)
+{
+    static unsigned char buf[DB_MODEL_CHUNK];
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    char hex[2 * DB_SHA256_LEN + 1] = "", path[WK_PATH_MAX + 80], *info_text = NULL;
+    db_model_upload u = {0};
+    struct stat st;
+    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    int fd = open(tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    bool open_tx = false;
+    fb_err err;
+    fb_code rc = FB_OK;
+
+    fb_err_clear(&err);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        rc =
+            fb_err_set(&err, FB_EIO, "model-cache", "the native form %s: %s", tmp, strerror(errno));
+    else if (st.st_size > ((int64_t)r->ctx->cfg->model_cache_mib << 20))
+        rc = fb_err_set(&err, FB_ETOOBIG, "model-cache",
+                        "the native form (%lld MiB) is over this worker's model cache",
+                        (long long)(st.st_size >> 20));
+    if (rc == FB_OK && (!h || EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1))
+        rc = fb_err_set(&err, FB_ENOMEM, NULL, "SHA-256 context");
+    if (rc == FB_OK) {
+        rc = db_model_form_begin(r->ctx->db, &u, r->mp.id, r->mp.attempt, &err);
+        open_tx = rc == FB_OK;
+    }
+    while (rc == FB_OK) {
+        size_t n = 0;
+        while (n < sizeof buf) {
+            ssize_t got = read(fd, buf + n, sizeof buf - n);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got < 0)
+                rc = fb_err_set(&err, FB_EIO, "model-cache", "reading the native form: %s",
+                                strerror(errno));
+            if (got <= 0)
+                break;
+            n += (size_t)got;
+        }
+        if (rc != FB_OK || n == 0)
+            break;
+        if (EVP_DigestUpdate(h, buf, n) != 1)
+            rc = fb_err_set(&err, FB_EINTERNAL, NULL, "SHA-256 update");
+        else
+            rc = db_model_upload_chunk(r->ctx->db, &u, buf, n, &err);
+    }
+    if (rc == FB_OK && EVP_DigestFinal_ex(h, md, &md_len) != 1)
+        rc = fb_err_set(&err, FB_EINTERNAL, NULL, "SHA-256 final");
+    for (unsigned i = 0; rc == FB_OK && i < md_len && i < DB_SHA256_LEN; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    if (rc == FB_OK) {
+        cJSON *info = cJSON_Parse(detail);
+        cJSON *native = cJSON_GetObjectItemCaseSensitive(info, "native");
+        cJSON *f = cJSON_IsObject(native) ? cJSON_AddObjectToObject(native, "form") : NULL;
+        if (!f || !cJSON_AddNumberToObject(f, "bytes", (double)u.stored) ||
+            !cJSON_AddStringToObject(f, "sha256", hex) ||
+            !(info_text = cJSON_PrintUnformatted(info)))
+            rc = fb_err_set(&err, FB_ENOMEM, NULL, "no memory for the model's info");
+        cJSON_Delete(info);
+    }
+    if (rc == FB_OK)
+        rc = db_model_form_finish(r->ctx->db, &u, md, r->mp.id, r->mp.attempt, info_text, &err);
+    else if (open_tx)
+        db_model_upload_abort(r->ctx->db);
+    EVP_MD_CTX_free(h);
+    if (fd >= 0)
+        close(fd);
+    free(info_text);
+    if (rc == FB_OK) {
+        fb_info("model %" PRId64 ": ready, its native form stored (%" PRId64 " bytes, %.12s...)",
+                r->mp.id, u.stored, hex);
+        if (wk_model_cache_path(r->ctx->cfg->model_cache, hex, WK_MODEL_FORM, path, sizeof path,
+                                &err) == FB_OK &&
+            rename(tmp, path) == 0)
+            (void)utimensat(AT_FDCWD, path, NULL, 0);
+    } else if (rc == FB_ESTALE) {
+        fb_warn("model %" PRId64 ": the lease went to another worker; its answer dropped",
+                r->mp.id);
+    } else if (rc == FB_EIO || rc == FB_ETOOBIG) { /* this host's: ready without the form */
+        fb_warn("model %" PRId64 ": its native form not stored: %s", r->mp.id, err.msg);
+        finish(r, true, detail);
+    } else { /* the database: the lease lapses and another attempt tries again */
+        fb_warn("model %" PRId64 ": its native form not stored: %s", r->mp.id, err.msg);
+    }
+}
+
 bool wk_model_prepare_one(wk_ctx *ctx)
 {
     const fb_engine *reader = reader_served();
     prep_run r = {.ctx = ctx};
-    char path[WK_PATH_MAX + 80], why[FB_ERR_MSG_MAX + 64];
+    char path[WK_PATH_MAX + 80], form[WK_PATH_MAX + 96], why[FB_ERR_MSG_MAX + 64];
     char *detail = NULL;
     bool ready = false;
     fb_err err;
@@ -293,7 +392,7 @@ bool wk_model_prepare_one(wk_ctx *ctx)
     fb_info("model %" PRId64 ": preparing (attempt %d, %" PRId64 " bytes, sha256 %.12s...)",
             r.mp.id, r.mp.attempt, r.mp.size, r.mp.sha256);
     r.next_beat_ms = wk_time_now_ms() + ctx->cfg->heartbeat_ms;
-    rc = fetch(ctx, &r.mp, beat, &r, path, sizeof path, &err);
+    rc = fetch(ctx, &r.mp, WK_MODEL_ARCHIVE, beat, &r, path, sizeof path, &err);
     if (rc == FB_EINVAL || rc == FB_ETOOBIG) { /* damaged, or never fits here */
         finish(&r, false, err.msg);
         return true;
@@ -303,27 +402,34 @@ bool wk_model_prepare_one(wk_ctx *ctx)
         fb_warn("model %" PRId64 ": its archive not copied: %s", r.mp.id, err.msg);
         return true;
     }
-    rc = reader->inspect_model(path, ctx->cfg->prepare_timeout_s, ctx->cfg->job_memory_mib, beat,
-                               &r, &ready, &detail, &err);
+    snprintf(form, sizeof form, "%s/.%s.%ld.form.part", ctx->cfg->model_cache, r.mp.sha256,
+             (long)getpid());
+    (void)unlink(form);
+    rc = reader->inspect_model(path, form, ctx->cfg->prepare_timeout_s, ctx->cfg->job_memory_mib,
+                               beat, &r, &ready, &detail, &err);
     if (r.lost) {
         fb_warn("model %" PRId64 ": the lease went to another worker; its answer dropped", r.mp.id);
+    } else if (rc == FB_OK && ready && access(form, F_OK) == 0) {
+        store_form(&r, form, detail);
     } else if (rc == FB_OK) {
         finish(&r, ready, detail);
     } else {
         snprintf(why, sizeof why, "reading the archive failed: %s", err.msg);
         finish(&r, false, why);
     }
+    (void)unlink(form);
     free(detail);
     return true;
 }
 
-fb_code wk_model_archive_path(wk_ctx *ctx, int64_t model_id, void (*tick)(void *ud), void *ud,
-                              char *path, size_t cap, fb_err *err)
+fb_code wk_model_file_path(wk_ctx *ctx, int64_t model_id, bool form, void (*tick)(void *ud),
+                           void *ud, char *path, size_t cap, fb_err *err)
 {
     db_model_prep mp;
-    fb_code rc = db_model_archive(ctx->db, model_id, &mp, err);
+    fb_code rc = form ? db_model_form(ctx->db, model_id, &mp, err)
+                      : db_model_archive(ctx->db, model_id, &mp, err);
 
     if (rc == FB_OK)
-        rc = fetch(ctx, &mp, tick, ud, path, cap, err);
+        rc = fetch(ctx, &mp, form ? WK_MODEL_FORM : WK_MODEL_ARCHIVE, tick, ud, path, cap, err);
     return rc;
 }

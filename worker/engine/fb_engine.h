@@ -42,6 +42,12 @@ typedef struct fb_instance_ops {
     FB_MUSTCHECK fb_code (*explain)(fb_instance *inst, int eager, int fused,
                                     const fb_variant_result *ev, const fb_variant_result *fv,
                                     cJSON **out, fb_err *err);
+    /* Optional (NULL, or *data NULL: none): an output computed elsewhere that
+     * the accuracy gate checks the baseline variant against (an uploaded
+     * model's PyTorch eager output, docs/API-EXTENSIONS.md): *n float32
+     * values and *what it is, both owned by the instance. */
+    FB_MUSTCHECK fb_code (*reference)(fb_instance *inst, const float **data, size_t *n,
+                                      const char **what, fb_err *err);
 } fb_instance_ops;
 
 struct fb_instance {
@@ -91,6 +97,12 @@ typedef struct fb_engine {
     /* Optional: the limits the engine's profile sets each launch against from
      * now on (0: unknown, no bound), as measured by roofline_measure. */
     void (*roofline_use)(const char *device, double gbps, double gflops);
+    /* Optional (NULL: the engine runs none): the workload of a job of an
+     * uploaded model on device (its name "model.<id>", no catalog entry: the
+     * server resolved the model at submit and the worker fetches what the
+     * engine reads, docs/API-EXTENSIONS.md), as a catalog entry of this
+     * engine's variants, dtypes and devices; NULL when not on device. */
+    const fb_workload_info *(*uploaded)(const char *device);
     /* Optional: reads a model archive someone uploaded (docs/API-EXTENSIONS.md,
      * "Your own models") at path, in a process of its own that holds no
      * database credential and no descriptor of ours, with at most
@@ -98,10 +110,13 @@ typedef struct fb_engine {
      * calling tick(ud) about once a second meanwhile.  *ready, and *detail
      * (malloc'd): the model's info as JSON object text when ready, else why the
      * archive is invalid.  An error when the engine could not tell (the reader
-     * did not start, ran out of time or memory, or died). */
-    FB_MUSTCHECK fb_code (*inspect_model)(const char *path, int timeout_s, int data_limit_mib,
-                                          void (*tick)(void *ud), void *ud, bool *ready,
-                                          char **detail, fb_err *err);
+     * did not start, ran out of time or memory, or died).  native_out (NULL:
+     * not asked): where to write the model's native form (the file the native
+     * engine runs an uploaded model from) when the native engine can run it;
+     * nothing is written there otherwise. */
+    FB_MUSTCHECK fb_code (*inspect_model)(const char *path, const char *native_out, int timeout_s,
+                                          int data_limit_mib, void (*tick)(void *ud), void *ud,
+                                          bool *ready, char **detail, fb_err *err);
 } fb_engine;
 
 #endif

@@ -22,6 +22,8 @@ const fb_workload_info *fb_engine_workload(const fb_engine *e, const char *devic
 
     if (!e || !device || !workload)
         return NULL;
+    if (fb_workload_is_upload(workload))
+        return e->uploaded ? e->uploaded(device) : NULL;
     cat = e->catalog(device, &n);
     for (int i = 0; cat && i < n; i++) {
         if (strcmp(cat[i].name, workload) == 0)

@@ -363,9 +363,58 @@ static void gate_one(run_state *st, int v, const float *ref, size_t n)
     }
 }
 
-/* Accuracy gate: every variant against the baseline.  When the baseline itself
- * has no usable output the others are still checked for finite non-zero output,
- * and their max_rel_error stays NaN (not checked). */
+/* The baseline's output (n values) against the instance's reference, an
+ * output computed elsewhere (fb_instance_ops.reference): its max_rel_error is
+ * then that comparison's, and the variant's "reference" object says against
+ * what. */
+static void gate_reference(run_state *st, const float *out, size_t n)
+{
+    fb_variant_result *vr = &st->res->variants[st->baseline];
+    double tol = fb_run_tolerance(st->spec->dtype, st->tf32);
+    const float *ref = NULL;
+    const char *what = NULL;
+    size_t rn = 0;
+    fb_err e;
+
+    fb_err_clear(&e);
+    if (!st->inst->ops->reference)
+        return;
+    if (st->inst->ops->reference(st->inst, &ref, &rn, &what, &e) != FB_OK) {
+        variant_fail(st, st->baseline, "reference", &e);
+        return;
+    }
+    if (!ref)
+        return;
+    what = what && what[0] ? what : "the reference output";
+    if (rn != n) {
+        vr->status = FB_VS_ERROR;
+        snprintf(vr->message, sizeof vr->message, "output has %zu elements, %s has %zu", n, what,
+                 rn);
+        return;
+    }
+    vr->max_rel_error = fb_max_rel_error(out, ref, n);
+    cJSON *o = cJSON_CreateObject();
+    if (o && cJSON_AddStringToObject(o, "against", what) &&
+        cJSON_AddItemToObject(o, "max_rel_error",
+                              isfinite(vr->max_rel_error) ? cJSON_CreateNumber(vr->max_rel_error)
+                                                          : cJSON_CreateNull()) &&
+        cJSON_AddNumberToObject(o, "tolerance", tol) && !vr->extra) {
+        snprintf(vr->extra_key, sizeof vr->extra_key, "reference");
+        vr->extra = o;
+        o = NULL;
+    }
+    cJSON_Delete(o);
+    if (!(vr->max_rel_error <= tol)) {
+        vr->status = FB_VS_ACCURACY_FAILED;
+        snprintf(vr->message, sizeof vr->message, "max_rel_error %.3g vs %s exceeds tolerance %.0e",
+                 vr->max_rel_error, what, tol);
+    }
+}
+
+/* Accuracy gate: every variant against the baseline, and the baseline against
+ * the instance's reference when it has one.  When the baseline itself has no
+ * usable output the others are still checked for finite non-zero output, and
+ * their max_rel_error stays NaN (not checked). */
 static void accuracy_gate(run_state *st)
 {
     const float *ref = NULL;
@@ -380,6 +429,8 @@ static void accuracy_gate(run_state *st)
         if (v != b && variant_alive(st, v))
             gate_one(st, v, ref, n);
     }
+    if (ref)
+        gate_reference(st, ref, n);
 }
 
 /* One profiled iteration per variant that ran, after all timing.  A profiling

@@ -133,6 +133,25 @@ static const fb_workload_info *ind_catalog(const char *device, int *n)
     return NULL;
 }
 
+/* Jobs of uploaded models (model.<id>): the runner runs an exported program as
+ * it runs a model of its zoo, with the zoo's variants, dtypes and devices. */
+static const fb_workload_info *ind_uploaded(const char *device)
+{
+    static fb_workload_info up[2];
+    int n = 0;
+    const fb_workload_info *cat = ind_catalog(device, &n);
+    int k = device && strcmp(device, "cuda") == 0;
+
+    if (!cat || n < 1)
+        return NULL;
+    up[k] = cat[0];
+    up[k].name = "model";
+    up[k].domain = "user";
+    up[k].description = "An uploaded model (a torch.export archive)";
+    up[k].default_batch_size = 1;
+    return &up[k];
+}
+
 /* ---- request ---- */
 
 /* params.threads becomes the request's threads; the rest pass as params. */
@@ -336,11 +355,12 @@ static fb_code model_line(const cJSON *j, bool *ready, char **detail, fb_err *er
     return *detail ? FB_OK : fb_err_set(err, FB_ENOMEM, NULL, "no memory for a model's info");
 }
 
-static fb_code ind_inspect_model(const char *path, int timeout_s, int data_limit_mib,
-                                 void (*tick)(void *ud), void *ud, bool *ready, char **detail,
-                                 fb_err *err)
+static fb_code ind_inspect_model(const char *path, const char *native_out, int timeout_s,
+                                 int data_limit_mib, void (*tick)(void *ud), void *ud, bool *ready,
+                                 char **detail, fb_err *err)
 {
-    const char *args[] = {"--inspect-model", path, NULL};
+    const char *args[] = {"--inspect-model", path, native_out ? "--native-out" : NULL, native_out,
+                          NULL};
     char tail[IND_STDERR_TAIL];
     double end = ind_now_ms() + timeout_s * 1e3;
     ind_proc p;
@@ -397,5 +417,6 @@ const fb_engine ind_engine = {
     .prepare = ind_prepare,
     .run_whole = ind_run_whole,
     .explain_whole = ind_explain,
+    .uploaded = ind_uploaded,
     .inspect_model = ind_inspect_model,
 };

@@ -425,11 +425,14 @@ def op_histogram(ep):
 EAGER_RUNS = 3
 
 
-def inspect(path, max_bytes=8 << 30, seed=0):
+def inspect(path, max_bytes=8 << 30, seed=0, native_out=None):
     """The model's info (docs/API-EXTENSIONS.md, "Your own models"): inputs,
     outputs, parameters, the op histogram and an eager run on seeded inputs
     (its median ms of EAGER_RUNS, on the CPU).  Invalid when the archive is
-    not one this worker runs or the program fails in eager."""
+    not one this worker runs or the program fails in eager.  native_out: where
+    to write the native form when the native engine can run the program
+    (to_native.write_form: its graph, weights, the seeded input and this eager
+    output)."""
     import time
 
     ep, facts = load(path, max_bytes)
@@ -459,7 +462,7 @@ def inspect(path, max_bytes=8 << 30, seed=0):
         raise Invalid("the program's output %d is not finite on seeded inputs" % bad[0])
     times.sort()
     hist = op_histogram(ep)
-    native = native_form(ep)
+    native = native_form(ep, native_out, inputs, flat)
     return {"format": "torch.export", "program": facts["model_name"],
             "schema_version": facts["schema_version"],
             "archive_version": facts["archive_version"], "torch": torch.__version__,
@@ -474,18 +477,22 @@ def inspect(path, max_bytes=8 << 30, seed=0):
             "native": native}
 
 
-def native_form(ep):
+def native_form(ep, out=None, inputs=(), outputs=()):
     """Whether the native engine can run the program (to_native.py): its
-    graph's node count and ops, or why not with the operators it lacks."""
+    graph's node count and ops, or why not with the operators it lacks.
+    With out, the native form is written there (the program's one input and
+    its one output on it)."""
     import to_native
 
     try:
-        _, _, rep = to_native.convert(ep)
+        graph, weights, rep = to_native.convert(ep)
     except to_native.Unsupported as e:
         return {"ok": False, "why": str(e)[:600], "unsupported_ops": e.ops}
     except Exception as e:  # a converter bug must not make the model invalid
         return {"ok": False, "why": "the converter failed: %s: %s" % (type(e).__name__,
                                                                     str(e)[:300]),
                 "unsupported_ops": {}}
+    if out and len(inputs) == 1 and len(outputs) == 1:
+        to_native.write_form(out, graph, weights, inputs[0], outputs[0], rep["batch_dynamic"])
     return {"ok": True, "nodes": rep["nodes"], "ops": rep["ops"],
             "batch_dynamic": rep["batch_dynamic"]}

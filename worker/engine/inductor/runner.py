@@ -2,8 +2,10 @@
 """FusionBench's inductor runner: one job per process (docs/INDUCTOR_PROTOCOL.md).
 
     runner.py --probe                       what this Python/PyTorch can do
-    runner.py --inspect-model FILE          an uploaded torch.export archive read
-                                            safely (pt2safe.py): one "model" line
+    runner.py --inspect-model FILE [--native-out FORM]
+                                            an uploaded torch.export archive read
+                                            safely (pt2safe.py): one "model" line;
+                                            its native form written to FORM
     runner.py [--request FILE] [--out FILE] one job: request JSON from FILE or
                                             stdin, protocol lines to FILE or stdout
 
@@ -956,13 +958,15 @@ def build(req, torch):
     return model, inputs
 
 
-def inspect_model(path):
+def inspect_model(path, native_out=None):
     """The "model" line of --inspect-model: status ready with the model's
-    info, or invalid with the reason (docs/INDUCTOR_PROTOCOL.md)."""
+    info, or invalid with the reason (docs/INDUCTOR_PROTOCOL.md); with
+    native_out, the native form written there when the native engine can run
+    the model."""
     import pt2safe
 
     try:
-        info = pt2safe.inspect(path)
+        info = pt2safe.inspect(path, native_out=native_out)
     except pt2safe.Invalid as e:
         return {"type": "model", "status": "invalid", "error": str(e)[:1900]}
     return {"type": "model", "status": "ready", "info": info}
@@ -1019,6 +1023,9 @@ def main(argv):
     ap.add_argument("--inspect-model", metavar="FILE",
                     help="read an uploaded archive safely; one line: ready and its info, "
                          "or invalid and why")
+    ap.add_argument("--native-out", metavar="FILE",
+                    help="with --inspect-model: write the model's native form there when the "
+                         "native engine can run it")
     args = ap.parse_args(argv)
     proto = Proto(args.out)
     try:
@@ -1026,7 +1033,7 @@ def main(argv):
             proto.send(probe())
             return 0
         if args.inspect_model:
-            proto.send(inspect_model(args.inspect_model))
+            proto.send(inspect_model(args.inspect_model, args.native_out))
             return 0
         text = open(args.request).read() if args.request else sys.stdin.read()
         req = parse_request(text)

@@ -19,8 +19,10 @@ the graph takes another batch by its input's first dimension alone
 tensors' recorded shapes.
 """
 
+import json
 import math
 import operator
+import struct
 
 import torch
 
@@ -627,6 +629,49 @@ def _flat(x):
             out += _flat(y)
         return out
     return [x]
+
+
+FORM_FORMAT = "fusionbench.native/1"
+FORM_INPUT, FORM_EXPECTED = "__input__", "__expected__"
+
+
+def write_form(path, graph, weights, x, expected, batch_dynamic):
+    """The native form of a program, one safetensors file (the native engine's
+    gr_zoo.c reads it for a job of an uploaded model): the weights as float32
+    under their names, the input x (as float32: token ids too) and PyTorch
+    eager's output for it, and in its metadata the graph, the batch (x's
+    first dimension) and whether it is dynamic.  The same program gives the
+    same bytes (keys sorted), so the database stores it once."""
+    clash = {FORM_INPUT, FORM_EXPECTED} & set(weights)
+    if clash:
+        raise Unsupported("a weight is named %s, which the native form keeps for itself" %
+                          sorted(clash)[0])
+    tensors = dict(weights)
+    tensors[FORM_INPUT], tensors[FORM_EXPECTED] = x, expected
+    meta = {"format": FORM_FORMAT, "graph": json.dumps(graph, separators=(",", ":")),
+            "batch": str(int(x.shape[0]) if x.dim() else 1),
+            "batch_dynamic": "true" if batch_dynamic else "false", "torch": torch.__version__}
+    _save(path, tensors, meta)
+
+
+def _save(path, tensors, meta):
+    """A safetensors file of float32 tensors, written deterministically: the
+    header's keys and the data in name order, the header padded to 8 bytes."""
+    header, off = {"__metadata__": meta}, 0
+    names = sorted(tensors)
+    for name in names:
+        t = tensors[name]
+        n = int(t.numel()) * 4
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + n]}
+        off += n
+    h = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for name in names:
+            t = tensors[name].detach().to(torch.float32).contiguous()
+            f.write(t.numpy().astype("<f4", copy=False).tobytes())
 
 
 def convert(ep):

@@ -101,6 +101,13 @@ typedef struct nat_ctx {
     cJSON *graph;
     int n_graph_nodes;
     int *node_launch[NAT_MAX_VARIANTS];
+    /* An uploaded model (gr_zoo.c's native form): PyTorch eager's output for
+     * the same weights and input, which the run library checks the eager
+     * variant against (fb_instance_ops.reference), reference_n floats (owned,
+     * NULL when the workload has none), and what it is. */
+    float *reference;
+    size_t reference_n;
+    char reference_what[160];
 } nat_ctx;
 
 /* Allocates a zeroed buffer of n floats used by the variants in mask (use

@@ -161,6 +161,7 @@ void nat_ctx_free(nat_ctx *ctx)
         free(ctx->node_launch[v]);
     }
     cJSON_Delete(ctx->graph);
+    free(ctx->reference);
     free(ctx);
 }
 

@@ -276,12 +276,24 @@ static fb_code nat_explain_op(fb_instance *inst, int eager, int fused, const fb_
                            fv->n_samples, NAT_EXPLAIN_BUDGET_S, out, err);
 }
 
+static fb_code nat_reference(fb_instance *inst, const float **data, size_t *n, const char **what,
+                             fb_err *err)
+{
+    const nat_ctx *ctx = ((nat_instance *)inst)->ctx;
+    (void)err;
+    *data = ctx->reference;
+    *n = ctx->reference_n;
+    *what = ctx->reference_what;
+    return FB_OK;
+}
+
 static const fb_instance_ops nat_instance_ops = {
     .run = nat_run,
     .output = nat_output,
     .profile = nat_profile,
     .destroy = nat_destroy,
     .explain = nat_explain_op,
+    .reference = nat_reference,
 };
 
 /* The limits of device ("cpu": a triad's bandwidth and our GEMM's rate on
@@ -342,9 +354,21 @@ static void nat_warm(const fb_spec *spec)
     free(a);
 }
 
+/* Jobs of uploaded models: their native form (gr_zoo.c) on any device this
+ * build runs. */
+static const fb_workload_info *nat_uploaded(const char *device)
+{
+#ifdef NAT_HAVE_CUDA
+    if (device && strcmp(device, "cuda") == 0)
+        return ncu_uploaded();
+#endif
+    return device && strcmp(device, "cpu") == 0 ? &gr_upload.info : NULL;
+}
+
 const fb_engine nat_engine = {
     .name = "native",
     .catalog = nat_catalog,
+    .uploaded = nat_uploaded,
     .prepare = nat_prepare,
     .warm = nat_warm,
     .roofline_measure = nat_roofline_device,

@@ -55,6 +55,9 @@ FB_MUSTCHECK fb_code ncu_cudnn_check(int status, const char *what, fb_err *err);
  * eager+graph, fused+graph; static storage. */
 const fb_workload_info *ncu_catalog(int *n);
 
+/* The workload of an uploaded model's jobs on cuda (gr_upload's, float32). */
+const fb_workload_info *ncu_uploaded(void);
+
 /* Builds a CUDA instance for spec (device "cuda"): host ctx, device buffers,
  * lowered plans, CUDA graphs.  FB_EUNSUPPORTED names the field for an unknown
  * dtype/variant; FB_EDEVICE when there is no usable device; FB_EOOM when device

@@ -96,6 +96,21 @@ const fb_workload_info *ncu_catalog(int *n)
     return cuda_catalog;
 }
 
+static fb_workload_info cuda_upload;
+static pthread_once_t cuda_upload_once = PTHREAD_ONCE_INIT;
+
+/* float32 only: an uploaded model's token ids, if any, need it (as above). */
+static void cuda_upload_init(void)
+{
+    cuda_upload = cuda_info(&gr_upload.info, false);
+}
+
+const fb_workload_info *ncu_uploaded(void)
+{
+    pthread_once(&cuda_upload_once, cuda_upload_init);
+    return &cuda_upload;
+}
+
 /* ---- prepare ---- */
 
 static fb_code parse_dtype(const char *s, ncu_dtype *out, fb_err *err)
@@ -526,6 +541,17 @@ static fb_code ncu_explain(fb_instance *inst, int eager, int fused, const fb_var
                            err);
 }
 
+static fb_code ncu_reference(fb_instance *inst, const float **data, size_t *n, const char **what,
+                             fb_err *err)
+{
+    const nat_ctx *h = ((ncu_instance *)inst)->ctx->host;
+    (void)err;
+    *data = h->reference;
+    *n = h->reference_n;
+    *what = h->reference_what;
+    return FB_OK;
+}
+
 static const fb_instance_ops ncu_instance_ops = {
     .run = ncu_run,
     .timed_run = ncu_timed_run,
@@ -533,4 +559,5 @@ static const fb_instance_ops ncu_instance_ops = {
     .profile = ncu_profile,
     .destroy = ncu_destroy,
     .explain = ncu_explain,
+    .reference = ncu_reference,
 };

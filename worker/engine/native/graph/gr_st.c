@@ -105,6 +105,13 @@ fb_code gr_st_parse_header(const char *json, size_t len, uint64_t data_len, gr_s
         if (!rc)
             st->n++;
     }
+    if (!rc) {
+        cJSON *meta = cJSON_DetachItemFromObjectCaseSensitive(root, "__metadata__");
+        if (cJSON_IsObject(meta))
+            st->meta = meta;
+        else
+            cJSON_Delete(meta);
+    }
 out:
     cJSON_Delete(root);
     return rc;
@@ -158,6 +165,11 @@ fb_code gr_st_open_fd(int fd, const char *name, gr_st *st, const char *field, fb
     if (rc)
         gr_st_close(st);
     return rc;
+}
+
+const char *gr_st_meta(const gr_st *st, const char *key)
+{
+    return st->meta ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st->meta, key)) : NULL;
 }
 
 const gr_st_tensor *gr_st_find(const gr_st *st, const char *name)
@@ -226,5 +238,6 @@ void gr_st_close(gr_st *st)
     if (st->map)
         munmap((void *)st->map, st->map_len);
     free(st->t);
+    cJSON_Delete(st->meta);
     memset(st, 0, sizeof *st);
 }

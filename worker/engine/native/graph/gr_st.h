@@ -30,6 +30,7 @@ typedef struct gr_st {
     const unsigned char *map; /* the whole file, mmapped; NULL after parse-only */
     size_t map_len;
     uint64_t data_off; /* 8 + header length */
+    cJSON *meta;       /* the header's "__metadata__" object (owned), or NULL */
 } gr_st;
 
 /* Parses a header (json, len bytes) whose data section has data_len bytes into
@@ -45,6 +46,10 @@ FB_MUSTCHECK fb_code gr_st_open(const char *path, gr_st *st, const char *field, 
  * mapping outlives it); name is for messages only. */
 FB_MUSTCHECK fb_code gr_st_open_fd(int fd, const char *name, gr_st *st, const char *field,
                                    fb_err *err);
+
+/* The header's __metadata__ string under key, or NULL (absent, or not a
+ * string). */
+const char *gr_st_meta(const gr_st *st, const char *key);
 
 /* The tensor named name, or NULL. */
 const gr_st_tensor *gr_st_find(const gr_st *st, const char *name);

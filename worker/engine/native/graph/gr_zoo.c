@@ -113,21 +113,21 @@ static fb_code open_named(const char *name, gr_st *st, const char *field, fb_err
     return rc ? rc : gr_st_open_fd(fd, name, st, field, err);
 }
 
-static fb_code load_weights(nat_ctx *ctx, gr_graph *g, const char *path, fb_err *err)
+/* Every weight of g: read from st by its name, or seeded random when st is NULL. */
+static fb_code load_weights(nat_ctx *ctx, gr_graph *g, const gr_st *st, const char *field,
+                            fb_err *err)
 {
-    gr_st st = {0};
-    fb_code rc = path ? open_named(path, &st, "params.weights", err) : FB_OK;
+    fb_code rc = FB_OK;
     for (int i = 0; i < g->n_tensors && !rc; i++) {
         gr_tensor *t = &g->tensors[i];
         if (t->kind != GR_T_WEIGHT)
             continue;
         rc = nat_pat_alloc(ctx, gr_numel(t), NAT_ALL_VARIANTS, t->name, &t->data, err);
-        if (!rc && path)
-            rc = gr_st_read(&st, t->name, t->rank, t->dims, t->data, "params.weights", err);
+        if (!rc && st)
+            rc = gr_st_read(st, t->name, t->rank, t->dims, t->data, field, err);
         else if (!rc)
             fill_random(ctx, t);
     }
-    gr_st_close(&st);
     return rc;
 }
 
@@ -236,8 +236,12 @@ static fb_code zoo_build(const zoo_model *m, nat_ctx *ctx, const fb_spec *spec, 
         rc = j ? gr_from_json(&g, j, "params.graph", err)
                : fb_err_set(err, FB_EINVAL, "params.graph", "workload graph needs a graph");
     }
+    gr_st wst = {0};
+    if (!rc && wpath)
+        rc = open_named(wpath, &wst, "params.weights", err);
     if (!rc)
-        rc = load_weights(ctx, &g, wpath, err);
+        rc = load_weights(ctx, &g, wpath ? &wst : NULL, "params.weights", err);
+    gr_st_close(&wst);
     if (!rc)
         rc = load_input(ctx, &g, m, &c, ipath, err);
     if (!rc)
@@ -247,6 +251,167 @@ static fb_code zoo_build(const zoo_model *m, nat_ctx *ctx, const fb_spec *spec, 
     if (!rc && !(ctx->graph = gr_graph_compact(&g, GR_RESULT_MAX_NODES, &ctx->n_graph_nodes)))
         rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot describe the graph");
     gr_free(&g);
+    return rc;
+}
+
+/* ---- an uploaded model's native form ---- */
+
+/* A job of an uploaded model (workload model.<id>, docs/API-EXTENSIONS.md)
+ * reads one safetensors file, its native form, which the worker fetched and
+ * named in params.model.native (the server replaces params.model at submit,
+ * so a job's sender never names a file): the graph in gr_json's form
+ * (metadata "graph", written by the inductor engine's to_native.py when the
+ * model was prepared), the weights by their state_dict names, a seeded input
+ * (FORM_INPUT) and PyTorch eager's output for it (FORM_EXPECTED), both at the
+ * export's batch (metadata "batch").  Where the export's batch is dynamic
+ * ("batch_dynamic" "true") the job's batch replaces it: the input's samples
+ * and the expected output's rows repeat (samples of an inference model do
+ * not see each other). */
+#define FORM_FORMAT   "fusionbench.native/1"
+#define FORM_INPUT    "__input__"
+#define FORM_EXPECTED "__expected__"
+#define FORM_FIELD    "params.model.native"
+
+static fb_code form_open(const fb_spec *spec, gr_st *st, int64_t *b0, bool *dynamic, fb_err *err)
+{
+    const cJSON *m = spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "model") : NULL;
+    const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "native"));
+    if (!path || !path[0] || strlen(path) > PATH_MAX_LEN)
+        return fb_err_set(err, FB_EINVAL, FORM_FIELD,
+                          "a job of an uploaded model needs its native form, which a worker "
+                          "fetches: submit the job to the service");
+    fb_code rc = gr_st_open(path, st, FORM_FIELD, err);
+    if (rc)
+        return rc;
+    const char *fmt = gr_st_meta(st, "format"), *batch = gr_st_meta(st, "batch");
+    const char *dyn = gr_st_meta(st, "batch_dynamic");
+    char *end = NULL;
+    *b0 = batch ? strtoll(batch, &end, 10) : 0;
+    *dynamic = dyn && strcmp(dyn, "true") == 0;
+    if (!fmt || strcmp(fmt, FORM_FORMAT) != 0)
+        rc =
+            fb_err_set(err, FB_EINVAL, FORM_FIELD, "not a native form of format %s (it says %.40s)",
+                       FORM_FORMAT, fmt ? fmt : "nothing");
+    else if (!batch || *end || *b0 < 1 || *b0 > FB_MAX_BATCH)
+        rc = fb_err_set(err, FB_EINVAL, FORM_FIELD, "the native form has no batch size");
+    else if (!gr_st_meta(st, "graph"))
+        rc = fb_err_set(err, FB_EINVAL, FORM_FIELD, "the native form has no graph");
+    if (rc)
+        gr_st_close(st);
+    return rc;
+}
+
+/* The form's graph, its input's first dimension set to batch. */
+static fb_code form_graph(const gr_st *st, int64_t batch, cJSON **out, fb_err *err)
+{
+    cJSON *j = cJSON_Parse(gr_st_meta(st, "graph"));
+    const cJSON *t;
+    bool set = false;
+    *out = NULL;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(j, "tensors"))
+    {
+        const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "kind"));
+        cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "shape"), 0);
+        if (kind && strcmp(kind, "input") == 0 && cJSON_IsNumber(d0)) {
+            cJSON_SetNumberValue(d0, (double)batch);
+            set = true;
+        }
+    }
+    if (!set) {
+        cJSON_Delete(j);
+        return fb_err_set(err, FB_EINVAL, FORM_FIELD, "the native form's graph has no input");
+    }
+    *out = j;
+    return FB_OK;
+}
+
+/* Tensor name of the form, whose first dimension is b0 and the rest dims[1..],
+ * into out, whose first dimension is dims[0]: out's row i is its row i mod b0. */
+static fb_code form_tiled(const gr_st *st, const char *name, int rank, const int64_t *dims,
+                          int64_t b0, float *out, fb_err *err)
+{
+    int64_t d[GR_MAX_DIMS], row = 1;
+    for (int i = 0; i < rank; i++) {
+        d[i] = dims[i];
+        row *= i ? dims[i] : 1;
+    }
+    if (rank < 1 || dims[0] == b0)
+        return gr_st_read(st, name, rank, dims, out, FORM_FIELD, err);
+    d[0] = b0;
+    float *tmp = malloc((size_t)(b0 * row) * sizeof *tmp);
+    if (!tmp)
+        return fb_err_set(err, FB_ENOMEM, NULL, "no memory for the native form's %s", name);
+    fb_code rc = gr_st_read(st, name, rank, d, tmp, FORM_FIELD, err);
+    for (int64_t i = 0; !rc && i < dims[0]; i++)
+        memcpy(out + i * row, tmp + (i % b0) * row, (size_t)row * sizeof *out);
+    free(tmp);
+    return rc;
+}
+
+static fb_code form_input(nat_ctx *ctx, gr_graph *g, const gr_st *st, int64_t b0, fb_err *err)
+{
+    gr_tensor *t = &g->tensors[g->input];
+    fb_code rc = nat_pat_alloc(ctx, gr_numel(t), NAT_ALL_VARIANTS, "input", &t->data, err);
+    return rc ? rc : form_tiled(st, FORM_INPUT, t->rank, t->dims, b0, t->data, err);
+}
+
+/* PyTorch's output into ctx->reference, when the form has it for an output
+ * whose first dimension is the batch (or at the export's batch). */
+static fb_code form_reference(nat_ctx *ctx, const gr_graph *g, const gr_st *st, int64_t b0,
+                              int64_t batch, fb_err *err)
+{
+    const gr_tensor *o = &g->tensors[g->output];
+    const char *torch = gr_st_meta(st, "torch");
+    if (!gr_st_find(st, FORM_EXPECTED) || (batch != b0 && (o->rank < 1 || o->dims[0] != batch)))
+        return FB_OK; /* nothing to check against: the gate compares fused with eager */
+    ctx->reference_n = (size_t)gr_numel(o);
+    ctx->reference = malloc(ctx->reference_n * sizeof *ctx->reference);
+    if (!ctx->reference)
+        return fb_err_set(err, FB_ENOMEM, NULL, "no memory for the reference output");
+    int n =
+        snprintf(ctx->reference_what, sizeof ctx->reference_what,
+                 "PyTorch eager (torch %.32s) on the same weights and input", torch ? torch : "?");
+    if (batch != b0 && n > 0 && (size_t)n < sizeof ctx->reference_what)
+        snprintf(ctx->reference_what + n, sizeof ctx->reference_what - (size_t)n,
+                 ", its %lld samples repeated to %lld", (long long)b0, (long long)batch);
+    return form_tiled(st, FORM_EXPECTED, o->rank, o->dims, b0, ctx->reference, err);
+}
+
+static fb_code form_build(nat_ctx *ctx, const fb_spec *spec, fb_err *err)
+{
+    gr_st st = {0};
+    gr_graph g;
+    cJSON *j = NULL;
+    int64_t b0 = 0;
+    bool dynamic = false;
+    gr_init(&g);
+    fb_code rc = form_open(spec, &st, &b0, &dynamic, err);
+    int64_t batch = spec->batch_size > 0 ? spec->batch_size : b0;
+    if (!rc && !dynamic && batch != b0)
+        rc = fb_err_set(err, FB_EUNSUPPORTED, "batch_size",
+                        "the model was exported with a fixed batch of %lld", (long long)b0);
+    if (!rc)
+        rc = form_graph(&st, batch, &j, err);
+    if (!rc)
+        rc = gr_from_json(&g, j, "the native form's graph", err);
+    if (!rc)
+        rc = load_weights(ctx, &g, &st, FORM_FIELD, err);
+    if (!rc)
+        rc = form_input(ctx, &g, &st, b0, err);
+    if (!rc)
+        rc = check_ids(&g, err);
+    if (!rc)
+        rc = form_reference(ctx, &g, &st, b0, batch, err);
+    if (!rc)
+        rc = plan_both(ctx, &g, spec, err);
+    if (!rc && ctx->reference && ctx->plans[NAT_EAGER].out_n != ctx->reference_n)
+        rc = fb_err_set(err, FB_EINTERNAL, NULL, "the graph's output has %zu values, PyTorch's %zu",
+                        ctx->plans[NAT_EAGER].out_n, ctx->reference_n);
+    if (!rc && !(ctx->graph = gr_graph_compact(&g, GR_RESULT_MAX_NODES, &ctx->n_graph_nodes)))
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot describe the graph");
+    cJSON_Delete(j);
+    gr_free(&g);
+    gr_st_close(&st);
     return rc;
 }
 
@@ -321,9 +486,26 @@ const nat_pattern *const gr_models[] = {
     &z_vit,      &z_bert,     &z_gpt2,         &z_whisper, &z_graph, NULL,
 };
 
+static fb_code build_upload(nat_ctx *ctx, const fb_spec *spec, fb_err *err)
+{
+    return form_build(ctx, spec, err);
+}
+
+const nat_pattern gr_upload = {
+    .info = {.name = "model",
+             .engine = "native",
+             .domain = "user",
+             .description = "An uploaded model, through the native form made when it was prepared",
+             .default_batch_size = 1,
+             .devices = {"cpu", "cuda", NULL},
+             .dtypes = {"float32", NULL},
+             .variants = {"eager", "fused", NULL}},
+    .build = build_upload,
+};
+
 const nat_pattern *gr_workload_find(const char *name)
 {
-    const nat_pattern *p = nat_pattern_find(name);
+    const nat_pattern *p = fb_workload_is_upload(name) ? &gr_upload : nat_pattern_find(name);
     for (int i = 0; !p && name && gr_models[i]; i++)
         if (strcmp(gr_models[i]->info.name, name) == 0)
             p = gr_models[i];

@@ -15,7 +15,11 @@
  * NULL: models are checked against PyTorch, tests/models). */
 extern const nat_pattern *const gr_models[];
 
-/* A pattern or a model by workload name, or NULL. */
+/* The workload of an uploaded model's jobs (model.<id>): the model's native
+ * form, a file the worker names in params.model.native (gr_zoo.c). */
+extern const nat_pattern gr_upload;
+
+/* A pattern, a model of the zoo or an uploaded model by workload name, or NULL. */
 const nat_pattern *gr_workload_find(const char *name);
 
 /* Builds a ctx for spec's workload (gr_workload_find, then nat_ctx_build_for);
