@@ -573,27 +573,6 @@ fb_code db_model_prepare_finish(db_conn *c, int64_t id, int attempt, bool ready,
     return prep_fenced(c, &st_prep_finish, id, attempt, 3, more, err);
 }
 
-static const db_stmt st_archive = {
-    "model archive",
-    "SELECT m.id, 0, b.id, b.size, encode(b.sha256, 'hex')"
-    " FROM models m JOIN model_blobs b ON b.id = m.blob_id WHERE m.id = $1::bigint",
-    true};
-
-fb_code db_model_archive(db_conn *c, int64_t id, db_model_prep *out, fb_err *err)
-{
-    char idt[24];
-    const char *params[] = {db_i64_text(id, idt, sizeof idt)};
-    PGresult *res = NULL;
-    memset(out, 0, sizeof *out);
-    fb_code rc = db_exec(c, &st_archive, 1, params, &res, err);
-    if (!rc && PQntuples(res) == 0)
-        rc = fb_err_set(err, FB_ENOTFOUND, NULL, "model %" PRId64 " is gone", id);
-    if (!rc)
-        rc = prep_row(res, out, err);
-    PQclear(res);
-    return rc;
-}
-
 /* ---- the native form (worker side, migration 0013) ---- */
 
 /* $1 model, $2 attempt: the row locked for the transaction, so that no other
@@ -663,19 +642,27 @@ fb_code db_model_form_finish(db_conn *c, db_model_upload *u, const unsigned char
     return rc;
 }
 
+static const db_stmt st_archive = {
+    "model archive",
+    "SELECT m.id, 0, b.id, b.size, encode(b.sha256, 'hex'), NULL"
+    " FROM models m JOIN model_blobs b ON b.id = m.blob_id WHERE m.id = $1::bigint",
+    true};
+
 static const db_stmt st_form = {
     "model form",
     "SELECT m.id, 0, b.id, b.size, encode(b.sha256, 'hex'), m.info->'native'->>'why'"
     " FROM models m LEFT JOIN model_blobs b ON b.id = m.native_blob_id WHERE m.id = $1::bigint",
     true};
 
-fb_code db_model_form(db_conn *c, int64_t id, db_model_prep *out, fb_err *err)
+/* A model's file by st (st_archive, st_form): the blob, or why there is none. */
+static fb_code model_file(db_conn *c, const db_stmt *st, int64_t id, db_model_prep *out,
+                          fb_err *err)
 {
     char idt[24];
     const char *params[] = {db_i64_text(id, idt, sizeof idt)};
     PGresult *res = NULL;
     memset(out, 0, sizeof *out);
-    fb_code rc = db_exec(c, &st_form, 1, params, &res, err);
+    fb_code rc = db_exec(c, st, 1, params, &res, err);
     if (!rc && PQntuples(res) == 0)
         rc = fb_err_set(err, FB_ENOTFOUND, NULL, "model %" PRId64 " is gone", id);
     if (!rc && PQgetisnull(res, 0, 2))
@@ -688,4 +675,14 @@ fb_code db_model_form(db_conn *c, int64_t id, db_model_prep *out, fb_err *err)
         rc = prep_row(res, out, err);
     PQclear(res);
     return rc;
+}
+
+fb_code db_model_archive(db_conn *c, int64_t id, db_model_prep *out, fb_err *err)
+{
+    return model_file(c, &st_archive, id, out, err);
+}
+
+fb_code db_model_form(db_conn *c, int64_t id, db_model_prep *out, fb_err *err)
+{
+    return model_file(c, &st_form, id, out, err);
 }
