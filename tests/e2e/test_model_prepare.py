@@ -141,6 +141,99 @@ def submit(env, spec):
     return fbtest.http(env.base, "POST", "/api/v1/jobs", spec)
 
 
+CLIENT_FLOW = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import usermodel
+import fusionbench as fb
+out = {"client": fb.__file__}
+c = fb.Client(os.environ["URL"])
+model, (x,) = usermodel.build(seed=1)
+mine_x = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(7))
+m = c.upload_model("mine", model, (x,), inputs={"x": mine_x})
+out["ready"] = [m.status, m.info["dynamic_batch"], m.info["input_values"],
+                m.info["native"]["ok"], "form" in m.info["native"]]
+
+
+def summary(j):
+    vs = {v["name"]: [v["status"], v.get("max_rel_error"), (v.get("reference") or {}).get(
+        "against"), v.get("fused_kernels"), (v.get("inductor") or {}).get("generated_kernels")]
+        for v in (j.result or {}).get("variants", [])}
+    return [j.state, j.error, sorted(j.speedup), [r["variant"] for r in j.table()], vs]
+
+
+out["native"] = summary(m.submit(engine="native", batch_size=5, iterations=5, warmup=1).wait(300))
+out["inductor"] = summary(m.submit(variants=["eager", "inductor"], batch_size=2, iterations=5,
+                                   warmup=1).wait(600))
+try:
+    c.upload_model("badin", model, (x,), inputs={"y": mine_x})
+except fb.ApiError as e:
+    out["badin"] = [e.code, e.message]
+lacking = next(mm for mm in c.models() if mm.name == "lacking")
+try:
+    lacking.submit(engine="native")
+except fb.ApiError as e:
+    out["lacking"] = [e.status, e.code, e.message]
+print(json.dumps(out))
+"""
+
+
+def client_flow(env):
+    """The issue's flow from Python: the client installed from the repository
+    into a fresh venv (torch reachable through a .pth, for the export), the
+    test model exported, uploaded with inputs of its own and waited for, then
+    run by both engines; the errors as ApiError with the API's code."""
+    py = indtest.python_or_skip()
+    venv = os.path.join(env.tmp, "clientvenv")
+    subprocess.run([py, "-m", "venv", venv], check=True, timeout=300)
+    r = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--no-index", "-q",
+                        os.path.join(fbtest.source_dir(), "clients", "python")],
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, "pip install ./clients/python: %s" % r.stderr[-2000:])
+    site = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    torch_site = subprocess.run([py, "-c", "import os, torch; print(os.path.dirname("
+                                 "os.path.dirname(torch.__file__)))"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(site, "torch-from-project.pth"), "w") as f:
+        f.write(torch_site + "\n")
+    script = os.path.join(env.tmp, "client_flow.py")
+    with open(script, "w") as f:
+        f.write(CLIENT_FLOW)
+    r = subprocess.run([os.path.join(venv, "bin", "python"), script,
+                        os.path.join(fbtest.source_dir(), "tests", "inductor")],
+                       capture_output=True, text=True, timeout=1200, cwd=env.tmp,
+                       env=dict(os.environ, URL=env.base))
+    check(r.returncode == 0, "the client's flow: %s" % r.stderr[-3000:])
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    check(out["client"].startswith(site), "the client is the one pip installed: %s" % out["client"])
+    check_eq(out["ready"], ["ready", True, {"source": "uploaded", "shapes": [[3, 3, 16, 16]]},
+                            True, True],
+             "upload_model(name, module, (x,), inputs=...): exported with a dynamic batch, "
+             "uploaded, ready, the inputs its own, a native form made")
+    st, err, speed, rows, vs = out["native"]
+    check(st == "succeeded" and speed == ["fused"] and rows == ["eager", "fused"] and
+          vs["eager"][0] == "ok" and vs["eager"][1] <= 1e-4 and
+          "its 3 samples repeated to 5" in (vs["eager"][2] or "") and vs["fused"][3] >= 1,
+          "the native engine at batch 5 on the uploaded inputs, within the gate of PyTorch's "
+          "output, fusions counted: %s" % out["native"])
+    st, err, speed, rows, vs = out["inductor"]
+    check(st == "succeeded" and speed == ["inductor"] and rows == ["eager", "inductor"] and
+          vs["inductor"][0] == "ok" and (vs["inductor"][4] or 0) >= 1,
+          "the inductor engine, its kernels counted: %s" % out["inductor"])
+    check(out.get("badin", [None])[0] == "invalid_model" and
+          "the uploaded inputs have y" in out["badin"][1],
+          "inputs named otherwise than the export's: ApiError invalid_model naming them: %s" %
+          out.get("badin"))
+    check(out.get("lacking", [0])[:2] == [422, "unsupported"] and
+          "aten.cumsum" in out["lacking"][2],
+          "the native engine on a model it cannot run: ApiError 422 unsupported naming the "
+          "operator: %s" % out.get("lacking"))
+    log("the Python client from a fresh venv: exported, uploaded with inputs, both engines")
+
+
 def native_jobs(env, ids):
     """The native engine on the model's native form, at a batch the export did
     not have: both variants ok, eager within the gate of PyTorch eager's output
@@ -215,6 +308,7 @@ def jobs(env, ids):
     check("aten.cumsum" in b["error"]["message"],
           "... its error names the operator: %s" % b["error"]["message"])
     native_jobs(env, ids)
+    client_flow(env)
 
     # the Python client (clients/python, standard library only)
     sys.path.insert(0, os.path.join(fbtest.source_dir(), "clients", "python"))

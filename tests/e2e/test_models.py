@@ -213,7 +213,7 @@ import json, os, sys
 import fusionbench as fb
 out = {}
 c = fb.Client(os.environ["URL"], os.environ["TOKEN"])
-m = c.upload_model("pyup", sys.argv[1], visibility="lab")
+m = c.upload_model("pyup", sys.argv[1], visibility="lab", wait=False)
 out["uploaded"] = [m.name, m.status, m.sha256, m.owner, m.visibility]
 out["listed"] = [x.name for x in c.models()]
 c.download_model(m.id, sys.argv[2])

@@ -1,7 +1,8 @@
 """pt2safe.py: an uploaded torch.export archive read without running anything
 in it.  The test model (usermodel.py) is exported and read back: its info, its
 weights bit-equal (the program's output equals the model's), inputs made for a
-dynamic batch.  Then archives made to do harm or simply wrong, each of which
+dynamic batch; inputs uploaded in the archive (the Python client's), used,
+and refused when they are not what the program takes.  Then archives made to do harm or simply wrong, each of which
 must end Invalid naming what is wrong, with the command it carries never run:
 a weight stored as a pickle that runs a command (torch.export.load runs it: the
 test shows that first, so the archive really is an attack), a sample-inputs
@@ -65,6 +66,39 @@ def inside():
         out8 = ep.module()(x8)
     c.check(tuple(x8.shape) == (8, 3, 16, 16) and tuple(out8.shape) == (8, 10),
             "a dynamic batch: inputs for batch 8 run (%s)" % (tuple(out8.shape),))
+
+    # inputs uploaded with the program (the client's extra/inputs.safetensors)
+    sys.path.insert(0, os.path.join(indtest.SRC, "clients", "python"))
+    import fusionbench
+
+    def with_inputs(name, tensors):
+        path = os.path.join(tmp, name + ".pt2")
+        rewrite(good, path, lambda n, d: d)
+        fusionbench._add_inputs(path, tensors)
+        return path
+
+    x5 = torch.randn(5, 3, 16, 16)
+    up = pt2safe.inspect(with_inputs("inputs_ok", {"x": x5}))
+    with torch.no_grad():
+        want = ep.module()(x5)
+    _, facts = pt2safe.load(with_inputs("inputs_ok2", {"x": x5}))
+    (back,) = pt2safe.check_inputs(specs, facts["inputs"])
+    c.check(up["input_values"] == {"source": "uploaded", "shapes": [[5, 3, 16, 16]]} and
+            torch.equal(back, x5) and tuple(want.shape) == (5, 10),
+            "uploaded inputs: read bit-equal, used (%s)" % up["input_values"])
+    c.check(pt2safe.repeat_batch((x5,), 7)[0][5:].equal(x5[:2]),
+            "their samples repeat to a larger batch")
+    for name, tensors, words in (
+            ("inputs_name", {"y": x5}, ["the uploaded inputs have y", "takes x"]),
+            ("inputs_missing", {}, ["the uploaded inputs lack x"]),
+            ("inputs_dtype", {"x": x5.double()}, ["input x is float64", "takes float32"]),
+            ("inputs_shape", {"x": torch.randn(5, 3, 8, 8)}, ["shape [5, 3, 8, 8]",
+                                                              "takes [2, 3, 16, 16]"])):
+        try:
+            pt2safe.inspect(with_inputs(name, tensors))
+            c.check(False, "%s: read as valid" % name)
+        except pt2safe.Invalid as e:
+            c.check(all(w in str(e) for w in words), "%s: invalid, %r" % (name, str(e)))
 
     def invalid(path, words, what, **kw):
         try:

@@ -3,8 +3,10 @@
     import fusionbench as fb
     c = fb.Client()                          # $FUSIONBENCH_URL, $FUSIONBENCH_TOKEN, else the
                                              # CLI's saved login, else http://127.0.0.1:8080
-    m = c.upload_model("mine", "mine.pt2")   # or (name, module, example_inputs): exported here
-    m.wait_ready()                           # a worker has read it: m.info
+    m = c.upload_model("mine", model, (x,))  # exported here (a dynamic batch where it can be),
+                                             # uploaded, and waited for until a worker has read
+                                             # it (m.info); or a path to a .pt2
+    m = c.upload_model("mine2", "mine.pt2", inputs={"x": x})   # with your own inputs
     job = m.submit(explain=True).wait()      # or c.submit("resnet50", engine="inductor")
     job.speedup                              # {"inductor": 1.31, ...} against the baseline
     job.table()                              # one row per variant: dicts, or a pandas frame
@@ -17,9 +19,12 @@ import hashlib
 import http.client
 import json
 import os
+import shutil
+import struct
 import tempfile
 import time
 import urllib.parse
+import zipfile
 
 __all__ = ["ApiError", "Client", "Job", "Model"]
 
@@ -110,25 +115,37 @@ class Client:
     # ---- models ----
 
     def upload_model(self, name, model, example_inputs=None, visibility="private",
-                     progress=None):
+                     progress=None, inputs=None, dynamic_batch=True, wait=True, timeout=600):
         """Uploads a model's archive as your model `name` and returns its Model.
-        model: a path to a .pt2 (torch.export.save), or an nn.Module exported
-        here with example_inputs (a tuple; needs torch).  progress(sent, total)
-        is called as the bytes go."""
-        if isinstance(model, (str, os.PathLike)):
-            return self._upload_file(name, os.fspath(model), visibility, progress)
-        if example_inputs is None:
-            raise ValueError("exporting a module needs example_inputs (a tuple of tensors)")
-        import torch  # only here: querying needs no torch
 
-        fd, path = tempfile.mkstemp(suffix=".pt2")
-        os.close(fd)
+        model: a path to a .pt2 (torch.export.save), or an nn.Module exported
+        here with example_inputs (a tuple; needs torch), its first dimension
+        dynamic when dynamic_batch and the program allows it (then jobs may
+        take any batch size).  inputs: the inputs jobs run on instead of
+        seeded random ones, a {input name: tensor} dict or a path to a
+        .safetensors file of them (named as the export names its inputs: a
+        forward(self, x) takes "x"); put into the archive as
+        extra/inputs.safetensors.  progress(sent, total) is called as the
+        bytes go.  wait: returns once a worker has read the model (ready, or
+        ApiError "invalid_model" with why); else at once, still preparing."""
+        tmp = tempfile.mkdtemp(prefix="fusionbench-")
         try:
-            ep = torch.export.export(model.eval(), tuple(example_inputs))
-            torch.export.save(ep, path)
-            return self._upload_file(name, path, visibility, progress)
+            path = os.path.join(tmp, "model.pt2")
+            if isinstance(model, (str, os.PathLike)):
+                if inputs is None:
+                    path = os.fspath(model)
+                else:
+                    shutil.copyfile(os.fspath(model), path)
+            else:
+                if example_inputs is None:
+                    raise ValueError("exporting a module needs example_inputs (a tuple of tensors)")
+                _export(model, tuple(example_inputs), dynamic_batch, path)
+            if inputs is not None:
+                _add_inputs(path, inputs)
+            m = self._upload_file(name, path, visibility, progress)
         finally:
-            os.unlink(path)
+            shutil.rmtree(tmp, ignore_errors=True)
+        return m.wait_ready(timeout) if wait else m
 
     def _upload_file(self, name, path, visibility, progress):
         size = os.path.getsize(path)
@@ -211,6 +228,64 @@ class Client:
         return Job(self, self.request("GET", "/api/v1/jobs/%d" % int(job_id)))
 
 
+def _export(model, args, dynamic_batch, path):
+    """torch.export of model on args saved to path; the first dimension of
+    every input dynamic when dynamic_batch and the program allows it."""
+    import torch  # only here: querying needs no torch
+
+    model = model.eval()
+    ep = None
+    if dynamic_batch and args and all(getattr(a, "dim", lambda: 0)() >= 1 for a in args):
+        batch = torch.export.Dim("batch", min=1, max=4096)
+        try:
+            ep = torch.export.export(model, args, dynamic_shapes=tuple({0: batch} for _ in args))
+        except Exception:  # the program fixes its batch: exported as it is
+            ep = None
+    if ep is None:
+        ep = torch.export.export(model, args)
+    torch.export.save(ep, path)
+
+
+_ST = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
+       "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8",
+       "bool": "BOOL"}
+
+
+def _safetensors(tensors):
+    """The bytes of a safetensors file of {name: tensor}."""
+    head, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        dt = str(t.dtype).replace("torch.", "")
+        if dt not in _ST:
+            raise ValueError("input %s is %s; inputs may be %s" % (name, dt, ", ".join(_ST)))
+        b = t.view(-1).view(dtype=__import__("torch").uint8).numpy().tobytes() \
+            if t.numel() else b""
+        head[name] = {"dtype": _ST[dt], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(head, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def _add_inputs(path, inputs):
+    """Puts inputs (a dict of tensors, or a .safetensors file's path) into the
+    archive at path as <root>/extra/inputs.safetensors."""
+    if isinstance(inputs, (str, os.PathLike)):
+        with open(inputs, "rb") as f:
+            data = f.read()
+    elif isinstance(inputs, dict):
+        data = _safetensors(inputs)
+    else:
+        raise ValueError("inputs: a {name: tensor} dict or a .safetensors path")
+    with zipfile.ZipFile(path, "a", zipfile.ZIP_STORED) as z:
+        root = z.namelist()[0].split("/", 1)[0]
+        if root + "/extra/inputs.safetensors" in z.namelist():
+            raise ValueError("the archive has inputs already")
+        z.writestr(root + "/extra/inputs.safetensors", data)
+
+
 class Model:
     """A model as the server has it: its fields as attributes (id, name,
     owner, visibility, status, error, size, sha256, info, ...) and as .raw."""
@@ -242,7 +317,8 @@ class Model:
 
     def submit(self, **spec):
         """Submits a job of this model (workload model.ID; the inductor engine
-        by default): spec as for Client.submit.  Returns the Job."""
+        by default, engine="native" for the native engine): spec as for
+        Client.submit.  Returns the Job."""
         spec.setdefault("engine", "inductor")
         return self.client.submit("model.%d" % self.raw["id"], **spec)
 

@@ -303,8 +303,10 @@ def is_uploaded(name):
 def build_uploaded(name, batch, params):
     """(module, inputs) of an uploaded model: its archive (params.model.archive,
     set by the worker: the file in its model cache) read by pt2safe, never
-    unpickled; inputs seeded (params.seed, default 0), batch replacing the
-    first dimension where the export made it dynamic, else the exported one."""
+    unpickled; inputs those uploaded with it (pt2safe.INPUTS_ENTRY), else
+    seeded (params.seed, default 0); batch replacing the first dimension where
+    the export made it dynamic (the uploaded samples repeated), else the
+    exported one."""
     import pt2safe
 
     ref = params.get("model")
@@ -313,11 +315,16 @@ def build_uploaded(name, batch, params):
         raise ValueError("%s: no archive for the uploaded model (params.model.archive is set by "
                          "the worker)" % name)
     try:
-        ep, _ = pt2safe.load(path)
+        ep, facts = pt2safe.load(path)
         specs = pt2safe.input_specs(ep)
+        uploaded = facts.get("inputs")
+        if uploaded is not None:
+            uploaded = pt2safe.check_inputs(specs, uploaded)
     except pt2safe.Invalid as e:
         raise Unsupported("%s: %s" % (name, e)) from e
     dynamic = bool(specs) and all(0 in s["dynamic_dims"] for s in specs)
+    if uploaded is not None:  # the uploader's, their samples repeated to the job's batch
+        return ep.module(), pt2safe.repeat_batch(uploaded, batch) if dynamic else uploaded
     inputs = pt2safe.make_inputs(ep, specs, seed=_int(params, "seed", 0, 0, 1 << 30),
                                  batch=batch if dynamic else None)
     return ep.module(), inputs

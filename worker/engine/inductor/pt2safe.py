@@ -17,7 +17,9 @@ call).  This reader takes the same archive apart itself:
   sizes and strides of their JSON description; an entry stored pickled (a
   tensor subclass, a custom object) makes the archive invalid;
 - the sample inputs are never read: inputs are made from the program's input
-  specs (make_inputs).
+  specs (make_inputs), or taken from a safetensors file the uploader put in
+  the archive's extra folder (INPUTS_ENTRY: safetensors is raw bytes and a
+  JSON header, nothing to unpickle), checked against the specs.
 
 Then torch's own deserializer builds the ExportedProgram from the checked JSON
 and the tensors (given as dicts, so it unpickles nothing).  Every refusal is an
@@ -330,10 +332,107 @@ def load(path, max_bytes=8 << 30):
         raise Invalid("the exported program cannot be rebuilt: %s: %s" % (
             type(e).__name__, str(e)[:500]))
     sv = prog.get("schema_version") or {}
-    return ep, {"model_name": name, "nodes": nodes,
+    return ep, {"model_name": name, "nodes": nodes, "inputs": _inputs_file(ar),
                 "schema_version": "%s.%s" % (sv.get("major"), sv.get("minor")),
                 "archive_version": ar.read(c.ARCHIVE_VERSION_PATH, 64).decode(
                     "utf-8", "replace").strip() if ar.has(c.ARCHIVE_VERSION_PATH) else None}
+
+
+# ---- inputs uploaded with the program ----
+
+# Where an uploader's inputs live in the archive (the client puts them there).
+INPUTS_ENTRY = "extra/inputs.safetensors"
+_ST_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+              "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
+              "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+
+
+def parse_safetensors(raw, what):
+    """{name: tensor} of a safetensors file's bytes, every size checked."""
+    if len(raw) < 8:
+        raise Invalid("%s is not a safetensors file (%d bytes)" % (what, len(raw)))
+    n = int.from_bytes(raw[:8], "little")
+    if n > min(len(raw) - 8, MAX_JSON_BYTES):
+        raise Invalid("%s: its header length %d is out of the file" % (what, n))
+    try:
+        head = json.loads(raw[8:8 + n])
+    except (ValueError, UnicodeDecodeError) as e:
+        raise Invalid("%s: its header is not JSON: %s" % (what, e))
+    if not isinstance(head, dict):
+        raise Invalid("%s: its header is not a JSON object" % what)
+    data, out = memoryview(raw)[8 + n:], {}
+    for name, meta in head.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(meta, dict) or meta.get("dtype") not in _ST_DTYPES:
+            raise Invalid("%s: tensor %s has no dtype this worker reads (%s)" % (
+                what, name, (meta or {}).get("dtype") if isinstance(meta, dict) else meta))
+        dt, shape, offs = _ST_DTYPES[meta["dtype"]], meta.get("shape"), meta.get("data_offsets")
+        if not (isinstance(shape, list) and len(shape) <= MAX_TENSOR_DIMS and
+                all(isinstance(d, int) and d >= 0 for d in shape) and isinstance(offs, list) and
+                len(offs) == 2 and all(isinstance(o, int) for o in offs) and
+                0 <= offs[0] <= offs[1] <= len(data)):
+            raise Invalid("%s: tensor %s's shape %s or offsets %s are out of the file" % (
+                what, name, shape, offs))
+        numel = 1
+        for d in shape:
+            numel *= d
+        es = torch.empty((), dtype=dt).element_size()
+        if offs[1] - offs[0] != numel * es:
+            raise Invalid("%s: tensor %s has %d bytes for %d %s elements" % (
+                what, name, offs[1] - offs[0], numel, dt))
+        buf = bytearray(data[offs[0]:offs[1]])
+        t = torch.frombuffer(buf, dtype=dt) if buf else torch.empty(0, dtype=dt)
+        out[name] = t.reshape(shape)
+    return out
+
+
+def _inputs_file(ar):
+    """The uploader's inputs ({name: tensor}), or None when the archive has none."""
+    return parse_safetensors(ar.read(INPUTS_ENTRY), "the uploaded inputs (%s)" % INPUTS_ENTRY) \
+        if ar.has(INPUTS_ENTRY) else None
+
+
+def check_inputs(specs, given):
+    """The uploaded inputs as a tuple in the program's order, each as the
+    program takes it: the same names, dtypes and sizes (the first may differ
+    where the export made it dynamic); else Invalid saying which."""
+    names = [s["name"] for s in specs]
+    extra = sorted(set(given) - set(names))
+    if extra:
+        raise Invalid("the uploaded inputs have %s, which the program does not take (it takes %s)"
+                      % (", ".join(extra[:5]), ", ".join(names)))
+    out, b0 = [], None
+    for s in specs:
+        t = given.get(s["name"])
+        if t is None:
+            raise Invalid("the uploaded inputs lack %s (the program takes %s)" % (
+                s["name"], ", ".join(names)))
+        if str(t.dtype).replace("torch.", "") != s["dtype"]:
+            raise Invalid("the uploaded input %s is %s; the program takes %s" % (
+                s["name"], str(t.dtype).replace("torch.", ""), s["dtype"]))
+        shape, want = list(t.shape), s["shape"]
+        ok = len(shape) == len(want) and all(
+            a == b or (i == 0 and 0 in s["dynamic_dims"] and a >= 1)
+            for i, (a, b) in enumerate(zip(shape, want)))
+        if not ok or (b0 is not None and shape and shape[0] != b0):
+            raise Invalid("the uploaded input %s has shape %s; the program takes %s%s" % (
+                s["name"], shape, want, " (the first size dynamic, the same in every input)"
+                if 0 in s["dynamic_dims"] else ""))
+        b0 = shape[0] if shape else b0
+        out.append(t.contiguous())
+    return tuple(out)
+
+
+def repeat_batch(inputs, batch):
+    """Each input's samples repeated (or cut) to batch along the first dimension."""
+    out = []
+    for t in inputs:
+        if t.dim() == 0 or t.shape[0] == batch:
+            out.append(t)
+        else:
+            out.append(t[torch.arange(batch) % t.shape[0]].contiguous())
+    return tuple(out)
 
 
 # ---- what the program takes, and inputs for it ----
@@ -441,7 +540,9 @@ def inspect(path, max_bytes=8 << 30, seed=0, native_out=None):
     sd = ep.state_dict
     n_params = sum(int(sd[p].numel()) for p in params if p in sd)
     p_bytes = sum(int(t.numel()) * t.element_size() for t in sd.values())
-    inputs = make_inputs(ep, specs, seed)
+    uploaded = facts.get("inputs")
+    inputs = check_inputs(specs, uploaded) if uploaded is not None else make_inputs(ep, specs,
+                                                                                     seed)
     mod = ep.module()
     times = []
     try:
@@ -467,6 +568,8 @@ def inspect(path, max_bytes=8 << 30, seed=0, native_out=None):
             "schema_version": facts["schema_version"],
             "archive_version": facts["archive_version"], "torch": torch.__version__,
             "inputs": specs,
+            "input_values": {"source": "uploaded" if uploaded is not None else "seeded",
+                             "shapes": [list(t.shape) for t in inputs]},
             "outputs": [{"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
                         for t in flat],
             "parameters": n_params, "weight_bytes": p_bytes,
