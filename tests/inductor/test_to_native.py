@@ -4,8 +4,8 @@ transformer block with attention, a linear head) and torchvision's resnet18
 are exported, read back with pt2safe, converted, and run by the native engine
 through tests/models' zoo_parity (the graph workload, every fusion rule on and
 each off in turn): its eager and fused outputs must match PyTorch's.  A model
-with an operator the native engine lacks is refused naming it, and one with two
-inputs naming that.  The test model's native form (to_native.write_form: the
+with an operator the native engine lacks is refused naming it; one with two
+inputs converts to a graph of two inputs.  The test model's native form (to_native.write_form: the
 file a native job of an uploaded model runs from) runs in fusionbench-run at a
 batch the export did not have, its eager output checked against PyTorch's; a
 form whose expected output is 1% off fails the gate.  Runs itself again in
@@ -46,17 +46,17 @@ def parity(c, torch, pt2safe, to_native, save_file, what, model, x, tmp, zoo_par
     return rep
 
 
-def form_run(c, torch, pt2safe, to_native, model, x, tmp, zoo_parity):
-    """The native form through fusionbench-run (workload model.<id>) at batch 3."""
+def form_run(c, torch, to_native, ep, model, args, tmp, zoo_parity, what):
+    """The native form through fusionbench-run (workload model.<id>) at batch 3,
+    and once more with PyTorch's output made 1% off: the gate must fail."""
     run = os.path.join(os.path.dirname(zoo_parity), "..", "..", "worker", "fusionbench-run")
-    ep, _ = pt2safe.load(os.path.join(tmp, "usernet.pt2"))
     graph, weights, rep = to_native.convert(ep)
     with torch.no_grad():
-        ref = model(x)
-    for what, expected, want in (("its form", ref, "ok"),
-                                 ("a form 1% off", ref * 1.01, "accuracy_failed")):
+        ref = model(*args)
+    for how, expected, want in (("its form", ref, "ok"),
+                                ("a form 1% off", ref * 1.01, "accuracy_failed")):
         path = os.path.join(tmp, "form.fbn")
-        to_native.write_form(path, graph, weights, x, expected, rep["batch_dynamic"])
+        to_native.write_form(path, graph, weights, tuple(args), expected, rep["batch_dynamic"])
         r = subprocess.run([run, "model.1", "--engine", "native", "--batch", "3", "--iterations",
                             "3", "--warmup", "1", "--json", "--param",
                             "model=" + json.dumps({"native": path})],
@@ -64,7 +64,8 @@ def form_run(c, torch, pt2safe, to_native, model, x, tmp, zoo_parity):
         try:
             res = json.loads(r.stdout)["result"]
         except ValueError:
-            c.check(False, "%s: fusionbench-run printed no result: %s" % (what, r.stderr[-1500:]))
+            c.check(False, "%s, %s: fusionbench-run printed no result: %s" % (
+                what, how, r.stderr[-1500:]))
             continue
         v = {x["name"]: x for x in res["variants"]}
         e = v["eager"]
@@ -72,8 +73,9 @@ def form_run(c, torch, pt2safe, to_native, model, x, tmp, zoo_parity):
                 "2 samples repeated to 3" in e["reference"]["against"] and
                 (e["max_rel_error"] <= 1e-4) == (want == "ok") and
                 v["fused"]["status"] == "ok" and (r.returncode == 0) == (want == "ok"),
-                "%s: eager %s against PyTorch (max_rel_error %s), fused %s, exit %d" % (
-                    what, e["status"], e["max_rel_error"], v["fused"]["status"], r.returncode))
+                "%s, %s: eager %s against PyTorch (max_rel_error %s), fused %s, exit %d" % (
+                    what, how, e["status"], e["max_rel_error"], v["fused"]["status"],
+                    r.returncode))
 
 
 def inside(zoo_parity):
@@ -90,7 +92,8 @@ def inside(zoo_parity):
     model, (x,) = usermodel.build()
     rep = parity(c, torch, pt2safe, to_native, save_file, "usernet", model, x, tmp, zoo_parity,
                  dynamic=True)
-    form_run(c, torch, pt2safe, to_native, model, x, tmp, zoo_parity)
+    form_run(c, torch, to_native, pt2safe.load(os.path.join(tmp, "usernet.pt2"))[0], model,
+             (x,), tmp, zoo_parity, "usernet")
     c.check(rep["ops"].get("conv2d") == 3 and rep["ops"].get("batch_norm") == 2 and
             rep["ops"].get("softmax") == 1 and rep["batch_dynamic"],
             "the test model: 3 convolutions, 2 batch norms, attention's softmax, a dynamic "
@@ -112,13 +115,30 @@ def inside(zoo_parity):
         def forward(self, x):
             return torch.cumsum(torch.relu(x), 1) + torch.cumsum(x, 1)
 
-    class TwoIn(torch.nn.Module):
+    class TwoIn(torch.nn.Module):  # two inputs, each its own input of the graph
+        def __init__(self):
+            super().__init__()
+            self.fx, self.fy = torch.nn.Linear(8, 16), torch.nn.Linear(4, 16)
+
         def forward(self, x, y):
-            return x + y
+            return torch.relu(self.fx(x)) * torch.sigmoid(self.fy(y)) + self.fx(x)
+
+    two = TwoIn().eval()
+    args = (torch.randn(2, 8), torch.randn(2, 4))
+    batch = torch.export.Dim("batch", min=1, max=64)
+    path = os.path.join(tmp, "two.pt2")
+    torch.export.save(torch.export.export(two, args, dynamic_shapes=({0: batch}, {0: batch})),
+                      path)
+    ep, _ = pt2safe.load(path)
+    graph, _, rep = to_native.convert(ep)
+    ins = [t for t in graph["tensors"] if t["kind"] == "input"]
+    c.check([(t["name"], t["shape"], t.get("batch")) for t in ins] ==
+            [("x", [2, 8], True), ("y", [2, 4], True)] and rep["batch_dynamic"],
+            "two inputs: the graph takes both, by name, their batch dynamic (%s)" % ins)
+    form_run(c, torch, to_native, ep, two, args, tmp, zoo_parity, "two inputs")
 
     for what, m, args, words in (
-            ("cumsum", Cumsum(), (torch.randn(2, 8),), ["aten.cumsum (x2)"]),
-            ("two inputs", TwoIn(), (torch.randn(2, 8), torch.randn(2, 8)), ["2 inputs"])):
+            ("cumsum", Cumsum(), (torch.randn(2, 8),), ["aten.cumsum (x2)"]),):
         path = os.path.join(tmp, "bad.pt2")
         torch.export.save(torch.export.export(m, args), path)
         ep, _ = pt2safe.load(path)

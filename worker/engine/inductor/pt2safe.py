@@ -583,8 +583,8 @@ def inspect(path, max_bytes=8 << 30, seed=0, native_out=None):
 def native_form(ep, out=None, inputs=(), outputs=()):
     """Whether the native engine can run the program (to_native.py): its
     graph's node count and ops, or why not with the operators it lacks.
-    With out, the native form is written there (the program's one input and
-    its one output on it)."""
+    With out, the native form is written there (the program's inputs and its
+    one output on them)."""
     import to_native
 
     try:
@@ -595,7 +595,8 @@ def native_form(ep, out=None, inputs=(), outputs=()):
         return {"ok": False, "why": "the converter failed: %s: %s" % (type(e).__name__,
                                                                     str(e)[:300]),
                 "unsupported_ops": {}}
-    if out and len(inputs) == 1 and len(outputs) == 1:
-        to_native.write_form(out, graph, weights, inputs[0], outputs[0], rep["batch_dynamic"])
+    if out and len(outputs) == 1:
+        to_native.write_form(out, graph, weights, tuple(inputs), outputs[0],
+                             rep["batch_dynamic"])
     return {"ok": True, "nodes": rep["nodes"], "ops": rep["ops"],
             "batch_dynamic": rep["batch_dynamic"]}

@@ -9,8 +9,10 @@ graph: the JSON object (params.graph of the native engine's `graph`
 workload); weights: {name: float32 tensor} (a safetensors file for
 params.weights); report: {"nodes", "ops", "batch_dynamic"}.  Raises
 Unsupported listing every operator (with its count) the native engine has no
-mapping for, or the first construct it cannot express (a second input, an
-output that is not one tensor, a softmax that is not over the last dim, ...).
+mapping for, or the first construct it cannot express (an input that is not a
+tensor, an output that is not one tensor, a softmax that is not over the last
+dim, ...).  Each input of the program is an input of the graph, under its
+name and in its order.
 
 Shapes are the export's; where the export's batch is dynamic and every view
 that depends on it has a single size that does, that size is written -1, so
@@ -38,6 +40,8 @@ _UNARY = {"aten.relu": "relu", "aten.relu_": "relu", "aten.gelu": None, "aten.si
 
 # A tensor's or node's name in the graph: under GR_NAME_MAX (96) bytes.
 NAME_MAX = 96
+# The most inputs a graph takes (gr_json.c's GR_JSON_MAX_INPUTS).
+MAX_INPUTS = 16
 
 
 class Unsupported(Exception):
@@ -86,6 +90,8 @@ class Builder:
         if self.nodes:
             raise AssertionError("tensors are declared before the first node")
         self.tensors.append({"name": name, "kind": kind, "shape": [int(s) for s in shape]})
+        if kind == "input" and 0 in dyn:  # its first dimension is the batch
+            self.tensors[-1]["batch"] = True
         self.n_declared += 1
         return _T(self.n_declared - 1, shape, dyn)
 
@@ -143,18 +149,19 @@ class Converter:
             else:
                 raise Unsupported("the program takes a %s input (%s), which the native engine "
                                   "has no form for" % (spec.kind.name.lower(), spec.arg.name))
-        if len(user) != 1:
+        if not user or len(user) > MAX_INPUTS:
             raise Unsupported("the program takes %d inputs (%s); the native engine's graphs take "
-                              "one" % (len(user), ", ".join(n.name for n in user)))
-        val = user[0].meta.get("val")
-        if not isinstance(val, torch.Tensor):
-            raise Unsupported("the input %s is not a tensor" % user[0].name)
-        d0 = val.shape[0] if val.dim() else None
-        if isinstance(d0, torch.SymInt) and len(d0.node.expr.free_symbols) == 1:
-            self.batch_sym = next(iter(d0.node.expr.free_symbols))
-        shape, dyn = _dims_of(val, self.batch_sym)
-        self.env[user[0].name] = self.b.declare("input", "input", shape, dyn)
-        self.input_dtype = val.dtype
+                              "1 to %d" % (len(user), ", ".join(n.name for n in user[:20]),
+                                           MAX_INPUTS))
+        for k, node in enumerate(user):  # each under its own name, in the program's order
+            val = node.meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                raise Unsupported("the input %s is not a tensor" % node.name)
+            d0 = val.shape[0] if val.dim() else None
+            if k == 0 and isinstance(d0, torch.SymInt) and len(d0.node.expr.free_symbols) == 1:
+                self.batch_sym = next(iter(d0.node.expr.free_symbols))
+            shape, dyn = _dims_of(val, self.batch_sym)
+            self.env[node.name] = self.b.declare(node.name[:NAME_MAX - 1], "input", shape, dyn)
         for node, name, t in weights:
             if t.dim() == 0:  # a scalar buffer: kept as a Python number
                 self.env[node.name] = float(t)
@@ -632,22 +639,30 @@ def _flat(x):
 
 
 FORM_FORMAT = "fusionbench.native/1"
-FORM_INPUT, FORM_EXPECTED = "__input__", "__expected__"
+FORM_INPUT, FORM_EXPECTED = "__input__.", "__expected__"
 
 
-def write_form(path, graph, weights, x, expected, batch_dynamic):
+def write_form(path, graph, weights, inputs, expected, batch_dynamic):
     """The native form of a program, one safetensors file (the native engine's
     gr_zoo.c reads it for a job of an uploaded model): the weights as float32
-    under their names, the input x (as float32: token ids too) and PyTorch
-    eager's output for it, and in its metadata the graph, the batch (x's
-    first dimension) and whether it is dynamic.  The same program gives the
-    same bytes (keys sorted), so the database stores it once."""
-    clash = {FORM_INPUT, FORM_EXPECTED} & set(weights)
+    under their names, the inputs (a tuple in the program's order, each as
+    float32: token ids too) under FORM_INPUT + their graph names, PyTorch
+    eager's output for them, and in its metadata the graph, the batch (the
+    first input's first dimension) and whether it is dynamic.  The same
+    program gives the same bytes (keys sorted), so the database stores it
+    once."""
+    names = [t["name"] for t in graph["tensors"] if t["kind"] == "input"]
+    if len(names) != len(inputs):
+        raise Unsupported("the graph takes %d inputs, %d given" % (len(names), len(inputs)))
+    clash = [k for k in weights if k.startswith(FORM_INPUT) or k == FORM_EXPECTED]
     if clash:
         raise Unsupported("a weight is named %s, which the native form keeps for itself" %
                           sorted(clash)[0])
     tensors = dict(weights)
-    tensors[FORM_INPUT], tensors[FORM_EXPECTED] = x, expected
+    for name, x in zip(names, inputs):
+        tensors[FORM_INPUT + name] = x
+    tensors[FORM_EXPECTED] = expected
+    x = inputs[0]
     meta = {"format": FORM_FORMAT, "graph": json.dumps(graph, separators=(",", ":")),
             "batch": str(int(x.shape[0]) if x.dim() else 1),
             "batch_dynamic": "true" if batch_dynamic else "false", "torch": torch.__version__}

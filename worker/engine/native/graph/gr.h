@@ -106,7 +106,7 @@ typedef struct gr_graph {
     gr_tensor *tensors;
     int n_nodes, cap_nodes;
     gr_node *nodes;
-    int input;  /* the input tensor */
+    int input;  /* the (first) input tensor; a user's graph may have more */
     int output; /* the output tensor */
 } gr_graph;
 
@@ -126,6 +126,9 @@ bool gr_opk_is_act(gr_opk op);
 
 void gr_init(gr_graph *g);
 void gr_free(gr_graph *g);
+
+/* The graph's tensors of kind GR_T_INPUT. */
+int gr_count_inputs(const gr_graph *g);
 
 int64_t gr_numel(const gr_tensor *t);
 

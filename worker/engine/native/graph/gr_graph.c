@@ -86,6 +86,14 @@ int64_t gr_numel(const gr_tensor *t)
     return n;
 }
 
+int gr_count_inputs(const gr_graph *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_tensors; i++)
+        n += g->tensors[i].kind == GR_T_INPUT;
+    return n;
+}
+
 int gr_tensor_add(gr_graph *g, const char *name, gr_tkind kind, int rank, const int64_t *dims,
                   fb_err *err)
 {

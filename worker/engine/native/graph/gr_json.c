@@ -14,6 +14,9 @@
 
 #include "gr.h"
 
+/* A user graph may declare at most this many inputs. */
+#define GR_JSON_MAX_INPUTS 16
+
 /* A user graph may declare at most this many floats of input and weights. */
 #define GR_JSON_MAX_FLOATS ((int64_t)1 << 28)
 
@@ -176,8 +179,8 @@ static fb_code parse_tensor(gr_graph *g, const cJSON *t, int i, int64_t *total, 
         if (ik == 5)
             return jbad(c, "tensors", i, "init", "must be fanin, one, small, var or embed");
     }
-    if (input && g->input >= 0)
-        return jbad(c, "tensors", i, "kind", "only one input");
+    if (input && gr_count_inputs(g) >= GR_JSON_MAX_INPUTS)
+        return jbad(c, "tensors", i, "kind", "at most 16 inputs");
     int64_t fan = rank > 1 ? 1 : dims[0];
     for (int d = 1; d < rank; d++)
         fan *= dims[d];
@@ -188,8 +191,8 @@ static fb_code parse_tensor(gr_graph *g, const cJSON *t, int i, int64_t *total, 
     *total += gr_numel(&g->tensors[k]);
     if (*total > GR_JSON_MAX_FLOATS)
         return jbad(c, "tensors", i, "shape", "the graph's tensors are over 2^28 floats");
-    if (input)
-        g->input = k;
+    if (input && g->input < 0)
+        g->input = k; /* the first */
     return FB_OK;
 }
 
@@ -324,7 +327,7 @@ fb_code gr_from_json(gr_graph *g, const cJSON *j, const char *prefix, fb_err *er
     for (const cJSON *t = ts->child; t && !rc; t = t->next, i++)
         rc = parse_tensor(g, t, i, &total, &c);
     if (!rc && g->input < 0)
-        rc = jbad(&c, "tensors", -1, NULL, "needs one tensor of kind input");
+        rc = jbad(&c, "tensors", -1, NULL, "needs a tensor of kind input");
     i = 0;
     for (const cJSON *o = ns->child; o && !rc; o = o->next, i++)
         rc = parse_node(g, o, i, nt, &c);

@@ -968,11 +968,14 @@ static bool cpu_reads(const nat_launch *l, int k)
     return true;
 }
 
-void gr_lower_masks(nat_ctx *ctx, const float *keep)
+void gr_lower_masks(nat_ctx *ctx, const gr_graph *g)
 {
     for (int b = 0; b < ctx->n_bufs; b++) {
         nat_buf *buf = &ctx->bufs[b];
-        if (buf->data == keep)
+        bool keep = false;
+        for (int t = 0; t < g->n_tensors && !keep; t++)
+            keep = g->tensors[t].kind == GR_T_INPUT && g->tensors[t].data == buf->data;
+        if (keep)
             continue;
         unsigned mask = 0;
         for (int v = 0; v < NAT_MAX_VARIANTS; v++) {

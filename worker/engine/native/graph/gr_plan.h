@@ -98,7 +98,7 @@ FB_MUSTCHECK fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, in
 /* After every variant is lowered: each buffer's variant mask becomes the set of
  * plans whose launches read or write it (so a variant's peak memory counts the
  * weights it really uses: folded ones for fused, raw ones for eager), except
- * keep (the input), which every variant keeps. */
-void gr_lower_masks(nat_ctx *ctx, const float *keep);
+ * g's inputs, which every variant keeps. */
+void gr_lower_masks(nat_ctx *ctx, const gr_graph *g);
 
 #endif

@@ -131,9 +131,33 @@ static fb_code load_weights(nat_ctx *ctx, gr_graph *g, const gr_st *st, const ch
     return rc;
 }
 
+/* A user's graph (m NULL) may take several inputs: each read from params.input
+ * by its name (one input: "input"), or seeded uniform values in [-1, 1). */
+static fb_code load_user_inputs(nat_ctx *ctx, gr_graph *g, const char *path, fb_err *err)
+{
+    gr_st st = {0};
+    int n = gr_count_inputs(g);
+    fb_code rc = path ? open_named(path, &st, "params.input", err) : FB_OK;
+    for (int i = 0, k = 0; i < g->n_tensors && !rc; i++) {
+        gr_tensor *t = &g->tensors[i];
+        if (t->kind != GR_T_INPUT)
+            continue;
+        rc = nat_pat_alloc(ctx, gr_numel(t), NAT_ALL_VARIANTS, t->name, &t->data, err);
+        if (!rc && path)
+            rc = gr_st_read(&st, n == 1 ? "input" : t->name, t->rank, t->dims, t->data,
+                            "params.input", err);
+        else if (!rc)
+            nat_fill_uniform(ctx, t->data, (size_t)gr_numel(t), (uint32_t)++k, -1.0f, 1.0f);
+    }
+    gr_st_close(&st);
+    return rc;
+}
+
 static fb_code load_input(nat_ctx *ctx, gr_graph *g, const zoo_model *m, const gr_cfg *c,
                           const char *path, fb_err *err)
 {
+    if (!m)
+        return load_user_inputs(ctx, g, path, err);
     gr_tensor *t = &g->tensors[g->input];
     fb_code rc = nat_pat_alloc(ctx, gr_numel(t), NAT_ALL_VARIANTS, "input", &t->data, err);
     if (rc)
@@ -145,10 +169,6 @@ static fb_code load_input(nat_ctx *ctx, gr_graph *g, const zoo_model *m, const g
             rc = gr_st_read(&st, "input", t->rank, t->dims, t->data, "params.input", err);
         gr_st_close(&st);
         return rc;
-    }
-    if (!m) { /* a user's graph: seeded uniform values in [-1, 1) */
-        nat_fill_uniform(ctx, t->data, (size_t)gr_numel(t), 1, -1.0f, 1.0f);
-        return FB_OK;
     }
     if (m->in == GR_IN_IMAGE)
         return gr_input_images(t->data, t->dims[0], t->dims[2], err);
@@ -209,7 +229,7 @@ static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, fb_err 
     if (!rc)
         rc = gr_lower(ctx, g, &fused, NAT_FUSED, pack, NULL, err);
     if (!rc)
-        gr_lower_masks(ctx, g->tensors[g->input].data);
+        gr_lower_masks(ctx, g);
     free(node_group);
     gr_groups_free(&eager);
     gr_groups_free(&fused);
@@ -261,14 +281,15 @@ static fb_code zoo_build(const zoo_model *m, nat_ctx *ctx, const fb_spec *spec, 
  * named in params.model.native (the server replaces params.model at submit,
  * so a job's sender never names a file): the graph in gr_json's form
  * (metadata "graph", written by the inductor engine's to_native.py when the
- * model was prepared), the weights by their state_dict names, a seeded input
- * (FORM_INPUT) and PyTorch eager's output for it (FORM_EXPECTED), both at the
- * export's batch (metadata "batch").  Where the export's batch is dynamic
+ * model was prepared), the weights by their state_dict names, the inputs
+ * (FORM_INPUT and each input's name in the graph) and PyTorch eager's output
+ * for them (FORM_EXPECTED), at the export's batch (metadata "batch").  Where the export's batch is
+ * dynamic
  * ("batch_dynamic" "true") the job's batch replaces it: the input's samples
  * and the expected output's rows repeat (samples of an inference model do
  * not see each other). */
 #define FORM_FORMAT   "fusionbench.native/1"
-#define FORM_INPUT    "__input__"
+#define FORM_INPUT    "__input__."
 #define FORM_EXPECTED "__expected__"
 #define FORM_FIELD    "params.model.native"
 
@@ -301,23 +322,25 @@ static fb_code form_open(const fb_spec *spec, gr_st *st, int64_t *b0, bool *dyna
     return rc;
 }
 
-/* The form's graph, its input's first dimension set to batch. */
+/* The form's graph, the first dimension of its inputs that take the batch
+ * ("batch": true) set to batch. */
 static fb_code form_graph(const gr_st *st, int64_t batch, cJSON **out, fb_err *err)
 {
     cJSON *j = cJSON_Parse(gr_st_meta(st, "graph"));
     const cJSON *t;
-    bool set = false;
+    bool any = false;
     *out = NULL;
     cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(j, "tensors"))
     {
         const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "kind"));
         cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "shape"), 0);
-        if (kind && strcmp(kind, "input") == 0 && cJSON_IsNumber(d0)) {
+        bool input = kind && strcmp(kind, "input") == 0;
+        if (input && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "batch")) &&
+            cJSON_IsNumber(d0))
             cJSON_SetNumberValue(d0, (double)batch);
-            set = true;
-        }
+        any = any || input;
     }
-    if (!set) {
+    if (!any) {
         cJSON_Delete(j);
         return fb_err_set(err, FB_EINVAL, FORM_FIELD, "the native form's graph has no input");
     }
@@ -325,19 +348,20 @@ static fb_code form_graph(const gr_st *st, int64_t batch, cJSON **out, fb_err *e
     return FB_OK;
 }
 
-/* Tensor name of the form, whose first dimension is b0 and the rest dims[1..],
- * into out, whose first dimension is dims[0]: out's row i is its row i mod b0. */
+/* Tensor name of the form into out, whose shape is dims: read as it is, or,
+ * where only its first dimension (b0 stored) differs, out's row i is its row
+ * i mod b0. */
 static fb_code form_tiled(const gr_st *st, const char *name, int rank, const int64_t *dims,
-                          int64_t b0, float *out, fb_err *err)
+                          float *out, fb_err *err)
 {
-    int64_t d[GR_MAX_DIMS], row = 1;
+    const gr_st_tensor *s = gr_st_find(st, name);
+    int64_t d[GR_MAX_DIMS], row = 1, b0 = s && s->rank >= 1 ? s->dims[0] : 0;
+    if (rank < 1 || b0 < 1 || b0 == dims[0])
+        return gr_st_read(st, name, rank, dims, out, FORM_FIELD, err);
     for (int i = 0; i < rank; i++) {
-        d[i] = dims[i];
+        d[i] = i ? dims[i] : b0;
         row *= i ? dims[i] : 1;
     }
-    if (rank < 1 || dims[0] == b0)
-        return gr_st_read(st, name, rank, dims, out, FORM_FIELD, err);
-    d[0] = b0;
     float *tmp = malloc((size_t)(b0 * row) * sizeof *tmp);
     if (!tmp)
         return fb_err_set(err, FB_ENOMEM, NULL, "no memory for the native form's %s", name);
@@ -348,11 +372,21 @@ static fb_code form_tiled(const gr_st *st, const char *name, int rank, const int
     return rc;
 }
 
-static fb_code form_input(nat_ctx *ctx, gr_graph *g, const gr_st *st, int64_t b0, fb_err *err)
+/* Each input of the graph from the form's FORM_INPUT + its name. */
+static fb_code form_inputs(nat_ctx *ctx, gr_graph *g, const gr_st *st, fb_err *err)
 {
-    gr_tensor *t = &g->tensors[g->input];
-    fb_code rc = nat_pat_alloc(ctx, gr_numel(t), NAT_ALL_VARIANTS, "input", &t->data, err);
-    return rc ? rc : form_tiled(st, FORM_INPUT, t->rank, t->dims, b0, t->data, err);
+    char name[GR_NAME_MAX + 16];
+    fb_code rc = FB_OK;
+    for (int i = 0; i < g->n_tensors && !rc; i++) {
+        gr_tensor *t = &g->tensors[i];
+        if (t->kind != GR_T_INPUT)
+            continue;
+        snprintf(name, sizeof name, "%s%s", FORM_INPUT, t->name);
+        rc = nat_pat_alloc(ctx, gr_numel(t), NAT_ALL_VARIANTS, t->name, &t->data, err);
+        if (!rc)
+            rc = form_tiled(st, name, t->rank, t->dims, t->data, err);
+    }
+    return rc;
 }
 
 /* PyTorch's output into ctx->reference, when the form has it for an output
@@ -374,7 +408,7 @@ static fb_code form_reference(nat_ctx *ctx, const gr_graph *g, const gr_st *st, 
     if (batch != b0 && n > 0 && (size_t)n < sizeof ctx->reference_what)
         snprintf(ctx->reference_what + n, sizeof ctx->reference_what - (size_t)n,
                  ", its %lld samples repeated to %lld", (long long)b0, (long long)batch);
-    return form_tiled(st, FORM_EXPECTED, o->rank, o->dims, b0, ctx->reference, err);
+    return form_tiled(st, FORM_EXPECTED, o->rank, o->dims, ctx->reference, err);
 }
 
 static fb_code form_build(nat_ctx *ctx, const fb_spec *spec, fb_err *err)
@@ -397,7 +431,7 @@ static fb_code form_build(nat_ctx *ctx, const fb_spec *spec, fb_err *err)
     if (!rc)
         rc = load_weights(ctx, &g, &st, FORM_FIELD, err);
     if (!rc)
-        rc = form_input(ctx, &g, &st, b0, err);
+        rc = form_inputs(ctx, &g, &st, err);
     if (!rc)
         rc = check_ids(&g, err);
     if (!rc)
