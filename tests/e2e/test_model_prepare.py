@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fbtest  # noqa: E402
@@ -234,13 +235,45 @@ def client_flow(env):
     log("the Python client from a fresh venv: exported, uploaded with inputs, both engines")
 
 
+def job_process(env, job_id):
+    """(pid, its environment's names, its sockets) of each process the worker
+    forked while job job_id ran (read from /proc: the test and the worker are
+    the same user)."""
+    workers = [p.pid for label, p, _ in env.procs if label.startswith("worker") and
+               p.poll() is None]
+    seen, end = {}, time.monotonic() + 120
+    while time.monotonic() < end:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) in seen:
+                continue
+            try:
+                stat = open("/proc/%s/stat" % pid).read()
+                if int(stat.rsplit(")", 1)[1].split()[1]) not in workers:
+                    continue
+                names = [kv.split(b"=", 1)[0].decode() for kv in
+                         open("/proc/%s/environ" % pid, "rb").read().split(b"\0") if kv]
+                socks = [os.readlink("/proc/%s/fd/%s" % (pid, fd))
+                         for fd in os.listdir("/proc/%s/fd" % pid)]
+                socks = [x for x in socks if x.startswith("socket:")]
+            except (OSError, ValueError, IndexError):
+                continue
+            if "fusionbench-wor" in open("/proc/%s/comm" % pid).read() if os.path.exists(
+                    "/proc/%s/comm" % pid) else False:
+                seen[int(pid)] = (int(pid), names, socks)
+        st = env.get("/api/v1/jobs/%d" % job_id)[2]["state"]
+        if st in ("succeeded", "failed", "canceled") or (seen and st == "running"):
+            break
+        time.sleep(0.05)
+    return list(seen.values())
+
+
 def native_jobs(env, ids):
     """The native engine on the model's native form, at a batch the export did
     not have: both variants ok, eager within the gate of PyTorch eager's output
     (its two samples repeated); the model Inductor runs that the native engine
     cannot."""
     st, _, j = submit(env, {"workload": "model:good", "engine": "native", "batch_size": 3,
-                            "warmup": 1, "iterations": 5})
+                            "warmup": 1, "iterations": 5, "explain": True})
     check_eq(st, 201, "submit model:good to the native engine (%s)" % j)
     check_eq((j["spec"]["workload"], j["spec"]["engine"], j["spec"]["variants"]),
              ("model.%d" % ids["good"], "native", ["eager", "fused"]),
@@ -248,8 +281,18 @@ def native_jobs(env, ids):
     st, _, la = submit(env, {"workload": "model:lacking", "variants": ["eager", "inductor"],
                              "warmup": 1, "iterations": 3})
     check_eq(st, 201, "submit model:lacking to the inductor engine (%s)" % la)
+    seen = job_process(env, j["id"])
+    check(seen, "the native job's process was seen")
+    for pid, env_names, socks in seen:
+        secret = [k for k in env_names if k == "DATABASE_URL" or k.startswith("PG")]
+        check(not secret and not socks,
+              "the job's process (pid %d) holds no database variable (%s) and no socket (%s)" % (
+                  pid, secret, socks))
     done = env.wait_job(j["id"], timeout=300)
     check_eq(done["state"], "succeeded", "the native job (%s)" % done.get("error"))
+    ex = done["result"].get("explain") or {}
+    check(ex.get("groups") and ex.get("waterfall") is not None,
+          "the explanation of the uploaded model's fusions: %d groups" % len(ex.get("groups") or []))
     v = {x["name"]: x for x in done["result"]["variants"]}
     ref = v["eager"].get("reference") or {}
     check(v["eager"]["status"] == "ok" and ref.get("max_rel_error") is not None and

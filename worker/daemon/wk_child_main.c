@@ -3,6 +3,7 @@
  * handlers or closing the parent's database connection politely. */
 #include "wk_child_main.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -19,6 +21,8 @@
 #include "fb_log.h"
 #include "fb_run.h"
 #include "wk_child.h"
+
+extern char **environ;
 
 typedef struct child_io {
     int progress_fd, result_fd;
@@ -144,6 +148,43 @@ static fb_code child_spec(const char *spec_json, const wk_config *cfg, fb_spec *
     return FB_OK;
 }
 
+/* A job's process needs no database, and an uploaded model's job reads what a
+ * lab's user made (docs/API-EXTENSIONS.md, "Your own models"): it drops what
+ * would reach the database, the variables (DATABASE_URL, libpq's PG*), the
+ * URL in the worker's options, and every socket it inherited (the worker's
+ * database connections); its pipes and files stay. */
+static void child_forget_database(const wk_config *cfg)
+{
+    int socks[256], n = 0;
+    DIR *d;
+    struct dirent *e;
+
+    /* out of environ, and their bytes wiped: the variables the process
+     * started with live in the block /proc/PID/environ shows */
+    int kept = 0;
+    for (int i = 0; environ[i]; i++) {
+        char *kv = environ[i];
+        if (strncmp(kv, "DATABASE_URL=", 13) == 0 ||
+            (strncmp(kv, "PG", 2) == 0 && kv[2] >= 'A' && kv[2] <= 'Z'))
+            explicit_bzero(kv, strlen(kv));
+        else
+            environ[kept++] = kv;
+    }
+    environ[kept] = NULL;
+    explicit_bzero((char *)cfg->database_url, sizeof cfg->database_url);
+    d = opendir("/proc/self/fd");
+    while (d && (e = readdir(d)) != NULL && n < (int)(sizeof socks / sizeof socks[0])) {
+        struct stat st;
+        int fd = atoi(e->d_name);
+        if (fd >= 3 && fd != dirfd(d) && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
+            socks[n++] = fd;
+    }
+    if (d)
+        closedir(d);
+    for (int i = 0; i < n; i++)
+        close(socks[i]);
+}
+
 /* The child must die with its parent: PDEATHSIG, then a getppid check for a
  * parent that died before prctl ran. */
 static void child_setup(const wk_config *cfg, pid_t parent, const child_io *io)
@@ -160,6 +201,7 @@ static void child_setup(const wk_config *cfg, pid_t parent, const child_io *io)
     signal(SIGPIPE, SIG_IGN);
     (void)fcntl(io->progress_fd, F_SETFL, O_NONBLOCK);
     fb_log_init("fusionbench-worker-job");
+    child_forget_database(cfg);
 }
 
 /* What RLIMIT_DATA counts (/proc/self/status's VmData), in bytes; -1 unknown. */

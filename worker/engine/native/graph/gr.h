@@ -154,7 +154,8 @@ int gr_node_add(gr_graph *g, gr_opk op, const char *name, int n_in, const int *i
 cJSON *gr_to_json(const gr_graph *g);
 
 /* Builds g (initialized by the caller) from a JSON graph of the same form.  The
- * input tensor and the weights are declared in "tensors"; activations come
+ * inputs (1 to 16; "batch": true marks one whose first dimension is the
+ * batch) and the weights are declared in "tensors"; activations come
  * only from nodes ({"op", "name", "inputs": [tensor indexes], attrs}).
  * FB_EINVAL naming the field (under prefix, e.g. "params.graph") on any error. */
 FB_MUSTCHECK fb_code gr_from_json(gr_graph *g, const cJSON *j, const char *prefix, fb_err *err);
