@@ -58,21 +58,26 @@ function tensorSpec(t) {
   return (t.name ? t.name + " " : "") + "[" + t.shape.join(", ") + "] " + t.dtype + dyn;
 }
 
-// Whether the native engine's converter took the program: its graph's size and
-// operators, or why not (the ATen operators it has no mapping for).
+// Whether the native engine runs the program: its graph's size and operators
+// and its native form, or why not (the ATen operators it has no mapping for).
 function nativeForm(n) {
   if (!n) return "–";
-  if (!n.ok) return el("span", {}, badge("invalid"), " " + n.why);
+  if (!n.ok) {
+    const lacks = Object.entries(n.unsupported_ops || {}).map(([k, c]) => k + " ×" + c);
+    return el("span", {}, badge("invalid"), " " +
+      (lacks.length ? "lacks " + lacks.join(", ") : n.why));
+  }
   const ops = Object.entries(n.ops || {}).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
   return "converts to " + n.nodes + " graph nodes (" + ops.map(([k, c]) => k + " ×" + c).join(", ") +
-    ")" + (n.batch_dynamic ? ", any batch" : "") + "; its jobs are the next step";
+    ")" + (n.batch_dynamic ? ", any batch" : "") +
+    (n.form ? "; native form " + fmtBytes(n.form.bytes) : "; no native form (upload it again)");
 }
 
-// A job of the model on the inductor engine, then its page.
-async function benchmarkModel(m) {
+// A job of the model on engine, then its page.
+async function benchmarkModel(m, engine) {
   try {
     const job = await api("/jobs", { method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ workload: "model." + m.id, engine: "inductor",
+      body: JSON.stringify({ workload: "model." + m.id, engine,
         labels: { source: "dashboard" } }) });
     location.hash = "#/jobs/" + job.id;
   } catch (e) { setStatus("submit failed: " + e.message, true); }
@@ -90,8 +95,12 @@ function showModel(m) {
   if (m.status === "ready") {
     // most called first (the database keeps an object's keys in its own order)
     const ops = Object.entries(info.ops || {}).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+    const values = info.input_values || {};
+    const native = info.native && info.native.ok && info.native.form;
     pairs.push(
-      ["inputs", (info.inputs || []).map(tensorSpec).join("; ") || "–"],
+      ["inputs", ((info.inputs || []).map(tensorSpec).join("; ") || "–") +
+        (values.source === "uploaded" ? "; yours (" + (values.shapes || []).map((s) => "[" +
+          s.join(", ") + "]").join(", ") + ")" : "; seeded random values")],
       ["outputs", (info.outputs || []).map(tensorSpec).join("; ") || "–"],
       ["batch", info.dynamic_batch ? "dynamic: any batch size" : "fixed by the export"],
       ["parameters", fmtNum(info.parameters) + " (" + fmtBytes(info.weight_bytes) + " of weights)"],
@@ -101,8 +110,12 @@ function showModel(m) {
       ["native engine", nativeForm(info.native)],
       ["exported with", "torch " + fmtNum(info.torch) + ", schema " + fmtNum(info.schema_version)],
       ["benchmark", el("span", {},
-        el("button", { type: "button", onclick: () => benchmarkModel(m) }, "Benchmark (inductor)"),
-        " or ", el("code", {}, "fusionbench submit model." + m.id + " --engine inductor --explain --wait"))]);
+        el("button", { type: "button", onclick: () => benchmarkModel(m, "inductor") },
+          "Benchmark (inductor)"), " ",
+        native ? el("button", { type: "button", onclick: () => benchmarkModel(m, "native") },
+          "Benchmark (native)") : "",
+        " or ", el("code", {}, "fusionbench submit model." + m.id + " --engine " +
+          (native ? "native" : "inductor") + " --explain --wait"))]);
   }
   summaryList("model-detail-list", pairs);
   card.hidden = false;

@@ -240,8 +240,8 @@ def models_page(env, page, shots):
     """The Models page: the test model's archive (tests/inductor/usermodel.py)
     uploaded through the form (its progress shown) lands in the table with
     the file's SHA-256; the worker prepares it, and its details card shows
-    what was read (inputs, operators) with a Benchmark button; delete takes
-    it away."""
+    what was read (inputs, operators, the native form) with a Benchmark
+    button per engine; delete takes it away."""
     import hashlib
     sys.path.insert(0, os.path.join(HERE, "..", "inductor"))
     import usermodel
@@ -269,9 +269,11 @@ def models_page(env, page, shots):
     page.click("#models-table a.model-link")
     page.wait_for_selector("#model-detail:not([hidden])")
     text = page.inner_text("#model-detail")
-    check("x [2, 3, 16, 16] float32 (dynamic: dim 0)" in text and
-          "aten.conv2d.default ×3" in text and "Benchmark (inductor)" in text,
-          "the details card: inputs, operators, a benchmark button (%s)" % text[:600])
+    check("x [2, 3, 16, 16] float32 (dynamic: dim 0); seeded random values" in text and
+          "aten.conv2d.default ×3" in text and "Benchmark (inductor)" in text and
+          "Benchmark (native)" in text and "native form" in text,
+          "the details card: inputs, operators, the native form, a benchmark button per "
+          "engine (%s)" % text[:800])
     page.screenshot(path=os.path.join(shots, "models.png"), full_page=True)
     page.once("dialog", lambda d: d.accept())
     page.locator("#models-table tbody tr").first.locator("button").click()
