@@ -479,12 +479,23 @@ void cl_fmt_model(FILE *f, const cJSON *m)
         fprintf(f, " %s x%d", top[i]->string ? top[i]->string : "?",
                 (int)cJSON_GetNumberValue(top[i]));
     fprintf(f, "%s", all > n ? " ..." : "");
-    const cJSON *nat = get(info, "native");
-    if (cJSON_IsTrue(get(nat, "ok")))
-        fprintf(f, "\n  native   converts to %d graph nodes%s", (int)num(nat, "nodes"),
-                cJSON_IsTrue(get(nat, "batch_dynamic")) ? ", any batch" : "");
-    else if (cJSON_IsObject(nat))
+    const cJSON *nat = get(info, "native"), *form = get(nat, "form");
+    bool native = cJSON_IsTrue(get(nat, "ok")) && cJSON_IsObject(form);
+    if (cJSON_IsTrue(get(nat, "ok"))) {
+        cl_fmt_bytes(size, sizeof size, num(form, "bytes"));
+        fprintf(f, "\n  native   converts to %d graph nodes%s; %s%s", (int)num(nat, "nodes"),
+                cJSON_IsTrue(get(nat, "batch_dynamic")) ? ", any batch" : "",
+                native ? "native form " : "no native form (upload it again)", native ? size : "");
+    } else if (cJSON_IsObject(nat)) {
         fprintf(f, "\n  native   cannot: %s", str(nat, "why", "?"));
+    }
+    fprintf(f, "\n  inputs   %s",
+            strcmp(str(get(info, "input_values"), "source", "seeded"), "uploaded") == 0
+                ? "yours, uploaded with the archive"
+                : "seeded random values");
     fprintf(f, "\n  submit   fusionbench submit model.%.0f --engine inductor --explain --wait\n",
             num(m, "id"));
+    if (native)
+        fprintf(f, "           fusionbench submit model.%.0f --engine native --explain --wait\n",
+                num(m, "id"));
 }

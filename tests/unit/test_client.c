@@ -317,8 +317,21 @@ static void test_tables(void **state)
     assert_non_null(strstr(out, "  eager    1.250 ms on the CPU (median of 3)\n"));
     assert_non_null(strstr(out, "  ops      aten.linear.default x5 aten.conv2d.default x3\n"));
     assert_non_null(strstr(out, "  native   cannot: no mapping for aten.cumsum (x2)\n"));
+    assert_non_null(strstr(out, "  inputs   seeded random values\n"));
     assert_non_null(
         strstr(out, "  submit   fusionbench submit model.9 --engine inductor --explain --wait\n"));
+    assert_null(strstr(out, "--engine native"));
+    free(out);
+    /* the native engine runs it from its form; the inputs are the uploader's */
+    out = print_to_string(cl_fmt_model,
+                          "{\"id\":9,\"name\":\"net\",\"status\":\"ready\",\"info\":{"
+                          "\"input_values\":{\"source\":\"uploaded\"},\"native\":{\"ok\":true,"
+                          "\"nodes\":36,\"batch_dynamic\":true,\"form\":{\"bytes\":92600}}}}");
+    assert_non_null(
+        strstr(out, "  native   converts to 36 graph nodes, any batch; native form 90.4 KiB\n"));
+    assert_non_null(strstr(out, "  inputs   yours, uploaded with the archive\n"));
+    assert_non_null(
+        strstr(out, "           fusionbench submit model.9 --engine native --explain --wait\n"));
     free(out);
     /* Wrong shapes print, never crash. */
     const char *bad[] = {"null", "[]", "{\"items\": {}}", "{\"items\": [1, null, {\"spec\": 3}]}",
