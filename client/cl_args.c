@@ -73,7 +73,9 @@ static const cmd_def cmds[CL_CMD_COUNT] = {
          "its result table.  --param values are numbers, true/false or strings;\n"
          "k:=JSON sets any JSON value.  --explain: also explain every fusion group.\n"
          "Your own model (fusionbench model add): WORKLOAD model:NAME, model:OWNER/NAME\n"
-         "or model.ID, run by the inductor engine.\n"},
+         "or model.ID, run by the inductor engine (eager against torch.compile), or by\n"
+         "the native engine with --engine native (its eager output checked against\n"
+         "PyTorch's); --batch-size any size where the export's batch is dynamic.\n"},
     [CL_CMD_STATUS] = {"status", 1, 1,
                        "usage: fusionbench status ID [--wait] [--json]\n"
                        "Shows a job (its result table once finished); --wait follows it.\n"},
@@ -117,7 +119,11 @@ static const cmd_def cmds[CL_CMD_COUNT] = {
          "usage: fusionbench model add NAME FILE [--visibility private|lab] [--json]\n"
          "Uploads FILE, a model exported with torch.export.save (.pt2), as your model\n"
          "NAME, with a progress bar; prints its id.  private (the default): only you\n"
-         "and admins see it; lab: everyone signed in.  The same bytes are stored once.\n"},
+         "and admins see it; lab: everyone signed in.  The same bytes are stored once.\n"
+         "A worker then reads it (fusionbench model show ID: preparing, then ready or\n"
+         "invalid with why); then fusionbench submit model:NAME [--engine native].\n"
+         "Inputs of your own go into the archive with the Python client\n"
+         "(upload_model(..., inputs={\"x\": x})); without them jobs run on seeded ones.\n"},
     [CL_CMD_MODEL_LIST] = {"model list", 0, 0,
                            "usage: fusionbench model list [--json]\n"
                            "Lists the models you may use: yours and the lab's.\n"},
