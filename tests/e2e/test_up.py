@@ -90,7 +90,10 @@ def kill_worker_mid_job(p, timeout=120):
     end = time.monotonic() + timeout
     seen = set()  # job-child candidates of the last poll: a child is taken on its second
     while time.monotonic() < end:  # sighting, after the roofline's would have named itself
-        check(p.poll() is None, "up.sh exited before its worker ran a job")
+        if p.poll() is not None:  # say why: its exit status and last words
+            out, err = p.communicate()
+            check(False, "up.sh exited %d before its worker ran a job: %s" % (
+                p.returncode, (out + err)[-2000:]))
         workers = [d for d in descendants(p.pid) if cmdline(d).endswith("fusionbench-worker")]
         now = set()
         for w in workers:  # the worker is the one whose parent is no worker
