@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "gr.h"
+#include "gr_cost.h"
 #include "gr_input.h"
 #include "gr_kern.h"
 #include "gr_models.h"
@@ -222,6 +223,70 @@ static void test_unfuse(void **state)
         assert_null(ctx);
         fb_spec_free(&spec);
     }
+}
+
+/* The planner's choices (the cost planner's, gr_cost.h): a group kept, split
+ * after its folded batch norm (the convolution keeps the group's id), or
+ * unfused; unfuse wins over a choice.  And the decision cache's key: another
+ * build, machine or thread count is another key. */
+static void test_planner_choices(void **state)
+{
+    (void)state;
+    gr_graph g;
+    gr_init(&g);
+    gb b = {&g, NULL};
+    fb_err err = {0};
+    b.err = &err;
+    gr_cfg c = {.batch = 1, .image = 32, .classes = 10};
+    assert_true(gr_resnet18(&b, &c) >= 0);
+    gr_groups plain = {0}, chosen = {0}, un = {0};
+    assert_int_equal(gr_plan_groups(&g, true, 0, NULL, NULL, &plain, &err), FB_OK);
+    unsigned char cs[20] = {0};
+    gr_choices ch = {.n = 20, .c = cs};
+    cs[0] = GR_SPLIT;  /* group 0: conv1 + bn1 + relu */
+    cs[3] = GR_UNFUSE; /* group 3: conv + bn + relu */
+    assert_int_equal(gr_plan_groups(&g, true, 0, NULL, &ch, &chosen, &err), FB_OK);
+    assert_int_equal(chosen.n, plain.n + 1 + 2);
+    const gr_group *g0 = NULL, *after = NULL;
+    for (int i = 0; i < chosen.n; i++)
+        if (chosen.g[i].fid == 0) {
+            g0 = &chosen.g[i];
+            after = &chosen.g[i + 1];
+        }
+    assert_non_null(g0);
+    assert_int_equal(g0->n, 2); /* conv + its folded batch norm */
+    assert_string_equal(gr_group_rule(g0), "bn_fold");
+    assert_int_equal(after->n, 1);
+    assert_int_equal(g.nodes[after->nodes[0]].op, GR_RELU);
+    for (int i = 0; i < chosen.n; i++)
+        assert_int_not_equal(chosen.g[i].fid, 3);
+    gr_unfuse u = {.n = 1, .ids = {0}}; /* unfuse over a choice: one op each */
+    assert_int_equal(gr_plan_groups(&g, true, 0, &u, &ch, &un, &err), FB_OK);
+    assert_int_equal(un.n, plain.n + 2 + 2);
+    gr_groups_free(&plain);
+    gr_groups_free(&chosen);
+    gr_groups_free(&un);
+    gr_free(&g);
+
+    char c1[1024], c2[1024], c3[1024], k1[17], k2[17], k3[17], k4[17];
+    setenv("FUSIONBENCH_BUILD_ID", "build-a", 1);
+    gr_cost_context(1, true, c1, sizeof c1);
+    gr_cost_context(2, true, c2, sizeof c2);
+    setenv("FUSIONBENCH_BUILD_ID", "build-b", 1);
+    gr_cost_context(1, true, c3, sizeof c3);
+    unsetenv("FUSIONBENCH_BUILD_ID");
+    assert_non_null(strstr(c1, "build-a"));
+    assert_non_null(strstr(c1, "threads 1|packed"));
+    gr_cost_key("conv", c1, k1);
+    gr_cost_key("conv", c2, k2);
+    gr_cost_key("conv", c3, k3);
+    gr_cost_key("conv", "v1|another machine x4|build-a|threads 1|packed", k4);
+    assert_int_equal(strlen(k1), 16);
+    assert_string_not_equal(k1, k2);
+    assert_string_not_equal(k1, k3);
+    assert_string_not_equal(k1, k4);
+    gr_cost_key("conv", c1, k2);
+    assert_string_equal(k1, k2);
 }
 
 /* A job never names a file on the host (issue 13, item 1): a path is refused
@@ -542,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_resnet18_counts_and_memory),
         cmocka_unit_test(test_disable_rules),
         cmocka_unit_test(test_unfuse),
+        cmocka_unit_test(test_planner_choices),
         cmocka_unit_test(test_weights_stay_in_folder),
         cmocka_unit_test(test_user_graph),
         cmocka_unit_test(test_user_graph_late_residual),

@@ -328,23 +328,54 @@ static bool unfused(const gr_unfuse *u, int fid)
     return false;
 }
 
-/* Leaves group grp (at out->g[out->n]) as one group per op when unfuse names
- * it; returns the number of groups it is now. */
-static int split_if_unfused(gr_groups *out, const gr_unfuse *u)
+void gr_choices_free(gr_choices *ch)
+{
+    if (!ch)
+        return;
+    free(ch->c);
+    ch->c = NULL;
+    ch->n = 0;
+}
+
+const char *gr_choice_name(int c)
+{
+    static const char *const names[] = {"keep", "split", "unfuse"};
+    return c >= 0 && c <= GR_UNFUSE ? names[c] : "?";
+}
+
+bool gr_group_splits(const gr_group *grp)
+{
+    return grp->kind == GR_G_TENSOR && (grp->rules & (1u << GR_R_BN_FOLD)) && grp->n > 2;
+}
+
+/* Makes group grp (at out->g[out->n]) what unfuse (first) or choices say:
+ * left whole, split after its folded batch norm, or one group per op;
+ * returns the number of groups it is now. */
+static int apply_choice(gr_groups *out, const gr_unfuse *u, const gr_choices *ch)
 {
     gr_group *grp = &out->g[out->n];
-    if (grp->fid < 0 || !unfused(u, grp->fid))
+    int c = GR_KEEP;
+    if (grp->fid >= 0 && unfused(u, grp->fid))
+        c = GR_UNFUSE;
+    else if (grp->fid >= 0 && ch && grp->fid < ch->n)
+        c = ch->c[grp->fid];
+    if (c == GR_KEEP)
         return 1;
     gr_group whole = *grp;
-    for (int k = 0; k < whole.n; k++) {
-        gr_group *one = &out->g[out->n + k];
+    int head = c == GR_SPLIT && gr_group_splits(&whole) ? 2 : 0;
+    if (head) { /* the convolution and its batch norm, under the group's id */
+        grp->n = head;
+        grp->rules = 1u << GR_R_BN_FOLD;
+    }
+    for (int k = head; k < whole.n; k++) {
+        gr_group *one = &out->g[out->n + (head ? 1 : 0) + (k - head)];
         memset(one, 0, sizeof *one);
         one->kind = GR_G_SINGLE;
         one->fid = -1;
         one->n = 1;
         one->nodes[0] = whole.nodes[k];
     }
-    return whole.n;
+    return (head ? 1 : 0) + whole.n - head;
 }
 
 /* Each id of u names a fusion group of the plan (n_fused of them). */
@@ -361,7 +392,7 @@ static fb_code check_unfuse(const gr_unfuse *u, int n_fused, fb_err *err)
 }
 
 fb_code gr_plan_groups(const gr_graph *g, bool fused, unsigned disabled, const gr_unfuse *unfuse,
-                       gr_groups *out, fb_err *err)
+                       const gr_choices *choices, gr_groups *out, fb_err *err)
 {
     planner p = {0};
     memset(out, 0, sizeof *out);
@@ -381,7 +412,7 @@ fb_code gr_plan_groups(const gr_graph *g, bool fused, unsigned disabled, const g
         grp->fid = grp->n >= 2 ? n_fused++ : -1;
         for (int k = 0; k < grp->n; k++)
             p.group_of[grp->nodes[k]] = out->n;
-        out->n += fused ? split_if_unfused(out, unfuse) : 1;
+        out->n += fused ? apply_choice(out, unfuse, choices) : 1;
     }
     if (!rc && fused)
         rc = check_unfuse(unfuse, n_fused, err);

@@ -68,12 +68,30 @@ typedef struct gr_unfuse {
  * (n 0 when absent).  FB_EINVAL naming the field for anything else. */
 FB_MUSTCHECK fb_code gr_unfuse_from_spec(const fb_spec *spec, gr_unfuse *u, fb_err *err);
 
+/* What becomes of a fusion group the rules formed (the cost planner's
+ * choice, gr_cost.h): kept, split (a tensor group with a folded batch norm
+ * and more: the convolution with its batch norm stays one launch, keeping the
+ * group's id, and each op after it runs alone), or unfused (one op each). */
+typedef enum gr_choice { GR_KEEP, GR_SPLIT, GR_UNFUSE } gr_choice;
+typedef struct gr_choices {
+    int n;            /* fusion groups (fids 0..n-1) */
+    unsigned char *c; /* owned: a gr_choice per fid */
+} gr_choices;
+void gr_choices_free(gr_choices *ch);
+const char *gr_choice_name(int c); /* "keep", "split", "unfuse" */
+
+/* Whether grp has a split form distinct from unfusing it. */
+bool gr_group_splits(const gr_group *grp);
+
 /* Groups of g: fused with the rules not in disabled, or eager (one op each).
- * With unfuse (fused only; may be NULL), the fusion groups it names are left
- * as one group per op and every other group keeps its id; an id past the
- * plan's groups is FB_EINVAL naming "params.unfuse[i]". */
+ * With choices (fused only; may be NULL: keep all), each fusion group becomes
+ * what its choice says; with unfuse (fused only; may be NULL), the fusion
+ * groups it names are left as one group per op whatever the choice.  Every
+ * other group keeps its id; an id past the plan's groups is FB_EINVAL naming
+ * "params.unfuse[i]". */
 FB_MUSTCHECK fb_code gr_plan_groups(const gr_graph *g, bool fused, unsigned disabled,
-                                    const gr_unfuse *unfuse, gr_groups *out, fb_err *err);
+                                    const gr_unfuse *unfuse, const gr_choices *choices,
+                                    gr_groups *out, fb_err *err);
 void gr_groups_free(gr_groups *gs);
 
 /* The group's rule names joined by '+' ("bn_fold+epilogue") as a static

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gr_cost.h"
 #include "gr_files.h"
 #include "gr_input.h"
 #include "gr_models.h"
@@ -200,21 +201,47 @@ static fb_code check_ids(const gr_graph *g, fb_err *err)
 
 /* ---- planning ---- */
 
-static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, fb_err *err)
+/* What planned the fused variant, for the result's graph ("planner"). */
+static cJSON *planner_json(bool cost, const gr_cost_report *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "planner", cost ? "cost" : "rules") || !cost)
+        return o;
+    cJSON_AddNumberToObject(o, "groups", r->groups);
+    cJSON_AddNumberToObject(o, "kept", r->kept);
+    cJSON_AddNumberToObject(o, "split", r->split);
+    cJSON_AddNumberToObject(o, "unfused", r->unfused);
+    cJSON_AddNumberToObject(o, "measured", r->measured);
+    cJSON_AddNumberToObject(o, "cached", r->cached);
+    cJSON_AddNumberToObject(o, "decide_ms", r->ms);
+    return o;
+}
+
+/* Plans and lowers both variants; *planner says what planned the fused one. */
+static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, cJSON **planner,
+                         fb_err *err)
 {
     unsigned off = 0;
-    bool pack = true;
+    bool pack = true, cost = false;
     gr_groups eager = {0}, fused = {0};
     gr_unfuse unfuse;
+    gr_choices choices = {0};
+    gr_cost_report crep = {0};
     fb_code rc = gr_rules_from_spec(spec, &off, err);
     if (!rc)
         rc = gr_unfuse_from_spec(spec, &unfuse, err);
     if (!rc)
         rc = nat_spec_gemm_pack(spec, &pack, err);
     if (!rc)
-        rc = gr_plan_groups(g, false, off, NULL, &eager, err);
+        rc = gr_planner_from_spec(spec, &cost, err);
+    if (!rc && cost)
+        rc = gr_cost_choose(ctx, g, off, pack, &choices, &crep, err);
+    if (!rc && !(*planner = planner_json(cost, &crep)))
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "no memory for the planner's report");
     if (!rc)
-        rc = gr_plan_groups(g, true, off, &unfuse, &fused, err);
+        rc = gr_plan_groups(g, false, off, NULL, NULL, &eager, err);
+    if (!rc)
+        rc = gr_plan_groups(g, true, off, &unfuse, &choices, &fused, err);
     /* the eager launches carry the id of the fused group that replaces them */
     int *node_group = rc ? NULL : malloc(((size_t)g->n_nodes + 1) * sizeof *node_group);
     if (!rc && !node_group)
@@ -233,7 +260,21 @@ static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, fb_err 
     free(node_group);
     gr_groups_free(&eager);
     gr_groups_free(&fused);
+    gr_choices_free(&choices);
     return rc;
+}
+
+/* The compact graph of g for the result, with what planned it. */
+static fb_code describe(nat_ctx *ctx, const gr_graph *g, cJSON *planner, fb_err *err)
+{
+    ctx->graph = gr_graph_compact(g, GR_RESULT_MAX_NODES, &ctx->n_graph_nodes);
+    if (!ctx->graph) {
+        cJSON_Delete(planner);
+        return fb_err_set(err, FB_ENOMEM, NULL, "cannot describe the graph");
+    }
+    if (planner)
+        cJSON_AddItemToObject(ctx->graph, "planner", planner);
+    return FB_OK;
 }
 
 /* Builds the graph of model m (or the user's, m NULL) and lowers it. */
@@ -266,10 +307,13 @@ static fb_code zoo_build(const zoo_model *m, nat_ctx *ctx, const fb_spec *spec, 
         rc = load_input(ctx, &g, m, &c, ipath, err);
     if (!rc)
         rc = check_ids(&g, err);
+    cJSON *planner = NULL;
     if (!rc)
-        rc = plan_both(ctx, &g, spec, err);
-    if (!rc && !(ctx->graph = gr_graph_compact(&g, GR_RESULT_MAX_NODES, &ctx->n_graph_nodes)))
-        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot describe the graph");
+        rc = plan_both(ctx, &g, spec, &planner, err);
+    if (!rc)
+        rc = describe(ctx, &g, planner, err);
+    else
+        cJSON_Delete(planner);
     gr_free(&g);
     return rc;
 }
@@ -436,13 +480,16 @@ static fb_code form_build(nat_ctx *ctx, const fb_spec *spec, fb_err *err)
         rc = check_ids(&g, err);
     if (!rc)
         rc = form_reference(ctx, &g, &st, b0, batch, err);
+    cJSON *planner = NULL;
     if (!rc)
-        rc = plan_both(ctx, &g, spec, err);
+        rc = plan_both(ctx, &g, spec, &planner, err);
     if (!rc && ctx->reference && ctx->plans[NAT_EAGER].out_n != ctx->reference_n)
         rc = fb_err_set(err, FB_EINTERNAL, NULL, "the graph's output has %zu values, PyTorch's %zu",
                         ctx->plans[NAT_EAGER].out_n, ctx->reference_n);
-    if (!rc && !(ctx->graph = gr_graph_compact(&g, GR_RESULT_MAX_NODES, &ctx->n_graph_nodes)))
-        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot describe the graph");
+    if (!rc)
+        rc = describe(ctx, &g, planner, err);
+    else
+        cJSON_Delete(planner);
     cJSON_Delete(j);
     gr_free(&g);
     gr_st_close(&st);

@@ -1,0 +1,428 @@
+/* gr_cost: the cost planner (gr_cost.h). */
+#include "gr_cost.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fb_log.h"
+
+#define ROUNDS        7          /* timed rounds per group, alternating the order */
+#define MARGIN        0.03       /* another form must be this much faster than fused */
+#define MARGIN_MS     0.002      /* and by this much at least (2 us) */
+#define CACHE_MAX     (16 << 20) /* bytes of cache file read */
+#define CACHE_ENTRIES 50000      /* past this the cache starts afresh */
+#define SIG_MAX       8192
+
+/* The plan variants of the measuring ctx. */
+enum { V_EAGER = NAT_EAGER, V_FUSED = NAT_FUSED, V_SPLIT = 2 };
+
+fb_code gr_planner_from_spec(const fb_spec *spec, bool *cost, fb_err *err)
+{
+    const cJSON *j =
+        spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "planner") : NULL;
+    *cost = false;
+    if (!j)
+        return FB_OK;
+    if (!cJSON_IsString(j) ||
+        (strcmp(j->valuestring, "rules") != 0 && strcmp(j->valuestring, "cost") != 0))
+        return fb_err_set(err, FB_EINVAL, "params.planner", "must be \"rules\" or \"cost\"");
+    *cost = strcmp(j->valuestring, "cost") == 0;
+    if (*cost && spec->device[0] && strcmp(spec->device, "cpu") != 0)
+        return fb_err_set(err, FB_EUNSUPPORTED, "params.planner",
+                          "the cost planner measures on the CPU; %s jobs plan by the rules",
+                          spec->device);
+    return FB_OK;
+}
+
+/* ---- keys ---- */
+
+void gr_cost_key(const char *signature, const char *context, char key[17])
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, 64 bits */
+    for (const char *s = context; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    h = (h ^ '|') * 1099511628211ull;
+    for (const char *s = signature; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    snprintf(key, 17, "%016llx", (unsigned long long)h);
+}
+
+/* The CPU's model name ("?" when /proc/cpuinfo does not say). */
+static void cpu_model(char *buf, size_t cap)
+{
+    char line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    snprintf(buf, cap, "?");
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            snprintf(buf, cap, "%s", colon + 2);
+            buf[strcspn(buf, "\n")] = '\0';
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+void gr_cost_context(int threads, bool pack, char *buf, size_t cap)
+{
+    char model[256], build[160];
+    const char *id = getenv("FUSIONBENCH_BUILD_ID");
+    struct stat st;
+    cpu_model(model, sizeof model);
+    if (id && id[0])
+        snprintf(build, sizeof build, "%s", id);
+    else if (stat("/proc/self/exe", &st) == 0)
+        snprintf(build, sizeof build, "exe %llu:%llu %lld bytes at %lld.%09ld",
+                 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+                 (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    else
+        snprintf(build, sizeof build, "?");
+    snprintf(buf, cap, "v1|%s x%ld|%s|threads %d|%s", model, sysconf(_SC_NPROCESSORS_ONLN), build,
+             threads, pack ? "packed" : "openblas");
+}
+
+/* Appends to sig (cap SIG_MAX) printf-style; truncation only loses detail. */
+static void sig_add(char *sig, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sig_add(char *sig, const char *fmt, ...)
+{
+    size_t n = strlen(sig);
+    va_list ap;
+    if (n + 1 >= SIG_MAX)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(sig + n, SIG_MAX - n, fmt, ap);
+    va_end(ap);
+}
+
+static void sig_dims(char *sig, const gr_tensor *t)
+{
+    sig_add(sig, "[");
+    for (int d = 0; d < t->rank; d++)
+        sig_add(sig, "%s%lld", d ? "," : "", (long long)t->dims[d]);
+    sig_add(sig, "]");
+}
+
+/* What decides a group's cost: its kind and rules, and per op its name,
+ * operand and output shapes and attributes. */
+static void group_signature(const gr_graph *g, const gr_group *grp, char *sig)
+{
+    sig[0] = '\0';
+    sig_add(sig, "kind %d rules %u", (int)grp->kind, grp->rules);
+    for (int k = 0; k < grp->n; k++) {
+        const gr_node *nd = &g->nodes[grp->nodes[k]];
+        const gr_attr *a = &nd->a;
+        sig_add(sig, ";%s", gr_opk_name(nd->op));
+        for (int i = 0; i < nd->n_in; i++)
+            sig_dims(sig, &g->tensors[nd->in[i]]);
+        sig_add(sig, "->");
+        sig_dims(sig, &g->tensors[nd->out]);
+        sig_add(sig, " s%d,%d p%d,%d d%d,%d k%d,%d g%d a%d %d:%d t%d c%d e%g al%g", a->stride[0],
+                a->stride[1], a->pad[0], a->pad[1], a->dil[0], a->dil[1], a->kernel[0],
+                a->kernel[1], a->groups, a->axis, a->start, a->end, a->trans_b, a->count_pad,
+                (double)a->eps, (double)a->alpha);
+        if (nd->op == GR_PERMUTE)
+            for (int d = 0; d < GR_MAX_DIMS; d++)
+                sig_add(sig, ",%d", a->perm[d]);
+    }
+}
+
+/* ---- the cache file ---- */
+
+/* $FUSIONBENCH_PLAN_CACHE ("off": none), else $XDG_CACHE_HOME/fusionbench/
+ * plan-cache.json, else ~/.cache/fusionbench/plan-cache.json; false: none. */
+static bool cache_path(char *buf, size_t cap)
+{
+    const char *env = getenv("FUSIONBENCH_PLAN_CACHE"), *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    if (env)
+        return env[0] && strcmp(env, "off") != 0 && (size_t)snprintf(buf, cap, "%s", env) < cap;
+    if (xdg && xdg[0])
+        return (size_t)snprintf(buf, cap, "%s/fusionbench/plan-cache.json", xdg) < cap;
+    return home && home[0] &&
+           (size_t)snprintf(buf, cap, "%s/.cache/fusionbench/plan-cache.json", home) < cap;
+}
+
+/* The cache's entries (a JSON object by key), empty when there is no file or
+ * it is not one of ours. */
+static cJSON *cache_load(const char *path)
+{
+    cJSON *root = NULL, *e;
+    char *text = NULL;
+    FILE *f = path[0] ? fopen(path, "rb") : NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n <= CACHE_MAX &&
+        fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1)) != NULL &&
+        fread(text, 1, (size_t)n, f) == (size_t)n) {
+        text[n] = '\0';
+        root = cJSON_Parse(text);
+    }
+    if (f)
+        fclose(f);
+    free(text);
+    e = cJSON_DetachItemFromObjectCaseSensitive(root, "entries");
+    cJSON_Delete(root);
+    if (cJSON_IsObject(e) && cJSON_GetArraySize(e) <= CACHE_ENTRIES)
+        return e;
+    cJSON_Delete(e);
+    return cJSON_CreateObject();
+}
+
+/* mkdir -p of path's folder. */
+static void make_parent(const char *path)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *slash = strrchr(buf, '/');
+    if (!slash || slash == buf)
+        return;
+    *slash = '\0';
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            (void)mkdir(buf, 0700);
+            *p = '/';
+        }
+    (void)mkdir(buf, 0700);
+}
+
+/* Writes entries (merged over what is there now: another job may have added
+ * some) under a temporary name, renamed over the file. */
+static void cache_save(const char *path, const cJSON *entries)
+{
+    char tmp[600];
+    cJSON *now = cache_load(path), *root = cJSON_CreateObject();
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries)
+    {
+        cJSON_DeleteItemFromObjectCaseSensitive(now, e->string);
+        cJSON_AddItemToObject(now, e->string, cJSON_Duplicate(e, 1));
+    }
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddItemToObject(root, "entries", now);
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    make_parent(path);
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = text ? fopen(tmp, "wb") : NULL;
+    bool ok = f && fputs(text, f) >= 0;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (ok && rename(tmp, path) != 0)
+        ok = false;
+    if (!ok) {
+        fb_warn("the plan cache %s was not written: %s", path, strerror(errno));
+        (void)unlink(tmp);
+    }
+    free(text);
+}
+
+/* ---- measuring ---- */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Runs plan p's launches of group fid in order; their time in ms. */
+static double run_group(const nat_plan *p, int fid)
+{
+    double t0 = now_ms();
+    for (int i = 0; i < p->n; i++)
+        if (p->launches[i].group == fid)
+            p->launches[i].fn(&p->launches[i]);
+    return now_ms() - t0;
+}
+
+/* The least time of each form of group fid (fused, split, eager; split NaN
+ * when it has none) over ROUNDS rounds in alternating order. */
+static void measure(const nat_ctx *m, int fid, bool splits, double best[3])
+{
+    const int vs[3] = {V_FUSED, V_SPLIT, V_EAGER};
+    for (int k = 0; k < 3; k++)
+        best[k] = k == 1 && !splits ? NAN : INFINITY;
+    for (int k = 0; k < 3; k++) /* once each, untimed: caches and pages warm */
+        if (!isnan(best[k]))
+            (void)run_group(&m->plans[vs[k]], fid);
+    for (int r = 0; r < ROUNDS; r++)
+        for (int i = 0; i < 3; i++) {
+            int k = r % 2 ? 2 - i : i;
+            if (isnan(best[k]))
+                continue;
+            double t = run_group(&m->plans[vs[k]], fid);
+            best[k] = t < best[k] ? t : best[k];
+        }
+}
+
+/* The fastest form: fused unless another beats it clearly. */
+static int decide(const double best[3])
+{
+    int c = GR_KEEP;
+    double t = best[0];
+    if (!isnan(best[1]) && best[1] < t * (1 - MARGIN) && t - best[1] > MARGIN_MS) {
+        c = GR_SPLIT;
+        t = best[1];
+    }
+    if (best[2] < t * (1 - MARGIN) && t - best[2] > MARGIN_MS)
+        c = GR_UNFUSE;
+    return c;
+}
+
+/* The measuring ctx: g's eager, fused (rules) and split plans lowered over
+ * the weights and inputs its tensors hold, each run once. */
+static fb_code measuring_ctx(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool pack,
+                             const gr_groups *fused, nat_ctx **out, fb_err *err)
+{
+    gr_groups eager = {0}, split = {0};
+    gr_choices all = {0};
+    int *node_group = malloc(((size_t)g->n_nodes + 1) * sizeof *node_group);
+    nat_ctx *m = calloc(1, sizeof *m);
+    fb_code rc = FB_OK;
+    int n_fid = 0;
+    *out = NULL;
+    for (int i = 0; i < fused->n; i++)
+        n_fid = fused->g[i].fid + 1 > n_fid ? fused->g[i].fid + 1 : n_fid;
+    all.n = n_fid;
+    all.c = malloc((size_t)n_fid + 1);
+    if (!node_group || !m || !all.c)
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner");
+    if (!rc) {
+        memset(all.c, GR_SPLIT, (size_t)n_fid);
+        m->seed = ctx->seed;
+        m->batch = ctx->batch;
+        for (int i = 0; i < g->n_nodes; i++)
+            node_group[i] = -1;
+        for (int gi = 0; gi < fused->n; gi++)
+            for (int k = 0; k < fused->g[gi].n; k++)
+                node_group[fused->g[gi].nodes[k]] = fused->g[gi].fid;
+        rc = gr_plan_groups(g, false, off, NULL, NULL, &eager, err);
+    }
+    if (!rc)
+        rc = gr_plan_groups(g, true, off, NULL, &all, &split, err);
+    /* gr_lower takes the graph as its own to read; nothing in it is written */
+    if (!rc)
+        rc = gr_lower(m, (gr_graph *)g, &eager, V_EAGER, pack, node_group, err);
+    if (!rc)
+        rc = gr_lower(m, (gr_graph *)g, fused, V_FUSED, pack, NULL, err);
+    if (!rc)
+        rc = gr_lower(m, (gr_graph *)g, &split, V_SPLIT, pack, node_group, err);
+    for (int v = V_EAGER; !rc && v <= V_SPLIT; v++)
+        nat_plan_run(&m->plans[v]);
+    gr_groups_free(&eager);
+    gr_groups_free(&split);
+    gr_choices_free(&all);
+    free(node_group);
+    if (rc)
+        nat_ctx_free(m);
+    else
+        *out = m;
+    return rc;
+}
+
+fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool pack,
+                       gr_choices *out, gr_cost_report *rep, fb_err *err)
+{
+    gr_groups fused = {0};
+    char context[1024], path[512] = "", (*keys)[17] = NULL, *sig = malloc(SIG_MAX);
+    const gr_group **by_fid = NULL;
+    cJSON *cache = NULL, *fresh = cJSON_CreateObject();
+    nat_ctx *m = NULL;
+    double t0 = now_ms();
+    fb_code rc = sig && fresh ? FB_OK : fb_err_set(err, FB_ENOMEM, NULL, "no memory");
+
+    memset(out, 0, sizeof *out);
+    memset(rep, 0, sizeof *rep);
+    if (!rc)
+        rc = gr_plan_groups(g, true, off, NULL, NULL, &fused, err);
+    for (int i = 0; !rc && i < fused.n; i++)
+        out->n = fused.g[i].fid + 1 > out->n ? fused.g[i].fid + 1 : out->n;
+    if (!rc) {
+        out->c = calloc((size_t)out->n + 1, 1);
+        keys = calloc((size_t)out->n + 1, sizeof *keys);
+        by_fid = calloc((size_t)out->n + 1, sizeof *by_fid);
+        if (!out->c || !keys || !by_fid)
+            rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner");
+    }
+    if (!rc) {
+        gr_cost_context(omp_get_max_threads(), pack, context, sizeof context);
+        if (cache_path(path, sizeof path))
+            snprintf(rep->cache, sizeof rep->cache, "%s", path);
+        cache = cache_load(rep->cache);
+        rep->groups = out->n;
+    }
+    for (int i = 0; !rc && i < fused.n; i++) {
+        const gr_group *grp = &fused.g[i];
+        if (grp->fid < 0)
+            continue;
+        by_fid[grp->fid] = grp;
+        group_signature(g, grp, sig);
+        gr_cost_key(sig, context, keys[grp->fid]);
+        const cJSON *hit = cJSON_GetObjectItemCaseSensitive(cache, keys[grp->fid]);
+        const char *c = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hit, "choice"));
+        int k = 0;
+        while (c && k <= GR_UNFUSE && strcmp(c, gr_choice_name(k)) != 0)
+            k++;
+        out->c[grp->fid] = c && k <= GR_UNFUSE ? (unsigned char)k : 0xff; /* 0xff: measure */
+        rep->cached += c && k <= GR_UNFUSE;
+    }
+    if (!rc && rep->cached < out->n)
+        rc = measuring_ctx(ctx, g, off, pack, &fused, &m, err);
+    for (int f = 0; !rc && f < out->n; f++) {
+        double best[3];
+        if (out->c[f] != 0xff || !by_fid[f])
+            continue;
+        const cJSON *twin = cJSON_GetObjectItemCaseSensitive(fresh, keys[f]);
+        if (twin) { /* a group of the same ops and shapes, measured just now */
+            const char *tc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(twin, "choice"));
+            for (int k = 0; k <= GR_UNFUSE; k++)
+                if (tc && strcmp(tc, gr_choice_name(k)) == 0)
+                    out->c[f] = (unsigned char)k;
+            rep->cached++;
+            continue;
+        }
+        measure(m, f, gr_group_splits(by_fid[f]), best);
+        out->c[f] = (unsigned char)decide(best);
+        rep->measured++;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "choice", gr_choice_name(out->c[f]));
+        cJSON_AddStringToObject(e, "group",
+                                gr_group_rule(by_fid[f]) ? gr_group_rule(by_fid[f]) : "?");
+        cJSON *ms = cJSON_AddArrayToObject(e, "ms");
+        for (int k = 0; k < 3; k++)
+            cJSON_AddItemToArray(ms, isfinite(best[k]) ? cJSON_CreateNumber(best[k])
+                                                       : cJSON_CreateNull());
+        cJSON_AddItemToObject(fresh, keys[f], e);
+    }
+    for (int f = 0; !rc && f < out->n; f++) {
+        if (out->c[f] == 0xff)
+            out->c[f] = GR_KEEP;
+        rep->kept += out->c[f] == GR_KEEP;
+        rep->split += out->c[f] == GR_SPLIT;
+        rep->unfused += out->c[f] == GR_UNFUSE;
+    }
+    if (!rc && rep->measured && rep->cache[0])
+        cache_save(rep->cache, fresh);
+    nat_ctx_free(m);
+    cJSON_Delete(cache);
+    cJSON_Delete(fresh);
+    gr_groups_free(&fused);
+    free(keys);
+    free(by_fid);
+    free(sig);
+    if (rc)
+        gr_choices_free(out);
+    rep->ms = now_ms() - t0;
+    return rc;
+}
