@@ -236,34 +236,44 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Runs plan p's launches of group fid in order; their time in ms. */
-static double run_group(const nat_plan *p, int fid)
+/* One run of plan p, launch by launch: each group's launches' time in ms
+ * summed into acc[fid] (n of them; launches of no group are run, not
+ * counted). */
+static void run_plan(const nat_plan *p, int n, double *acc)
 {
-    double t0 = now_ms();
-    for (int i = 0; i < p->n; i++)
-        if (p->launches[i].group == fid)
-            p->launches[i].fn(&p->launches[i]);
-    return now_ms() - t0;
+    for (int f = 0; f < n; f++)
+        acc[f] = 0.0;
+    for (int i = 0; i < p->n; i++) {
+        const nat_launch *l = &p->launches[i];
+        double t0 = now_ms();
+        l->fn(l);
+        if (l->group >= 0 && l->group < n)
+            acc[l->group] += now_ms() - t0;
+    }
 }
 
-/* The least time of each form of group fid (fused, split, eager; split NaN
- * when it has none) over ROUNDS rounds in alternating order. */
-static void measure(const nat_ctx *m, int fid, bool splits, double best[3])
+/* Each group's time in each form (best[k * n + fid]: k 0 fused, 1 split, 2
+ * eager), measured where the group runs in the model: the whole plan of each
+ * form runs ROUNDS times in alternating order, each launch timed, and a
+ * group's time is the least over the rounds of its launches' sum, so its
+ * input comes from the launch before it as in a job.  False on ENOMEM. */
+static bool measure_all(const nat_ctx *m, int n, double *best)
 {
     const int vs[3] = {V_FUSED, V_SPLIT, V_EAGER};
-    for (int k = 0; k < 3; k++)
-        best[k] = k == 1 && !splits ? NAN : INFINITY;
-    for (int k = 0; k < 3; k++) /* once each, untimed: caches and pages warm */
-        if (!isnan(best[k]))
-            (void)run_group(&m->plans[vs[k]], fid);
+    double *acc = malloc(((size_t)n + 1) * sizeof *acc);
+    if (!acc)
+        return false;
+    for (int i = 0; i < 3 * n; i++)
+        best[i] = INFINITY;
     for (int r = 0; r < ROUNDS; r++)
         for (int i = 0; i < 3; i++) {
             int k = r % 2 ? 2 - i : i;
-            if (isnan(best[k]))
-                continue;
-            double t = run_group(&m->plans[vs[k]], fid);
-            best[k] = t < best[k] ? t : best[k];
+            run_plan(&m->plans[vs[k]], n, acc);
+            for (int f = 0; f < n; f++)
+                best[k * n + f] = acc[f] < best[k * n + f] ? acc[f] : best[k * n + f];
         }
+    free(acc);
+    return true;
 }
 
 /* The fastest form: fused unless another beats it clearly. */
@@ -281,7 +291,8 @@ static int decide(const double best[3])
 }
 
 /* The measuring ctx: g's eager, fused (rules) and split plans lowered over
- * the weights and inputs its tensors hold, each run once. */
+ * the weights and inputs its tensors hold, each run once (untimed: pages and
+ * caches warm). */
 static fb_code measuring_ctx(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool pack,
                              const gr_groups *fused, nat_ctx **out, fb_err *err)
 {
@@ -339,7 +350,7 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
     const gr_group **by_fid = NULL;
     cJSON *cache = NULL, *fresh = cJSON_CreateObject();
     nat_ctx *m = NULL;
-    double t0 = now_ms();
+    double t0 = now_ms(), *all = NULL;
     fb_code rc = sig && fresh ? FB_OK : fb_err_set(err, FB_ENOMEM, NULL, "no memory");
 
     memset(out, 0, sizeof *out);
@@ -379,6 +390,9 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
     }
     if (!rc && rep->cached < out->n)
         rc = measuring_ctx(ctx, g, off, pack, &fused, &m, err);
+    if (!rc && m &&
+        (!(all = malloc(3 * ((size_t)out->n + 1) * sizeof *all)) || !measure_all(m, out->n, all)))
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner's times");
     for (int f = 0; !rc && f < out->n; f++) {
         double best[3];
         if (out->c[f] != 0xff || !by_fid[f])
@@ -392,7 +406,9 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
             rep->cached++;
             continue;
         }
-        measure(m, f, gr_group_splits(by_fid[f]), best);
+        best[0] = all[f];
+        best[1] = gr_group_splits(by_fid[f]) ? all[out->n + f] : NAN;
+        best[2] = all[2 * out->n + f];
         out->c[f] = (unsigned char)decide(best);
         rep->measured++;
         cJSON *e = cJSON_CreateObject();
@@ -415,6 +431,7 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
     if (!rc && rep->measured && rep->cache[0])
         cache_save(rep->cache, fresh);
     nat_ctx_free(m);
+    free(all);
     cJSON_Delete(cache);
     cJSON_Delete(fresh);
     gr_groups_free(&fused);
