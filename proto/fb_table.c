@@ -436,6 +436,15 @@ void fb_table_print(FILE *f, const fb_spec *spec, const fb_result *r)
             fprintf(f, "  %s: %s\n", r->variants[i].name, r->variants[i].message);
     fprintf(f, "\nbaseline %s; plan %.3f ms (not in latency); speedup = baseline median / median\n",
             r->baseline, r->plan_ms);
+    for (int i = 0; i < r->n_variants; i++) { /* an output checked against one from elsewhere */
+        const fb_variant_result *v = &r->variants[i];
+        const char *against =
+            strcmp(v->extra_key, "reference") == 0
+                ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v->extra, "against"))
+                : NULL;
+        if (against)
+            fprintf(f, "%s's max rel is against %s\n", v->name, against);
+    }
     tb_noise(f, r);
     fprintf(f, "env: %s | %d threads | %s | host %s | fusionbench %s\n", env->cpu, env->threads,
             env->blas, env->hostname, env->fusionbench);

@@ -157,6 +157,25 @@ static void test_table_gpu_line(void **state)
     fb_spec_free(&spec);
 }
 
+/* An uploaded model's eager output checked against PyTorch's: the table says
+ * what its max rel is against. */
+static void test_table_reference_line(void **state)
+{
+    fb_spec spec;
+    fb_result r;
+    fixture(&spec, &r);
+    char *got = print_to_string(&spec, &r);
+    assert_null(strstr(got, "max rel is against"));
+    free(got);
+    snprintf(r.variants[0].extra_key, sizeof r.variants[0].extra_key, "reference");
+    r.variants[0].extra = cJSON_Parse("{\"against\": \"PyTorch eager (torch 2.15.0)\"}");
+    got = print_to_string(&spec, &r);
+    assert_non_null(strstr(got, "\neager's max rel is against PyTorch eager (torch 2.15.0)\n"));
+    free(got);
+    fb_result_free(&r);
+    fb_spec_free(&spec);
+}
+
 /* No variants: the header, and not all ok; every variant ok: all ok. */
 static void test_table_all_ok(void **state)
 {
@@ -238,10 +257,9 @@ static void test_table_inductor_fusions(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table_matches_run),
-        cmocka_unit_test(test_table_inductor_fusions),
-        cmocka_unit_test(test_table_all_ok),
-        cmocka_unit_test(test_table_gpu_line),
+        cmocka_unit_test(test_table_matches_run),    cmocka_unit_test(test_table_inductor_fusions),
+        cmocka_unit_test(test_table_all_ok),         cmocka_unit_test(test_table_gpu_line),
+        cmocka_unit_test(test_table_reference_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
