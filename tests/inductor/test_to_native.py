@@ -8,7 +8,9 @@ with an operator the native engine lacks is refused naming it; one with two
 inputs converts to a graph of two inputs.  The test model's native form (to_native.write_form: the
 file a native job of an uploaded model runs from) runs in fusionbench-run at a
 batch the export did not have, its eager output checked against PyTorch's; a
-form whose expected output is 1% off fails the gate.  Runs itself again in
+form whose expected output is 1% off fails the gate; so do a model of the
+other families' operators (embedding, layer norm, GELU, matmul attention,
+conv + sigmoid, pooling, concat, mean) and a decomposed export's addmm.  Runs itself again in
 the project venv's python."""
 
 import json
@@ -110,6 +112,53 @@ def inside(zoo_parity):
                torch.randn(1, 3, 64, 64), tmp, zoo_parity)
     except ImportError:
         print("note: torchvision missing; resnet18 not converted")
+
+    class Cover(torch.nn.Module):
+        """The other families' operators: token ids into an embedding, layer
+        norm, linear + GELU, attention by matmuls and softmax, a reshape to
+        a plane, convolution + sigmoid, max and average pooling, a concat and
+        a mean, a linear head."""
+
+        def __init__(self):
+            super().__init__()
+            self.emb, self.ln = torch.nn.Embedding(50, 16), torch.nn.LayerNorm(16)
+            self.fc, self.conv = torch.nn.Linear(16, 16), torch.nn.Conv2d(1, 4, 3, padding=1)
+            self.head = torch.nn.Linear(4 * 4 * 4 + 16, 5)
+
+        def forward(self, ids):
+            t = torch.nn.functional.gelu(self.fc(self.ln(self.emb(ids))))
+            a = torch.softmax(torch.matmul(t, t.transpose(1, 2)) * 0.25, -1) @ t
+            img = a.reshape(a.shape[0], 1, 8, 16)
+            y = torch.nn.functional.max_pool2d(torch.sigmoid(self.conv(img)), 2)
+            y = torch.nn.functional.avg_pool2d(y, (1, 2))
+            return self.head(torch.cat([y.flatten(1), a.mean(1)], 1))
+
+    torch.manual_seed(0)
+    cover = Cover().eval()
+    ids = torch.randint(0, 50, (2, 8))
+    path = os.path.join(tmp, "cover.pt2")
+    torch.export.save(torch.export.export(cover, (ids,), dynamic_shapes=(
+        {0: torch.export.Dim("batch", min=1, max=64)},)), path)
+    ep, _ = pt2safe.load(path)
+    form_run(c, torch, to_native, ep, cover, (ids,), tmp, zoo_parity, "embedding ... pooling")
+
+    class Mlp(torch.nn.Module):  # decomposed: aten.addmm, aten.t
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(8, 32), torch.nn.Linear(32, 4)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    mlp = Mlp().eval()
+    x2 = torch.randn(2, 8)
+    path = os.path.join(tmp, "mlp.pt2")
+    torch.export.save(torch.export.export(mlp, (x2,), dynamic_shapes=(
+        {0: torch.export.Dim("batch", min=1, max=64)},)).run_decompositions(), path)
+    ep, _ = pt2safe.load(path)
+    ops = pt2safe.op_histogram(ep)
+    c.check("aten.addmm.default" in ops, "the decomposed export calls addmm (%s)" % ops)
+    form_run(c, torch, to_native, ep, mlp, (x2,), tmp, zoo_parity, "addmm")
 
     class Cumsum(torch.nn.Module):
         def forward(self, x):

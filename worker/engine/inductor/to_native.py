@@ -344,6 +344,12 @@ class Converter:
     op_aten_bmm = op_aten_matmul
     op_aten_mm = op_aten_matmul
 
+    def op_aten_addmm(self, n, name, a, kw):
+        """bias + m1 @ m2: a linear layer as a decomposed export writes it."""
+        if kw.get("beta", 1) != 1 or kw.get("alpha", 1) != 1:
+            raise Unsupported("addmm with beta or alpha")
+        return self._binary(n, "add", self.op_aten_matmul(n, name, [a[1], a[2]], {}), a[0])
+
     def _binary(self, n, op, x, y, alpha=1):
         if isinstance(y, (int, float)) and not isinstance(y, bool):
             if op == "mul":
