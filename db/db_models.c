@@ -121,6 +121,22 @@ static fb_code quota_check(int64_t usage, int64_t more, int64_t quota, fb_err *e
                       more, usage + more, quota);
 }
 
+/* In an upload's transaction (rolled back on any error): the savepoint the
+ * dedupe returns to, and a new blob to write chunks to (u->blob_id). */
+static fb_code blob_open(db_conn *c, db_model_upload *u, fb_err *err)
+{
+    PGresult *res = NULL;
+    fb_code rc = run(c, &st_savepoint, 0, NULL, NULL, err);
+    if (!rc)
+        rc = run(c, &st_blob_new, 0, NULL, &res, err);
+    if (!rc)
+        rc = db_get_i64(res, 0, 0, &u->blob_id, err);
+    PQclear(res);
+    if (rc)
+        db_model_upload_abort(c);
+    return rc;
+}
+
 fb_code db_model_upload_begin(db_conn *c, db_model_upload *u, fb_err *err)
 {
     char owner[24], quota[24];
@@ -147,19 +163,13 @@ fb_code db_model_upload_begin(db_conn *c, db_model_upload *u, fb_err *err)
     if (!rc && !PQgetisnull(res, 0, 2))
         rc = db_get_i64(res, 0, 2, &limit, err);
     PQclear(res);
-    res = NULL;
     if (!rc)
         rc = quota_check(usage, u->declared, limit, err);
-    if (!rc)
-        rc = run(c, &st_savepoint, 0, NULL, NULL, err);
-    if (!rc)
-        rc = run(c, &st_blob_new, 0, NULL, &res, err);
-    if (!rc)
-        rc = db_get_i64(res, 0, 0, &u->blob_id, err);
-    PQclear(res);
-    if (rc)
+    if (rc) {
         db_model_upload_abort(c);
-    return rc;
+        return rc;
+    }
+    return blob_open(c, u, err);
 }
 
 fb_code db_model_upload_chunk(db_conn *c, db_model_upload *u, const void *data, size_t n,
@@ -598,17 +608,11 @@ fb_code db_model_form_begin(db_conn *c, db_model_upload *u, int64_t id, int atte
         rc = fb_err_set(err, FB_ESTALE, NULL,
                         "model %" PRId64 " attempt %d is no longer this worker's", id, attempt);
     PQclear(res);
-    res = NULL;
-    if (!rc)
-        rc = run(c, &st_savepoint, 0, NULL, NULL, err);
-    if (!rc)
-        rc = run(c, &st_blob_new, 0, NULL, &res, err);
-    if (!rc)
-        rc = db_get_i64(res, 0, 0, &u->blob_id, err);
-    PQclear(res);
-    if (rc)
+    if (rc) {
         db_model_upload_abort(c);
-    return rc;
+        return rc;
+    }
+    return blob_open(c, u, err);
 }
 
 /* $1 model, $2 attempt, $3 info, $4 the native form's blob. */
