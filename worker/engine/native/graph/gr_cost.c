@@ -298,26 +298,18 @@ static fb_code measuring_ctx(const nat_ctx *ctx, const gr_graph *g, unsigned off
 {
     gr_groups eager = {0}, split = {0};
     gr_choices all = {0};
-    int *node_group = malloc(((size_t)g->n_nodes + 1) * sizeof *node_group);
+    int *node_group = gr_node_groups(g, fused, err);
     nat_ctx *m = calloc(1, sizeof *m);
-    fb_code rc = FB_OK;
-    int n_fid = 0;
+    fb_code rc = node_group ? FB_OK : FB_ENOMEM;
     *out = NULL;
-    for (int i = 0; i < fused->n; i++)
-        n_fid = fused->g[i].fid + 1 > n_fid ? fused->g[i].fid + 1 : n_fid;
-    all.n = n_fid;
-    all.c = malloc((size_t)n_fid + 1);
-    if (!node_group || !m || !all.c)
+    all.n = gr_groups_fids(fused);
+    all.c = malloc((size_t)all.n + 1);
+    if (!rc && (!m || !all.c))
         rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner");
     if (!rc) {
-        memset(all.c, GR_SPLIT, (size_t)n_fid);
+        memset(all.c, GR_SPLIT, (size_t)all.n);
         m->seed = ctx->seed;
         m->batch = ctx->batch;
-        for (int i = 0; i < g->n_nodes; i++)
-            node_group[i] = -1;
-        for (int gi = 0; gi < fused->n; gi++)
-            for (int k = 0; k < fused->g[gi].n; k++)
-                node_group[fused->g[gi].nodes[k]] = fused->g[gi].fid;
         rc = gr_plan_groups(g, false, off, NULL, NULL, &eager, err);
     }
     if (!rc)
@@ -357,8 +349,8 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
     memset(rep, 0, sizeof *rep);
     if (!rc)
         rc = gr_plan_groups(g, true, off, NULL, NULL, &fused, err);
-    for (int i = 0; !rc && i < fused.n; i++)
-        out->n = fused.g[i].fid + 1 > out->n ? fused.g[i].fid + 1 : out->n;
+    if (!rc)
+        out->n = gr_groups_fids(&fused);
     if (!rc) {
         out->c = calloc((size_t)out->n + 1, 1);
         keys = calloc((size_t)out->n + 1, sizeof *keys);

@@ -432,6 +432,29 @@ void gr_groups_free(gr_groups *gs)
     gs->n = 0;
 }
 
+int gr_groups_fids(const gr_groups *gs)
+{
+    int n = 0;
+    for (int i = 0; i < gs->n; i++)
+        n = gs->g[i].fid + 1 > n ? gs->g[i].fid + 1 : n;
+    return n;
+}
+
+int *gr_node_groups(const gr_graph *g, const gr_groups *fused, fb_err *err)
+{
+    int *ng = malloc(((size_t)g->n_nodes + 1) * sizeof *ng);
+    if (!ng) {
+        fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the group map");
+        return NULL;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        ng[i] = -1;
+    for (int gi = 0; gi < fused->n; gi++)
+        for (int k = 0; k < fused->g[gi].n; k++)
+            ng[fused->g[gi].nodes[k]] = fused->g[gi].fid;
+    return ng;
+}
+
 /* Every combination of the tensor-epilogue rules, named (static strings). */
 static const char *tensor_rule_name(unsigned r)
 {

@@ -94,6 +94,15 @@ FB_MUSTCHECK fb_code gr_plan_groups(const gr_graph *g, bool fused, unsigned disa
                                     gr_groups *out, fb_err *err);
 void gr_groups_free(gr_groups *gs);
 
+/* The number of fusion groups of gs (its largest fid + 1). */
+int gr_groups_fids(const gr_groups *gs);
+
+/* Per node of g (n_nodes of them, malloc'd; NULL on ENOMEM, err set), the
+ * fid of the fusion group of fused that holds it, -1 none: the eager plan's
+ * launches carry the id of the fused group that replaces them (gr_lower's
+ * node_group). */
+int *gr_node_groups(const gr_graph *g, const gr_groups *fused, fb_err *err);
+
 /* The group's rule names joined by '+' ("bn_fold+epilogue") as a static
  * string, and its docs/DESIGN.md taxonomy kind; NULL for a group of one op. */
 const char *gr_group_rule(const gr_group *grp);

@@ -243,14 +243,9 @@ static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, cJSON *
     if (!rc)
         rc = gr_plan_groups(g, true, off, &unfuse, &choices, &fused, err);
     /* the eager launches carry the id of the fused group that replaces them */
-    int *node_group = rc ? NULL : malloc(((size_t)g->n_nodes + 1) * sizeof *node_group);
+    int *node_group = rc ? NULL : gr_node_groups(g, &fused, err);
     if (!rc && !node_group)
-        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the group map");
-    for (int i = 0; !rc && i < g->n_nodes; i++)
-        node_group[i] = -1;
-    for (int gi = 0; !rc && gi < fused.n; gi++)
-        for (int k = 0; k < fused.g[gi].n; k++)
-            node_group[fused.g[gi].nodes[k]] = fused.g[gi].fid;
+        rc = FB_ENOMEM;
     if (!rc)
         rc = gr_lower(ctx, g, &eager, NAT_EAGER, pack, node_group, err);
     if (!rc)
