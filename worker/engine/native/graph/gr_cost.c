@@ -15,7 +15,9 @@
 
 #include "fb_log.h"
 
-#define ROUNDS        7          /* timed rounds per group, alternating the order */
+#define ROUNDS        5  /* timed runs of each plan, alternating the order */
+#define MAX_ROUNDS    50 /* and more while they take under MEASURE_MS */
+#define MEASURE_MS    300.0
 #define MARGIN        0.03       /* another form must be this much faster than fused */
 #define MARGIN_MS     0.002      /* and by this much at least (2 us) */
 #define CACHE_MAX     (16 << 20) /* bytes of cache file read */
@@ -265,7 +267,10 @@ static bool measure_all(const nat_ctx *m, int n, double *best)
         return false;
     for (int i = 0; i < 3 * n; i++)
         best[i] = INFINITY;
-    for (int r = 0; r < ROUNDS; r++)
+    double t0 = now_ms();
+    /* ROUNDS at least; a small model more, up to MEASURE_MS or MAX_ROUNDS, so
+     * a least time is not one lucky run's */
+    for (int r = 0; r < ROUNDS || (r < MAX_ROUNDS && now_ms() - t0 < MEASURE_MS); r++)
         for (int i = 0; i < 3; i++) {
             int k = r % 2 ? 2 - i : i;
             run_plan(&m->plans[vs[k]], n, acc);
