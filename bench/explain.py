@@ -64,8 +64,10 @@ def main():
     ap.add_argument("--workloads", default="")
     ap.add_argument("--md")
     ap.add_argument("--json")
+    ap.add_argument("--param", action="append", default=[],
+                    help="key=value for every workload (planner=cost: the cost planner's groups)")
     a = ap.parse_args()
-    todo = [(w, p) for w, p in ZOO] + [(p, []) for p in PATTERNS]
+    todo = [(w, p + a.param) for w, p in ZOO] + [(p, list(a.param)) for p in PATTERNS]
     if a.workloads:
         want = a.workloads.split(",")
         todo = [(w, p) for w, p in todo if w in want]

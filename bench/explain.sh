@@ -7,7 +7,9 @@
 #     BUILD_DIR   a CMake build folder with worker/fusionbench-run (default build)
 #     options     --threads N (default: all cores), --iterations N (30),
 #                 --workloads a,b (default: the zoo at small sizes and the
-#                 patterns), --md FILE, --json FILE (every explanation)
+#                 patterns), --md FILE, --json FILE (every explanation),
+#                 --param K=V for every workload (planner=cost: the cost
+#                 planner's groups explained)
 # Needs only python3 (no venv).
 set -euo pipefail
 

@@ -11,6 +11,9 @@ cost planner") on planted graphs, through fusionbench-run on one thread:
   memory become one): fused under both;
 - the decision cache: the same job again finds every decision cached and
   measures none; another build (FUSIONBENCH_BUILD_ID) measures again;
+- the cost model: with the decisions dropped, measured while it learns,
+  then the chain predicted, the depthwise group measured with the model's
+  predictions reported (or predicted as a loss);
 - both plans' outputs pass the accuracy gate; a bad params.planner is refused
   naming the field.
 
@@ -144,6 +147,42 @@ def main():
         fv, groups, plan = fused_launches(res)
         c.check(plan.get("kept") == 1 and [g.get("rule") for g in groups] == ["element_chain"],
                 "a fusion that wins stays fused (%s, %s)" % (plan, groups))
+
+    # the cost model (gr_costmodel.h): each measurement teaches it.  With the
+    # decisions dropped from the cache before each job (its calibration kept),
+    # a group is measured while its launches' classes hold fewer than 4
+    # samples; then the chain, whose fused launch moves half the bytes of its
+    # three eager ones, is predicted, and the depthwise group, whose forms are
+    # within the model's error of each other, is measured again with the
+    # model's predictions reported against what was measured.
+    menv = dict(env, FUSIONBENCH_BUILD_ID="test-build-model")
+    path = env["FUSIONBENCH_PLAN_CACHE"]
+    for name, graph in (("the element chain", chain), ("the depthwise group", dw)):
+        plans = []
+        for _ in range(5):
+            doc = json.load(open(path))
+            doc["entries"] = {}
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            rc, res, err = run(binary, graph, "cost", menv)
+            plans.append(fused_launches(res)[2] if res else {"error": err[-300:]})
+        c.check(all(p.get("measured") == 1 and p.get("predicted") == 0 for p in plans[:4]),
+                "%s: measured while the model learns (%s)" % (name, plans[:4]))
+        last = plans[4]
+        if graph is chain:
+            c.check(last.get("predicted") == 1 and last.get("measured") == 0 and
+                    last.get("kept") == 1,
+                    "%s: then predicted, and kept fused (%s)" % (name, last))
+        else:
+            model = last.get("model") or {}
+            err_ok = 0 <= model.get("median_error", -1) < 1.0
+            c.check((last.get("measured") == 1 and model.get("pairs") == 3 and err_ok) or
+                    (last.get("predicted") == 1 and last.get("kept") == 0),
+                    "%s: measured again with the predictions of its 3 forms reported within 2x"
+                    " (or predicted as the loss it is) (%s)" % (name, last))
+    cal = json.load(open(path)).get("calibration", {})
+    c.check(len(cal) == 3 and all(v.get("classes") for v in cal.values()),
+            "the cache holds a calibration per build (a, b and the model's) (%d)" % len(cal))
 
     rc, res, err = run(binary, chain, "greedy", env)
     c.check(rc != 0 and "params.planner" in err, "a bad planner is refused naming the field: %s"

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "fb_spec.h"
+#include "gr_costmodel.h"
 #include "gr_zoo.h"
 #include "nat.h"
 #include "nat_cost.h"
@@ -227,10 +228,114 @@ static void test_fusion_moves_less(void **state)
     }
 }
 
+/* An elementwise launch over n floats: 8n bytes, n FLOPs. */
+static nat_launch elem_launch(int64_t n, const char *name)
+{
+    nat_launch l = {.dk = NAT_D_ELEM, .name = name, .n_ops = 1, .ops = {"relu"}};
+    l.d.elem = (nat_elem_desc){.rows = 1, .cols = n, .op = NAT_RELU};
+    l.p[NAT_ELEM_A] = l.p[NAT_ELEM_OUT] = dummy;
+    return l;
+}
+
+/* The cost model: raw time on its limits, classes by kernel, code and size,
+ * predictions only after GR_CM_MIN_SAMPLES, as raw x exp(median log ratio)
+ * with the spread as error, the newest samples kept, and its JSON form. */
+static void test_cost_model(void **state)
+{
+    (void)state;
+    gr_cm m;
+    char key[GR_CM_KEY];
+    double ms, e;
+    gr_cm_init(&m, 10.0, 100.0, 1); /* 10 GB/s: 1e6 bytes take 0.1 ms */
+    nat_launch l = elem_launch(125000, "relu");
+    nat_cost c = nat_launch_cost(&l, 4);
+    double raw = (c.bytes_read + c.bytes_written) / 10e6;
+    assert_true(fabs(gr_cm_raw_ms(&m, &l) - raw) < 1e-12);
+    gr_cm_class_key(&m, &l, key, sizeof key);
+    assert_string_equal(key, "relu:relu:loop:b4"); /* 100 us: from 64 us, under 256 */
+    nat_launch big = elem_launch(125000 * 8, "relu");
+    gr_cm_class_key(&m, &big, key, sizeof key);
+    assert_string_equal(key, "relu:relu:loop:b5"); /* 8x the size: another class */
+    nat_launch tiny = elem_launch(1, "relu");
+    gr_cm_class_key(&m, &tiny, key, sizeof key);
+    assert_string_equal(key, "relu:relu:loop:b0");
+
+    assert_false(gr_cm_predict(&m, &l, &ms, &e));
+    /* measured at 2x, 2x, 2x, then 4x: the median is 2x */
+    for (int i = 0; i < 3; i++)
+        assert_true(gr_cm_add(&m, &l, 2 * raw));
+    assert_false(gr_cm_predict(&m, &l, &ms, &e)); /* 3 samples: not yet */
+    assert_true(gr_cm_add(&m, &l, 4 * raw));
+    assert_true(gr_cm_predict(&m, &l, &ms, &e));
+    assert_true(fabs(ms - 2 * raw) < 1e-9);
+    assert_true(fabs(e - log(2.0)) < 1e-9);         /* the 90th percentile distance: the 4x one */
+    assert_false(gr_cm_predict(&m, &big, &ms, &e)); /* another class learned nothing */
+    /* alike samples claim no less than GR_CM_MIN_ERR */
+    nat_launch other = elem_launch(125000, "relu6");
+    for (int i = 0; i < GR_CM_MIN_SAMPLES; i++)
+        assert_true(gr_cm_add(&m, &other, 3 * raw));
+    assert_true(gr_cm_predict(&m, &other, &ms, &e));
+    assert_true(fabs(ms - 3 * raw) < 1e-9 && e == GR_CM_MIN_ERR);
+    /* only the newest GR_CM_SAMPLES count: 40 at 5x push the others out */
+    for (int i = 0; i < 40; i++)
+        assert_true(gr_cm_add(&m, &l, 5 * raw));
+    assert_true(gr_cm_predict(&m, &l, &ms, &e));
+    assert_true(fabs(ms - 5 * raw) < 1e-9 && e == GR_CM_MIN_ERR);
+    /* nothing is learned from a time of 0 or NaN */
+    assert_true(gr_cm_add(&m, &l, 0.0));
+    assert_true(gr_cm_add(&m, &l, NAN));
+    assert_true(gr_cm_predict(&m, &l, &ms, &e) && fabs(ms - 5 * raw) < 1e-9);
+
+    /* JSON round trip keeps the limits and every class's samples in order */
+    cJSON *j = gr_cm_to_json(&m);
+    assert_non_null(j);
+    gr_cm back;
+    assert_true(gr_cm_from_json(&back, j, 1.0, 1.0, 1));
+    assert_true(back.gbps == 10.0 && back.gflops == 100.0 && back.n == m.n);
+    assert_true(gr_cm_predict(&back, &l, &ms, &e) && fabs(ms - 5 * raw) < 1e-9);
+    assert_true(gr_cm_add(&back, &l, 1 * raw)); /* the oldest 5x goes, not another */
+    assert_int_equal(back.c[0].n, GR_CM_SAMPLES);
+    gr_cm_free(&back);
+    cJSON_Delete(j);
+    /* not a calibration: empty, on the limits given or the nominal ones */
+    j = cJSON_Parse("{\"gbps\": -1, \"gflops\": 5, \"classes\": {}}");
+    assert_false(gr_cm_from_json(&back, j, 0.0, 0.0, 2));
+    assert_true(back.n == 0 && back.gbps == 20.0 && back.gflops == 100.0);
+    gr_cm_free(&back);
+    cJSON_Delete(j);
+    j = cJSON_Parse(
+        "{\"gbps\": 8, \"gflops\": 5, \"classes\": {\"a\": [1, \"x\", 1e300], \"b\": 3}}");
+    assert_true(gr_cm_from_json(&back, j, 0.0, 0.0, 1));
+    assert_true(back.n == 1 && back.c[0].n == 1); /* the one sane sample */
+    gr_cm_free(&back);
+    cJSON_Delete(j);
+    gr_cm_free(&m);
+}
+
+static void test_rank_corr(void **state)
+{
+    (void)state;
+    double a[] = {1, 2, 3, 4, 5}, b[] = {10, 20, 30, 40, 50}, r[] = {5, 4, 3, 2, 1};
+    assert_true(fabs(gr_rank_corr(a, b, 5) - 1.0) < 1e-12);
+    assert_true(fabs(gr_rank_corr(a, r, 5) + 1.0) < 1e-12);
+    /* ranks, not values: any increasing map correlates fully */
+    double sq[] = {1, 4, 9, 16, 1000};
+    assert_true(fabs(gr_rank_corr(a, sq, 5) - 1.0) < 1e-12);
+    /* ties take their mean rank: x 1,2,3,4; y 1,2,2,3 -> ranks 1,2.5,2.5,4 */
+    double x[] = {1, 2, 3, 4}, y[] = {1, 2, 2, 3};
+    double want = 4.5 / sqrt(5.0 * 4.5); /* sum dxdy 4.5, sum dx^2 5, sum dy^2 4.5 */
+    assert_true(fabs(gr_rank_corr(x, y, 4) - want) < 1e-12);
+    double k[] = {7, 7, 7};
+    assert_true(isnan(gr_rank_corr(a, k, 3)));
+    assert_true(isnan(gr_rank_corr(a, b, 2)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_cost_model),
+        cmocka_unit_test(test_rank_corr),
         cmocka_unit_test(test_conv),
         cmocka_unit_test(test_memory_bound),
         cmocka_unit_test(test_rows),

@@ -14,15 +14,18 @@
 #include <unistd.h>
 
 #include "fb_log.h"
+#include "gr_costmodel.h"
+#include "nat_cost.h"
 
-#define ROUNDS        5  /* timed runs of each plan, alternating the order */
-#define MAX_ROUNDS    50 /* and more while they take under MEASURE_MS */
-#define MEASURE_MS    300.0
-#define MARGIN        0.03       /* another form must be this much faster than fused */
-#define MARGIN_MS     0.002      /* and by this much at least (2 us) */
-#define CACHE_MAX     (16 << 20) /* bytes of cache file read */
-#define CACHE_ENTRIES 50000      /* past this the cache starts afresh */
-#define SIG_MAX       8192
+#define ROUNDS         5  /* timed runs of each plan, alternating the order */
+#define MAX_ROUNDS     50 /* and more while they take under MEASURE_MS */
+#define MEASURE_MS     300.0
+#define MARGIN         0.03       /* another form must be this much faster than fused */
+#define MARGIN_MS      0.002      /* and by this much at least (2 us) */
+#define CACHE_MAX      (16 << 20) /* bytes of cache file read */
+#define CACHE_ENTRIES  50000      /* past this the cache starts afresh */
+#define CACHE_CONTEXTS 64         /* calibrations kept (machines x builds x threads) */
+#define SIG_MAX        8192
 
 /* The plan variants of the measuring ctx. */
 enum { V_EAGER = NAT_EAGER, V_FUSED = NAT_FUSED, V_SPLIT = 2 };
@@ -155,11 +158,12 @@ static bool cache_path(char *buf, size_t cap)
            (size_t)snprintf(buf, cap, "%s/.cache/fusionbench/plan-cache.json", home) < cap;
 }
 
-/* The cache's entries (a JSON object by key), empty when there is no file or
- * it is not one of ours. */
+/* The cache file's document: {"version": 1, "entries": {key: decision},
+ * "calibration": {context key: gr_cm JSON}}, both objects present (empty when
+ * there is no file or it is not one of ours).  NULL on ENOMEM. */
 static cJSON *cache_load(const char *path)
 {
-    cJSON *root = NULL, *e;
+    cJSON *root = NULL;
     char *text = NULL;
     FILE *f = path[0] ? fopen(path, "rb") : NULL;
     long n = -1;
@@ -172,12 +176,28 @@ static cJSON *cache_load(const char *path)
     if (f)
         fclose(f);
     free(text);
-    e = cJSON_DetachItemFromObjectCaseSensitive(root, "entries");
+    cJSON *e = cJSON_DetachItemFromObjectCaseSensitive(root, "entries");
+    cJSON *c = cJSON_DetachItemFromObjectCaseSensitive(root, "calibration");
     cJSON_Delete(root);
-    if (cJSON_IsObject(e) && cJSON_GetArraySize(e) <= CACHE_ENTRIES)
-        return e;
+    if (!cJSON_IsObject(e) || cJSON_GetArraySize(e) > CACHE_ENTRIES) {
+        cJSON_Delete(e);
+        e = cJSON_CreateObject();
+    }
+    if (!cJSON_IsObject(c) || cJSON_GetArraySize(c) > CACHE_CONTEXTS) {
+        cJSON_Delete(c);
+        c = cJSON_CreateObject();
+    }
+    root = cJSON_CreateObject();
+    if (root && e && c && cJSON_AddNumberToObject(root, "version", 1) &&
+        cJSON_AddItemToObject(root, "entries", e)) {
+        e = NULL;
+        if (cJSON_AddItemToObject(root, "calibration", c))
+            return root;
+    }
     cJSON_Delete(e);
-    return cJSON_CreateObject();
+    cJSON_Delete(c);
+    cJSON_Delete(root);
+    return NULL;
 }
 
 /* mkdir -p of path's folder. */
@@ -198,21 +218,28 @@ static void make_parent(const char *path)
     (void)mkdir(buf, 0700);
 }
 
-/* Writes entries (merged over what is there now: another job may have added
- * some) under a temporary name, renamed over the file. */
-static void cache_save(const char *path, const cJSON *entries)
+/* Writes entries and this context's calibration (ckey, cal; NULL: none)
+ * merged over what is there now (another job may have added some) under a
+ * temporary name, renamed over the file. */
+static void cache_save(const char *path, const cJSON *entries, const char *ckey, cJSON *cal)
 {
     char tmp[600];
-    cJSON *now = cache_load(path), *root = cJSON_CreateObject();
+    cJSON *root = cache_load(path);
+    cJSON *now = cJSON_GetObjectItemCaseSensitive(root, "entries");
+    cJSON *calib = cJSON_GetObjectItemCaseSensitive(root, "calibration");
     const cJSON *e;
     cJSON_ArrayForEach(e, entries)
     {
         cJSON_DeleteItemFromObjectCaseSensitive(now, e->string);
         cJSON_AddItemToObject(now, e->string, cJSON_Duplicate(e, 1));
     }
-    cJSON_AddNumberToObject(root, "version", 1);
-    cJSON_AddItemToObject(root, "entries", now);
-    char *text = cJSON_PrintUnformatted(root);
+    if (calib && cal) {
+        cJSON_DeleteItemFromObjectCaseSensitive(calib, ckey);
+        cJSON_AddItemToObject(calib, ckey, cal);
+        cal = NULL;
+    }
+    cJSON_Delete(cal);
+    char *text = root ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     make_parent(path);
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
@@ -223,7 +250,8 @@ static void cache_save(const char *path, const cJSON *entries)
     if (ok && rename(tmp, path) != 0)
         ok = false;
     if (!ok) {
-        fb_warn("the plan cache %s was not written: %s", path, strerror(errno));
+        fb_warn("the plan cache %s was not written: %s", path,
+                text ? strerror(errno) : "no memory");
         (void)unlink(tmp);
     }
     free(text);
@@ -238,46 +266,70 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* One run of plan p, launch by launch: each group's launches' time in ms
- * summed into acc[fid] (n of them; launches of no group are run, not
- * counted). */
-static void run_plan(const nat_plan *p, int n, double *acc)
+/* One run of plan p, launch by launch, of the launches of the groups in want
+ * and the launch before each (untimed: it warms the group's input as in a
+ * job): each wanted group's launches' time in ms summed into acc[fid] (n of
+ * them), each timed launch's time into lt[i] (others NaN). */
+static void run_plan(const nat_plan *p, int n, const bool *want, double *acc, double *lt)
 {
     for (int f = 0; f < n; f++)
         acc[f] = 0.0;
     for (int i = 0; i < p->n; i++) {
         const nat_launch *l = &p->launches[i];
+        int g = l->group, next = i + 1 < p->n ? p->launches[i + 1].group : -1;
+        bool timed = g >= 0 && g < n && want[g];
+        lt[i] = NAN;
+        if (!timed && !(next >= 0 && next < n && want[next]))
+            continue;
         double t0 = now_ms();
         l->fn(l);
-        if (l->group >= 0 && l->group < n)
-            acc[l->group] += now_ms() - t0;
+        if (timed) {
+            lt[i] = now_ms() - t0;
+            acc[g] += lt[i];
+        }
     }
 }
 
-/* Each group's time in each form (best[k * n + fid]: k 0 fused, 1 split, 2
- * eager), measured where the group runs in the model: the whole plan of each
- * form runs ROUNDS times in alternating order, each launch timed, and a
- * group's time is the least over the rounds of its launches' sum, so its
- * input comes from the launch before it as in a job.  False on ENOMEM. */
-static bool measure_all(const nat_ctx *m, int n, double *best)
+/* Each wanted group's time in each form (best[k * n + fid]: k 0 fused, 1
+ * split, 2 eager), measured where the group runs in the model: the plan of
+ * each form runs (run_plan) ROUNDS times in alternating order, each launch
+ * timed, and a group's time is the least over the rounds of its launches'
+ * sum, so its input comes from the launch before it as in a job; each timed
+ * launch's least time into lbest[k][i] (NaN where not timed).  False on
+ * ENOMEM. */
+static bool measure_all(const nat_ctx *m, int n, const bool *want, double *best, double *lbest[3])
 {
     const int vs[3] = {V_FUSED, V_SPLIT, V_EAGER};
-    double *acc = malloc(((size_t)n + 1) * sizeof *acc);
-    if (!acc)
+    int most = 1;
+    for (int k = 0; k < 3; k++)
+        most = m->plans[vs[k]].n > most ? m->plans[vs[k]].n : most;
+    double *acc = malloc(((size_t)n + 1) * sizeof *acc), *lt = malloc((size_t)most * sizeof *lt);
+    if (!acc || !lt) {
+        free(acc);
+        free(lt);
         return false;
+    }
     for (int i = 0; i < 3 * n; i++)
         best[i] = INFINITY;
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < m->plans[vs[k]].n; i++)
+            lbest[k][i] = NAN;
     double t0 = now_ms();
     /* ROUNDS at least; a small model more, up to MEASURE_MS or MAX_ROUNDS, so
      * a least time is not one lucky run's */
     for (int r = 0; r < ROUNDS || (r < MAX_ROUNDS && now_ms() - t0 < MEASURE_MS); r++)
         for (int i = 0; i < 3; i++) {
             int k = r % 2 ? 2 - i : i;
-            run_plan(&m->plans[vs[k]], n, acc);
+            const nat_plan *p = &m->plans[vs[k]];
+            run_plan(p, n, want, acc, lt);
             for (int f = 0; f < n; f++)
                 best[k * n + f] = acc[f] < best[k * n + f] ? acc[f] : best[k * n + f];
+            for (int l = 0; l < p->n; l++)
+                if (!isnan(lt[l]) && !(lt[l] >= lbest[k][l]))
+                    lbest[k][l] = lt[l];
         }
     free(acc);
+    free(lt);
     return true;
 }
 
@@ -339,19 +391,184 @@ static fb_code measuring_ctx(const nat_ctx *ctx, const gr_graph *g, unsigned off
     return rc;
 }
 
+/* Each group's predicted time in each form (pred[k * n + fid], k as in
+ * measure_all; NaN where a launch of it has no prediction or the form has no
+ * launch) and its error (perr: the largest of its launches', log space). */
+static void predict_all(const nat_ctx *m, const gr_cm *cm, int n, double *pred, double *perr)
+{
+    const int vs[3] = {V_FUSED, V_SPLIT, V_EAGER};
+    for (int i = 0; i < 3 * n; i++) {
+        pred[i] = NAN;
+        perr[i] = 0.0;
+    }
+    for (int k = 0; k < 3; k++) {
+        const nat_plan *p = &m->plans[vs[k]];
+        bool *seen = calloc((size_t)n + 1, 1);
+        for (int i = 0; seen && i < p->n; i++) {
+            const nat_launch *l = &p->launches[i];
+            double ms, e;
+            int g = l->group;
+            if (g < 0 || g >= n)
+                continue;
+            if (!seen[g]) {
+                seen[g] = true;
+                pred[k * n + g] = 0.0;
+            }
+            if (!gr_cm_predict(cm, l, &ms, &e)) {
+                pred[k * n + g] = NAN;
+                continue;
+            }
+            pred[k * n + g] += ms;
+            perr[k * n + g] = e > perr[k * n + g] ? e : perr[k * n + g];
+        }
+        free(seen);
+    }
+}
+
+/* The choice the predictions make sure of (every other form's prediction
+ * differs from the chosen one's by more than both errors), -1 when unsure. */
+static int predicted_choice(const double p[3], const double e[3], bool splits)
+{
+    double t[3] = {p[0], splits ? p[1] : NAN, p[2]};
+    if (!(t[0] > 0) || !(t[2] > 0) || (splits && !(t[1] > 0)))
+        return -1;
+    int b = decide(t);
+    for (int k = 0; k < 3; k++)
+        if (k != b && !isnan(t[k]) && fabs(log(t[k]) - log(t[b])) <= e[k] + e[b])
+            return -1;
+    return b;
+}
+
+/* One decision's cache entry: the choice, by what, the group's rule and its
+ * times per form (ms: measured, predicted_ms: predicted; null where none). */
+static cJSON *entry(int choice, const char *by, const gr_group *grp, const char *field,
+                    const double t[3])
+{
+    cJSON *e = cJSON_CreateObject(), *ms;
+    cJSON_AddStringToObject(e, "choice", gr_choice_name(choice));
+    cJSON_AddStringToObject(e, "by", by);
+    cJSON_AddStringToObject(e, "group", gr_group_rule(grp) ? gr_group_rule(grp) : "?");
+    if ((ms = cJSON_AddArrayToObject(e, field)) != NULL)
+        for (int k = 0; k < 3; k++)
+            cJSON_AddItemToArray(ms,
+                                 isfinite(t[k]) ? cJSON_CreateNumber(t[k]) : cJSON_CreateNull());
+    return e;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The model's accuracy over the (predicted, measured) pairs: rank
+ * correlation and median relative error into rep. */
+static void accuracy(const double *pr, const double *me, int np, gr_cost_report *rep)
+{
+    double *rel = malloc(((size_t)np + 1) * sizeof *rel);
+    rep->model_pairs = np;
+    rep->rank_corr = gr_rank_corr(pr, me, np);
+    rep->median_err = NAN;
+    if (!rel || np < 1) {
+        free(rel);
+        return;
+    }
+    for (int i = 0; i < np; i++)
+        rel[i] = fabs(pr[i] / me[i] - 1.0);
+    qsort(rel, (size_t)np, sizeof *rel, cmp_dbl);
+    rep->median_err = np % 2 ? rel[np / 2] : 0.5 * (rel[np / 2 - 1] + rel[np / 2]);
+    free(rel);
+}
+
+/* The groups still undecided (c[f] 0xff): predicted where the model is sure,
+ * the rest measured (one of each signature: its twins are decided after);
+ * every timed launch teaches cm.  Decisions into c and fresh. */
+static fb_code predict_or_measure(const nat_ctx *m, int n, const gr_group **by_fid,
+                                  char (*keys)[17], gr_cm *cm, unsigned char *c, cJSON *fresh,
+                                  gr_cost_report *rep, fb_err *err)
+{
+    const int vs[3] = {V_FUSED, V_SPLIT, V_EAGER};
+    double *pred = malloc(3 * ((size_t)n + 1) * sizeof *pred);
+    double *perr = malloc(3 * ((size_t)n + 1) * sizeof *perr);
+    double *best = malloc(3 * ((size_t)n + 1) * sizeof *best);
+    double *pr = malloc(3 * ((size_t)n + 1) * sizeof *pr),
+           *me = malloc(3 * ((size_t)n + 1) * sizeof *me);
+    double *lbest[3] = {NULL, NULL, NULL};
+    bool *want = calloc((size_t)n + 1, sizeof *want);
+    int wanted = 0, np = 0;
+    fb_code rc = pred && perr && best && pr && me && want ? FB_OK : FB_ENOMEM;
+    for (int k = 0; !rc && k < 3; k++)
+        if (!(lbest[k] = malloc(((size_t)m->plans[vs[k]].n + 1) * sizeof *lbest[k])))
+            rc = FB_ENOMEM;
+    if (!rc)
+        predict_all(m, cm, n, pred, perr);
+    for (int f = 0; !rc && f < n; f++) {
+        if (c[f] != 0xff || !by_fid[f])
+            continue;
+        double p[3] = {pred[f], pred[n + f], pred[2 * n + f]};
+        double e[3] = {perr[f], perr[n + f], perr[2 * n + f]};
+        int b = predicted_choice(p, e, gr_group_splits(by_fid[f]));
+        if (b >= 0 && !cJSON_GetObjectItemCaseSensitive(fresh, keys[f])) {
+            c[f] = (unsigned char)b;
+            rep->predicted++;
+            cJSON_AddItemToObject(fresh, keys[f],
+                                  entry(b, "predicted", by_fid[f], "predicted_ms", p));
+            continue;
+        }
+        bool twin = false;
+        for (int t = 0; t < f && !twin; t++)
+            twin = want[t] && strcmp(keys[t], keys[f]) == 0;
+        want[f] = !twin && b < 0;
+        wanted += want[f];
+    }
+    if (!rc && wanted && !measure_all(m, n, want, best, lbest))
+        rc = FB_ENOMEM;
+    for (int f = 0; !rc && wanted && f < n; f++) {
+        if (!want[f])
+            continue;
+        double t[3] = {best[f], gr_group_splits(by_fid[f]) ? best[n + f] : NAN, best[2 * n + f]};
+        c[f] = (unsigned char)decide(t);
+        rep->measured++;
+        cJSON_AddItemToObject(fresh, keys[f], entry(c[f], "measured", by_fid[f], "ms", t));
+        for (int k = 0; k < 3; k++)
+            if (isfinite(t[k]) && t[k] > 0 && pred[k * n + f] > 0) {
+                pr[np] = pred[k * n + f];
+                me[np++] = t[k];
+            }
+    }
+    if (!rc)
+        accuracy(pr, me, np, rep); /* predictions made before this job's samples */
+    for (int k = 0; !rc && wanted && k < 3; k++)
+        for (int i = 0; i < m->plans[vs[k]].n; i++)
+            if (isfinite(lbest[k][i]))
+                (void)gr_cm_add(cm, &m->plans[vs[k]].launches[i], lbest[k][i]);
+    free(pred);
+    free(perr);
+    free(best);
+    free(pr);
+    free(me);
+    free(want);
+    for (int k = 0; k < 3; k++)
+        free(lbest[k]);
+    return rc ? fb_err_set(err, rc, NULL, "cannot allocate the cost planner's times") : FB_OK;
+}
+
 fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool pack,
                        gr_choices *out, gr_cost_report *rep, fb_err *err)
 {
     gr_groups fused = {0};
-    char context[1024], path[512] = "", (*keys)[17] = NULL, *sig = malloc(SIG_MAX);
+    char context[1024], ckey[17], path[512] = "", (*keys)[17] = NULL, *sig = malloc(SIG_MAX);
     const gr_group **by_fid = NULL;
     cJSON *cache = NULL, *fresh = cJSON_CreateObject();
     nat_ctx *m = NULL;
-    double t0 = now_ms(), *all = NULL;
+    gr_cm cm = {0};
+    double t0 = now_ms(), gbps = 0, gflops = 0;
+    int threads = omp_get_max_threads();
     fb_code rc = sig && fresh ? FB_OK : fb_err_set(err, FB_ENOMEM, NULL, "no memory");
 
     memset(out, 0, sizeof *out);
     memset(rep, 0, sizeof *rep);
+    rep->rank_corr = rep->median_err = NAN;
     if (!rc)
         rc = gr_plan_groups(g, true, off, NULL, NULL, &fused, err);
     if (!rc)
@@ -364,12 +581,15 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
             rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner");
     }
     if (!rc) {
-        gr_cost_context(omp_get_max_threads(), pack, context, sizeof context);
+        gr_cost_context(threads, pack, context, sizeof context);
+        gr_cost_key("calibration", context, ckey);
         if (cache_path(path, sizeof path))
             snprintf(rep->cache, sizeof rep->cache, "%s", path);
-        cache = cache_load(rep->cache);
+        if (!(cache = cache_load(rep->cache)))
+            rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot read the plan cache");
         rep->groups = out->n;
     }
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(cache, "entries");
     for (int i = 0; !rc && i < fused.n; i++) {
         const gr_group *grp = &fused.g[i];
         if (grp->fid < 0)
@@ -377,46 +597,34 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
         by_fid[grp->fid] = grp;
         group_signature(g, grp, sig);
         gr_cost_key(sig, context, keys[grp->fid]);
-        const cJSON *hit = cJSON_GetObjectItemCaseSensitive(cache, keys[grp->fid]);
+        const cJSON *hit = cJSON_GetObjectItemCaseSensitive(entries, keys[grp->fid]);
         const char *c = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hit, "choice"));
         int k = 0;
         while (c && k <= GR_UNFUSE && strcmp(c, gr_choice_name(k)) != 0)
             k++;
-        out->c[grp->fid] = c && k <= GR_UNFUSE ? (unsigned char)k : 0xff; /* 0xff: measure */
+        out->c[grp->fid] = c && k <= GR_UNFUSE ? (unsigned char)k : 0xff; /* 0xff: decide */
         rep->cached += c && k <= GR_UNFUSE;
     }
-    if (!rc && rep->cached < out->n)
+    if (!rc && rep->cached < out->n) {
+        (void)nat_roofline_get(false, &gbps, &gflops);
+        (void)gr_cm_from_json(&cm,
+                              cJSON_GetObjectItemCaseSensitive(
+                                  cJSON_GetObjectItemCaseSensitive(cache, "calibration"), ckey),
+                              gbps, gflops, threads);
         rc = measuring_ctx(ctx, g, off, pack, &fused, &m, err);
-    if (!rc && m &&
-        (!(all = malloc(3 * ((size_t)out->n + 1) * sizeof *all)) || !measure_all(m, out->n, all)))
-        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner's times");
+    }
+    if (!rc && m)
+        rc = predict_or_measure(m, out->n, by_fid, keys, &cm, out->c, fresh, rep, err);
     for (int f = 0; !rc && f < out->n; f++) {
-        double best[3];
         if (out->c[f] != 0xff || !by_fid[f])
             continue;
+        /* a twin of a group decided just now: the same ops and shapes */
         const cJSON *twin = cJSON_GetObjectItemCaseSensitive(fresh, keys[f]);
-        if (twin) { /* a group of the same ops and shapes, measured just now */
-            const char *tc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(twin, "choice"));
-            for (int k = 0; k <= GR_UNFUSE; k++)
-                if (tc && strcmp(tc, gr_choice_name(k)) == 0)
-                    out->c[f] = (unsigned char)k;
-            rep->cached++;
-            continue;
-        }
-        best[0] = all[f];
-        best[1] = gr_group_splits(by_fid[f]) ? all[out->n + f] : NAN;
-        best[2] = all[2 * out->n + f];
-        out->c[f] = (unsigned char)decide(best);
-        rep->measured++;
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "choice", gr_choice_name(out->c[f]));
-        cJSON_AddStringToObject(e, "group",
-                                gr_group_rule(by_fid[f]) ? gr_group_rule(by_fid[f]) : "?");
-        cJSON *ms = cJSON_AddArrayToObject(e, "ms");
-        for (int k = 0; k < 3; k++)
-            cJSON_AddItemToArray(ms, isfinite(best[k]) ? cJSON_CreateNumber(best[k])
-                                                       : cJSON_CreateNull());
-        cJSON_AddItemToObject(fresh, keys[f], e);
+        const char *tc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(twin, "choice"));
+        for (int k = 0; k <= GR_UNFUSE; k++)
+            if (tc && strcmp(tc, gr_choice_name(k)) == 0)
+                out->c[f] = (unsigned char)k;
+        rep->cached += tc != NULL;
     }
     for (int f = 0; !rc && f < out->n; f++) {
         if (out->c[f] == 0xff)
@@ -425,10 +633,10 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
         rep->split += out->c[f] == GR_SPLIT;
         rep->unfused += out->c[f] == GR_UNFUSE;
     }
-    if (!rc && rep->measured && rep->cache[0])
-        cache_save(rep->cache, fresh);
+    if (!rc && (rep->measured || rep->predicted) && rep->cache[0])
+        cache_save(rep->cache, fresh, ckey, rep->measured ? gr_cm_to_json(&cm) : NULL);
     nat_ctx_free(m);
-    free(all);
+    gr_cm_free(&cm);
     cJSON_Delete(cache);
     cJSON_Delete(fresh);
     gr_groups_free(&fused);

@@ -23,9 +23,15 @@ typedef struct gr_cost_report {
     int groups;               /* fusion groups the rules proposed */
     int kept, split, unfused; /* what became of them */
     int measured, cached;     /* decisions timed now, or found in the cache (or in a group
-                                 of the same ops and shapes timed just now) */
-    double ms;                /* time spent deciding (measuring included) */
-    char cache[256];          /* the cache file, "" when off */
+                                 of the same ops and shapes decided just now) */
+    int predicted;            /* decisions the cost model was sure of (gr_costmodel.h) */
+    /* The model against what was measured now, each measured group in each
+     * form a pair, predicted before this job's measurements taught it (NaN
+     * when there were too few pairs or no calibration yet). */
+    int model_pairs;
+    double rank_corr, median_err; /* Spearman's; median |predicted / measured - 1| */
+    double ms;                    /* time spent deciding (measuring included) */
+    char cache[256];              /* the cache file, "" when off */
 } gr_cost_report;
 
 /* params.planner: "rules" (the default: every group the rules form is

@@ -12,6 +12,7 @@
  * (model sizes), weights, input (safetensors names in the weights folder),
  * disable_rules, gemm, graph
  * (workload "graph": a user's graph in gr_to_json's form). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,7 +214,16 @@ static cJSON *planner_json(bool cost, const gr_cost_report *r)
     cJSON_AddNumberToObject(o, "unfused", r->unfused);
     cJSON_AddNumberToObject(o, "measured", r->measured);
     cJSON_AddNumberToObject(o, "cached", r->cached);
+    cJSON_AddNumberToObject(o, "predicted", r->predicted);
     cJSON_AddNumberToObject(o, "decide_ms", r->ms);
+    if (r->model_pairs > 0) { /* the cost model against what was measured */
+        cJSON *mo = cJSON_AddObjectToObject(o, "model");
+        cJSON_AddNumberToObject(mo, "pairs", r->model_pairs);
+        if (!isnan(r->rank_corr))
+            cJSON_AddNumberToObject(mo, "rank_correlation", r->rank_corr);
+        if (!isnan(r->median_err))
+            cJSON_AddNumberToObject(mo, "median_error", r->median_err);
+    }
     return o;
 }
 

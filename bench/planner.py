@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""The cost planner against the rules over the native zoo (issue 27's targets).
+
+    python3 bench/planner.py --bin build/worker/fusionbench-run \
+        [--models resnet50,efficientnet_b0] [--batch 1,8] [--threads 1,2] \
+        [--rounds 2] [--iterations 10] [--param image=112] [--json-dir DIR] > planner.md
+
+For each model, batch and thread count, fusionbench-run runs the job under
+`params.planner` "rules" and "cost" in alternating order (rules first in odd
+rounds, cost first in even ones), each run its own eager and fused variants
+interleaved with the accuracy gate.  Each configuration gets a plan-decision
+cache of its own, empty at its start: the first cost run decides cold
+(measuring), the later ones from the cache.
+
+Per configuration it prints: each planner's eager/fused speedup (median over
+the rounds) with every run's verdict (`faster`, `no_difference`, `slower`); the
+cost planner's fused time against the rules' (median of the rounds' fused
+medians, < 1 is better); the groups the cost planner kept, split and unfused;
+its deciding time cold and cached; the plan build time of each planner; and
+the ceiling of any planner: the share of eager's profiled time in launches
+other than GEMMs and convolutions (elementwise, reductions, normalizations),
+and eager/fused if fusion made all of it free.
+Needs only python3.  Takes the CPU: run nothing else meanwhile."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "vgg16",
+          "efficientnet_b0", "convnext_tiny", "vit_b_16", "bert_base", "gpt2", "whisper_tiny"]
+PLANNERS = ("rules", "cost")
+
+
+def run_one(args, model, batch, threads, planner, cache):
+    cmd = [args.bin, model, "--json", "--iterations", str(args.iterations), "--warmup",
+           str(args.warmup), "--threads", str(threads), "--batch", str(batch),
+           "--param", "planner=" + planner, "--timeout", str(args.timeout)]
+    for p in args.param:
+        cmd += ["--param", p]
+    env = dict(os.environ, FUSIONBENCH_PLAN_CACHE=cache)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    wall = time.monotonic() - t0
+    if not p.stdout.strip():
+        raise RuntimeError(f"{model} {planner}: {p.stderr.strip()[-400:]}")
+    doc = json.loads(p.stdout)
+    res = doc["result"]
+    var = {v["name"]: v for v in res["variants"]}
+    for name, v in var.items():
+        if v["status"] != "ok":
+            raise RuntimeError(f"{model} {planner}: variant {name} {v['status']}")
+    comp = res["comparison"]
+    cats = var["eager"].get("categories_ms") or {}
+    return {
+        # eager's launches other than GEMMs and convolutions, the most that
+        # any fusion of memory-bound work could take away
+        "eager_memory_ms": sum(v for k, v in cats.items() if k != "gemm"),
+        "eager_profiled_ms": sum(cats.values()),
+        "planner": planner,
+        "wall_s": wall,
+        "eager_ms": var["eager"]["latency_ms"]["median"],
+        "fused_ms": var["fused"]["latency_ms"]["median"],
+        "speedup": comp["speedup"]["fused"],
+        "ci95": comp["speedup_ci95"]["fused"],
+        "change": comp["change"]["fused"],
+        "plan_ms": res.get("plan_ms"),
+        "graph_planner": (res.get("graph") or {}).get("planner"),
+        "doc": doc,
+    }
+
+
+SHORT = {"faster": "F", "no_difference": "=", "slower": "**S**"}
+
+
+def config(args, model, batch, threads, cache_dir):
+    cache = os.path.join(cache_dir, f"{model}-b{batch}-t{threads}.json")
+    runs = {p: [] for p in PLANNERS}
+    for rnd in range(args.rounds):
+        order = PLANNERS if rnd % 2 == 0 else tuple(reversed(PLANNERS))
+        for planner in order:
+            runs[planner].append(run_one(args, model, batch, threads, planner, cache))
+    return runs
+
+
+def summary(model, batch, threads, runs):
+    r, c = runs["rules"], runs["cost"]
+    sp = {p: statistics.median(x["speedup"] for x in runs[p]) for p in PLANNERS}
+    fused = {p: statistics.median(x["fused_ms"] for x in runs[p]) for p in PLANNERS}
+    eager = statistics.median(x["eager_ms"] for x in r + c)
+    share = statistics.median(x["eager_memory_ms"] / x["eager_profiled_ms"] for x in r + c
+                              if x["eager_profiled_ms"] > 0)
+    gp = [x["graph_planner"] or {} for x in c]
+    cold = gp[0].get("decide_ms") if gp else None
+    cached = [g.get("decide_ms") for g in gp[1:] if g.get("measured", 1) == 0]
+    last = gp[-1] if gp else {}
+    plan_r = statistics.median(x["plan_ms"] for x in r)
+    plan_c = statistics.median(x["plan_ms"] for x in c[1:]) if len(c) > 1 else None
+    return {
+        "model": model, "batch": batch, "threads": threads, "eager_ms": eager,
+        "speedup": sp, "fused_ms": fused, "memory_share": share,
+        # eager/fused if every memory-bound launch of eager cost nothing
+        "ceiling": 1.0 / (1.0 - share) if share < 1 else float("inf"),
+        "verdicts": {p: [x["change"] for x in runs[p]] for p in PLANNERS},
+        "cost_vs_rules": fused["cost"] / fused["rules"],
+        "groups": {k: last.get(k) for k in ("groups", "kept", "split", "unfused")},
+        "decide_ms_cold": cold,
+        "decide_ms_cached": statistics.median(cached) if cached else None,
+        "plan_ms_rules": plan_r, "plan_ms_cost_cached": plan_c,
+        "plan_ms_cost_cold": c[0]["plan_ms"] if c else None,
+    }
+
+
+def fmt_row(s):
+    def verd(p):
+        return " ".join(SHORT.get(v, v) for v in s["verdicts"][p])
+    g = s["groups"]
+    cached = f"{s['decide_ms_cached']:.0f}" if s["decide_ms_cached"] is not None else "-"
+    planc = f"{s['plan_ms_cost_cached']:.0f}" if s["plan_ms_cost_cached"] is not None else "-"
+    return (f"| {s['model']} | {s['batch']} | {s['threads']} | {s['eager_ms']:.2f} | "
+            f"{s['speedup']['rules']:.3f} {verd('rules')} | {s['speedup']['cost']:.3f} {verd('cost')} | "
+            f"{s['cost_vs_rules']:.3f} | {100 * s['memory_share']:.0f}% {s['ceiling']:.2f} | {g['kept']}/{g['split']}/{g['unfused']} of {g['groups']} | "
+            f"{s['decide_ms_cold']:.0f} / {cached} | {s['plan_ms_rules']:.0f} / "
+            f"{s['plan_ms_cost_cold']:.0f} / {planc} |")
+
+
+HEADER = ("| model | batch | threads | eager ms | rules: eager/fused, verdicts | "
+          "cost: eager/fused, verdicts | fused cost/rules | eager memory-bound, ceiling | "
+          "kept/split/unfused | "
+          "deciding ms cold / cached | plan ms rules / cost cold / cost cached |\n"
+          "|---|---:|---:|---:|---|---|---:|---:|---|---:|---:|")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", required=True, help="fusionbench-run")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--batch", default="1,8", help="batches, comma-separated")
+    ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    ap.add_argument("--rounds", type=int, default=2, help="runs per planner, alternating")
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--timeout", type=int, default=1200, help="each run's limit, seconds")
+    ap.add_argument("--param", action="append", default=[], help="key=value for every run")
+    ap.add_argument("--json-dir", help="write each configuration's runs here")
+    args = ap.parse_args()
+    if args.rounds < 2:
+        ap.error("--rounds must be at least 2 (a cold and a cached cost run)")
+    models = [m for m in args.models.split(",") if m]
+    batches = [int(b) for b in args.batch.split(",")]
+    threads = [int(t) for t in args.threads.split(",")]
+    if args.json_dir:
+        os.makedirs(args.json_dir, exist_ok=True)
+    cmd = os.environ.get("FB_BENCH_COMMAND") or " ".join(["python3", "bench/planner.py"] + sys.argv[1:])
+    print(f"`{cmd}`: {args.rounds} runs per planner, alternating, {args.iterations} iterations "
+          f"each; verdicts F faster, = no difference, S slower.\n")
+    print(HEADER, flush=True)
+    out, failed = [], 0
+    with tempfile.TemporaryDirectory(prefix="fb-planner-") as cache_dir:
+        for m in models:
+            for b in batches:
+                for t in threads:
+                    try:
+                        runs = config(args, m, b, t, cache_dir)
+                    except RuntimeError as e:
+                        failed += 1
+                        print(f"| {m} | {b} | {t} | error: {e} | | | | | | | |", flush=True)
+                        continue
+                    s = summary(m, b, t, runs)
+                    out.append(s)
+                    print(fmt_row(s), flush=True)
+                    if args.json_dir:
+                        with open(os.path.join(args.json_dir, f"{m}-b{b}-t{t}.json"), "w") as f:
+                            json.dump({"summary": s, "runs": runs}, f)
+    slower = [f"{s['model']} b{s['batch']} t{s['threads']}" for s in out
+              if "slower" in s["verdicts"]["cost"]]
+    print(f"\n{len(out)} configurations; under `cost` fused slower than eager in {len(slower)}"
+          + (": " + ", ".join(slower) if slower else "") + ".")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
