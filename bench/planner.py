@@ -8,15 +8,20 @@
 For each model, batch and thread count, fusionbench-run runs the job under
 `params.planner` "rules" and "cost" in alternating order (rules first in odd
 rounds, cost first in even ones), each run its own eager and fused variants
-interleaved with the accuracy gate.  Each configuration gets a plan-decision
-cache of its own, empty at its start: the first cost run decides cold
-(measuring), the later ones from the cache.
+interleaved with the accuracy gate.  One plan cache serves the whole run,
+empty at its start, as a worker's would: a configuration's first cost run
+decides cold (its groups' shapes and threads are new: predicted where the
+cost model, calibrated by the models before it, is sure, else measured), the
+later ones from the cache.
 
 Per configuration it prints: each planner's eager/fused speedup (median over
 the rounds) with every run's verdict (`faster`, `no_difference`, `slower`); the
 cost planner's fused time against the rules' (median of the rounds' fused
 medians, < 1 is better); the groups the cost planner kept, split and unfused;
-its deciding time cold and cached; the plan build time of each planner; and
+how its cold run decided (measured, predicted, cached) and, where the cost
+model predicted groups it then measured, its rank correlation and median
+error against them; its deciding time cold and cached; the plan build time
+of each planner; and
 the ceiling of any planner: the share of eager's profiled time in launches
 other than GEMMs and convolutions (elementwise, reductions, normalizations),
 and eager/fused if fusion made all of it free.
@@ -77,7 +82,7 @@ SHORT = {"faster": "F", "no_difference": "=", "slower": "**S**"}
 
 
 def config(args, model, batch, threads, cache_dir):
-    cache = os.path.join(cache_dir, f"{model}-b{batch}-t{threads}.json")
+    cache = os.path.join(cache_dir, "plan-cache.json")
     runs = {p: [] for p in PLANNERS}
     for rnd in range(args.rounds):
         order = PLANNERS if rnd % 2 == 0 else tuple(reversed(PLANNERS))
@@ -95,6 +100,7 @@ def summary(model, batch, threads, runs):
                               if x["eager_profiled_ms"] > 0)
     gp = [x["graph_planner"] or {} for x in c]
     cold = gp[0].get("decide_ms") if gp else None
+    model = gp[0].get("model") or {} if gp else {}
     cached = [g.get("decide_ms") for g in gp[1:] if g.get("measured", 1) == 0]
     last = gp[-1] if gp else {}
     plan_r = statistics.median(x["plan_ms"] for x in r)
@@ -108,6 +114,8 @@ def summary(model, batch, threads, runs):
         "cost_vs_rules": fused["cost"] / fused["rules"],
         "groups": {k: last.get(k) for k in ("groups", "kept", "split", "unfused")},
         "decide_ms_cold": cold,
+        "cold": {k: gp[0].get(k) for k in ("measured", "predicted", "cached")} if gp else {},
+        "model": model,
         "decide_ms_cached": statistics.median(cached) if cached else None,
         "plan_ms_rules": plan_r, "plan_ms_cost_cached": plan_c,
         "plan_ms_cost_cold": c[0]["plan_ms"] if c else None,
@@ -119,19 +127,24 @@ def fmt_row(s):
         return " ".join(SHORT.get(v, v) for v in s["verdicts"][p])
     g = s["groups"]
     cached = f"{s['decide_ms_cached']:.0f}" if s["decide_ms_cached"] is not None else "-"
+    m, cold = s["model"], s["cold"]
+    acc = (f"{m['rank_correlation']:.2f} / {100 * m['median_error']:.0f}% ({m['pairs']})"
+           if "rank_correlation" in m and "median_error" in m else "-")
+    how = f"{cold.get('measured')}/{cold.get('predicted')}/{cold.get('cached')}"
     planc = f"{s['plan_ms_cost_cached']:.0f}" if s["plan_ms_cost_cached"] is not None else "-"
     return (f"| {s['model']} | {s['batch']} | {s['threads']} | {s['eager_ms']:.2f} | "
             f"{s['speedup']['rules']:.3f} {verd('rules')} | {s['speedup']['cost']:.3f} {verd('cost')} | "
             f"{s['cost_vs_rules']:.3f} | {100 * s['memory_share']:.0f}% {s['ceiling']:.2f} | {g['kept']}/{g['split']}/{g['unfused']} of {g['groups']} | "
-            f"{s['decide_ms_cold']:.0f} / {cached} | {s['plan_ms_rules']:.0f} / "
+            f"{how} | {acc} | {s['decide_ms_cold']:.0f} / {cached} | {s['plan_ms_rules']:.0f} / "
             f"{s['plan_ms_cost_cold']:.0f} / {planc} |")
 
 
 HEADER = ("| model | batch | threads | eager ms | rules: eager/fused, verdicts | "
           "cost: eager/fused, verdicts | fused cost/rules | eager memory-bound, ceiling | "
-          "kept/split/unfused | "
+          "kept/split/unfused | cold: measured/predicted/cached | model: rank corr. / "
+          "median error (pairs) | "
           "deciding ms cold / cached | plan ms rules / cost cold / cost cached |\n"
-          "|---|---:|---:|---:|---|---|---:|---:|---|---:|---:|")
+          "|---|---:|---:|---:|---|---|---:|---:|---|---|---|---:|---:|")
 
 
 def main():
@@ -167,7 +180,7 @@ def main():
                         runs = config(args, m, b, t, cache_dir)
                     except RuntimeError as e:
                         failed += 1
-                        print(f"| {m} | {b} | {t} | error: {e} | | | | | | | |", flush=True)
+                        print(f"| {m} | {b} | {t} | error: {e} | | | | | | | | | |", flush=True)
                         continue
                     s = summary(m, b, t, runs)
                     out.append(s)

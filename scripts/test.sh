@@ -402,6 +402,10 @@ finish() {
 
 main() {
     TMP=$(mktemp -d /tmp/fb-test.XXXXXX)
+    # The cost planner's decisions and calibration (docs/EXPLAIN.md) in this
+    # run's folder, not the user's cache: each run measures afresh, as a new
+    # build does.
+    export FUSIONBENCH_PLAN_CACHE=$TMP/plan-cache.json
     chmod 755 "$TMP" # the cluster's owner (postgres, when run as root) must enter it
     local t0=$SECONDS
     timed packages run_deps

@@ -49,19 +49,22 @@ def graph_dw(channels, hw):
     }
 
 
-def graph_chain(n):
-    """x * w, + b, ReLU over n elements: one element chain."""
+def graph_chain(n, depth=1):
+    """(x * w + b, ReLU) depth times over n elements: one element chain."""
+    nodes, last = [], 0
+    for d in range(depth):
+        t = 3 + 3 * d  # the first output's tensor index: inputs and weights come first
+        nodes += [{"op": "mul", "name": "scale%d" % d, "inputs": [last, 1]},
+                  {"op": "add", "name": "shift%d" % d, "inputs": [t, 2]},
+                  {"op": "relu", "name": "act%d" % d, "inputs": [t + 1]}]
+        last = t + 2
     return {
         "tensors": [
             {"name": "input", "kind": "input", "shape": [1, n]},
             {"name": "w", "kind": "weight", "shape": [1, n], "init": "one"},
             {"name": "b", "kind": "weight", "shape": [1, n], "init": "small"},
         ],
-        "nodes": [
-            {"op": "mul", "name": "scale", "inputs": [0, 1]},
-            {"op": "add", "name": "shift", "inputs": [3, 2]},
-            {"op": "relu", "name": "act", "inputs": [4]},
-        ],
+        "nodes": nodes,
     }
 
 
@@ -151,13 +154,14 @@ def main():
     # the cost model (gr_costmodel.h): each measurement teaches it.  With the
     # decisions dropped from the cache before each job (its calibration kept),
     # a group is measured while its launches' classes hold fewer than 4
-    # samples; then the chain, whose fused launch moves half the bytes of its
-    # three eager ones, is predicted, and the depthwise group, whose forms are
+    # samples; then a chain of 9 ops, whose fused launch moves a third of the
+    # bytes of its eager ones, is predicted, and the depthwise group, whose forms are
     # within the model's error of each other, is measured again with the
     # model's predictions reported against what was measured.
     menv = dict(env, FUSIONBENCH_BUILD_ID="test-build-model")
     path = env["FUSIONBENCH_PLAN_CACHE"]
-    for name, graph in (("the element chain", chain), ("the depthwise group", dw)):
+    deep = graph_chain(CHAIN_N, 3)  # eager moves 3x the bytes: no noise makes it unsure
+    for name, graph in (("the element chain", deep), ("the depthwise group", dw)):
         plans = []
         for _ in range(5):
             doc = json.load(open(path))
@@ -169,7 +173,7 @@ def main():
         c.check(all(p.get("measured") == 1 and p.get("predicted") == 0 for p in plans[:4]),
                 "%s: measured while the model learns (%s)" % (name, plans[:4]))
         last = plans[4]
-        if graph is chain:
+        if graph is deep:
             c.check(last.get("predicted") == 1 and last.get("measured") == 0 and
                     last.get("kept") == 1,
                     "%s: then predicted, and kept fused (%s)" % (name, last))

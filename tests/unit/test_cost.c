@@ -7,10 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "fb_spec.h"
+#include "gr_cost.h"
 #include "gr_costmodel.h"
 #include "gr_zoo.h"
 #include "nat.h"
@@ -330,16 +332,54 @@ static void test_rank_corr(void **state)
     assert_true(isnan(gr_rank_corr(a, b, 2)));
 }
 
+/* Which planner a job gets: params.planner where it names one, else
+ * $FUSIONBENCH_PLANNER, else the cost planner on the CPU and the rules on a
+ * GPU; "cost" named for a GPU is refused, and so is a bad name either way. */
+static void test_planner_default(void **state)
+{
+    (void)state;
+    fb_spec spec;
+    fb_err err = {0};
+    bool cost = false;
+    fb_spec_init(&spec);
+    unsetenv("FUSIONBENCH_PLANNER");
+    snprintf(spec.device, sizeof spec.device, "cpu");
+    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_OK);
+    assert_true(cost);
+    snprintf(spec.device, sizeof spec.device, "cuda");
+    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_OK);
+    assert_false(cost);
+    setenv("FUSIONBENCH_PLANNER", "rules", 1);
+    snprintf(spec.device, sizeof spec.device, "cpu");
+    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_OK);
+    assert_false(cost);
+    setenv("FUSIONBENCH_PLANNER", "greedy", 1);
+    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_EINVAL);
+    assert_string_equal(err.field, "FUSIONBENCH_PLANNER");
+    setenv("FUSIONBENCH_PLANNER", "rules", 1);
+    spec.params = cJSON_Parse("{\"planner\": \"cost\"}");
+    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_OK); /* named: it wins */
+    assert_true(cost);
+    snprintf(spec.device, sizeof spec.device, "cuda");
+    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_EUNSUPPORTED);
+    assert_string_equal(err.field, "params.planner");
+    cJSON_Delete(spec.params);
+    spec.params = cJSON_Parse("{\"planner\": 3}");
+    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_EINVAL);
+    assert_string_equal(err.field, "params.planner");
+    fb_spec_free(&spec);
+}
+
 int main(void)
 {
+    /* the rules' groups are what these tests check (the cost planner's:
+     * tests/models/test_planner.py), and the rules plan without timing */
+    setenv("FUSIONBENCH_PLANNER", "rules", 1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm),
-        cmocka_unit_test(test_cost_model),
-        cmocka_unit_test(test_rank_corr),
-        cmocka_unit_test(test_conv),
-        cmocka_unit_test(test_memory_bound),
-        cmocka_unit_test(test_rows),
-        cmocka_unit_test(test_fusion_moves_less),
+        cmocka_unit_test(test_gemm),      cmocka_unit_test(test_cost_model),
+        cmocka_unit_test(test_rank_corr), cmocka_unit_test(test_planner_default),
+        cmocka_unit_test(test_conv),      cmocka_unit_test(test_memory_bound),
+        cmocka_unit_test(test_rows),      cmocka_unit_test(test_fusion_moves_less),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,6 +162,25 @@ static void test_planted(void **state)
     double parts = ex.won + ex.lost + ex.noise + ex.outside + ex.overhead;
     assert_true(fabs(parts + ex.unexplained - ex.measured) < 1e-9);
     assert_true(ex.measured_lo <= parts && parts <= ex.measured_hi);
+    /* a planner that left id 1 unused (the cost planner unfused it: its
+     * eager launch is outside any group): groups 0 and 2 only, by id */
+    nat_ex_result gap;
+    int eg2[5] = {0, 0, -1, 2, -1}, fg2[4] = {0, -1, 2, -1};
+    for (int i = 0; i < 5; i++)
+        el[i].group = eg2[i];
+    for (int i = 0; i < 4; i++)
+        fl[i].group = fg2[i];
+    assert_int_equal(nat_ex_analyze(&in, &gap, &err), FB_OK);
+    assert_int_equal(gap.n_groups, 2);
+    assert_int_equal(gap.groups[0].id, 0);
+    assert_int_equal(gap.groups[1].id, 2);
+    assert_int_equal(gap.groups[1].n_eager, 1);
+    assert_int_equal(gap.groups[1].verdict, NAT_EX_NOISE);
+    nat_ex_free(&gap);
+    for (int i = 0; i < 5; i++)
+        el[i].group = eg[i];
+    for (int i = 0; i < 4; i++)
+        fl[i].group = fg[i];
     cJSON *js = nat_ex_to_json(&ex, &in, NULL);
     assert_non_null(js);
     const cJSON *groups = cJSON_GetObjectItem(js, "groups");
@@ -412,6 +431,9 @@ static void test_explain_cpu(void **state)
 
 int main(void)
 {
+    /* the rules' groups are what these tests check (the cost planner's:
+     * tests/models/test_planner.py), and the rules plan without timing */
+    setenv("FUSIONBENCH_PLANNER", "rules", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reasons),     cmocka_unit_test(test_bootstrap),
         cmocka_unit_test(test_planted),     cmocka_unit_test(test_gpu_rows),

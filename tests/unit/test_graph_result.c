@@ -210,6 +210,9 @@ static void test_pattern_has_no_graph(void **state)
 
 int main(void)
 {
+    /* the rules' groups are what these tests check (the cost planner's:
+     * tests/models/test_planner.py), and the rules plan without timing */
+    setenv("FUSIONBENCH_PLANNER", "rules", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compact_graph),
         cmocka_unit_test(test_node_groups),

@@ -375,6 +375,9 @@ static void test_engine_bad_threads(void **state)
 
 int main(void)
 {
+    /* the rules' groups are what these tests check (the cost planner's:
+     * tests/models/test_planner.py), and the rules plan without timing */
+    setenv("FUSIONBENCH_PLANNER", "rules", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_pattern_covered),
         cmocka_unit_test(test_buffers_aligned_and_counted),

@@ -532,6 +532,9 @@ static void test_tolerance(void **state)
 
 int main(void)
 {
+    /* the rules' groups are what these tests check (the cost planner's:
+     * tests/models/test_planner.py), and the rules plan without timing */
+    setenv("FUSIONBENCH_PLANNER", "rules", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_native_gemm_bias_relu),
         cmocka_unit_test(test_native_speedup_json),

@@ -602,6 +602,9 @@ static void test_mlp_modes(void **state)
 
 int main(void)
 {
+    /* the rules' groups are what these tests check (the cost planner's:
+     * tests/models/test_planner.py), and the rules plan without timing */
+    setenv("FUSIONBENCH_PLANNER", "rules", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_models_fused_match_eager),
         cmocka_unit_test(test_resnet18_counts_and_memory),

@@ -42,7 +42,12 @@ static void usage(FILE *f)
                "$FUSIONBENCH_MODEL_CACHE, else $XDG_CACHE_HOME or ~/.cache, /fusionbench/models),\n"
                "named by SHA-256, at most --model-cache-mib MiB (least recently used go\n"
                "first); reading one takes at most --prepare-timeout seconds and\n"
-               "--job-memory-mib of data.\n");
+               "--job-memory-mib of data.\n"
+               "Native CPU jobs plan fusion by measured cost (docs/EXPLAIN.md): decisions\n"
+               "and the cost model's calibration are kept in $FUSIONBENCH_PLAN_CACHE (default\n"
+               "$XDG_CACHE_HOME or ~/.cache, /fusionbench/plan-cache.json; \"off\": none),\n"
+               "per machine and build; FUSIONBENCH_PLANNER=rules makes the fixed rules the\n"
+               "default of jobs that name no params.planner.\n");
 }
 
 static int copy_str(const char *arg, const char *v, char *dst, size_t cap)

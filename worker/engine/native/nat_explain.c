@@ -215,29 +215,45 @@ static void waterfall(const nat_ex_input *in, double *e, double *f, nat_ex_resul
 fb_code nat_ex_analyze(const nat_ex_input *in, nat_ex_result *out, fb_err *err)
 {
     memset(out, 0, sizeof *out);
-    int R = in->rounds, n = max_group(in->fused.plan) + 1;
-    if (n <= 0)
+    int R = in->rounds, top = max_group(in->fused.plan), n = 0;
+    /* the ids with a fused launch: a planner may leave ids unused (the cost
+     * planner's unfused groups keep no launch, the split ones keep their id) */
+    bool *has = calloc((size_t)top + 2, sizeof *has);
+    if (!has)
+        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the explanation");
+    for (int i = 0; i < in->fused.plan->n; i++)
+        if (in->fused.plan->launches[i].group >= 0)
+            has[in->fused.plan->launches[i].group] = true;
+    for (int g = 0; g <= top; g++)
+        n += has[g];
+    if (n <= 0) {
+        free(has);
         return fb_err_set(err, FB_EINVAL, NULL, "the fused plan has no fusion group to explain");
-    if (R < 2)
+    }
+    if (R < 2) {
+        free(has);
         return fb_err_set(err, FB_EINVAL, NULL, "an explanation needs 2 rounds or more");
+    }
     double *e = malloc((size_t)R * sizeof *e), *f = malloc((size_t)R * sizeof *f);
     double *buf = malloc((size_t)R * sizeof *buf);
     out->groups = calloc((size_t)n, sizeof *out->groups);
     if (!e || !f || !buf || !out->groups) {
-        free(e), free(f), free(buf);
+        free(e), free(f), free(buf), free(has);
         nat_ex_free(out);
         return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the explanation");
     }
     out->rounds = R;
     out->n_groups = n;
     out->layout_ms = NAN;
-    for (int g = 0; g < n; g++) {
+    for (int g = 0, k = 0; g <= top; g++) {
+        if (!has[g])
+            continue;
         round_sums(&in->eager, R, g, e);
         round_sums(&in->fused, R, g, f);
-        analyze_group(in, g, e, f, buf, &out->groups[g]);
+        analyze_group(in, g, e, f, buf, &out->groups[k++]);
     }
     waterfall(in, e, f, out);
-    free(e), free(f), free(buf);
+    free(e), free(f), free(buf), free(has);
     return FB_OK;
 }
 

@@ -110,7 +110,7 @@ typedef struct nat_ex_group {
 typedef struct nat_ex_result {
     int rounds;
     int n_groups;
-    nat_ex_group *groups; /* owned, by id */
+    nat_ex_group *groups; /* owned: the ids with a fused launch, in id order */
     /* the waterfall (ms): means over the profiled rounds, and the measured
      * difference from the job's timed medians */
     double eager_wall, fused_wall;

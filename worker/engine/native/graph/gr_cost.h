@@ -34,9 +34,11 @@ typedef struct gr_cost_report {
     char cache[256];              /* the cache file, "" when off */
 } gr_cost_report;
 
-/* params.planner: "rules" (the default: every group the rules form is
- * fused) or "cost" (*cost set).  FB_EINVAL naming the field otherwise;
- * FB_EUNSUPPORTED for "cost" off the CPU. */
+/* params.planner: "rules" (every group the rules form is fused) or "cost"
+ * (*cost set).  A job that names none takes $FUSIONBENCH_PLANNER where set,
+ * else "cost" on the CPU and "rules" on other devices (until the cost
+ * planner times device launches).  FB_EINVAL naming the field (or the
+ * variable) otherwise; FB_EUNSUPPORTED for "cost" off the CPU. */
 FB_MUSTCHECK fb_code gr_planner_from_spec(const fb_spec *spec, bool *cost, fb_err *err);
 
 /* The choice for each fusion group of g's fused plan under the rules not in
