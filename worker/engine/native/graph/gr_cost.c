@@ -302,14 +302,16 @@ static void run_plan(const nat_plan *p, int n, const bool *want, double *acc, do
     }
 }
 
-/* Each wanted group's time in each form (best[k * n + fid]: k 0 fused, 1
- * split, 2 eager), measured where the group runs in the model: the plan of
- * each form runs (run_plan) ROUNDS times in alternating order, each launch
- * timed, and a group's time is the least over the rounds of its launches'
- * sum, so its input comes from the launch before it as in a job; each timed
- * launch's least time into lbest[k][i] (NaN where not timed).  False on
- * ENOMEM. */
-static bool measure_all(const nat_ctx *m, int n, const bool *want, double *best, double *lbest[3])
+/* Each wanted group's time in each form, measured where the group runs in
+ * the model: the plan of each form runs (run_plan) ROUNDS times or more in
+ * alternating order, each launch timed, and a group's time in a round is its
+ * launches' sum, so its input comes from the launch before it as in a job:
+ * into rs[(r * 3 + k) * n + fid] (k 0 fused, 1 split, 2 eager; *rounds of
+ * them, at most MAX_ROUNDS), the least over the rounds into best[k * n +
+ * fid], each timed launch's least time into lbest[k][i] (NaN where not
+ * timed).  False on ENOMEM. */
+static bool measure_all(const nat_ctx *m, int n, const bool *want, double *rs, int *rounds,
+                        double *best, double *lbest[3])
 {
     const int vs[3] = {V_FUSED, V_SPLIT, V_EAGER};
     int most = 1;
@@ -329,23 +331,57 @@ static bool measure_all(const nat_ctx *m, int n, const bool *want, double *best,
     double t0 = now_ms();
     /* ROUNDS at least; a small model more, up to MEASURE_MS or MAX_ROUNDS, so
      * a least time is not one lucky run's */
-    for (int r = 0; r < ROUNDS || (r < MAX_ROUNDS && now_ms() - t0 < MEASURE_MS); r++)
+    int r = 0;
+    for (; r < ROUNDS || (r < MAX_ROUNDS && now_ms() - t0 < MEASURE_MS); r++)
         for (int i = 0; i < 3; i++) {
             int k = r % 2 ? 2 - i : i;
             const nat_plan *p = &m->plans[vs[k]];
             run_plan(p, n, want, acc, lt);
-            for (int f = 0; f < n; f++)
+            for (int f = 0; f < n; f++) {
+                rs[((size_t)r * 3 + k) * n + f] = acc[f];
                 best[k * n + f] = acc[f] < best[k * n + f] ? acc[f] : best[k * n + f];
+            }
             for (int l = 0; l < p->n; l++)
                 if (!isnan(lt[l]) && !(lt[l] >= lbest[k][l]))
                     lbest[k][l] = lt[l];
         }
+    *rounds = r;
     free(acc);
     free(lt);
     return true;
 }
 
-/* The fastest form: fused unless another beats it clearly. */
+/* Whether form k of group f beat form c in the rounds of rs (R of them):
+ * the 95% interval of their per-round difference (each round ran every form)
+ * lies above MARGIN of c's median and its mean above MARGIN_MS, as the
+ * explanation judges a group lost.  buf: R of scratch. */
+static bool beats(const double *rs, int R, int n, int f, int k, int c, double *buf)
+{
+    double mean, lo, hi;
+    for (int r = 0; r < R; r++)
+        buf[r] = rs[((size_t)r * 3 + c) * n + f];
+    fb_stats st;
+    fb_stats_compute(buf, R, &st);
+    double med = st.median;
+    for (int r = 0; r < R; r++)
+        buf[r] = rs[((size_t)r * 3 + c) * n + f] - rs[((size_t)r * 3 + k) * n + f];
+    return fb_stats_mean_ci(buf, R, 0.95, &mean, &lo, &hi) && lo > MARGIN * med && mean > MARGIN_MS;
+}
+
+/* The measured choice for group f: fused unless the split form beats it,
+ * then eager if it beats what is chosen (beats). */
+static int decide_measured(const double *rs, int R, int n, int f, bool splits, double *buf)
+{
+    int c = GR_KEEP;
+    if (splits && beats(rs, R, n, f, 1, 0, buf))
+        c = GR_SPLIT;
+    if (beats(rs, R, n, f, 2, c == GR_SPLIT ? 1 : 0, buf))
+        c = GR_UNFUSE;
+    return c;
+}
+
+/* The fastest form by predicted times: fused unless another is faster by
+ * MARGIN and MARGIN_MS. */
 static int decide(const double best[3])
 {
     int c = GR_KEEP;
@@ -507,7 +543,8 @@ static fb_code predict_or_measure(const nat_ctx *m, int n, const gr_group **by_f
            *me = malloc(3 * ((size_t)n + 1) * sizeof *me);
     double *lbest[3] = {NULL, NULL, NULL};
     bool *want = calloc((size_t)n + 1, sizeof *want);
-    int wanted = 0, np = 0;
+    double *rs = NULL, buf[MAX_ROUNDS];
+    int wanted = 0, np = 0, rounds = 0;
     fb_code rc = pred && perr && best && pr && me && want ? FB_OK : FB_ENOMEM;
     for (int k = 0; !rc && k < 3; k++)
         if (!(lbest[k] = malloc(((size_t)m->plans[vs[k]].n + 1) * sizeof *lbest[k])))
@@ -533,13 +570,15 @@ static fb_code predict_or_measure(const nat_ctx *m, int n, const gr_group **by_f
         want[f] = !twin && b < 0;
         wanted += want[f];
     }
-    if (!rc && wanted && !measure_all(m, n, want, best, lbest))
+    if (!rc && wanted && !(rs = malloc((size_t)MAX_ROUNDS * 3 * ((size_t)n + 1) * sizeof *rs)))
+        rc = FB_ENOMEM;
+    if (!rc && wanted && !measure_all(m, n, want, rs, &rounds, best, lbest))
         rc = FB_ENOMEM;
     for (int f = 0; !rc && wanted && f < n; f++) {
         if (!want[f])
             continue;
         double t[3] = {best[f], gr_group_splits(by_fid[f]) ? best[n + f] : NAN, best[2 * n + f]};
-        c[f] = (unsigned char)decide(t);
+        c[f] = (unsigned char)decide_measured(rs, rounds, n, f, gr_group_splits(by_fid[f]), buf);
         rep->measured++;
         cJSON_AddItemToObject(fresh, keys[f], entry(c[f], "measured", by_fid[f], "ms", t));
         for (int k = 0; k < 3; k++)
@@ -560,6 +599,7 @@ static fb_code predict_or_measure(const nat_ctx *m, int n, const gr_group **by_f
     free(pr);
     free(me);
     free(want);
+    free(rs);
     for (int k = 0; k < 3; k++)
         free(lbest[k]);
     return rc ? fb_err_set(err, rc, NULL, "cannot allocate the cost planner's times") : FB_OK;
