@@ -270,7 +270,9 @@ static void test_cost_model(void **state)
     assert_true(gr_cm_add(&m, &l, 4 * raw));
     assert_true(gr_cm_predict(&m, &l, &ms, &e));
     assert_true(fabs(ms - 2 * raw) < 1e-9);
-    assert_true(fabs(e - log(2.0)) < 1e-9);         /* the 90th percentile distance: the 4x one */
+    /* distances 0, 0, 0, log 2: their 90th percentile, interpolated (numpy's
+     * rule), 0.7 of the way from the third to the fourth */
+    assert_true(fabs(e - 0.7 * log(2.0)) < 1e-9);
     assert_false(gr_cm_predict(&m, &big, &ms, &e)); /* another class learned nothing */
     /* alike samples claim no less than GR_CM_MIN_ERR */
     nat_launch other = elem_launch(125000, "relu6");
@@ -312,24 +314,6 @@ static void test_cost_model(void **state)
     gr_cm_free(&back);
     cJSON_Delete(j);
     gr_cm_free(&m);
-}
-
-static void test_rank_corr(void **state)
-{
-    (void)state;
-    double a[] = {1, 2, 3, 4, 5}, b[] = {10, 20, 30, 40, 50}, r[] = {5, 4, 3, 2, 1};
-    assert_true(fabs(gr_rank_corr(a, b, 5) - 1.0) < 1e-12);
-    assert_true(fabs(gr_rank_corr(a, r, 5) + 1.0) < 1e-12);
-    /* ranks, not values: any increasing map correlates fully */
-    double sq[] = {1, 4, 9, 16, 1000};
-    assert_true(fabs(gr_rank_corr(a, sq, 5) - 1.0) < 1e-12);
-    /* ties take their mean rank: x 1,2,3,4; y 1,2,2,3 -> ranks 1,2.5,2.5,4 */
-    double x[] = {1, 2, 3, 4}, y[] = {1, 2, 2, 3};
-    double want = 4.5 / sqrt(5.0 * 4.5); /* sum dxdy 4.5, sum dx^2 5, sum dy^2 4.5 */
-    assert_true(fabs(gr_rank_corr(x, y, 4) - want) < 1e-12);
-    double k[] = {7, 7, 7};
-    assert_true(isnan(gr_rank_corr(a, k, 3)));
-    assert_true(isnan(gr_rank_corr(a, b, 2)));
 }
 
 /* Which planner a job gets: params.planner where it names one, else
@@ -376,10 +360,13 @@ int main(void)
      * tests/models/test_planner.py), and the rules plan without timing */
     setenv("FUSIONBENCH_PLANNER", "rules", 1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm),      cmocka_unit_test(test_cost_model),
-        cmocka_unit_test(test_rank_corr), cmocka_unit_test(test_planner_default),
-        cmocka_unit_test(test_conv),      cmocka_unit_test(test_memory_bound),
-        cmocka_unit_test(test_rows),      cmocka_unit_test(test_fusion_moves_less),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_cost_model),
+        cmocka_unit_test(test_planner_default),
+        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_memory_bound),
+        cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_fusion_moves_less),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -503,28 +503,21 @@ static cJSON *entry(int choice, const char *by, const gr_group *grp, const char 
     return e;
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The model's accuracy over the (predicted, measured) pairs: rank
  * correlation and median relative error into rep. */
 static void accuracy(const double *pr, const double *me, int np, gr_cost_report *rep)
 {
     double *rel = malloc(((size_t)np + 1) * sizeof *rel);
+    fb_stats st;
     rep->model_pairs = np;
-    rep->rank_corr = gr_rank_corr(pr, me, np);
+    rep->rank_corr = fb_stats_spearman(pr, me, np);
     rep->median_err = NAN;
-    if (!rel || np < 1) {
-        free(rel);
-        return;
+    if (rel && np > 0) {
+        for (int i = 0; i < np; i++)
+            rel[i] = fabs(pr[i] / me[i] - 1.0);
+        fb_stats_compute(rel, np, &st);
+        rep->median_err = st.median;
     }
-    for (int i = 0; i < np; i++)
-        rel[i] = fabs(pr[i] / me[i] - 1.0);
-    qsort(rel, (size_t)np, sizeof *rel, cmp_dbl);
-    rep->median_err = np % 2 ? rel[np / 2] : 0.5 * (rel[np / 2 - 1] + rel[np / 2]);
     free(rel);
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fb_stats.h"
 #include "nat_cost.h"
 
 void gr_cm_init(gr_cm *m, double gbps, double gflops, int threads)
@@ -59,23 +60,18 @@ static gr_cm_class *find(const gr_cm *m, const char *key)
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median of a class's samples, and the 90th percentile distance from it. */
+/* The median of a class's samples, and the 90th percentile of their
+ * distances from it (fb_stats: linear interpolation, as numpy's default). */
 static void class_stats(const gr_cm_class *c, double *med, double *spread)
 {
-    double v[GR_CM_SAMPLES], d[GR_CM_SAMPLES];
-    memcpy(v, c->lr, (size_t)c->n * sizeof *v);
-    qsort(v, (size_t)c->n, sizeof *v, cmp_double);
-    *med = c->n % 2 ? v[c->n / 2] : 0.5 * (v[c->n / 2 - 1] + v[c->n / 2]);
+    double d[GR_CM_SAMPLES];
+    fb_stats st;
+    fb_stats_compute(c->lr, c->n, &st);
+    *med = st.median;
     for (int i = 0; i < c->n; i++)
-        d[i] = fabs(v[i] - *med);
-    qsort(d, (size_t)c->n, sizeof *d, cmp_double);
-    *spread = d[(int)ceil(0.9 * c->n) - 1];
+        d[i] = fabs(c->lr[i] - *med);
+    fb_stats_compute(d, c->n, &st);
+    *spread = st.p90;
 }
 
 bool gr_cm_predict(const gr_cm *m, const nat_launch *l, double *ms, double *err)
@@ -184,59 +180,4 @@ cJSON *gr_cm_to_json(const gr_cm *m)
     cJSON_Delete(cls);
     cJSON_Delete(o);
     return NULL;
-}
-
-typedef struct vi {
-    double v;
-    int i;
-} vi;
-
-static int cmp_vi(const void *a, const void *b)
-{
-    return cmp_double(&((const vi *)a)->v, &((const vi *)b)->v);
-}
-
-/* The ranks of v (1-based, ties at their mean rank) into r; s is scratch. */
-static void ranks(const double *v, int n, vi *s, double *r)
-{
-    for (int i = 0; i < n; i++)
-        s[i] = (vi){v[i], i};
-    qsort(s, (size_t)n, sizeof *s, cmp_vi);
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j + 1 < n && s[j + 1].v == s[i].v)
-            j++;
-        for (int k = i; k <= j; k++)
-            r[s[k].i] = 0.5 * (i + j) + 1;
-        i = j + 1;
-    }
-}
-
-double gr_rank_corr(const double *a, const double *b, int n)
-{
-    if (n < 3)
-        return NAN;
-    vi *idx = malloc((size_t)n * sizeof *idx);
-    double *ra = malloc((size_t)n * sizeof *ra), *rb = malloc((size_t)n * sizeof *rb);
-    double out = NAN;
-    if (idx && ra && rb) {
-        ranks(a, n, idx, ra);
-        ranks(b, n, idx, rb);
-        double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
-        for (int i = 0; i < n; i++) {
-            ma += ra[i] / n;
-            mb += rb[i] / n;
-        }
-        for (int i = 0; i < n; i++) {
-            sab += (ra[i] - ma) * (rb[i] - mb);
-            saa += (ra[i] - ma) * (ra[i] - ma);
-            sbb += (rb[i] - mb) * (rb[i] - mb);
-        }
-        if (saa > 0 && sbb > 0)
-            out = sab / sqrt(saa * sbb);
-    }
-    free(idx);
-    free(ra);
-    free(rb);
-    return out;
 }

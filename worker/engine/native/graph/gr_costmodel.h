@@ -7,9 +7,9 @@
  * its code (nat_impl) and size (the raw time in steps of 4x).  A class
  * learns from measured launches: the log of measured over raw time, the last
  * GR_CM_SAMPLES of them.  A launch predicts as raw x exp(the class's median)
- * with an error, in log space, of the class's 90th percentile distance from
- * that median (at least GR_CM_MIN_ERR); a class with fewer than
- * GR_CM_MIN_SAMPLES samples predicts nothing.
+ * with an error, in log space, of the 90th percentile of the class's
+ * distances from that median (linear interpolation, fb_stats) (at least GR_CM_MIN_ERR); a class
+ * with fewer than GR_CM_MIN_SAMPLES samples predicts nothing.
  *
  * A calibration belongs to one machine, build, thread count and GEMM mode
  * (gr_cost_context); the cost planner keeps it in its cache file beside the
@@ -61,9 +61,5 @@ bool gr_cm_predict(const gr_cm *m, const nat_launch *l, double *ms, double *err)
 /* Learns l's measured time (ms > 0).  False on ENOMEM or past
  * GR_CM_MAX_CLASSES (the sample is then dropped). */
 bool gr_cm_add(gr_cm *m, const nat_launch *l, double ms);
-
-/* Spearman's rank correlation of a and b (n pairs, ties at their mean
- * rank); NaN for n < 3 or a constant side. */
-double gr_rank_corr(const double *a, const double *b, int n);
 
 #endif
