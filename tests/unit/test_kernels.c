@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "nat_kern.h"
+#include "nat_kern_cpu.h" /* nat_act_vec */
 
 #define TOL 1e-4
 
@@ -70,6 +71,12 @@ static double act_ref(double x, nat_act act)
         return x < 0.0 ? 0.0 : (x > 6.0 ? 6.0 : x);
     if (act == NAT_ACT_SILU)
         return x / (1.0 + exp(-x));
+    if (act == NAT_ACT_SIGMOID)
+        return 1.0 / (1.0 + exp(-x));
+    if (act == NAT_ACT_HARDSWISH)
+        return x * (x + 3.0 < 0.0 ? 0.0 : (x + 3.0 > 6.0 ? 6.0 : x + 3.0)) / 6.0;
+    if (act == NAT_ACT_HARDSIGMOID)
+        return x / 6.0 + 0.5 < 0.0 ? 0.0 : (x / 6.0 + 0.5 > 1.0 ? 1.0 : x / 6.0 + 0.5);
     assert_int_equal(act, NAT_ACT_NONE);
     return x;
 }
@@ -128,7 +135,8 @@ static void run_conv_on(conv_case cc)
     rng_state = 12345;
     float *in = rnd_buf(n_in), *w = rnd_buf(n_w), *bias = rnd_buf(s.co), *res = rnd_buf(n_out);
     float *out = rnd_buf(n_out); /* garbage: the kernel must overwrite it */
-    if (cc.act == NAT_ACT_RELU6) /* outputs well past 6, so the clamp is exercised */
+    if (cc.act == NAT_ACT_RELU6 || cc.act == NAT_ACT_HARDSWISH || cc.act == NAT_ACT_HARDSIGMOID ||
+        cc.act == NAT_ACT_SILU) /* outputs past the clamps and the knees */
         for (size_t i = 0; i < n_in; i++)
             in[i] *= 8.0f;
     size_t ws_n = nat_conv2d_workspace(&s, false);
@@ -255,6 +263,21 @@ static void test_conv_depthwise(void **state)
     /* MobileNet's: ReLU6 in registers; stride 2 over a row wider than 32 */
     run_conv((conv_case){shp(1, 4, 9, 70, 4, 3, 3, 2, 1, 1, 4), true, false, NAT_ACT_RELU6});
     run_conv((conv_case){shp(1, 4, 9, 37, 8, 3, 3, 1, 1, 1, 4), true, false, NAT_ACT_RELU6});
+    /* EfficientNet's and MobileNetV3's: SiLU, sigmoid, hardswish, hardsigmoid in
+     * registers (nat_vmath.h), 5x5 stride 2 and 7x7 planes of a tail under 8 lanes */
+    run_conv((conv_case){shp(1, 6, 7, 7, 6, 3, 3, 1, 1, 1, 6), true, false, NAT_ACT_SILU});
+    run_conv((conv_case){shp(2, 5, 14, 23, 5, 5, 5, 2, 2, 1, 5), true, false, NAT_ACT_SILU});
+    run_conv((conv_case){shp(1, 4, 11, 19, 4, 3, 3, 1, 1, 1, 4), false, false, NAT_ACT_SIGMOID});
+    run_conv((conv_case){shp(1, 4, 12, 40, 4, 5, 5, 1, 2, 1, 4), true, false, NAT_ACT_HARDSWISH});
+    run_conv((conv_case){shp(1, 3, 9, 9, 3, 3, 3, 2, 1, 1, 3), true, false, NAT_ACT_HARDSIGMOID});
+    run_conv((conv_case){shp(1, 4, 9, 17, 4, 3, 3, 1, 1, 1, 4), true, true, NAT_ACT_SILU});
+    /* the vector rows' generic kernel size (7x7, 3x5) and the plain loop (stride 3) */
+    run_conv((conv_case){shp(1, 3, 16, 33, 3, 7, 7, 1, 3, 1, 3), true, false, NAT_ACT_RELU});
+    nat_conv_shape s = shp(1, 4, 10, 27, 4, 3, 3, 2, 1, 1, 4);
+    s.kw = 5;
+    s.pad_w = 2;
+    run_conv((conv_case){s, true, false, NAT_ACT_SILU});
+    run_conv((conv_case){shp(1, 4, 13, 20, 4, 3, 3, 3, 1, 1, 4), true, true, NAT_ACT_RELU6});
 }
 
 static void test_conv_1x1(void **state)
@@ -275,6 +298,64 @@ static void test_conv_tiled(void **state)
 {
     run_conv((conv_case){shp(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1), true, true, NAT_ACT_RELU});
     run_conv((conv_case){shp(3, 32, 30, 30, 16, 3, 3, 1, 1, 1, 1), false, false, NAT_ACT_NONE});
+}
+
+/* nat_act_vec (every eager activation of the zoo and every epilogue but the
+ * depthwise convolution's) against float64, element by element, over the
+ * clamps of exp (+-100) and lengths with every tail under 16 lanes. */
+static void test_act_vec(void **state)
+{
+    const nat_act acts[] = {NAT_ACT_RELU,    NAT_ACT_RELU6,     NAT_ACT_SILU,
+                            NAT_ACT_SIGMOID, NAT_ACT_HARDSWISH, NAT_ACT_HARDSIGMOID};
+    enum { N = 1003 };
+    float x[N + 1];
+    for (size_t k = 0; k < sizeof acts / sizeof acts[0]; k++) {
+        for (int n = 1; n <= N; n += (n < 40 ? 1 : 241)) {
+            for (int i = 0; i < n; i++)
+                x[i] = -100.0f + 200.0f * (float)i / (float)(n > 1 ? n - 1 : 1);
+            x[n] = 12345.0f; /* past the end: must stay */
+            float in[N];
+            memcpy(in, x, (size_t)n * sizeof(float));
+            nat_act_vec(x, n, acts[k]);
+            assert_true(x[n] == 12345.0f);
+            for (int i = 0; i < n; i++) {
+                double ref = act_ref(in[i], acts[k]), err = fabs((double)x[i] - ref);
+                if (err > 1e-6 * fabs(ref) && err > 1e-30)
+                    fail_msg("act %d at x = %.9g: %.9g, want %.9g", acts[k], in[i], x[i], ref);
+            }
+        }
+    }
+}
+
+/* The depthwise convolution's in-register epilogue is the eager pass's
+ * activation, bit for bit: conv with bias and act equals conv with bias, then
+ * nat_act_vec (EfficientNet's 7x7 and 14x14 planes, strides 1 and 2). */
+static void test_conv_depthwise_act_exact(void **state)
+{
+    const nat_act acts[] = {NAT_ACT_SILU, NAT_ACT_SIGMOID, NAT_ACT_HARDSWISH, NAT_ACT_RELU6};
+    const nat_conv_shape shapes[] = {shp(1, 12, 7, 7, 12, 3, 3, 1, 1, 1, 12),
+                                     shp(1, 8, 14, 14, 8, 5, 5, 2, 2, 1, 8)};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        nat_conv_shape s = shapes[k];
+        s.blas = false;
+        assert_true(nat_conv_shape_finish(&s));
+        size_t n_in = (size_t)s.n * s.ci * s.h * s.w, n_out = (size_t)s.n * s.co * s.ho * s.wo;
+        rng_state = 99;
+        float *in = rnd_buf(n_in), *w = rnd_buf((size_t)s.co * s.kh * s.kw), *b = rnd_buf(s.co);
+        float *fused = rnd_buf(n_out), *eager = rnd_buf(n_out);
+        for (size_t i = 0; i < n_in; i++)
+            in[i] *= 4.0f;
+        for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+            nat_conv2d(in, w, NULL, b, NULL, fused, &s, acts[a], NULL);
+            nat_conv2d(in, w, NULL, b, NULL, eager, &s, NAT_ACT_NONE, NULL);
+            nat_act_vec(eager, (int64_t)n_out, acts[a]);
+            for (size_t i = 0; i < n_out; i++)
+                if (memcmp(&fused[i], &eager[i], sizeof(float)) != 0)
+                    fail_msg("shape %zu act %d at %zu: fused %.9g, eager %.9g", k, acts[a], i,
+                             fused[i], eager[i]);
+        }
+        free(in), free(w), free(b), free(fused), free(eager);
+    }
 }
 
 static void test_conv_workspace(void **state)
@@ -461,6 +542,8 @@ int main(void)
         cmocka_unit_test(test_conv_dilation),
         cmocka_unit_test(test_conv_groups),
         cmocka_unit_test(test_conv_depthwise),
+        cmocka_unit_test(test_conv_depthwise_act_exact),
+        cmocka_unit_test(test_act_vec),
         cmocka_unit_test(test_conv_1x1),
         cmocka_unit_test(test_conv_stem_7x7),
         cmocka_unit_test(test_conv_tiled),
