@@ -286,6 +286,10 @@ static void test_conv_1x1(void **state)
     run_conv((conv_case){shp(2, 16, 7, 6, 8, 1, 1, 1, 0, 1, 1), false, true, NAT_ACT_NONE});
     run_conv((conv_case){shp(2, 8, 9, 9, 4, 1, 1, 2, 0, 1, 1), true, true, NAT_ACT_RELU});
     run_conv((conv_case){shp(1, 8, 5, 5, 4, 1, 1, 1, 1, 1, 1), false, false, NAT_ACT_NONE});
+    /* the epilogue's activation over rows end to end (nat_epi_apply): an SE
+     * block's expand on a 1x1 plane, and 7x7 planes in blocks of 41 rows */
+    run_conv((conv_case){shp(1, 20, 1, 1, 300, 1, 1, 1, 0, 1, 1), true, false, NAT_ACT_SIGMOID});
+    run_conv((conv_case){shp(2, 16, 7, 7, 100, 1, 1, 1, 0, 1, 1), true, true, NAT_ACT_SILU});
 }
 
 static void test_conv_stem_7x7(void **state)

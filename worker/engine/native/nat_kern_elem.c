@@ -263,12 +263,20 @@ void nat_act_vec(float *x, int64_t n, int act)
     act_loops(x, n, act);
 }
 
+/* Rows of the epilogue whose activation runs as one nat_act_vec call where
+ * they lie end to end (ldc == cols): an SE block's 1x1 convolution on a 1x1
+ * plane has one column per row, and a call per value made its fused conv +
+ * sigmoid 2x slower than the eager conv then sigmoid (1152 channels: 0.059
+ * against 0.032 ms, efficientnet_b0, one thread).  2048 floats stay in L1. */
+#define EPI_ACT_BLOCK 2048
+
 NAT_SIMD_CLONES void nat_epi_apply(float *c, int64_t ldc, int64_t r0, int64_t c0, int64_t rows,
                                    int64_t cols, const nat_epi *e)
 {
     if (!e || (!e->bias && !e->res && e->act == NAT_ACT_NONE))
         return;
     const float *bc = e->bias && !e->bias_rows ? e->bias + c0 : NULL;
+    int64_t per = ldc == cols && cols > 0 && cols < EPI_ACT_BLOCK ? EPI_ACT_BLOCK / cols : 1;
     for (int64_t r = 0; r < rows; r++) {
         float *x = c + r * ldc;
         float br = e->bias && e->bias_rows ? e->bias[r0 + r] : 0.0f;
@@ -287,6 +295,10 @@ NAT_SIMD_CLONES void nat_epi_apply(float *c, int64_t ldc, int64_t r0, int64_t c0
             for (int64_t j = 0; j < cols; j++)
                 x[j] += br;
         }
-        nat_act_vec(x, cols, e->act); /* the row is still in L1 */
+        /* the rows since the last call are still in L1 */
+        if ((r + 1) % per == 0 || r + 1 == rows) {
+            int64_t r_first = r / per * per;
+            nat_act_vec(c + r_first * ldc, (r - r_first + 1) * cols, e->act);
+        }
     }
 }
