@@ -69,6 +69,13 @@ FB_MUSTCHECK fb_code ncu_prepare(const fb_spec *spec, fb_instance **out, fb_err 
  * best of 5 each.  FB_EDEVICE / FB_EOOM as the CUDA calls fail. */
 FB_MUSTCHECK fb_code ncu_roofline_measure(double *copy_gbps, double *gemm_gflops, fb_err *err);
 
+/* Whether the lowering takes CPU launch src in dtype: a kernel or library
+ * call for its kind and what the lowering checks of it before any device
+ * work (ops, activations, shapes, token ids that survive the dtype).
+ * FB_EUNSUPPORTED naming the launch otherwise.  Needs no device: the tests
+ * check here that plans of either planner lower (issue 27). */
+FB_MUSTCHECK fb_code ncu_lower_accepts(const nat_launch *src, ncu_dtype dtype, fb_err *err);
+
 /* The host ctx of a CUDA instance (made by ncu_prepare): its inputs hold the
  * values the device holds (rounded to the dtype), so a pattern's reference()
  * on it is the float64 truth for the GPU's outputs.  For tests. */

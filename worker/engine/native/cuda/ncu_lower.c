@@ -459,6 +459,37 @@ static const char *lt_name(int epi, bool res)
     return names[epi];
 }
 
+/* What lower_zoo_linear, lower_zoo_mlp and lower_zoo_conv refuse before any
+ * device work (ncu_lower_accepts asks the same without a device). */
+static fb_code check_zoo_linear(ncu_dtype dtype, const nat_launch *src, fb_err *err)
+{
+    (void)dtype;
+    const nat_gemm_desc *d = &src->d.gemm;
+    fb_code rc = check_act(src, d->act, err);
+    return rc || (d->m >= 1 && d->n >= 1 && d->k >= 1) ? rc : no_kernel(src, "empty GEMM", err);
+}
+
+static fb_code check_zoo_mlp(ncu_dtype dtype, const nat_launch *src, fb_err *err)
+{
+    (void)dtype;
+    const nat_mlp_desc *md = &src->d.mlp;
+    fb_code rc = check_act(src, md->act, err);
+    return rc || (md->m >= 1 && md->d >= 1 && md->h >= 1) ? rc : no_kernel(src, "empty MLP", err);
+}
+
+static fb_code check_zoo_conv(ncu_dtype dtype, const nat_launch *src, fb_err *err)
+{
+    (void)dtype;
+    ncu_conv_geom g = ncu_conv_geom_of(&src->d.conv.s);
+    int ho = 0, wo = 0;
+    ncu_conv_out(&g, &ho, &wo);
+    fb_code rc = check_act(src, src->d.conv.act, err);
+    if (!rc &&
+        (ho <= 0 || wo <= 0 || g.n < 1 || g.groups < 1 || g.ci % g.groups || g.co % g.groups))
+        rc = no_kernel(src, "impossible convolution shape", err);
+    return rc;
+}
+
 /* gr_k_linear: out = act(a w + bias + res), w as [n, k] (b_trans: PyTorch's
  * layout, cuBLASLt's transpose of A) or [k, n].  One cuBLASLt call takes the
  * bias and ReLU/GELU (lt_takes_act), or the bias and the residual (as C, beta
@@ -470,9 +501,7 @@ static fb_code lower_zoo_linear(ncu_ctx *ctx, int v, const nat_launch *src, fb_e
     const nat_gemm_desc *d = &src->d.gemm;
     int act = d->act;
     ncu_gemm_args g = {.m = d->m, .n = d->n, .k = d->k, .nb = 1, .trans_b = d->b_trans};
-    fb_code rc = check_act(src, act, err);
-    if (!rc && (g.m < 1 || g.n < 1 || g.k < 1))
-        rc = no_kernel(src, "empty GEMM", err);
+    fb_code rc = check_zoo_linear(ctx->dtype, src, err);
     float **dst[NAT_GEMM_C + 1] = {[NAT_GEMM_A] = &g.a,
                                    [NAT_GEMM_B] = &g.bm,
                                    [NAT_GEMM_BIAS] = &g.bias,
@@ -508,7 +537,7 @@ static fb_code lower_zoo_mlp(ncu_ctx *ctx, int v, const nat_launch *src, fb_err 
     ncu_gemm_args g1 = {.m = m, .n = h, .k = d, .nb = 1, .trans_b = md->w1_trans};
     ncu_gemm_args g2 = {.m = m, .n = d, .k = h, .nb = 1, .trans_b = md->w2_trans};
     float *hid = ctx->hidden[v], *dp[NAT_MLP_OUT + 1] = {0}, *res = NULL;
-    fb_code rc = check_act(src, act, err);
+    fb_code rc = check_zoo_mlp(ctx->dtype, src, err);
     if (!rc && !hid)
         rc = fb_err_set(err, FB_EINTERNAL, NULL, "no hidden buffer for the MLP");
     for (int j = 0; j <= NAT_MLP_OUT && !rc; j++)
@@ -578,10 +607,7 @@ static fb_code lower_zoo_conv(ncu_ctx *ctx, int v, const nat_launch *src, fb_err
     ncu_conv_geom g = ncu_conv_geom_of(&src->d.conv.s);
     int act = src->d.conv.act, ho = 0, wo = 0;
     ncu_conv_out(&g, &ho, &wo);
-    fb_code rc = check_act(src, act, err);
-    if (!rc &&
-        (ho <= 0 || wo <= 0 || g.n < 1 || g.groups < 1 || g.ci % g.groups || g.co % g.groups))
-        rc = no_kernel(src, "impossible convolution shape", err);
+    fb_code rc = check_zoo_conv(ctx->dtype, src, err);
     float *dp[NAT_CONV_OUT + 1] = {0};
     for (int j = 0; j <= NAT_CONV_OUT && !rc; j++)
         rc = ncu_dev_ptr(ctx, v, src->p[j], &dp[j], err);
@@ -615,7 +641,7 @@ static fb_code lower_zoo_conv(ncu_ctx *ctx, int v, const nat_launch *src, fb_err
 /* ---- checks of the launches our zoo kernels take as they are: a CPU launch
  * that is not what the kernel expects is refused at prepare, by name ---- */
 
-typedef fb_code (*check_fn)(const ncu_ctx *ctx, const nat_launch *src, fb_err *err);
+typedef fb_code (*check_fn)(ncu_dtype dtype, const nat_launch *src, fb_err *err);
 
 /* All of v[0 .. n) at least lo. */
 static bool all_at_least(const int64_t *v, int n, int64_t lo)
@@ -626,7 +652,7 @@ static bool all_at_least(const int64_t *v, int n, int64_t lo)
     return true;
 }
 
-static fb_code check_chain(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+static fb_code check_chain(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
     const nat_chain_desc *ch = &src->d.chain;
     if (ch->n < 0 || ch->n_steps < 0 || ch->n_steps > NAT_CHAIN_MAX || ch->n_steps > NCU_CHAIN_MAX)
@@ -645,13 +671,13 @@ static fb_code check_chain(const ncu_ctx *ctx, const nat_launch *src, fb_err *er
 }
 
 /* gr_k_softmax and gr_k_causal: rows, cols. */
-static fb_code check_rows(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+static fb_code check_rows(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
     return src->d.rows.rows >= 0 && src->d.rows.cols >= 1 ? FB_OK
                                                           : no_kernel(src, "empty rows", err);
 }
 
-static fb_code check_pool(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+static fb_code check_pool(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
     const nat_pool_desc *g = &src->d.pool;
     const int64_t pos[] = {g->planes, g->h, g->w, g->kh, g->kw, g->sh, g->sw, g->ho, g->wo};
@@ -660,7 +686,7 @@ static fb_code check_pool(const ncu_ctx *ctx, const nat_launch *src, fb_err *err
     return ok ? FB_OK : no_kernel(src, "impossible pool shape", err);
 }
 
-static fb_code check_apool(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+static fb_code check_apool(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
     const nat_pool_desc *g = &src->d.pool;
     const int64_t pos[] = {g->planes, g->h, g->w, g->ho, g->wo};
@@ -669,21 +695,20 @@ static fb_code check_apool(const ncu_ctx *ctx, const nat_launch *src, fb_err *er
 
 /* Token ids are stored in the run's dtype: float16 holds every integer up to
  * 2048 exactly, bfloat16 up to 256; past that the ids would change. */
-static fb_code check_embedding(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+static fb_code check_embedding(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
-    int64_t exact = ctx->dtype == NCU_F16 ? 2048 : (ctx->dtype == NCU_BF16 ? 256 : 1 << 24);
+    int64_t exact = dtype == NCU_F16 ? 2048 : (dtype == NCU_BF16 ? 256 : 1 << 24);
     const nat_embed_desc *e = &src->d.embed;
     if (e->n_ids < 0 || e->d < 1 || e->vocab < 1)
         return no_kernel(src, "impossible table", err);
     if (e->vocab - 1 > exact)
         return fb_err_set(err, FB_EUNSUPPORTED, "dtype",
                           "token ids up to %lld do not survive %s storage: use float32",
-                          (long long)(e->vocab - 1),
-                          ctx->dtype == NCU_F16 ? "float16" : "bfloat16");
+                          (long long)(e->vocab - 1), dtype == NCU_F16 ? "float16" : "bfloat16");
     return FB_OK;
 }
 
-static fb_code check_permute(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+static fb_code check_permute(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
     const nat_permute_desc *pd = &src->d.permute;
     int rank = pd->rank;
@@ -700,7 +725,7 @@ static fb_code check_permute(const ncu_ctx *ctx, const nat_launch *src, fb_err *
     return FB_OK;
 }
 
-static fb_code check_concat(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+static fb_code check_concat(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
     const nat_concat_desc *c = &src->d.concat;
     int n_in = c->n_in;
@@ -717,7 +742,7 @@ static fb_code check_concat(const ncu_ctx *ctx, const nat_launch *src, fb_err *e
     return sum == c->out_axis ? FB_OK : no_kernel(src, "inputs do not fill the axis", err);
 }
 
-static fb_code check_slice(const ncu_ctx *ctx, const nat_launch *src, fb_err *err)
+static fb_code check_slice(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
     const nat_slice_desc *sd = &src->d.slice;
     const int64_t v[] = {sd->outer, sd->axis_len, sd->start, sd->len, sd->inner};
@@ -729,59 +754,93 @@ static fb_code check_slice(const ncu_ctx *ctx, const nat_launch *src, fb_err *er
 
 typedef fb_code (*lower_fn)(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err);
 
-static fb_code lower_one(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
+/* Our kernel takes the launch as it is (slots p[0..np) to the device), after
+ * its check. */
+static const struct {
+    nat_kernel_fn cpu, gpu;
+    int np;
+    check_fn check;
+} same[] = {
+    {nat_k_binary, ncu_k_binary, 3, NULL},
+    {nat_k_unary, ncu_k_unary, 3, NULL},
+    {nat_k_row_reduce, ncu_k_row_reduce, 2, NULL},
+    {nat_k_softmax, ncu_k_softmax, 2, NULL},
+    {nat_k_layernorm, ncu_k_layernorm, 5, NULL},
+    {nat_k_elem_chain, ncu_k_elem_chain, 3, NULL},
+    {nat_k_batchnorm, ncu_k_batchnorm, 6, NULL},
+    {gr_k_chain, ncu_k_zoo_chain, NAT_MAX_ARGS, check_chain},
+    {gr_k_softmax, ncu_k_zoo_softmax, 2, check_rows},
+    {gr_k_causal, ncu_k_zoo_causal, 2, check_rows},
+    {gr_k_maxpool, ncu_k_zoo_maxpool, 2, check_pool},
+    {gr_k_avgpool, ncu_k_zoo_avgpool, 2, check_pool},
+    {gr_k_adaptive_avgpool, ncu_k_zoo_adaptive_avgpool, 2, check_apool},
+    {gr_k_embedding, ncu_k_zoo_embedding, 3, check_embedding},
+    {gr_k_permute, ncu_k_zoo_permute, 2, check_permute},
+    {gr_k_concat, ncu_k_zoo_concat, NAT_CONCAT_OUT + 1, check_concat},
+    {gr_k_slice, ncu_k_zoo_slice, 2, check_slice},
+};
+
+/* Library calls, or launches split or merged on the GPU; check is what the
+ * lowering refuses before any device work (NULL: nothing). */
+static const struct {
+    nat_kernel_fn cpu;
+    lower_fn lower;
+    check_fn check;
+} special[] = {
+    {nat_k_sgemm, lower_sgemm, NULL},
+    {nat_k_gemm_epi, lower_gemm_epi, NULL},
+    {nat_k_mlp_fused, lower_mlp, NULL},
+    {nat_k_bmm, lower_bmm, NULL},
+    {nat_k_conv2d, lower_conv, NULL},
+    {nat_k_attention, lower_attention, NULL},
+    {gr_k_conv, lower_zoo_conv, check_zoo_conv},
+    {gr_k_linear, lower_zoo_linear, check_zoo_linear},
+    {gr_k_mlp, lower_zoo_mlp, check_zoo_mlp},
+};
+
+/* The elementwise op of a pattern launch has a CUDA kernel. */
+static fb_code check_elem_op(const nat_launch *src, fb_err *err)
 {
-    /* Our kernel takes the launch as it is (slots p[0..np) to the device),
-     * after its check. */
-    static const struct {
-        nat_kernel_fn cpu, gpu;
-        int np;
-        check_fn check;
-    } same[] = {
-        {nat_k_binary, ncu_k_binary, 3, NULL},
-        {nat_k_unary, ncu_k_unary, 3, NULL},
-        {nat_k_row_reduce, ncu_k_row_reduce, 2, NULL},
-        {nat_k_softmax, ncu_k_softmax, 2, NULL},
-        {nat_k_layernorm, ncu_k_layernorm, 5, NULL},
-        {nat_k_elem_chain, ncu_k_elem_chain, 3, NULL},
-        {nat_k_batchnorm, ncu_k_batchnorm, 6, NULL},
-        {gr_k_chain, ncu_k_zoo_chain, NAT_MAX_ARGS, check_chain},
-        {gr_k_softmax, ncu_k_zoo_softmax, 2, check_rows},
-        {gr_k_causal, ncu_k_zoo_causal, 2, check_rows},
-        {gr_k_maxpool, ncu_k_zoo_maxpool, 2, check_pool},
-        {gr_k_avgpool, ncu_k_zoo_avgpool, 2, check_pool},
-        {gr_k_adaptive_avgpool, ncu_k_zoo_adaptive_avgpool, 2, check_apool},
-        {gr_k_embedding, ncu_k_zoo_embedding, 3, check_embedding},
-        {gr_k_permute, ncu_k_zoo_permute, 2, check_permute},
-        {gr_k_concat, ncu_k_zoo_concat, NAT_CONCAT_OUT + 1, check_concat},
-        {gr_k_slice, ncu_k_zoo_slice, 2, check_slice},
-    };
-    /* Library calls, or launches split or merged on the GPU. */
-    static const struct {
-        nat_kernel_fn cpu;
-        lower_fn lower;
-    } special[] = {
-        {nat_k_sgemm, lower_sgemm},   {nat_k_gemm_epi, lower_gemm_epi},
-        {nat_k_mlp_fused, lower_mlp}, {nat_k_bmm, lower_bmm},
-        {nat_k_conv2d, lower_conv},   {nat_k_attention, lower_attention},
-        {gr_k_conv, lower_zoo_conv},  {gr_k_linear, lower_zoo_linear},
-        {gr_k_mlp, lower_zoo_mlp},
-    };
     if ((src->fn == nat_k_unary && (src->d.elem.op < 0 || src->d.elem.op >= NCU_UNOP_COUNT)) ||
         (src->fn == nat_k_binary && (src->d.elem.op < 0 || src->d.elem.op > NCU_DIV)))
         return fb_err_set(err, FB_EUNSUPPORTED, NULL, "no CUDA kernel for %s op %d", src->name,
                           src->d.elem.op);
+    return FB_OK;
+}
+
+static fb_code no_lowering(const nat_launch *src, fb_err *err)
+{
+    return fb_err_set(err, FB_EUNSUPPORTED, NULL, "the CUDA backend has no lowering for kernel %s",
+                      src->name);
+}
+
+fb_code ncu_lower_accepts(const nat_launch *src, ncu_dtype dtype, fb_err *err)
+{
+    fb_code rc = check_elem_op(src, err);
+    for (size_t j = 0; !rc && j < sizeof same / sizeof same[0]; j++)
+        if (src->fn == same[j].cpu)
+            return same[j].check ? same[j].check(dtype, src, err) : FB_OK;
+    for (size_t j = 0; !rc && j < sizeof special / sizeof special[0]; j++)
+        if (src->fn == special[j].cpu)
+            return special[j].check ? special[j].check(dtype, src, err) : FB_OK;
+    return rc ? rc : no_lowering(src, err);
+}
+
+static fb_code lower_one(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
+{
+    fb_code rc = check_elem_op(src, err);
+    if (rc)
+        return rc;
     for (size_t j = 0; j < sizeof same / sizeof same[0]; j++) {
         if (src->fn != same[j].cpu)
             continue;
-        fb_code rc = same[j].check ? same[j].check(ctx, src, err) : FB_OK;
+        rc = same[j].check ? same[j].check(ctx->dtype, src, err) : FB_OK;
         return rc ? rc : lower_same(ctx, v, src, same[j].gpu, same[j].np, err);
     }
     for (size_t j = 0; j < sizeof special / sizeof special[0]; j++)
         if (src->fn == special[j].cpu)
             return special[j].lower(ctx, v, src, err);
-    return fb_err_set(err, FB_EUNSUPPORTED, NULL, "the CUDA backend has no lowering for kernel %s",
-                      src->name);
+    return no_lowering(src, err);
 }
 
 /* The hidden [m, h] buffer every fused MLP of plan v shares (sized for the

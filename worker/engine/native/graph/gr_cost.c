@@ -598,6 +598,37 @@ static fb_code predict_or_measure(const nat_ctx *m, int n, const gr_group **by_f
     return rc ? fb_err_set(err, rc, NULL, "cannot allocate the cost planner's times") : FB_OK;
 }
 
+/* Test only: FB_TEST_PLANNER_CHOICE, a comma-separated list of choices
+ * ("keep", "split", "unfuse"), decides group f by its (f mod n)th entry
+ * without measuring or the cache, so that a test builds every form of a cost
+ * plan without timing anything (unit.test_cuda_lower: the CUDA lowering takes
+ * them).  false where unset; FB_EINVAL naming the variable for a bad list. */
+static bool forced_choices(gr_choices *out, fb_code *rc, fb_err *err)
+{
+    const char *e = getenv("FB_TEST_PLANNER_CHOICE");
+    unsigned char list[16];
+    int n = 0;
+    if (!e || !e[0])
+        return false;
+    for (const char *p = e; *p && n < 16;) {
+        size_t len = strcspn(p, ",");
+        int k = 0;
+        while (k <= GR_UNFUSE &&
+               (strlen(gr_choice_name(k)) != len || strncmp(p, gr_choice_name(k), len) != 0))
+            k++;
+        if (k > GR_UNFUSE) {
+            *rc = fb_err_set(err, FB_EINVAL, "FB_TEST_PLANNER_CHOICE",
+                             "must list \"keep\", \"split\" or \"unfuse\", comma-separated");
+            return true;
+        }
+        list[n++] = (unsigned char)k;
+        p += len + (p[len] == ',');
+    }
+    for (int f = 0; f < out->n; f++)
+        out->c[f] = list[f % n];
+    return true;
+}
+
 fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool pack,
                        gr_choices *out, gr_cost_report *rep, fb_err *err)
 {
@@ -625,17 +656,17 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
         if (!out->c || !keys || !by_fid)
             rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner");
     }
-    if (!rc) {
+    bool forced = !rc && forced_choices(out, &rc, err);
+    if (!rc && !forced) {
         gr_cost_context(threads, pack, context, sizeof context);
         gr_cost_key("calibration", context, ckey);
         if (cache_path(path, sizeof path))
             snprintf(rep->cache, sizeof rep->cache, "%s", path);
         if (!(cache = cache_load(rep->cache)))
             rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot read the plan cache");
-        rep->groups = out->n;
     }
     const cJSON *entries = cJSON_GetObjectItemCaseSensitive(cache, "entries");
-    for (int i = 0; !rc && i < fused.n; i++) {
+    for (int i = 0; !rc && !forced && i < fused.n; i++) {
         const gr_group *grp = &fused.g[i];
         if (grp->fid < 0)
             continue;
@@ -650,7 +681,8 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
         out->c[grp->fid] = c && k <= GR_UNFUSE ? (unsigned char)k : 0xff; /* 0xff: decide */
         rep->cached += c && k <= GR_UNFUSE;
     }
-    if (!rc && rep->cached < out->n) {
+    rep->groups = out->n;
+    if (!rc && !forced && rep->cached < out->n) {
         (void)nat_roofline_get(false, &gbps, &gflops);
         (void)gr_cm_from_json(&cm,
                               cJSON_GetObjectItemCaseSensitive(
