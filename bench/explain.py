@@ -19,9 +19,42 @@ PATTERNS = ["gemm_bias_relu", "gemm_bias_gelu", "mlp", "conv_bn_relu", "conv_rel
             "elementwise_chain", "softmax", "layernorm", "add_layernorm", "attention"]
 
 
+def llc_bytes():
+    """The last-level cache's size (the highest cache level sysfs lists), or 0."""
+    base, best = "/sys/devices/system/cpu/cpu0/cache", (0, 0)
+    for d in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            level = int(open(os.path.join(base, d, "level")).read())
+            size = open(os.path.join(base, d, "size")).read().strip()
+        except (OSError, ValueError):
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+        n = int(size.rstrip("KM")) * mult
+        best = max(best, (level, n))
+    return best[1]
+
+
+def memory_bound_share(ex, llc, roof):
+    """(groups, their time-weighted share of the triad's bandwidth) over the
+    fused groups that are memory-bound on this machine's roofline (their
+    bytes at the triad's bandwidth take longer than their FLOPs at the GEMM's
+    rate) and whose fused launch moves more bytes than the last-level cache
+    holds; share None where there are none (or no roofline)."""
+    gbps, gflops = (roof or {}).get("triad_gbps"), (roof or {}).get("gemm_gflops")
+    if not gbps or not gflops:
+        return 0, None
+    big = [g for g in ex["groups"]
+           if g["costs"]["fused_bytes"] > llc and
+           g["costs"]["fused_bytes"] / gbps >= g["costs"]["fused_flops"] / gflops]
+    roof_ms = sum((g["costs"].get("roofline_share") or 0) * g["fused_ms"] for g in big)
+    ms = sum(g["fused_ms"] for g in big)
+    ok = big and all(g["costs"].get("roofline_share") is not None for g in big)
+    return len(big), roof_ms / ms if ok and ms > 0 else None
+
+
 def run(binary, workload, params, a):
     argv = [binary, workload, "--explain", "--roofline", "--json", "--iterations",
-            str(a.iterations), "--warmup", "5"]
+            str(a.iterations), "--warmup", "5", "--batch", str(a.batch)]
     for p in params:
         argv += ["--param", p]
     if a.threads:
@@ -36,24 +69,27 @@ def fmt_ci(ci):
     return "[%.3f, %.3f]" % tuple(ci) if ci and ci[0] is not None else "–"
 
 
-def row(name, params, res):
+def row(name, params, res, llc):
     ex, w = res["explain"], res["explain"]["waterfall"]
+    n_big, big_share = memory_bound_share(ex, llc, res["env"].get("roofline"))
     s, allu = ex["summary"], ex.get("all_lost_undone")
     reasons = ", ".join("%s %d" % kv for kv in sorted(s["lost_by_reason"].items())) or "–"
     undone = ("%+.3f %s %s" % (allu["recovered_ms"], fmt_ci(allu["recovered_ci95"]), allu["verdict"])
               if allu else "–")
     share = s.get("fused_roofline_share")
-    return ("| %s %s | %.3f | %.3f | %+.3f %s | %+.3f | %+.3f | %+.3f | %+.3f | %+.3f | %d / %d / %d | %s | %s | %s |" % (
+    return ("| %s %s | %.3f | %.3f | %+.3f %s | %+.3f | %+.3f | %+.3f | %+.3f | %+.3f | %d / %d / %d | %s | %s | %s | %s |" % (
         name, " ".join(params), w["eager_ms"], w["fused_ms"], w["measured_ms"], fmt_ci(w["measured_ci95"]),
         w["won_ms"], w["lost_ms"], w["within_noise_ms"], w["outside_groups_ms"] + w["overhead_ms"],
         w["unexplained_ms"], s["won"], s["lost"], s["within_noise"], reasons, undone,
-        "%.0f%%" % (100 * share) if share is not None else "–"))
+        "%.0f%%" % (100 * share) if share is not None else "–",
+        "%d: %.0f%%" % (n_big, 100 * big_share) if big_share is not None else "%d" % n_big))
 
 
 HEADER = ("| workload | eager ms | fused ms | measured difference [95% CI] | won | lost | within noise "
           "| outside + overhead | unexplained | groups won / lost / noise | lost by reason "
-          "| all lost undone: recovered ms [CI] | fused kernels on the roofline |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| all lost undone: recovered ms [CI] | fused kernels on the roofline "
+          "| memory-bound groups over the LLC: of the triad |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main():
@@ -61,6 +97,9 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--llc-mb", type=float, default=0,
+                    help="the last-level cache in MiB (default: what sysfs says)")
     ap.add_argument("--workloads", default="")
     ap.add_argument("--md")
     ap.add_argument("--json")
@@ -71,17 +110,20 @@ def main():
     if a.workloads:
         want = a.workloads.split(",")
         todo = [(w, p) for w, p in todo if w in want]
+    llc = int(a.llc_mb * (1 << 20)) if a.llc_mb else llc_bytes()
     lines, dump, env = [HEADER], {}, None
     for w, p in todo:
         res = run(a.bin, w, p, a)
         env = res["env"]
         dump[w] = res["explain"]
-        lines.append(row(w, p, res))
+        lines.append(row(w, p, res, llc))
         print(lines[-1], flush=True)
     roof = (env or {}).get("roofline") or {}
-    foot = ("\n`%s` on %s, %d threads; roofline %.1f GB/s, %.1f GFLOP/s; fusionbench %s." % (
-        os.environ.get("FB_BENCH_COMMAND", "bench/explain.sh"), env["cpu"], env["threads"],
-        roof.get("triad_gbps", 0), roof.get("gemm_gflops", 0), env["fusionbench"])) if env else ""
+    foot = ("\n`%s` on %s, %d threads, batch %d; roofline %.1f GB/s, %.1f GFLOP/s; last-level "
+            "cache %.0f MiB; fusionbench %s." % (
+                os.environ.get("FB_BENCH_COMMAND", "bench/explain.sh"), env["cpu"], env["threads"],
+                a.batch, roof.get("triad_gbps", 0), roof.get("gemm_gflops", 0), llc / (1 << 20),
+                env["fusionbench"])) if env else ""
     text = "\n".join(lines) + "\n" + foot + "\n"
     if a.md:
         with open(a.md, "w") as f:

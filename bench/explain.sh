@@ -6,6 +6,7 @@
 #   bench/explain.sh [BUILD_DIR] [explain.py options]
 #     BUILD_DIR   a CMake build folder with worker/fusionbench-run (default build)
 #     options     --threads N (default: all cores), --iterations N (30),
+#                 --batch N (1), --llc-mb M (the last-level cache; default sysfs's),
 #                 --workloads a,b (default: the zoo at small sizes and the
 #                 patterns), --md FILE, --json FILE (every explanation),
 #                 --param K=V for every workload (planner=cost: the cost

@@ -649,9 +649,10 @@ static void dw_row(const nat_conv_args *a, int b, int oc, int oy)
  * by the kernel rows).  Without a residual the bias is added in registers, and
  * ReLU/ReLU6 applied there (dw_act_in_reg); other activations run on the
  * whole plane after it (conv_direct), through nat_act_vec: SiLU in registers
- * made EfficientNet's 7 x 7 depthwise + SiLU 1.45x slower than conv then the
- * eager SiLU pass (0.380 against 0.262 ms, 1152 channels, AVX2, one thread),
- * its exp's chain of dependent instructions per chunk added to the taps'. */
+ * (a variant built and dropped) made EfficientNet's 7 x 7 depthwise + SiLU
+ * 1.45x slower than this (0.380 against 0.262 ms, 1152 channels, AVX2, one
+ * thread), its exp's chain of dependent instructions per chunk added to the
+ * taps'. */
 #define DW_KW_MAX 16
 
 /* Whether dw_row_v/dw_row_v8 add the bias in registers: without a residual
@@ -755,12 +756,12 @@ static inline __m256 dw_epi8(__m256 acc, __m256 bias, nat_act act)
 
 /* dw_row_v on 8 lanes (AVX2, the build's baseline), for CPUs without AVX-512,
  * with the kernel's size K (3 or 5, square; 0: any, from the shape) and the
- * activation constants of each copy (dw_row_v8 picks it): the kernel rows'
+ * activation constant in each copy (dw_row_v8 picks the copy): the kernel rows'
  * input rows and the weights' broadcasts are set once per output row, and the
  * taps of a chunk unroll into two chains of FMAs (even and odd kernel rows).
- * Chunks whose every input column lies inside the row load plainly (a masked
- * load per tap made a 112 x 112 plane 1.4x slower than dw_row), the others
- * masked. */
+ * Chunks whose every input column lies inside the row load plainly (a variant
+ * with a masked load per tap was 1.4x slower than dw_row on a 112 x 112
+ * plane), the others masked. */
 #define DW8_KMAX 5
 
 static inline __attribute__((always_inline)) void dw_row_v8_k(const nat_conv_args *a, int b, int oc,

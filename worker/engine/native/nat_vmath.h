@@ -8,8 +8,9 @@
  * exp is nat_expf's algorithm (round to nearest multiple of ln 2, Cody-Waite
  * reduction, degree-6 polynomial, the exponent built in integer bits), written
  * with intrinsics because GCC's vectorization of the scalar form (compares and
- * blends for its clamps) ran SiLU at 0.60 ns per element where this runs it at
- * 0.37 (one AMD EPYC core, AVX2, 50,176 elements in L2).  Sigmoid is
+ * blends for its clamps) was slower: an eager SiLU over 50,176 floats took
+ * 0.0367 ms with it and takes 0.0262 with these (one AMD EPYC core, AVX2;
+ * bench/ab.sh, docs/BENCHMARKS.md).  Sigmoid is
  * 1 / (1 + exp(-x)) and SiLU x / (1 + exp(-x)), by a true division: within
  * 1e-6 relative of the exact value (unit.test_kernels).  exp's argument is
  * clamped to [-87, 88], where the result and 1 + it are finite normal floats.
