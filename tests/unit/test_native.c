@@ -40,6 +40,11 @@ static const pat_case cases[] = {
     {"softmax", "{\"rows\":17,\"cols\":33}", 5, 1, 1, 5},
     {"layernorm", "{\"rows\":17,\"cols\":40}", 9, 1, 1, 9},
     {"add_layernorm", "{\"rows\":17,\"cols\":40}", 10, 1, 1, 10},
+    /* outputs past NAT_STREAM_BYTES (16 MiB): stored past the caches, the
+     * chain's odd tail masked, layernorm's rows of 1000 floats alternately
+     * aligned for the streamed stores and not */
+    {"elementwise_chain", "{\"n\":4500001}", 6, 1, 1, 6},
+    {"layernorm", "{\"rows\":4500,\"cols\":1000}", 9, 1, 1, 9},
     {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":8}", 4, 1, 1, 4},
     {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":8,\"causal\":1}", 5, 1, 1, 5},
 };

@@ -79,9 +79,13 @@ static void un_range(int op, const float *x, float *o, int64_t n)
             o[j] = nat_gelu(x[j]);
         break;
     case NAT_SIGMOID:
+#ifdef NAT_VMATH /* as the element chain's (nat_vmath.h) */
+        nat_vsigmoid8(x, o, n);
+#else
 #pragma omp simd
         for (int64_t j = 0; j < n; j++)
             o[j] = nat_sigmoid(x[j]);
+#endif
         break;
     case NAT_EXP:
 #pragma omp simd
@@ -109,18 +113,57 @@ NAT_SIMD_CLONES void nat_k_unary(const nat_launch *l)
     }
 }
 
+#ifdef NAT_VMATH
+/* The chain over [0, n) on 8 lanes, its sigmoid the eager pass's; with
+ * stream, the stores bypass the caches (out 32-byte aligned). */
+static void chain8(const float *x, const float *y, float a, float b, float *out, int64_t n,
+                   bool stream)
+{
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b), zero = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_loadu_ps(x + i);
+        __m256 t = _mm256_max_ps(_mm256_fmadd_ps(xv, va, vb), zero);
+        __m256 s = nat_sig8(_mm256_loadu_ps(y + i), _mm256_set1_ps(1.0f));
+        if (stream)
+            _mm256_stream_ps(out + i, _mm256_fmadd_ps(t, s, xv));
+        else
+            _mm256_storeu_ps(out + i, _mm256_fmadd_ps(t, s, xv));
+    }
+    if (stream)
+        _mm_sfence(); /* the streamed stores ordered before the loop's end */
+    if (i < n) {
+        __m256i m = nat_lanes8(n - i);
+        __m256 xv = _mm256_maskload_ps(x + i, m);
+        __m256 t = _mm256_max_ps(_mm256_fmadd_ps(xv, va, vb), zero);
+        __m256 s = nat_sig8(_mm256_maskload_ps(y + i, m), _mm256_set1_ps(1.0f));
+        _mm256_maskstore_ps(out + i, m, _mm256_fmadd_ps(t, s, xv));
+    }
+}
+#endif
+
 NAT_SIMD_CLONES void nat_k_elem_chain(const nat_launch *l)
 {
     const float *x = l->p[NAT_ELEM_A], *y = l->p[NAT_ELEM_B];
     float *out = l->p[NAT_ELEM_OUT];
     int64_t n = l->d.elem.rows * l->d.elem.cols;
     float a = l->d.elem.alpha, b = l->d.elem.beta;
+#ifdef NAT_VMATH
+    int64_t nch = (n + ELEM_CHUNK - 1) / ELEM_CHUNK;
+    bool stream = nat_stream_out(out, n);
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t j0 = c * ELEM_CHUNK, len = n - j0 < ELEM_CHUNK ? n - j0 : ELEM_CHUNK;
+        chain8(x + j0, y + j0, a, b, out + j0, len, stream);
+    }
+#else
 #pragma omp parallel for simd schedule(static)
     for (int64_t j = 0; j < n; j++) {
         float t = x[j] * a + b;
         t = t > 0.0f ? t : 0.0f;
         out[j] = t * nat_sigmoid(y[j]) + x[j];
     }
+#endif
 }
 
 NAT_SIMD_CLONES void nat_k_batchnorm(const nat_launch *l)

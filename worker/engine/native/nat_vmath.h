@@ -20,6 +20,7 @@
 #define NAT_VMATH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "nat_kern.h"
 
@@ -95,6 +96,37 @@ static inline __m256 nat_act8(__m256 x, int act)
     }
     default:
         return x;
+    }
+}
+
+/* Whether a kernel writing n floats to out (aligned to 32 bytes) stores them
+ * past the caches (_mm256_stream_ps): where out alone is larger than
+ * NAT_STREAM_BYTES, about half of a server's last-level cache, the next
+ * kernel reads it from memory anyway, and a cached store first reads the
+ * line it writes: a kernel of two inputs and one output moves 16 bytes per
+ * element for its 12. */
+#define NAT_STREAM_BYTES ((int64_t)16 << 20)
+
+static inline bool nat_stream_out(const float *out, int64_t n)
+{
+    return n * (int64_t)sizeof(float) > NAT_STREAM_BYTES && ((uintptr_t)out & 31) == 0;
+}
+
+/* o[j] = sigmoid(x[j]) for j < n, 8 lanes, the tail masked: the pattern
+ * suite's eager sigmoid pass; the element chain that fuses it computes its
+ * sigmoid with nat_sig8 too (nat_kern_elem.c).  The softmaxes keep nat_expf,
+ * in the pattern suite's and the zoo's eager and fused kernels alike (nat_exp8
+ * in nat_k_softmax alone took the softmax pattern from 14.6 to 12.2 ms at
+ * batch 8, but the zoo's attention kernels compute theirs with nat_expf). */
+static inline void nat_vsigmoid8(const float *x, float *o, int64_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, nat_sig8(_mm256_loadu_ps(x + i), one));
+    if (i < n) {
+        __m256i m = nat_lanes8(n - i);
+        _mm256_maskstore_ps(o + i, m, nat_sig8(_mm256_maskload_ps(x + i, m), one));
     }
 }
 
