@@ -2,7 +2,7 @@
 """The native model zoo on the CPU: eager against fused, rule ablation, and
 PyTorch eager / torch.compile (Inductor's C++ backend) side by side.
 
-    PY=$(bench/venv.sh)   # or the project venv's python
+    PY=$(scripts/venv.sh)   # the project venv's python
     $PY bench/zoo.py --bin build/worker/fusionbench-run --threads 2 \
         [--models resnet50,bert_base] [--ablation resnet50,bert_base] \
         [--torch resnet50,mobilenet_v2,bert_base] [--batch 1] [--iterations 10] [--rounds 3] > zoo.md
