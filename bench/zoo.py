@@ -89,13 +89,17 @@ def torch_model(name, batch=1):
     import torch
     import torchvision
     import transformers
-    if name in ("resnet18", "resnet50", "mobilenet_v2"):
+    if name in ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "vgg16",
+                "efficientnet_b0", "convnext_tiny", "vit_b_16"):
         m = getattr(torchvision.models, name)(weights=None).eval()
         return m, (torch.randn(batch, 3, 224, 224),)
     if name == "bert_base":
         cfg = transformers.BertConfig(attn_implementation="eager")
         m = transformers.BertModel(cfg, add_pooling_layer=False).eval()
         return m, (torch.randint(0, 30522, (batch, 128)),)
+    if name == "gpt2":
+        m = transformers.GPT2Model(transformers.GPT2Config(attn_implementation="eager")).eval()
+        return m, (torch.randint(0, 50257, (batch, 128)),)
     raise SystemExit(f"no PyTorch peer for {name}")
 
 
