@@ -331,6 +331,33 @@ static void test_act_vec(void **state)
     }
 }
 
+/* nat_exp_sum (every softmax's exponentials, eager and fused) against
+ * float64: each value and the sum within 1e-6, a -inf (a mask) exactly 0,
+ * in place as the attention kernels call it, every tail under 8 lanes. */
+static void test_exp_sum(void **state)
+{
+    enum { N = 67 };
+    float x[N], o[N];
+    for (int n = 1; n <= N; n++) {
+        for (int i = 0; i < n; i++)
+            x[i] = i % 5 == 4 ? -INFINITY : (float)(i % 23) * 0.7f - 9.0f;
+        const float scale = 1.25f, m = 3.5f;
+        double want = 0.0;
+        float got = nat_exp_sum(x, scale, m, o, n);
+        for (int i = 0; i < n; i++) {
+            double ref = isinf(x[i]) ? 0.0 : exp((double)x[i] * scale - m);
+            want += ref;
+            if (ref == 0.0 ? o[i] != 0.0f : fabs(o[i] - ref) > 1e-6 * ref)
+                fail_msg("n %d at %d: exp(%.9g) = %.9g, want %.9g", n, i, x[i], o[i], ref);
+        }
+        assert_true(fabs(got - want) <= 1e-6 * want);
+        float y[N];
+        memcpy(y, x, sizeof y);
+        assert_true(nat_exp_sum(y, scale, m, y, n) == got); /* in place: the same */
+        assert_memory_equal(y, o, (size_t)n * sizeof(float));
+    }
+}
+
 /* The depthwise convolution's in-register epilogue is the eager pass's
  * activation, bit for bit: conv with bias and act equals conv with bias, then
  * nat_act_vec (EfficientNet's 7x7 and 14x14 planes, strides 1 and 2). */
@@ -548,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_conv_depthwise),
         cmocka_unit_test(test_conv_depthwise_act_exact),
         cmocka_unit_test(test_act_vec),
+        cmocka_unit_test(test_exp_sum),
         cmocka_unit_test(test_conv_1x1),
         cmocka_unit_test(test_conv_stem_7x7),
         cmocka_unit_test(test_conv_tiled),

@@ -7,7 +7,7 @@
  * P = exp(S - m_new), the old sum and accumulator are rescaled by
  * exp(m_old - m_new), and P v is added.  Only a Br x Bc score tile exists at a
  * time, in a per-thread stack buffer.  The scale rides in the score GEMM's
- * alpha; the exponential is nat_expf, the one the eager softmax uses.
+ * alpha; the exponentials are nat_exp_sum's, the eager softmax's.
  *
  * The two GEMMs of a block: where the CPU has AVX-512, our packed GEMM
  * (nat_pw_gemm) on the key and value blocks packed into its panels by the
@@ -72,14 +72,9 @@ NAT_SIMD_CLONES static float row_max(const float *x, int n)
 }
 
 /* x[j] = exp(x[j] - m) for j < n, 0 for n <= j < nc; returns the sum. */
-NAT_SIMD_CLONES static float row_exp(float *x, int n, int nc, float m)
+static float row_exp(float *x, int n, int nc, float m)
 {
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) {
-        x[j] = nat_expf(x[j] - m);
-        sum += x[j];
-    }
+    float sum = nat_exp_sum(x, 1.0f, m, x, n);
     for (int j = n; j < nc; j++)
         x[j] = 0.0f;
     return sum;

@@ -110,6 +110,13 @@ static inline float nat_act_apply(float x, int act)
     return nat_act_more(x, act);
 }
 
+/* o[j] = exp(x[j] * scale - m) for j < n (o may be x) and their sum: the
+ * exponentials of every softmax, eager (the patterns' exp pass, the zoo's
+ * softmax) and fused (the patterns' and the zoo's softmax, the attention
+ * kernels' rows) alike, in nat_vmath.h's intrinsics where the build has them
+ * (nat_kern_elem.c). */
+float nat_exp_sum(const float *x, float scale, float m, float *o, int64_t n);
+
 /* x[i] = act(x[i]) for i < n, vectorized, the activation (nat_act) chosen once
  * outside the loop (nat_kern_elem.c).  Epilogues call it on rows in cache. */
 void nat_act_vec(float *x, int64_t n, int act);

@@ -55,13 +55,7 @@ NAT_SIMD_CLONES void nat_k_softmax(const nat_launch *l)
         const float *xr = x + r * cols;
         float *o = out + r * cols;
         float m = row_max(xr, cols);
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int64_t j = 0; j < cols; j++) {
-            o[j] = nat_expf(xr[j] - m);
-            s += o[j];
-        }
-        float inv = 1.0f / s;
+        float inv = 1.0f / nat_exp_sum(xr, 1.0f, m, o, cols);
 #pragma omp simd
         for (int64_t j = 0; j < cols; j++)
             o[j] *= inv;

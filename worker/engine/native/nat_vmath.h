@@ -13,7 +13,8 @@
  * bench/ab.sh, docs/BENCHMARKS.md).  Sigmoid is
  * 1 / (1 + exp(-x)) and SiLU x / (1 + exp(-x)), by a true division: within
  * 1e-6 relative of the exact value (unit.test_kernels).  exp's argument is
- * clamped to [-87, 88], where the result and 1 + it are finite normal floats.
+ * clamped to [-87, 88], where the result and 1 + it are finite normal floats,
+ * and below -87 the result is 0, as nat_expf's.
  *
  * Also nat_lanes8, the mask of the first n lanes for AVX2's masked moves. */
 #ifndef NAT_VMATH_H
@@ -61,7 +62,9 @@ static inline __m256 nat_exp8(__m256 x)
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     __m256i e =
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    /* 0 below -87, as nat_expf: a -inf mask gives exactly 0 */
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ));
 }
 
 /* x / (1 + exp(-x)): SiLU with num = x, sigmoid with num = 1. */
@@ -114,10 +117,8 @@ static inline bool nat_stream_out(const float *out, int64_t n)
 
 /* o[j] = sigmoid(x[j]) for j < n, 8 lanes, the tail masked: the pattern
  * suite's eager sigmoid pass; the element chain that fuses it computes its
- * sigmoid with nat_sig8 too (nat_kern_elem.c).  The softmaxes keep nat_expf,
- * in the pattern suite's and the zoo's eager and fused kernels alike (nat_exp8
- * in nat_k_softmax alone took the softmax pattern from 14.6 to 12.2 ms at
- * batch 8, but the zoo's attention kernels compute theirs with nat_expf). */
+ * sigmoid with nat_sig8 too (nat_kern_elem.c).  Every softmax's exponentials
+ * are nat_exp_sum's (nat_kern_cpu.h). */
 static inline void nat_vsigmoid8(const float *x, float *o, int64_t n)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
@@ -150,7 +151,8 @@ NAT_AVX512 static inline __m512 nat_exp16(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     __m512i e =
         _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ),
+                               _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
 }
 
 NAT_AVX512 static inline __m512 nat_sig16(__m512 x, __m512 num)

@@ -1,5 +1,5 @@
 /* gr_kern: CPU launch functions of the model zoo (gr_kern.h).  The math is the
- * pattern suite's (nat_act_apply, nat_expf), so eager and fused compute with
+ * pattern suite's (nat_act_vec, nat_exp_sum), so eager and fused compute with
  * the same functions; the convolution is nat_conv2d. */
 #include <cblas.h>
 #include <math.h>
@@ -131,15 +131,10 @@ NAT_SIMD_CLONES void gr_k_softmax(const nat_launch *l)
         const float *xr = x + r * cols;
         float *o = out + r * cols;
         int64_t vis = causal ? r % cols + 1 : cols;
-        float m = -INFINITY, s = 0.0f;
+        float m = -INFINITY;
         for (int64_t j = 0; j < vis; j++)
             m = xr[j] * scale > m ? xr[j] * scale : m;
-#pragma omp simd reduction(+ : s)
-        for (int64_t j = 0; j < vis; j++) {
-            o[j] = nat_expf(xr[j] * scale - m);
-            s += o[j];
-        }
-        float inv = 1.0f / s;
+        float inv = 1.0f / nat_exp_sum(xr, scale, m, o, vis);
 #pragma omp simd
         for (int64_t j = 0; j < vis; j++)
             o[j] *= inv;
