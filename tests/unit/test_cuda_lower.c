@@ -60,6 +60,13 @@ typedef struct built {
     int kept, split, unfused;
 } built;
 
+/* The planner report's count name, -1 where it has none (the rules'). */
+static int count(const cJSON *planner, const char *name)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(planner, name);
+    return cJSON_IsNumber(n) ? n->valueint : -1;
+}
+
 /* Builds workload on the CPU as a CUDA job's host plans (gemm "openblas": no
  * packed weights), under form. */
 static built build(const char *workload, const char *params, const char *form)
@@ -82,15 +89,9 @@ static built build(const char *workload, const char *params, const char *form)
     if (rc)
         fail_msg("%s %s: %s", workload, form, err.msg);
     const cJSON *pl = cJSON_GetObjectItemCaseSensitive(b.ctx->graph, "planner");
-    b.kept = cJSON_GetObjectItemCaseSensitive(pl, "kept")
-                 ? cJSON_GetObjectItemCaseSensitive(pl, "kept")->valueint
-                 : -1;
-    b.split = cJSON_GetObjectItemCaseSensitive(pl, "split")
-                  ? cJSON_GetObjectItemCaseSensitive(pl, "split")->valueint
-                  : -1;
-    b.unfused = cJSON_GetObjectItemCaseSensitive(pl, "unfused")
-                    ? cJSON_GetObjectItemCaseSensitive(pl, "unfused")->valueint
-                    : -1;
+    b.kept = count(pl, "kept");
+    b.split = count(pl, "split");
+    b.unfused = count(pl, "unfused");
     fb_spec_free(&spec);
     return b;
 }
