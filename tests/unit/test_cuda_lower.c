@@ -7,8 +7,8 @@
  * of a launch before any device work, must take every launch of both
  * variants.  FB_TEST_PLANNER_CHOICE (gr_cost.c) makes the cost planner's
  * choices without timing anything.  And the check refuses what the lowering
- * would: an activation it has no kernel for, a kernel it has no lowering for,
- * token ids that float16 cannot hold. */
+ * would: an activation or an elementwise op it has no kernel for, a kernel it
+ * has no lowering for, token ids that float16 cannot hold. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +23,7 @@
 #include "cuda/ncu.h"
 #include "gr_zoo.h"
 #include "nat.h"
+#include "nat_kern_cpu.h" /* nat_k_unary */
 
 /* test_cuda_zoo's small sizes, and a user's graph. */
 static const struct {
@@ -191,6 +192,10 @@ static void test_refusals(void **state)
     assert_int_equal(ncu_lower_accepts(&bad, NCU_F32, &err), FB_EUNSUPPORTED);
     assert_non_null(strstr(err.msg, "no lowering"));
     nat_ctx_free(b.ctx);
+    nat_launch un = {.fn = nat_k_unary, .name = "exp"}; /* a pattern's op we have no kernel of */
+    un.d.elem.op = 1000;
+    assert_int_equal(ncu_lower_accepts(&un, NCU_F32, &err), FB_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "op 1000"));
 
     b = build("bert_base", "{\"seq\":8,\"layers\":1}", "");
     bool refused = false;

@@ -460,10 +460,9 @@ static const char *lt_name(int epi, bool res)
 }
 
 /* What lower_zoo_linear, lower_zoo_mlp and lower_zoo_conv refuse before any
- * device work (ncu_lower_accepts asks the same without a device). */
+ * device work (their entries' checks in the table below). */
 static fb_code check_zoo_linear(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
-    (void)dtype;
     const nat_gemm_desc *d = &src->d.gemm;
     fb_code rc = check_act(src, d->act, err);
     return rc || (d->m >= 1 && d->n >= 1 && d->k >= 1) ? rc : no_kernel(src, "empty GEMM", err);
@@ -471,7 +470,6 @@ static fb_code check_zoo_linear(ncu_dtype dtype, const nat_launch *src, fb_err *
 
 static fb_code check_zoo_mlp(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
-    (void)dtype;
     const nat_mlp_desc *md = &src->d.mlp;
     fb_code rc = check_act(src, md->act, err);
     return rc || (md->m >= 1 && md->d >= 1 && md->h >= 1) ? rc : no_kernel(src, "empty MLP", err);
@@ -479,7 +477,6 @@ static fb_code check_zoo_mlp(ncu_dtype dtype, const nat_launch *src, fb_err *err
 
 static fb_code check_zoo_conv(ncu_dtype dtype, const nat_launch *src, fb_err *err)
 {
-    (void)dtype;
     ncu_conv_geom g = ncu_conv_geom_of(&src->d.conv.s);
     int ho = 0, wo = 0;
     ncu_conv_out(&g, &ho, &wo);
@@ -501,7 +498,7 @@ static fb_code lower_zoo_linear(ncu_ctx *ctx, int v, const nat_launch *src, fb_e
     const nat_gemm_desc *d = &src->d.gemm;
     int act = d->act;
     ncu_gemm_args g = {.m = d->m, .n = d->n, .k = d->k, .nb = 1, .trans_b = d->b_trans};
-    fb_code rc = check_zoo_linear(ctx->dtype, src, err);
+    fb_code rc = FB_OK; /* checked by ncu_lower_accepts */
     float **dst[NAT_GEMM_C + 1] = {[NAT_GEMM_A] = &g.a,
                                    [NAT_GEMM_B] = &g.bm,
                                    [NAT_GEMM_BIAS] = &g.bias,
@@ -537,7 +534,7 @@ static fb_code lower_zoo_mlp(ncu_ctx *ctx, int v, const nat_launch *src, fb_err 
     ncu_gemm_args g1 = {.m = m, .n = h, .k = d, .nb = 1, .trans_b = md->w1_trans};
     ncu_gemm_args g2 = {.m = m, .n = d, .k = h, .nb = 1, .trans_b = md->w2_trans};
     float *hid = ctx->hidden[v], *dp[NAT_MLP_OUT + 1] = {0}, *res = NULL;
-    fb_code rc = check_zoo_mlp(ctx->dtype, src, err);
+    fb_code rc = FB_OK; /* checked by ncu_lower_accepts */
     if (!rc && !hid)
         rc = fb_err_set(err, FB_EINTERNAL, NULL, "no hidden buffer for the MLP");
     for (int j = 0; j <= NAT_MLP_OUT && !rc; j++)
@@ -607,7 +604,7 @@ static fb_code lower_zoo_conv(ncu_ctx *ctx, int v, const nat_launch *src, fb_err
     ncu_conv_geom g = ncu_conv_geom_of(&src->d.conv.s);
     int act = src->d.conv.act, ho = 0, wo = 0;
     ncu_conv_out(&g, &ho, &wo);
-    fb_code rc = check_zoo_conv(ctx->dtype, src, err);
+    fb_code rc = FB_OK; /* checked by ncu_lower_accepts */
     float *dp[NAT_CONV_OUT + 1] = {0};
     for (int j = 0; j <= NAT_CONV_OUT && !rc; j++)
         rc = ncu_dev_ptr(ctx, v, src->p[j], &dp[j], err);
@@ -750,6 +747,23 @@ static fb_code check_slice(ncu_dtype dtype, const nat_launch *src, fb_err *err)
     return ok ? FB_OK : no_kernel(src, "a slice past its axis", err);
 }
 
+/* nat_k_unary and nat_k_binary: an op our kernels have. */
+static fb_code check_unary(ncu_dtype dtype, const nat_launch *src, fb_err *err)
+{
+    return src->d.elem.op >= 0 && src->d.elem.op < NCU_UNOP_COUNT
+               ? FB_OK
+               : fb_err_set(err, FB_EUNSUPPORTED, NULL, "no CUDA kernel for %s op %d", src->name,
+                            src->d.elem.op);
+}
+
+static fb_code check_binary(ncu_dtype dtype, const nat_launch *src, fb_err *err)
+{
+    return src->d.elem.op >= 0 && src->d.elem.op <= NCU_DIV
+               ? FB_OK
+               : fb_err_set(err, FB_EUNSUPPORTED, NULL, "no CUDA kernel for %s op %d", src->name,
+                            src->d.elem.op);
+}
+
 /* ---- the table ---- */
 
 typedef fb_code (*lower_fn)(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err);
@@ -761,8 +775,8 @@ static const struct {
     int np;
     check_fn check;
 } same[] = {
-    {nat_k_binary, ncu_k_binary, 3, NULL},
-    {nat_k_unary, ncu_k_unary, 3, NULL},
+    {nat_k_binary, ncu_k_binary, 3, check_binary},
+    {nat_k_unary, ncu_k_unary, 3, check_unary},
     {nat_k_row_reduce, ncu_k_row_reduce, 2, NULL},
     {nat_k_softmax, ncu_k_softmax, 2, NULL},
     {nat_k_layernorm, ncu_k_layernorm, 5, NULL},
@@ -798,49 +812,42 @@ static const struct {
     {gr_k_mlp, lower_zoo_mlp, check_zoo_mlp},
 };
 
-/* The elementwise op of a pattern launch has a CUDA kernel. */
-static fb_code check_elem_op(const nat_launch *src, fb_err *err)
-{
-    if ((src->fn == nat_k_unary && (src->d.elem.op < 0 || src->d.elem.op >= NCU_UNOP_COUNT)) ||
-        (src->fn == nat_k_binary && (src->d.elem.op < 0 || src->d.elem.op > NCU_DIV)))
-        return fb_err_set(err, FB_EUNSUPPORTED, NULL, "no CUDA kernel for %s op %d", src->name,
-                          src->d.elem.op);
-    return FB_OK;
-}
-
 static fb_code no_lowering(const nat_launch *src, fb_err *err)
 {
     return fb_err_set(err, FB_EUNSUPPORTED, NULL, "the CUDA backend has no lowering for kernel %s",
                       src->name);
 }
 
+/* The entry of same (*sp) or special (*xp) for src's kernel; false if none. */
+static bool find(const nat_launch *src, int *sp, int *xp)
+{
+    *sp = *xp = -1;
+    for (size_t j = 0; j < sizeof same / sizeof same[0] && *sp < 0; j++)
+        if (src->fn == same[j].cpu)
+            *sp = (int)j;
+    for (size_t j = 0; j < sizeof special / sizeof special[0] && *sp < 0 && *xp < 0; j++)
+        if (src->fn == special[j].cpu)
+            *xp = (int)j;
+    return *sp >= 0 || *xp >= 0;
+}
+
 fb_code ncu_lower_accepts(const nat_launch *src, ncu_dtype dtype, fb_err *err)
 {
-    fb_code rc = check_elem_op(src, err);
-    for (size_t j = 0; !rc && j < sizeof same / sizeof same[0]; j++)
-        if (src->fn == same[j].cpu)
-            return same[j].check ? same[j].check(dtype, src, err) : FB_OK;
-    for (size_t j = 0; !rc && j < sizeof special / sizeof special[0]; j++)
-        if (src->fn == special[j].cpu)
-            return special[j].check ? special[j].check(dtype, src, err) : FB_OK;
-    return rc ? rc : no_lowering(src, err);
+    int sj, xj;
+    if (!find(src, &sj, &xj))
+        return no_lowering(src, err);
+    check_fn check = sj >= 0 ? same[sj].check : special[xj].check;
+    return check ? check(dtype, src, err) : FB_OK;
 }
 
 static fb_code lower_one(ncu_ctx *ctx, int v, const nat_launch *src, fb_err *err)
 {
-    fb_code rc = check_elem_op(src, err);
-    if (rc)
+    int sj, xj;
+    fb_code rc = ncu_lower_accepts(src, ctx->dtype, err);
+    if (rc || !find(src, &sj, &xj))
         return rc;
-    for (size_t j = 0; j < sizeof same / sizeof same[0]; j++) {
-        if (src->fn != same[j].cpu)
-            continue;
-        rc = same[j].check ? same[j].check(ctx->dtype, src, err) : FB_OK;
-        return rc ? rc : lower_same(ctx, v, src, same[j].gpu, same[j].np, err);
-    }
-    for (size_t j = 0; j < sizeof special / sizeof special[0]; j++)
-        if (src->fn == special[j].cpu)
-            return special[j].lower(ctx, v, src, err);
-    return no_lowering(src, err);
+    return sj >= 0 ? lower_same(ctx, v, src, same[sj].gpu, same[sj].np, err)
+                   : special[xj].lower(ctx, v, src, err);
 }
 
 /* The hidden [m, h] buffer every fused MLP of plan v shares (sized for the
