@@ -282,8 +282,10 @@ NAT_SIMD_CLONES static void act_loops(float *x, int64_t n, int act)
     case NAT_ACT_HARDSWISH:                                                                        \
         LOOP(NAT_ACT_HARDSWISH);                                                                   \
         break;                                                                                     \
-    default:                                                                                       \
+    case NAT_ACT_HARDSIGMOID:                                                                      \
         LOOP(NAT_ACT_HARDSIGMOID);                                                                 \
+        break;                                                                                     \
+    default: /* not nat_vact_has's: nat_act_vec never sends it */                                  \
         break;                                                                                     \
     }
 
@@ -325,8 +327,7 @@ void nat_act_vec(float *x, int64_t n, int act)
     if (act == NAT_ACT_NONE || n <= 0)
         return;
 #ifdef NAT_VMATH
-    /* ReLU stays on its loop, which GCC vectorizes to the same max. */
-    if (act != NAT_ACT_RELU && nat_vact_has(act)) {
+    if (nat_vact_has(act)) {
         if (nat_pw_available())
             act_vec16(x, n, act);
         else

@@ -25,13 +25,13 @@
 
 #include "nat_kern.h"
 
-/* Whether nat_act8/nat_act16 compute act (the others take nat_act_vec's
- * scalar loops, which GCC vectorizes well: ReLU, GELU, tanh). */
+/* Whether nat_act8/nat_act16 compute act: the activations whose vectorized
+ * scalar form was slow (an exp, clamps).  The others (ReLU, GELU, tanh) take
+ * nat_act_vec's scalar loops, which GCC vectorizes well. */
 static inline bool nat_vact_has(int act)
 {
-    return act == NAT_ACT_NONE || act == NAT_ACT_RELU || act == NAT_ACT_RELU6 ||
-           act == NAT_ACT_SILU || act == NAT_ACT_SIGMOID || act == NAT_ACT_HARDSWISH ||
-           act == NAT_ACT_HARDSIGMOID;
+    return act == NAT_ACT_RELU6 || act == NAT_ACT_SILU || act == NAT_ACT_SIGMOID ||
+           act == NAT_ACT_HARDSWISH || act == NAT_ACT_HARDSIGMOID;
 }
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
@@ -74,14 +74,12 @@ static inline __m256 nat_sig8(__m256 x, __m256 num)
     return _mm256_div_ps(num, d);
 }
 
-/* act(x) for the activations of nat_vact_has; act is the same on every call
- * of a loop, so its branch is predicted. */
+/* act(x) for the activations of nat_vact_has (x itself for any other);
+ * callers pass act as a constant (nat_kern_elem.c's loops). */
 static inline __m256 nat_act8(__m256 x, int act)
 {
     const __m256 zero = _mm256_setzero_ps();
     switch (act) {
-    case NAT_ACT_RELU:
-        return _mm256_max_ps(x, zero);
     case NAT_ACT_RELU6:
         return _mm256_min_ps(_mm256_max_ps(x, zero), _mm256_set1_ps(6.0f));
     case NAT_ACT_SILU:
@@ -166,8 +164,6 @@ NAT_AVX512 static inline __m512 nat_act16(__m512 x, int act)
 {
     const __m512 zero = _mm512_setzero_ps();
     switch (act) {
-    case NAT_ACT_RELU:
-        return _mm512_max_ps(x, zero);
     case NAT_ACT_RELU6:
         return _mm512_min_ps(_mm512_max_ps(x, zero), _mm512_set1_ps(6.0f));
     case NAT_ACT_SILU:
