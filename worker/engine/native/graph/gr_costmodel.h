@@ -7,9 +7,10 @@
  * its code (nat_impl) and size (the raw time in steps of 4x).  A class
  * learns from measured launches: the log of measured over raw time, the last
  * GR_CM_SAMPLES of them.  A launch predicts as raw x exp(the class's median)
- * with an error, in log space, of the 90th percentile of the class's
- * distances from that median (linear interpolation, fb_stats) (at least GR_CM_MIN_ERR); a class
- * with fewer than GR_CM_MIN_SAMPLES samples predicts nothing.
+ * with an error, in log space, of the 90th percentile (fb_stats's, linearly
+ * interpolated) of the class's distances from that median, at least
+ * GR_CM_MIN_ERR; a class with fewer than GR_CM_MIN_SAMPLES samples predicts
+ * nothing.
  *
  * A calibration belongs to one machine, build, thread count and GEMM mode
  * (gr_cost_context); the cost planner keeps it in its cache file beside the
