@@ -42,9 +42,14 @@ static const pat_case cases[] = {
     {"add_layernorm", "{\"rows\":17,\"cols\":40}", 10, 1, 1, 10},
     /* outputs past NAT_STREAM_BYTES (16 MiB): stored past the caches, the
      * chain's odd tail masked, layernorm's rows of 1000 floats alternately
-     * aligned for the streamed stores and not */
+     * aligned for the streamed stores and not; softmax's rows of 1001 floats
+     * (heads and tails before and after the streamed part), add_layernorm's
+     * sum in the row buffer, layernorm's rows longer than the buffer */
     {"elementwise_chain", "{\"n\":4500001}", 6, 1, 1, 6},
     {"layernorm", "{\"rows\":4500,\"cols\":1000}", 9, 1, 1, 9},
+    {"softmax", "{\"rows\":4500,\"cols\":1001}", 5, 1, 1, 5},
+    {"add_layernorm", "{\"rows\":4500,\"cols\":1000}", 10, 1, 1, 10},
+    {"layernorm", "{\"rows\":900,\"cols\":5001}", 9, 1, 1, 9},
     {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":8}", 4, 1, 1, 4},
     {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":8,\"causal\":1}", 5, 1, 1, 5},
 };

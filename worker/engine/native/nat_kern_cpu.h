@@ -117,6 +117,12 @@ static inline float nat_act_apply(float x, int act)
  * (nat_kern_elem.c). */
 float nat_exp_sum(const float *x, float scale, float m, float *o, int64_t n);
 
+/* nat_exp_sum that also asks for next[0..n) to be brought into the cache, one
+ * line per 16 floats it computes (next NULL: none): a row-wise kernel's next
+ * row arrives while this one computes, where the hardware prefetcher, which
+ * stops at each 4 KiB page, would fetch it only once asked (the softmax). */
+float nat_exp_sum_pf(const float *x, float scale, float m, float *o, int64_t n, const float *next);
+
 /* x[i] = act(x[i]) for i < n, vectorized, the activation (nat_act) chosen once
  * outside the loop (nat_kern_elem.c).  Epilogues call it on rows in cache. */
 void nat_act_vec(float *x, int64_t n, int act);

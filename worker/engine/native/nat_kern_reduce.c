@@ -45,11 +45,51 @@ NAT_SIMD_CLONES void nat_k_row_reduce(const nat_launch *l)
     }
 }
 
+/* Rows of at most ROW_BUF floats (16 KiB) are worked on in a buffer on the
+ * thread's stack, so that an output larger than the caches is written once,
+ * streamed past them (nat_stream_out), and the next row is prefetched while
+ * this one computes: a row of 1024 floats is one 4 KiB page, where the
+ * hardware prefetcher stops. */
+#define ROW_BUF 4096
+
+#ifdef NAT_VMATH
+/* o[j] = s[j] * a for j < n; o's 32-byte aligned part streamed. */
+static void scale_stream(const float *s, float a, float *o, int64_t n)
+{
+    int64_t j = 0;
+    for (; j < n && ((uintptr_t)(o + j) & 31); j++)
+        o[j] = s[j] * a;
+    const __m256 va = _mm256_set1_ps(a);
+    for (; j + 8 <= n; j += 8)
+        _mm256_stream_ps(o + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), va));
+    for (; j < n; j++)
+        o[j] = s[j] * a;
+}
+#endif
+
 NAT_SIMD_CLONES void nat_k_softmax(const nat_launch *l)
 {
     const float *x = l->p[NAT_ROWS_X];
     float *out = l->p[NAT_ROWS_OUT];
     int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
+#ifdef NAT_VMATH
+    if (cols <= ROW_BUF && nat_stream_out(out, rows * cols)) {
+#pragma omp parallel
+        {
+            float buf[ROW_BUF] __attribute__((aligned(64)));
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < rows; r++) {
+                const float *xr = x + r * cols;
+                float m = row_max(xr, cols);
+                float inv =
+                    1.0f / nat_exp_sum_pf(xr, 1.0f, m, buf, cols, r + 1 < rows ? xr + cols : NULL);
+                scale_stream(buf, inv, out + r * cols, cols);
+            }
+            _mm_sfence();
+        }
+        return;
+    }
+#endif
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
@@ -65,7 +105,7 @@ NAT_SIMD_CLONES void nat_k_softmax(const nat_launch *l)
 /* One row of layernorm: mean and variance from the row (two passes in cache,
  * numerically safer than E[x^2] - E[x]^2), then the affine write. */
 static void ln_row(const float *x, const float *res, const float *g, const float *b, float *o,
-                   int64_t n, float eps, bool stream)
+                   int64_t n, float eps)
 {
     if (res) {
 #pragma omp simd
@@ -79,25 +119,72 @@ static void ln_row(const float *x, const float *res, const float *g, const float
     for (int64_t j = 0; j < n; j++)
         v += (x[j] - mean) * (x[j] - mean);
     float rstd = 1.0f / sqrtf(v / (float)n + eps);
-#ifdef NAT_VMATH
-    if (stream && ((uintptr_t)o & 31) == 0) { /* o written once: past the caches */
-        const __m256 vm = _mm256_set1_ps(mean), vr = _mm256_set1_ps(rstd);
-        int64_t j = 0;
-        for (; j + 8 <= n; j += 8) {
-            __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), vr);
-            _mm256_stream_ps(o + j,
-                             _mm256_fmadd_ps(t, _mm256_loadu_ps(g + j), _mm256_loadu_ps(b + j)));
-        }
-        for (; j < n; j++)
-            o[j] = (x[j] - mean) * rstd * g[j] + b[j];
-        _mm_sfence();
-        return;
-    }
-#endif
 #pragma omp simd
     for (int64_t j = 0; j < n; j++)
         o[j] = (x[j] - mean) * rstd * g[j] + b[j];
 }
+
+#ifdef NAT_VMATH
+/* The row's sum (x + res into buf first, where res is given), asking for
+ * the next row's lines (nx, nres; NULL at the last row) on the way. */
+static float sum_row_pf(const float *x, const float *res, float *buf, int64_t n, const float *nx,
+                        const float *nres)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256 u = _mm256_loadu_ps(x + j), w = _mm256_loadu_ps(x + j + 8);
+        if (nx)
+            _mm_prefetch((const char *)(nx + j), _MM_HINT_T0);
+        if (res) {
+            if (nx)
+                _mm_prefetch((const char *)(nres + j), _MM_HINT_T0);
+            u = _mm256_add_ps(u, _mm256_loadu_ps(res + j));
+            w = _mm256_add_ps(w, _mm256_loadu_ps(res + j + 8));
+            _mm256_store_ps(buf + j, u);
+            _mm256_store_ps(buf + j + 8, w);
+        }
+        a0 = _mm256_add_ps(a0, u);
+        a1 = _mm256_add_ps(a1, w);
+    }
+    float t[8], s = 0.0f;
+    _mm256_storeu_ps(t, _mm256_add_ps(a0, a1));
+    for (int k = 0; k < 8; k++)
+        s += t[k];
+    for (; j < n; j++) {
+        float u = res ? (buf[j] = x[j] + res[j]) : x[j];
+        s += u;
+    }
+    return s;
+}
+
+/* ln_row for an output streamed past the caches (nat_stream_out): x + res
+ * in buf (the row written once, not twice), the next row prefetched while
+ * this one computes, o's 32-byte aligned part streamed. */
+static void ln_row_stream(const float *x, const float *res, const float *g, const float *b,
+                          float *o, int64_t n, float eps, const float *nx, const float *nres,
+                          float *buf)
+{
+    float mean = sum_row_pf(x, res, buf, n, nx, nres) / (float)n;
+    if (res)
+        x = buf;
+    float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+    for (int64_t j = 0; j < n; j++)
+        v += (x[j] - mean) * (x[j] - mean);
+    float rstd = 1.0f / sqrtf(v / (float)n + eps);
+    int64_t j = 0;
+    for (; j < n && ((uintptr_t)(o + j) & 31); j++)
+        o[j] = (x[j] - mean) * rstd * g[j] + b[j];
+    const __m256 vm = _mm256_set1_ps(mean), vr = _mm256_set1_ps(rstd);
+    for (; j + 8 <= n; j += 8) {
+        __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), vr);
+        _mm256_stream_ps(o + j, _mm256_fmadd_ps(t, _mm256_loadu_ps(g + j), _mm256_loadu_ps(b + j)));
+    }
+    for (; j < n; j++)
+        o[j] = (x[j] - mean) * rstd * g[j] + b[j];
+}
+#endif
 
 NAT_SIMD_CLONES void nat_k_layernorm(const nat_launch *l)
 {
@@ -106,14 +193,24 @@ NAT_SIMD_CLONES void nat_k_layernorm(const nat_launch *l)
     float *out = l->p[NAT_ROWS_OUT];
     int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
     float eps = l->d.rows.eps;
-    /* without a residual the output is written once (with one, it holds
-     * x + res first); large, it is streamed past the caches (nat_stream_out) */
 #ifdef NAT_VMATH
-    bool stream = !res && nat_stream_out(out, rows * cols);
-#else
-    bool stream = false;
+    if ((cols <= ROW_BUF || !res) && nat_stream_out(out, rows * cols)) {
+#pragma omp parallel
+        {
+            float buf[ROW_BUF] __attribute__((aligned(64))); /* x + res */
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < rows; r++) {
+                const float *xr = x + r * cols, *rr = res ? res + r * cols : NULL;
+                bool more = r + 1 < rows;
+                ln_row_stream(xr, rr, g, b, out + r * cols, cols, eps, more ? xr + cols : NULL,
+                              more && rr ? rr + cols : NULL, buf);
+            }
+            _mm_sfence();
+        }
+        return;
+    }
 #endif
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++)
-        ln_row(x + r * cols, res ? res + r * cols : NULL, g, b, out + r * cols, cols, eps, stream);
+        ln_row(x + r * cols, res ? res + r * cols : NULL, g, b, out + r * cols, cols, eps);
 }

@@ -108,6 +108,11 @@ static inline __m256 nat_act8(__m256 x, int act)
  * element for its 12. */
 #define NAT_STREAM_BYTES ((int64_t)16 << 20)
 
+/* How far ahead (floats: one 4 KiB page) a streaming kernel asks for its
+ * inputs' lines: the hardware prefetcher does not cross a page, so without
+ * it each page starts with a miss to memory. */
+#define NAT_PF_AHEAD 1024
+
 static inline bool nat_stream_out(const float *out, int64_t n)
 {
     return n * (int64_t)sizeof(float) > NAT_STREAM_BYTES && ((uintptr_t)out & 31) == 0;
