@@ -419,13 +419,24 @@ static fb_code measuring_ctx(const nat_ctx *ctx, const gr_graph *g, unsigned off
     }
     if (!rc)
         rc = gr_plan_groups(g, true, off, NULL, &all, &split, err);
-    /* gr_lower takes the graph as its own to read; nothing in it is written */
+    /* gr_lower keeps a weight's packed copy on its tensor (gr_tensor.packed)
+     * for the next plan to share; those made here are m's buffers, freed
+     * with m before the job's own plans are lowered, so the graph is given
+     * back the pointers it had (the job's ctx packs its own). */
+    float **had = rc ? NULL : malloc(((size_t)g->n_tensors + 1) * sizeof *had);
+    if (!rc && !had)
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner");
+    for (int t = 0; !rc && t < g->n_tensors; t++)
+        had[t] = g->tensors[t].packed;
     if (!rc)
         rc = gr_lower(m, (gr_graph *)g, &eager, V_EAGER, pack, node_group, err);
     if (!rc)
         rc = gr_lower(m, (gr_graph *)g, fused, V_FUSED, pack, NULL, err);
     if (!rc)
         rc = gr_lower(m, (gr_graph *)g, &split, V_SPLIT, pack, node_group, err);
+    for (int t = 0; had && t < g->n_tensors; t++)
+        g->tensors[t].packed = had[t];
+    free(had);
     for (int v = V_EAGER; !rc && v <= V_SPLIT; v++)
         nat_plan_run(&m->plans[v]);
     gr_groups_free(&eager);
