@@ -115,6 +115,17 @@ typedef struct nat_ctx {
  * NULL on ENOMEM or when NAT_MAX_BUFS is reached (err set). */
 float *nat_buf_new(nat_ctx *ctx, size_t n, unsigned mask, const char *name, fb_err *err);
 
+/* bytes of memory for an engine's tensor (free() frees it; NULL on ENOMEM),
+ * not zeroed: 64-byte aligned, and from NAT_HUGE_BYTES on aligned to 2 MiB
+ * and asked of the kernel in transparent huge pages (madvise), so that a
+ * kernel streaming a tensor larger than the caches misses the TLB once per
+ * 2 MiB rather than once per 4 KiB page, which a virtual machine's nested
+ * page walk makes dear.  PyTorch's CPU allocator does the same where
+ * THP_MEM_ALLOC_ENABLE is set; the eager and fused variants and the
+ * roofline's triad all take their memory from here. */
+#define NAT_HUGE_BYTES ((size_t)2 << 20)
+void *nat_mem_alloc(size_t bytes);
+
 /* Fills with deterministic values from the ctx seed and a per-buffer stream id:
  * uniform in [lo, hi). */
 void nat_fill_uniform(nat_ctx *ctx, float *data, size_t n, uint32_t stream, float lo, float hi);

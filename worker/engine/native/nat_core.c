@@ -3,6 +3,7 @@
  * with it, so a failed build never leaks. */
 #include <assert.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,22 @@
 /* A ctx never holds more than this many bytes in all: a request cannot make a
  * worker allocate more than the machine could plausibly give one benchmark. */
 #define NAT_CTX_MAX_BYTES ((int64_t)16 << 30)
+
+void *nat_mem_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (bytes < NAT_HUGE_BYTES) {
+        /* aligned_alloc wants a size that is a multiple of the alignment. */
+        return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    }
+    if (posix_memalign(&p, NAT_HUGE_BYTES, bytes) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    /* advice only: where THP is off (or "never") the pages stay 4 KiB */
+    (void)madvise(p, bytes & ~(NAT_HUGE_BYTES - 1), MADV_HUGEPAGE);
+#endif
+    return p;
+}
 
 float *nat_buf_new(nat_ctx *ctx, size_t n, unsigned mask, const char *name, fb_err *err)
 {
@@ -27,9 +44,8 @@ float *nat_buf_new(nat_ctx *ctx, size_t n, unsigned mask, const char *name, fb_e
         fb_err_set(err, FB_ETOOBIG, NULL, "buffer %s of %zu floats is over the limit", name, n);
         return NULL;
     }
-    /* aligned_alloc wants a size that is a multiple of the alignment. */
     size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
-    float *data = aligned_alloc(64, bytes);
+    float *data = nat_mem_alloc(bytes);
     if (!data) {
         fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate %zu bytes for %s", bytes, name);
         return NULL;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "nat.h"
 #include "nat_kern.h"
 #include "nat_kern_cpu.h"
 
@@ -50,8 +51,10 @@ static double gemm(const float *a, nat_weight w, float *c)
 fb_code nat_roofline_measure(int threads, nat_roofline *out, fb_err *err)
 {
     int64_t nn = (int64_t)GEMM_N * GEMM_N;
-    float *a = malloc((size_t)TRIAD_N * sizeof *a), *b = malloc((size_t)TRIAD_N * sizeof *b);
-    float *c = malloc((size_t)TRIAD_N * sizeof *c), *pw = NULL;
+    /* the engine's own memory (huge pages), as the kernels it bounds */
+    float *a = nat_mem_alloc((size_t)TRIAD_N * sizeof *a);
+    float *b = nat_mem_alloc((size_t)TRIAD_N * sizeof *b);
+    float *c = nat_mem_alloc((size_t)TRIAD_N * sizeof *c), *pw = NULL;
     int before = omp_get_max_threads();
     fb_code rc = FB_OK;
 
