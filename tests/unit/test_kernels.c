@@ -333,7 +333,8 @@ static void test_act_vec(void **state)
 
 /* nat_exp_sum (every softmax's exponentials, eager and fused) against
  * float64: each value and the sum within 1e-6, a -inf (a mask) exactly 0,
- * in place as the attention kernels call it, every tail under 8 lanes. */
+ * in place as the attention kernels call it, every tail under 8 (AVX2) or
+ * 16 (AVX-512) lanes. */
 static void test_exp_sum(void **state)
 {
     enum { N = 67 };

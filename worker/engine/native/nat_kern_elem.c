@@ -70,9 +70,37 @@ float nat_exp_sum(const float *x, float scale, float m, float *o, int64_t n)
     return nat_exp_sum_pf(x, scale, m, o, n, NULL);
 }
 
+#ifdef NAT_VMATH
+/* nat_exp_sum_pf on 16 lanes (AVX-512F; nat_pw_available()). */
+NAT_AVX512 static float exp_sum16(const float *x, float scale, float m, float *o, int64_t n,
+                                  const float *next)
+{
+    const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(m);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        if (next)
+            _mm_prefetch((const char *)(next + i), _MM_HINT_T0);
+        __m512 e = nat_exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vm));
+        _mm512_storeu_ps(o + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    if (i < n) {
+        __mmask16 mk = (__mmask16)((1u << (n - i)) - 1u);
+        __m512 e = nat_exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mk, x + i), vs, vm));
+        e = _mm512_maskz_mov_ps(mk, e);
+        _mm512_mask_storeu_ps(o + i, mk, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+#endif
+
 float nat_exp_sum_pf(const float *x, float scale, float m, float *o, int64_t n, const float *next)
 {
 #ifdef NAT_VMATH
+    if (nat_pw_available())
+        return exp_sum16(x, scale, m, o, n, next);
     const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(m);
     __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
