@@ -194,7 +194,10 @@ static void tb_join(const cJSON *arr, char *buf, size_t cap)
 
 static void tb_group(FILE *f, const cJSON *g)
 {
-    const cJSON *ci = tb_get(g, "delta_ci95"), *costs = tb_get(g, "costs");
+    /* the interval the verdict was judged on: the median's (older results: the mean's) */
+    const cJSON *ci = tb_get(g, "median_delta_ci95"), *costs = tb_get(g, "costs");
+    if (!cJSON_IsArray(ci))
+        ci = tb_get(g, "delta_ci95");
     const cJSON *cf = tb_get(g, "counterfactual"), *reason = tb_get(g, "reason");
     char ie[96], ifu[48], cfs[64] = "";
     tb_join(tb_get(g, "eager_impl"), ie, sizeof ie);
@@ -406,7 +409,7 @@ void fb_table_explain(FILE *f, const cJSON *ex)
                 "differ by (memory layout)\n",
                 tb_num(ex, "layout_noise_ms"));
     fprintf(f, "%4s  %-12s %9s %9s %9s  %-18s %9s %9s  %-22s %-16s %s\n", "id", "verdict",
-            "eager ms", "fused ms", "delta ms", "95% CI of delta", "saved MiB", "FLOPs +", "rule",
+            "eager ms", "fused ms", "delta ms", "verdict's 95% CI", "saved MiB", "FLOPs +", "rule",
             "reason", "counterfactual");
     int k = 0, n = cJSON_GetArraySize(groups);
     cJSON_ArrayForEach(g, groups)

@@ -100,7 +100,7 @@ function groupRow(g) {
     el("td", { class: "num" }, String(g.id)),
     el("td", {}, el("span", { class: VERDICT_CLASS[g.verdict] || "" }, g.verdict.replace("_", " "))),
     el("td", {}, (g.ops || []).join(" → ")),
-    msCell(g.eager_ms), msCell(g.fused_ms), msCell(g.delta_ms), el("td", {}, ciText(g.delta_ci95)),
+    msCell(g.eager_ms), msCell(g.fused_ms), msCell(g.delta_ms), el("td", {}, ciText(g.median_delta_ci95 || g.delta_ci95)),
     el("td", { class: "num" }, typeof costs.bytes_saved === "number" ? (costs.bytes_saved / 1048576).toFixed(2) : "–"),
     el("td", { class: "num" }, typeof costs.roofline_share === "number" ? (100 * costs.roofline_share).toFixed(0) + "%" : "–"),
     el("td", {}, (g.eager_impl || []).join(", ") + " → " + (g.fused_impl || []).join(", ")),
@@ -113,7 +113,8 @@ function groupRow(g) {
 // The table's columns: the native engine's fusion groups, or Inductor's
 // fusion decisions ([title, class, tooltip]).
 const NATIVE_HEAD = [["group", "num"], ["verdict"], ["ops"], ["eager ms", "num"], ["fused ms", "num"],
-  ["delta ms", "num"], ["95% CI of delta"], ["saved MiB", "num", "intermediates kept out of memory"],
+  ["delta ms", "num", "mean per-round eager − fused: the groups' deltas add up to the waterfall"],
+  ["verdict's 95% CI", "", "of the median per-round eager − fused: the verdict is won or lost when it lies past 1% of the eager time"], ["saved MiB", "num", "intermediates kept out of memory"],
   ["of roofline", "num", "the fused kernel's roofline bound over its time"], ["code, eager → fused"],
   ["reason"], ["counterfactual"]];
 const INDUCTOR_HEAD = [["fusion"], ["verdict"], ["kind"], ["kernel ms", "num", "the fused kernel's time in the profiled iteration"],

@@ -192,7 +192,25 @@ static void test_planted(void **state)
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(g1, "reason"), "code")->valuestring,
                         "kernel_slowdown");
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(js, "summary"), "lost")->valueint, 1);
+    assert_true(cJSON_GetObjectItem(g1, "median_delta_ms")->valuedouble < -0.4);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(g1, "median_delta_ci95")), 2);
     cJSON_Delete(js);
+    /* one round a preemption stretched: group 1's eager launch took 40 ms in
+     * round 7.  The mean's interval now reaches past zero (the bar moves with
+     * it, as the rounds' sum did); the verdict, on the median, stays lost. */
+    const double keep = te[7 * 5 + 2];
+    te[7 * 5 + 2] = 40.0;
+    we[7] += 40.0 - keep;
+    nat_ex_result spike;
+    assert_int_equal(nat_ex_analyze(&in, &spike, &err), FB_OK);
+    assert_true(spike.groups[1].delta_hi > 0.0);
+    assert_int_equal(spike.groups[1].verdict, NAT_EX_LOST);
+    assert_true(spike.groups[1].med_lo > -0.6 && spike.groups[1].med_hi < -0.4);
+    assert_true(fabs(spike.groups[1].med_delta + 0.5) < 0.1);
+    assert_int_equal(spike.groups[0].verdict, NAT_EX_WON);
+    nat_ex_free(&spike);
+    te[7 * 5 + 2] = keep;
+    we[7] -= 40.0 - keep;
     nat_ex_free(&ex);
     /* no group: nothing to explain */
     for (int i = 0; i < 4; i++)

@@ -97,6 +97,9 @@ typedef struct nat_ex_group {
     const nat_launch *first_fused;
     double eager_med, fused_med;      /* medians of the per-round sums (ms) */
     double delta, delta_lo, delta_hi; /* mean per-round eager - fused and its 95% CI */
+    /* the verdict's: the median per-round eager - fused and its distribution-free
+     * 95% CI (order statistics), which a round a preemption stretched cannot move */
+    double med_delta, med_lo, med_hi;
     nat_ex_facts facts;
     nat_ex_verdict verdict;
     nat_ex_reason reason;

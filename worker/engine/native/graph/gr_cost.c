@@ -351,13 +351,14 @@ static bool measure_all(const nat_ctx *m, int n, const bool *want, double *rs, i
     return true;
 }
 
-/* Whether form k of group f beat form c in the rounds of rs (R of them):
- * the 95% interval of their per-round difference (each round ran every form)
- * lies above MARGIN of c's median and its mean above MARGIN_MS, as the
- * explanation judges a group lost.  buf: R of scratch. */
+/* Whether form k of group f beat form c in the rounds of rs (R of them): the
+ * distribution-free 95% interval of the median per-round difference (each
+ * round ran every form) lies above MARGIN of c's median and that median above
+ * MARGIN_MS, as the explanation judges a group lost: a median, which one round
+ * a preemption stretched cannot carry.  buf: R of scratch. */
 static bool beats(const double *rs, int R, int n, int f, int k, int c, double *buf)
 {
-    double mean, lo, hi;
+    double lo, hi;
     for (int r = 0; r < R; r++)
         buf[r] = rs[((size_t)r * 3 + c) * n + f];
     fb_stats st;
@@ -365,7 +366,8 @@ static bool beats(const double *rs, int R, int n, int f, int k, int c, double *b
     double med = st.median;
     for (int r = 0; r < R; r++)
         buf[r] = rs[((size_t)r * 3 + c) * n + f] - rs[((size_t)r * 3 + k) * n + f];
-    return fb_stats_mean_ci(buf, R, 0.95, &mean, &lo, &hi) && lo > MARGIN * med && mean > MARGIN_MS;
+    fb_stats_compute(buf, R, &st);
+    return fb_stats_median_ci(buf, R, 0.95, &lo, &hi) && lo > MARGIN * med && st.median > MARGIN_MS;
 }
 
 /* The measured choice for group f: fused unless the split form beats it,
