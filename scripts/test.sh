@@ -2,12 +2,12 @@
 # test.sh: every test, one command.
 #
 #   scripts/test.sh          the default tier: everything below but the tests
-#                            labelled "full" (a first run takes under 25 minutes
-#                            once packages and the venv are in)
+#                            labelled "full" (55 minutes on a 2-vCPU Intel Xeon
+#                            VM once packages and the venv are in; docs/TESTING.md)
 #   scripts/test.sh --full   everything: adds the full tier (every model's
 #                            PyTorch parity, the inductor ladder on real models,
 #                            Inductor's fusions undone on real compiles, docker
-#                            compose and Slurm for real); CI runs it too
+#                            compose and Slurm for real); CI runs its deploy tests
 #
 #   1. packages (scripts/deps.sh --test) and the project's Python environment
 #      (scripts/venv.sh: PyTorch & co. from PyPI, once per machine)
@@ -30,8 +30,10 @@
 # Environment: FB_TEST_JOBS (ctest -j, default 2), FB_FUZZ_SECONDS (default 20),
 # FB_TEST_SKIP_ASAN=1 / FB_TEST_SKIP_FUZZ=1 to leave those stages out (counted
 # as skipped), FB_TEST_KEEP=1 keeps the temp folder, FB_TEST_ONLY_FULL=1 (with
-# --full) runs the full tier's tests alone: CI's second pass after the default
-# one, so nothing runs twice.
+# --full) runs the full tier's tests alone (so nothing runs twice after a
+# default run), FB_TEST_LABEL=REGEX keeps only the tests with a label matching
+# it (CI's second pass: FB_TEST_ONLY_FULL=1 FB_TEST_LABEL=deploy, the full
+# tier's docker compose and Slurm).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,7 +49,7 @@ case "${1:-}" in
 "") ;;
 --full) FULL=1 ;;
 -h | --help)
-    sed -n '2,33p' "$0"
+    sed -n '2,35p' "$0"
     exit 0
     ;;
 *)
@@ -66,6 +68,9 @@ elif ((FULL)); then
     CTEST_TIER=(-LE gpu)
 else
     CTEST_TIER=(-LE 'gpu|full')
+fi
+if [[ -n "${FB_TEST_LABEL:-}" ]]; then # and a label of these (ctest ANDs its -L)
+    CTEST_TIER+=(-L "$FB_TEST_LABEL")
 fi
 
 PASSED=0
@@ -213,6 +218,7 @@ ctest_main() {
     local what="unit, integration, e2e, inductor, models, browser, deploy; default tier"
     ((FULL)) && what="every label, full tier included"
     ((ONLY_FULL)) && what="the full tier alone"
+    [[ -n "${FB_TEST_LABEL:-}" ]] && what+=", labels matching ${FB_TEST_LABEL}"
     stage "ctest ($what): build/"
     # GPU tests (label gpu) have their own stage below.
     ctest --test-dir "$ROOT/build" --output-on-failure -j"$JOBS" "${CTEST_TIER[@]}" \

@@ -346,7 +346,9 @@ class Cluster:
     def start_worker(self, host):
         n = len([i for i in self.incarnations if i["host"] == host])
         path = os.path.join(self.out, "logs", "%s.%d.log" % (host, n))
-        env = dict(os.environ)
+        # native jobs only: no inductor probe (it imports torch, 10 s of a
+        # 2-vCPU VM at each of the many restarts)
+        env = dict(os.environ, FUSIONBENCH_INDUCTOR="0")
         skew = self.skew[host]
         if skew:
             env.update({"LD_PRELOAD": self.faketime, "FAKETIME": "%+ds" % skew,
@@ -1189,8 +1191,10 @@ def inside(args):
     """The run, inside the `ctl` namespace: the cluster, phases A and B, the
     checks and the figures.  Returns the failed checks."""
     c = Cluster(args, args.tag, args.octet, args.out)
+    # No extra rounds (time_budget_s 0): a job's length is its rounds', not the
+    # noise of four workers on a few cores (adaptive repetition doubled it).
     spec = {"workload": "gemm_bias_relu", "params": {"m": args.size, "k": args.size,
-                                                     "n": args.size},
+                                                     "n": args.size, "time_budget_s": 0},
             "warmup": 2, "iterations": args.iterations}
     v = Verdict()
     try:

@@ -193,12 +193,17 @@ class Env:
         wait_until(ready, 60, "server /readyz")
         return self.server
 
-    def start_worker(self, extra=(), wid=None, wait_registered=True, env=None):
-        """env: variables added to the worker's environment."""
+    def start_worker(self, extra=(), wid=None, wait_registered=True, env=None, inductor=False):
+        """env: variables added to the worker's environment.  inductor: offer
+        the inductor engine.  Without it the worker starts with
+        FUSIONBENCH_INDUCTOR=0: its probe imports torch, which took 10 s of a
+        2-vCPU VM at every worker's start, for tests that run native jobs only."""
         self.n_workers += 1
         wid = wid or "e2e-%s/w%d" % (self.name, self.n_workers)
         argv = [find_bin("fusionbench-worker"), "--database-url", self.db_url,
                 "--device", "cpu", "--id", wid, "--poll-ms", "200"]
+        if not inductor:
+            env = dict({"FUSIONBENCH_INDUCTOR": "0"}, **(env or {}))
         p = self._spawn("worker%d" % self.n_workers, argv + list(extra), env)
         if wait_registered:
             def registered():

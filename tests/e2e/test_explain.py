@@ -52,7 +52,7 @@ def test(env):
     env.admin("user", "add", "vera", "--role", "viewer")
     alice, vera = env.admin("token", "create", "alice"), env.admin("token", "create", "vera")
     env.token = alice
-    env.start_worker()
+    env.start_worker(inductor=True)  # a job of the inductor engine says why it has none
     a = env.submit(dict(MODEL, explain=True))
     check(a["spec"]["explain"] is True, "the spec keeps explain")
     done = env.wait_job(a["id"], timeout=300)

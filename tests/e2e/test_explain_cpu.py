@@ -18,7 +18,7 @@ fusionbench-run --explain --json, no database:
      efficientnet_b0's groups before it was fixed by hand): that group is lost,
      reason kernel_slowdown, and undoing it is confirmed; under the cost
      planner (params.planner "cost") no group of it is lost;
-  3. efficientnet_b0 under the same switch: the explanation names the depthwise
+  3. (--zoo, the full tier) efficientnet_b0 under the same switch: the explanation names the depthwise
      conv + SiLU groups (our loop kernel, batch norm folded, SiLU fused) as the
      largest losses among our loop kernels' groups, and they lose more than
      without it;
@@ -38,8 +38,8 @@ from fbtest import check, check_eq, log  # noqa: E402
 
 # The default tier explains one model per kind of block (convolutions with
 # residuals, depthwise with squeeze-excite, an encoder's attention, speech);
-# --zoo (the full tier, e2e.test_explain_cpu_zoo) the rest of the zoo, part 1
-# only.
+# --zoo (the full tier, e2e.test_explain_cpu_zoo) the rest of the zoo (part 1)
+# and efficientnet_b0 with and without the per-row epilogue (part 3).
 MODELS = [("resnet18", ["image=64"]), ("efficientnet_b0", ["image=64"]),
           ("bert_base", ["seq=32", "layers=2"]), ("whisper_tiny", ["frames=200", "layers=1"])]
 ZOO_REST = [("resnet50", ["image=64"]), ("mobilenet_v2", ["image=64"]),
@@ -132,6 +132,7 @@ def main():
     if "--zoo" in sys.argv:
         for name, params in ZOO_REST:
             check_sums(name, params)
+        efficientnet_row_epilogue()
         print("explain_cpu --zoo: PASSED", flush=True)
         return
     for name, params in MODELS:
@@ -168,6 +169,11 @@ def main():
         ex.get("unavailable") or ex.get("summary")))
     log("the same graph under the cost planner: %r" % (ex.get("unavailable") or ex["summary"]))
 
+    chain_wins()
+    print("explain_cpu: PASSED", flush=True)
+
+
+def efficientnet_row_epilogue():
     fixed = explain("efficientnet_b0", ["image=64"], 20, threads=1)
     old = explain("efficientnet_b0", ["image=64"], 20, threads=1, env=ROW)
     dw_old = depthwise_groups(old)
@@ -200,11 +206,19 @@ def main():
         "(%.3f ms per plane, as today)" % (len(named), len(lost), loss(dw_old),
                                            loss(depthwise_groups(fixed))))
 
-    ex = explain("graph", ["graph=" + json.dumps(CHAIN)], 20)
+
+def chain_wins():
+    # A verdict of 20 rounds: CI's VM once judged the chain's one group within
+    # noise (memory bandwidth shared with its neighbours), so a group not yet
+    # judged won is measured once more, with 60 rounds, before the check.
+    for rounds in (20, 60):
+        ex = explain("graph", ["graph=" + json.dumps(CHAIN)], rounds)
+        if ex["summary"]["lost"] or ex["summary"]["won"]:
+            break
+        log("the element chain judged %r at %d rounds: measuring again" % (ex["summary"], rounds))
     check(ex["summary"]["lost"] == 0 and ex["summary"]["won"] >= 1,
           "every fusion wins: %r" % ex["summary"])
     log("an element chain over 8M floats: %r" % ex["summary"])
-    print("explain_cpu: PASSED", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,14 @@ its SHA-256, and beside it the model's native form, stored once in the
 database for the two models of the same bytes; the reading process must have
 had no database variable and no descriptor but its standard three.  Then jobs
 of the models by both engines (the native one checked against PyTorch eager's
-output), and the refusals."""
+output), and the refusals.
+
+The Inductor engine's runs (a cold and a warm torch.compile each: 100 s a job
+on a 2-vCPU VM) are the full tier's, e2e.test_model_prepare_full (--full): the
+job of the uploaded archive timed by Inductor, the model the native engine
+cannot run run by Inductor, and the Python client's flow from a fresh venv
+(exported, uploaded, run by both engines).  The default tier submits those
+Inductor jobs, checks what they resolved to, and cancels them."""
 
 import hashlib
 import json
@@ -30,6 +37,8 @@ from fbtest import check, check_eq, log  # noqa: E402
 
 sys.path.insert(0, os.path.join(fbtest.source_dir(), "tests", "inductor"))
 import indtest  # noqa: E402
+
+FULL = "--full" in sys.argv
 
 
 def upload(env, name, data):
@@ -67,7 +76,7 @@ def test(env):
                      env={"FUSIONBENCH_INDUCTOR_RUNNER": os.path.join(
                          fbtest.source_dir(), "tests", "e2e", "spy_runner.py"),
                           "SPY_OUT": spy, "DATABASE_URL": env.db_url,
-                          "PGPASSWORD": "not-for-the-runner"})
+                          "PGPASSWORD": "not-for-the-runner"}, inductor=True)
 
     def settled():
         ms = {m["name"]: m for m in env.get("/api/v1/models")[2]["items"]}
@@ -281,6 +290,10 @@ def native_jobs(env, ids):
     st, _, la = submit(env, {"workload": "model:lacking", "variants": ["eager", "inductor"],
                              "warmup": 1, "iterations": 3})
     check_eq(st, 201, "submit model:lacking to the inductor engine (%s)" % la)
+    check_eq((la["spec"]["engine"], la["spec"]["variants"]), ("inductor", ["eager", "inductor"]),
+             "model:lacking: the inductor engine")
+    if not FULL:  # its run (a torch.compile) is the full tier's
+        fbtest.http(env.base, "POST", "/api/v1/jobs/%d/cancel" % la["id"], {})
     seen = job_process(env, j["id"])
     check(seen, "the native job's process was seen")
     for pid, env_names, socks in seen:
@@ -304,6 +317,10 @@ def native_jobs(env, ids):
           "fused matches eager, its fusions counted: %s kernels fused, groups %s" % (
               v["fused"].get("fused_kernels"),
               [g.get("rule") for g in v["fused"].get("fusion_groups") or []][:8]))
+    if not FULL:
+        log("native jobs of an uploaded model: checked against PyTorch (Inductor's run of the "
+            "lacking one: --full)")
+        return
     done = env.wait_job(la["id"], timeout=600)
     check_eq(done["state"], "succeeded",
              "the inductor engine runs the model the native engine cannot (%s)" % done.get("error"))
@@ -323,6 +340,20 @@ def jobs(env, ids):
                "sha256": fbtest.http(env.base, "GET", "/api/v1/models/%d" % ids["good"])[2][
                    "sha256"]}),
              "the job names model.<id>, the inductor engine, batch 4 (dynamic), the model")
+    if FULL:
+        timed_by_inductor(env, j)
+    else:  # its run (a torch.compile) is the full tier's
+        fbtest.http(env.base, "POST", "/api/v1/jobs/%d/cancel" % j["id"], {})
+    refusals(env)
+    native_jobs(env, ids)
+    if FULL:
+        client_flow(env)
+    else:
+        log("the Python client's flow from a fresh venv (an Inductor run): --full")
+    rest(env, ids)
+
+
+def timed_by_inductor(env, j):
     done = env.wait_job(j["id"], timeout=600)
     check_eq(done["state"], "succeeded", "the job of the uploaded model (%s)" % done.get("error"))
     res = done["result"]
@@ -335,6 +366,8 @@ def jobs(env, ids):
           "Inductor compiled it into kernels (%s)" % (ind.get("inductor") or {}).get(
               "generated_kernels"))
 
+
+def refusals(env):
     for spec, want, what in (
             ({"workload": "model:junk"}, (422, "invalid_model"), "an invalid model"),
             ({"workload": "model:nosuch"}, (422, "unknown_workload"), "no such model"),
@@ -350,9 +383,9 @@ def jobs(env, ids):
     st, _, b = submit(env, {"workload": "model:lacking", "engine": "native"})
     check("aten.cumsum" in b["error"]["message"],
           "... its error names the operator: %s" % b["error"]["message"])
-    native_jobs(env, ids)
-    client_flow(env)
 
+
+def rest(env, ids):
     # the Python client (clients/python, standard library only)
     sys.path.insert(0, os.path.join(fbtest.source_dir(), "clients", "python"))
     import fusionbench as fb
@@ -402,7 +435,7 @@ def jobs(env, ids):
     check_eq(env.sql("SELECT count(*) FROM models m JOIN model_blobs b ON b.id = m.native_blob_id"
                      " WHERE m.name = 'good'")[0][0], "1",
              "the native form it shared with another model stays")
-    env.start_worker(["--model-cache", os.path.join(env.tmp, "cache")])
+    env.start_worker(["--model-cache", os.path.join(env.tmp, "cache")], inductor=True)
     done = env.wait_job(q["id"], timeout=120)
     check(done["state"] == "failed" and done["error"]["code"] == "model_deleted" and
           "was deleted after this job was submitted" in done["error"]["message"],
@@ -411,4 +444,4 @@ def jobs(env, ids):
 
 
 if __name__ == "__main__":
-    fbtest.main(test, "model_prepare")
+    fbtest.main(test, "model_prepare_full" if FULL else "model_prepare")

@@ -1,10 +1,16 @@
 """The C side end to end: fusionbench-run --engine inductor starts the runner,
 reads its protocol and prints docs/API.md's result with the per-variant "inductor"
-object and kernel rows; the engine is offered only when the probe succeeds."""
+object and kernel rows; the engine is offered only when the probe succeeds.
+
+--explain (the full tier, inductor.test_engine_explain): the same job with
+--explain, whose explanation undoes each of Inductor's fusions, a compile each
+(6 minutes of a 2-vCPU VM); its logic is test_explain_logic's, on a fake clock,
+in the default tier."""
 
 import json
 import os
 import subprocess
+import sys
 
 import indtest
 
@@ -28,10 +34,11 @@ def catalog(c, py):
             "no usable python: the inductor engine offers nothing")
 
 
-def run_json(c, py):
+def run_json(c, py, explain):
     r = cli(["tiny_cnn", "--engine", "inductor", "--json", "--iterations", "6", "--warmup", "2",
              "--threads", "2", "--variants", "eager,inductor-nofusion,inductor",
-             "--param", "image_size=16", "--explain"], {"FUSIONBENCH_PYTHON": py})
+             "--param", "image_size=16"] + (["--explain"] if explain else []),
+            {"FUSIONBENCH_PYTHON": py})
     c.check(r.returncode == 0, "fusionbench-run --engine inductor --json: exit 0 (%s)"
             % r.stderr.strip()[-300:])
     out = json.loads(r.stdout)
@@ -72,6 +79,9 @@ def run_json(c, py):
     spec = out["spec"]
     c.check(spec["engine"] == "inductor" and spec["params"].get("image_size") == 16,
             "spec echoed")
+    if not explain:
+        c.check(res.get("explain") is None, "no explanation asked, none given")
+        return
     # the explanation: the ladder's two steps as the counterfactuals, the fused
     # kernels with eager's per-call time of the ATen op types they name
     ex = res["explain"]
@@ -144,10 +154,14 @@ def main():
         print("SKIP: FB_BIN_DIR is not set (run through ctest)")
         raise SystemExit(indtest.SKIP)
     c = indtest.Checks()
+    if "--explain" in sys.argv:
+        run_json(c, py, explain=True)
+        c.done()
+        return
     catalog(c, py)
     errors(c, py)
     dry_run(c, py)
-    run_json(c, py)
+    run_json(c, py, explain=False)
     c.done()
 
 
