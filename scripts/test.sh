@@ -49,7 +49,7 @@ case "${1:-}" in
 "") ;;
 --full) FULL=1 ;;
 -h | --help)
-    sed -n '2,35p' "$0"
+    sed -n '2,36p' "$0"
     exit 0
     ;;
 *)
