@@ -348,7 +348,7 @@ class Cluster:
         path = os.path.join(self.out, "logs", "%s.%d.log" % (host, n))
         # native jobs only: no inductor probe (it imports torch, 10 s of a
         # 2-vCPU VM at each of the many restarts)
-        env = dict(os.environ, FUSIONBENCH_INDUCTOR="0")
+        env = dict(os.environ, **fbtest.NO_INDUCTOR)
         skew = self.skew[host]
         if skew:
             env.update({"LD_PRELOAD": self.faketime, "FAKETIME": "%+ds" % skew,

@@ -193,6 +193,11 @@ class Env:
         wait_until(ready, 60, "server /readyz")
         return self.server
 
+    def cancel(self, jid):
+        st, _, body = self.post("/api/v1/jobs/%d/cancel" % jid)
+        check(st == 200, "cancel job %d: %s %s" % (jid, st, body))
+        return body
+
     def start_worker(self, extra=(), wid=None, wait_registered=True, env=None, inductor=False):
         """env: variables added to the worker's environment.  inductor: offer
         the inductor engine.  Without it the worker starts with
@@ -203,7 +208,7 @@ class Env:
         argv = [find_bin("fusionbench-worker"), "--database-url", self.db_url,
                 "--device", "cpu", "--id", wid, "--poll-ms", "200"]
         if not inductor:
-            env = dict({"FUSIONBENCH_INDUCTOR": "0"}, **(env or {}))
+            env = dict(NO_INDUCTOR, **(env or {}))
         p = self._spawn("worker%d" % self.n_workers, argv + list(extra), env)
         if wait_registered:
             def registered():
@@ -307,6 +312,10 @@ def main(test_fn, name):
 # A job that runs for several seconds on a 2-core CPU (default shapes: a
 # 512x1024x1024 GEMM with bias and GELU, eager and fused), for the tests that
 # interrupt a running job.  FB_E2E_LONG_ITERATIONS tunes it for other machines.
+# A worker's environment without the inductor engine: its probe at start
+# imports torch (10 s of a 2-vCPU VM), wasted where a test runs native jobs only.
+NO_INDUCTOR = {"FUSIONBENCH_INDUCTOR": "0"}
+
 LONG = {"workload": "gemm_bias_gelu", "warmup": 1,
         "iterations": int(os.environ.get("FB_E2E_LONG_ITERATIONS", "150")),
         "labels": {"kind": "long"}}

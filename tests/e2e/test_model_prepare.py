@@ -293,7 +293,7 @@ def native_jobs(env, ids):
     check_eq((la["spec"]["engine"], la["spec"]["variants"]), ("inductor", ["eager", "inductor"]),
              "model:lacking: the inductor engine")
     if not FULL:  # its run (a torch.compile) is the full tier's
-        fbtest.http(env.base, "POST", "/api/v1/jobs/%d/cancel" % la["id"], {})
+        env.cancel(la["id"])
     seen = job_process(env, j["id"])
     check(seen, "the native job's process was seen")
     for pid, env_names, socks in seen:
@@ -343,7 +343,7 @@ def jobs(env, ids):
     if FULL:
         timed_by_inductor(env, j)
     else:  # its run (a torch.compile) is the full tier's
-        fbtest.http(env.base, "POST", "/api/v1/jobs/%d/cancel" % j["id"], {})
+        env.cancel(j["id"])
     refusals(env)
     native_jobs(env, ids)
     if FULL:

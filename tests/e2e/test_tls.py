@@ -109,7 +109,7 @@ def refused(url, what, want):
     p = subprocess.Popen([fbtest.find_bin("fusionbench-worker"), "--database-url", url,
                           "--device", "cpu", "--id", "tls/refused"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=dict(os.environ, FUSIONBENCH_INDUCTOR="0"))  # no torch probe
+                         env=dict(os.environ, **fbtest.NO_INDUCTOR))
     lines = []
     try:
         end = time.monotonic() + 30

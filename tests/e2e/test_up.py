@@ -43,7 +43,7 @@ def up_env(home, port, pg_port):
                FUSIONBENCH_DEMO_ITERATIONS=os.environ.get("FB_E2E_DEMO_ITERATIONS", "3"),
                # the demo is native jobs: no inductor probe (it imports torch,
                # 10 s of a 2-vCPU VM at each of the four worker starts)
-               FUSIONBENCH_INDUCTOR="0")
+               **fbtest.NO_INDUCTOR)
     if os.environ.get("FB_BIN_DIR"):
         env["FUSIONBENCH_BUILD_DIR"] = os.environ["FB_BIN_DIR"]
     return env
