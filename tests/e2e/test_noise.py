@@ -18,17 +18,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fbtest  # noqa: E402
 from fbtest import check, log  # noqa: E402
 
-GRAPH = {"tensors": [{"name": "input", "kind": "input", "shape": [1, 32, 28, 28]},
-                     {"name": "w", "kind": "weight", "shape": [32, 32, 3, 3]}],
+# About 0.23 GFLOP a run, milliseconds on one core: the timed rounds span many
+# of the scheduler's time slices, so the busy loop must preempt them (at 14 MFLOP
+# the whole timing, 8 to 20 ms, could fit in the slices it was given).
+GRAPH = {"tensors": [{"name": "input", "kind": "input", "shape": [1, 64, 56, 56]},
+                     {"name": "w", "kind": "weight", "shape": [64, 64, 3, 3]}],
          "nodes": [{"op": "conv2d", "name": "conv", "inputs": [0, 1], "pad": [1, 1],
                     "stride": [1, 1]}]}
 
 
 def one_run(cpu):
+    # The loop says it has started, then spins: the timing starts only once it
+    # is on the CPU (a fixed sleep was too short for a loaded machine's startup).
     busy = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c",
-                             "while True: pass"])
+                             "import sys\nprint('spinning', flush=True)\nwhile True: pass"],
+                            stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.2)  # the loop is on the CPU before the timing starts
+        check(busy.stdout.readline().strip() == "spinning", "the busy loop did not start")
+        time.sleep(0.2)
         r = subprocess.run(["taskset", "-c", str(cpu), fbtest.find_bin("fusionbench-run"),
                             "graph", "--threads", "1", "--iterations", "30", "--warmup", "5",
                             "--param", "graph=" + json.dumps(GRAPH), "--json"],

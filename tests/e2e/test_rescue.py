@@ -29,7 +29,9 @@ def run(env):
     job = env.job(jid)
     check_eq(job["state"], "running", "state right after the kill (lease not yet stale)")
 
-    b = env.start_worker(["--heartbeat-ms", "200", "--stale-s", "2"])
+    # stale-s 5: a lease of 2.5 s, which a loaded CI machine's heartbeats keep
+    # (with 2, a 1 s lease, the rescuing worker lost its own lease twice there).
+    b = env.start_worker(["--heartbeat-ms", "200", "--stale-s", "5"])
     job = env.wait_job(jid, timeout=180)
     check_eq(job["state"], "succeeded", "final state (error %r)" % job.get("error"))
     check_eq(job["attempt"], 2, "attempt")

@@ -152,7 +152,10 @@ def run_demo(home, n_run, kill_worker=False):
     port, pg_port = fbtest.free_port(), fbtest.free_port()
     env = up_env(home, port, pg_port)
     if kill_worker:
-        env["FUSIONBENCH_STALE_S"] = "3"  # the killed job is requeued after 3 s
+        # The killed job is requeued after 6 s.  Not less: the new worker's own
+        # lease is stale-s / 2 with a heartbeat every stale-s / 4, and with 3 s a
+        # loaded CI machine's late heartbeats cost a job its lease (test_rescue).
+        env["FUSIONBENCH_STALE_S"] = "6"
         t0 = time.monotonic()
         p = subprocess.Popen([UP], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
