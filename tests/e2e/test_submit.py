@@ -141,18 +141,29 @@ def release_jobs_lock(p):
     return float(out.split()[-1])
 
 
+def drop_jobs_lock(p):
+    """After a failed check: ends the lock's session (its transaction rolls
+    back), so that nothing waits on the lock after the test."""
+    if p.poll() is None:
+        p.kill()
+        p.communicate()
+
+
 def t_commit_before_answer(env):
     beat(env)
     before_jobs, before_batches = count_jobs(env), metric(env, "fusionbench_submit_batches_total")
     locker = hold_jobs_lock(env)
-    t0 = time.time()
-    specs = [spec(100, i, priority=i % 5) for i in range(16)]
-    answered = [None] * len(specs)
-    ths, out = post_many(env, specs, answered)
-    time.sleep(1.5)
-    check(all(o is None for o in out), "a submit was answered before its commit: %r" %
-          [o[0] for o in out if o])
-    released = release_jobs_lock(locker)
+    try:
+        t0 = time.time()
+        specs = [spec(100, i, priority=i % 5) for i in range(16)]
+        answered = [None] * len(specs)
+        ths, out = post_many(env, specs, answered)
+        time.sleep(1.5)
+        check(all(o is None for o in out), "a submit was answered before its commit: %r" %
+              [o[0] for o in out if o])
+        released = release_jobs_lock(locker)
+    finally:
+        drop_jobs_lock(locker)
     for th in ths:
         th.join()
     for sp, resp in zip(specs, out):
@@ -199,13 +210,16 @@ def t_sigterm_drains(env):
     beat(env)
     before = count_jobs(env)
     locker = hold_jobs_lock(env)
-    specs = [spec(300, i) for i in range(8)]
-    ths, out = post_many(env, specs)
-    time.sleep(1.0)  # all 8 are with the batcher, behind the lock
-    env.server.send_signal(signal.SIGTERM)
-    time.sleep(1.5)  # the server drains: it waits for the batcher's insert
-    check(env.server.poll() is None, "the server exited while its inserts were held back")
-    release_jobs_lock(locker)
+    try:
+        specs = [spec(300, i) for i in range(8)]
+        ths, out = post_many(env, specs)
+        time.sleep(1.0)  # all 8 are with the batcher, behind the lock
+        env.server.send_signal(signal.SIGTERM)
+        time.sleep(1.5)  # the server drains: it waits for the batcher's insert
+        check(env.server.poll() is None, "the server exited while its inserts were held back")
+        release_jobs_lock(locker)
+    finally:
+        drop_jobs_lock(locker)
     rc = env.server.wait(timeout=30)
     check_eq(rc, 0, "server exit status after SIGTERM")
     for th in ths:
