@@ -309,13 +309,13 @@ def main(test_fn, name):
     sys.exit(0 if ok else 1)
 
 
-# A job that runs for several seconds on a 2-core CPU (default shapes: a
-# 512x1024x1024 GEMM with bias and GELU, eager and fused), for the tests that
-# interrupt a running job.  FB_E2E_LONG_ITERATIONS tunes it for other machines.
 # A worker's environment without the inductor engine: its probe at start
 # imports torch (10 s of a 2-vCPU VM), wasted where a test runs native jobs only.
 NO_INDUCTOR = {"FUSIONBENCH_INDUCTOR": "0"}
 
+# A job that runs for several seconds on a 2-core CPU (default shapes: a
+# 512x1024x1024 GEMM with bias and GELU, eager and fused), for the tests that
+# interrupt a running job.  FB_E2E_LONG_ITERATIONS tunes it for other machines.
 LONG = {"workload": "gemm_bias_gelu", "warmup": 1,
         "iterations": int(os.environ.get("FB_E2E_LONG_ITERATIONS", "150")),
         "labels": {"kind": "long"}}

@@ -43,6 +43,7 @@ def one_run(cpu):
     finally:
         busy.kill()
         busy.wait()
+        busy.stdout.close()
     check(r.returncode == 0, "fusionbench-run: %s" % r.stderr[-2000:])
     return json.loads(r.stdout)["result"]
 
