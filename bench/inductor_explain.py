@@ -13,10 +13,17 @@ and how long the explanation took.
         [--models resnet50,mobilenet_v2] [--batch 1,8] [--budget 300] [--ladder-s 600] \\
         [--threads 2] \\
         [--param image_size=112] [--json-dir DIR] > explain.md
+    python3 bench/inductor_explain.py --from-json DIR > explain.md
 
 Each job is one process: the rungs' compiles, the timing, then the
-explanation's own compiles within --budget seconds (params.time_budget_s)."""
+explanation's own compiles within --budget seconds (params.time_budget_s).
+--from-json prints the same table from the JSON results an earlier run kept
+(--json-dir), running nothing.  Below the table, the cost-model audit over
+the whole suite: Spearman's rank correlation of Inductor's predicted shared
+bytes against the measured saving, over every unit measured (a decision
+alone, or a chunk of them within the noise, its predictions summed)."""
 import argparse
+import glob
 import json
 import os
 import subprocess
@@ -42,6 +49,60 @@ def run(binary, model, batch, budget, threads, params, iterations, ladder_s):
     return json.loads(p.stdout), secs, "", cmd
 
 
+def spearman(xs, ys):
+    """Spearman's rho with midranks for ties; None below 3 pairs or with a
+    constant side (as the runner's explain.spearman)."""
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r, i = [0.0] * len(v), 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2.0 + 1
+            i = j + 1
+        return r
+    if len(xs) < 3:
+        return None
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return sxy / (sxx * syy) ** 0.5 if sxx and syy else None
+
+
+def units_of(fx):
+    """The cost-model audit's units of one explanation: its own list, or, for
+    a result from before the runner kept one, rebuilt from its comparisons:
+    a comparison whose ids are exactly the decisions measured alone or as one
+    chunk within the noise."""
+    cm = fx.get("cost_model") or {}
+    if "units" in cm:
+        return cm["units"]
+    by = {e["id"]: e for e in fx.get("fusions", [])}
+    out, seen = [], set()
+    for c in fx.get("comparisons") or []:
+        ids = c.get("ids")
+        key = tuple(sorted(ids or []))
+        if not ids or key in seen or any(i not in by for i in ids):
+            continue
+        want = "alone" if len(ids) == 1 else "in_group_of_%d" % len(ids)
+        es = [by[i] for i in ids]
+        if any(e.get("measured") != want or e.get("verdict") == "did_not_take" for e in es):
+            continue
+        if len(ids) > 1 and sum(1 for e in by.values() if e.get("measured") == want and
+                                e.get("saved_ci95") == c.get("ci")) != len(ids):
+            continue
+        ps = [e.get("predicted_shared_bytes") for e in es]
+        if c.get("saved_ms") is None or any(p is None for p in ps):
+            continue
+        seen.add(key)
+        out.append({"ids": list(ids), "decisions": len(ids), "predicted_shared_bytes": sum(ps),
+                    "saved_ms": c["saved_ms"], "ci95": c.get("ci")})
+    return out
+
+
 def fmt(x, f="{:.3f}"):
     return f.format(x) if isinstance(x, (int, float)) else "–"
 
@@ -63,11 +124,14 @@ def row(model, batch, out, secs):
         name = "decisions" if p["part"] == "decisions" else p["what"].split("=")[0]
         parts.append("%s %s%s" % (name, fmt(p.get("saved_ms"), "{:+.3f}"),
                                   "" if p["verdict"] == "no_difference" else " " + p["verdict"]))
+    units = units_of(fx)
+    rho_u = spearman([u["predicted_shared_bytes"] for u in units], [u["saved_ms"] for u in units])
     rest = (fx.get("step") or {}).get("rest_ms")
     if rest is not None:
         parts.append("rest %+.3f" % rest)
     return ("| %s | %d | %s / %s / %s | %d: %d won, %d lost, %d no difference, %d not measured "
-            "| %s | %s [%s] | %s | %s | %s | %s | %s | %s | %.0f s (%.0f s explaining) |" % (
+            "| %s | %s [%s] | %s | %s | %s; %s over %d units | %s | %s | %s "
+            "| %s (%.0f s explaining) |" % (
                 model, batch, fmt(med.get("eager")), fmt(med.get("inductor-nofusion")),
                 fmt(med.get("inductor")), fx.get("decisions", 0), c.get("won", 0),
                 c.get("lost", 0), c.get("no_difference", 0), c.get("not_measured", 0),
@@ -75,9 +139,11 @@ def row(model, batch, out, secs):
                 fmt(fx.get("sum_of_parts_ms"), "{:+.3f}"), "; ".join(parts) or "–",
                 fmt(fx.get("layout_noise_ms"), "{:.4f}"),
                 fmt((fx.get("cost_model") or {}).get("spearman"), "{:.2f}"),
+                fmt(rho_u, "{:.2f}"), len(units),
                 "%s B, %s" % (top["shared_bytes"], top["reason"]) if top else "–",
                 be.get("iterations_cold") or "never", fmt((fx.get("all_lost_undone") or {}).get(
-                    "recovered_ms"), "{:+.3f}"), secs, fx.get("seconds") or 0))
+                    "recovered_ms"), "{:+.3f}"), fmt(secs, "{:.0f} s"),
+                fx.get("seconds") or 0))
 
 
 def main():
@@ -94,25 +160,52 @@ def main():
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--param", action="append", default=[])
     ap.add_argument("--json-dir", help="also keep each job's JSON result there")
+    ap.add_argument("--from-json", metavar="DIR",
+                    help="print the table from the JSON results kept in DIR; run nothing")
     a = ap.parse_args()
+    if a.from_json:
+        paths = sorted(glob.glob(os.path.join(a.from_json, "*-bs*.json")))
+        if not paths:
+            print("no *-bs*.json results in %s" % a.from_json, file=sys.stderr)
+            return 2
     print("| model | bs | eager / nofusion / inductor ms | decisions | lost (saved ms, reason) "
           "| nofusion -> inductor [sum of parts] | the step, part by part (ms) "
-          "| layout noise ms | cost model rho "
+          "| layout noise ms | cost model rho (alone; units) "
           "| top refused merge | break-even (cold) | all lost undone | job |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for model in a.models.split(","):
-        for batch in (int(b) for b in a.batch.split(",")):
-            out, secs, err, cmd = run(a.bin, model, batch, a.budget, a.threads, a.param,
-                                      a.iterations, a.ladder_s)
-            if out and a.json_dir:
-                os.makedirs(a.json_dir, exist_ok=True)
-                with open(os.path.join(a.json_dir, "%s-bs%d.json" % (model, batch)), "w") as f:
-                    json.dump(out, f)
-            print(row(model, batch, out, secs) if out else
-                  "| %s | %d | failed: %s |" % (model, batch, err), flush=True)
-    print("\nCommand per row: `%s`" % " ".join(cmd[:1] + ["MODEL"] + cmd[2:]))
+    suite, cmd = [], None
+    if a.from_json:
+        order = {m: i for i, m in enumerate(MODELS)}
+        jobs = []
+        for path in paths:
+            model, _, batch = os.path.basename(path)[:-5].rpartition("-bs")
+            with open(path) as f:
+                jobs.append((order.get(model, len(order)), model, int(batch), json.load(f)))
+        for _, model, batch, out in sorted(jobs, key=lambda j: j[:3]):
+            print(row(model, batch, out, out.get("bench_seconds")), flush=True)
+            suite += units_of((out["result"].get("explain") or {}).get("fusions") or {})
+    else:
+        for model in a.models.split(","):
+            for batch in (int(b) for b in a.batch.split(",")):
+                out, secs, err, cmd = run(a.bin, model, batch, a.budget, a.threads, a.param,
+                                          a.iterations, a.ladder_s)
+                if out and a.json_dir:
+                    os.makedirs(a.json_dir, exist_ok=True)
+                    out["bench_seconds"] = secs
+                    with open(os.path.join(a.json_dir, "%s-bs%d.json" % (model, batch)),
+                              "w") as f:
+                        json.dump(out, f)
+                print(row(model, batch, out, secs) if out else
+                      "| %s | %d | failed: %s |" % (model, batch, err), flush=True)
+                if out:
+                    suite += units_of((out["result"].get("explain") or {}).get("fusions") or {})
+    rho = spearman([u["predicted_shared_bytes"] for u in suite], [u["saved_ms"] for u in suite])
+    print("\nInductor's cost model across these jobs: Spearman %s over %d units measured "
+          "(%d of them one decision alone)." % (fmt(rho, "{:.2f}"), len(suite),
+                                                sum(1 for u in suite if u["decisions"] == 1)))
+    if cmd:
+        print("\nCommand per row: `%s`" % " ".join(cmd[:1] + ["MODEL"] + cmd[2:]))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -287,6 +287,11 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
                 "Inductor's cost model: rank correlation %.2f between predicted shared bytes and "
                 "measured saving; %d predicted to help and measured to hurt\n",
                 tb_num(cm, "spearman"), cJSON_GetArraySize(tb_get(cm, "bad_fusions")));
+    if (isfinite(tb_num(cm, "spearman_units")))
+        fprintf(f,
+                "Inductor's cost model over the %d units measured (a fusion alone, or a chunk "
+                "within the noise, its predictions summed): rank correlation %.2f\n",
+                cJSON_GetArraySize(tb_get(cm, "units")), tb_num(cm, "spearman_units"));
     fprintf(f, "%-18s %-12s %-14s %9s %9s  %-20s %12s  %-18s %s\n", "fusion", "kind", "verdict",
             "kernel ms", "saved ms", "95% CI", "predicted B", "reason", "kernel");
     int n = 0;

@@ -98,22 +98,31 @@ static void native_add(native_sum *s, const char *workload, const cJSON *ex)
 typedef struct inductor_sum {
     int jobs, counts[4], bad;
     double recovered;
-    int n_points;
-    double *pred, *saved;
+    int n_points, n_units;
+    double *pred, *saved, *u_pred, *u_saved;
     cJSON *by, *missed_by, *missed_top;
 } inductor_sum;
 
-static void inductor_points(inductor_sum *s, const cJSON *cm)
+/* The (predicted shared bytes, saved ms) pairs of list into x, y after *n. */
+static void add_pairs(const cJSON *list, double *x, double *y, int *n)
 {
     const cJSON *p;
-    cJSON_ArrayForEach(p, get(cm, "points"))
+    cJSON_ArrayForEach(p, list)
     {
-        double x = num(p, "predicted_shared_bytes"), y = num(p, "saved_ms");
-        if (s->n_points < SE_POINTS_MAX && isfinite(x) && isfinite(y)) {
-            s->pred[s->n_points] = x;
-            s->saved[s->n_points++] = y;
+        double px = num(p, "predicted_shared_bytes"), py = num(p, "saved_ms");
+        if (*n < SE_POINTS_MAX && isfinite(px) && isfinite(py)) {
+            x[*n] = px;
+            y[(*n)++] = py;
         }
     }
+}
+
+/* A job's cost-model audit: the fusions measured alone, and every unit
+ * measured (a chunk within the noise as one, its predictions summed). */
+static void inductor_points(inductor_sum *s, const cJSON *cm)
+{
+    add_pairs(get(cm, "points"), s->pred, s->saved, &s->n_points);
+    add_pairs(get(cm, "units"), s->u_pred, s->u_saved, &s->n_units);
     s->bad += cJSON_GetArraySize(get(cm, "bad_fusions"));
 }
 
@@ -197,10 +206,16 @@ static cJSON *missed_top(cJSON *all)
     return out;
 }
 
+static cJSON *num_or_null(double x)
+{
+    return isfinite(x) ? cJSON_CreateNumber(x) : cJSON_CreateNull();
+}
+
 static cJSON *inductor_json(inductor_sum *s)
 {
     cJSON *o = cJSON_CreateObject(), *cm = cJSON_CreateObject();
     double rho = fb_stats_spearman(s->pred, s->saved, s->n_points);
+    double rho_u = fb_stats_spearman(s->u_pred, s->u_saved, s->n_units);
     bool ok = o && cm && cJSON_AddNumberToObject(o, "jobs", s->jobs) &&
               cJSON_AddNumberToObject(o, "won", s->counts[0]) &&
               cJSON_AddNumberToObject(o, "lost", s->counts[1]) &&
@@ -208,8 +223,9 @@ static cJSON *inductor_json(inductor_sum *s)
               cJSON_AddNumberToObject(o, "not_measured", s->counts[3]) &&
               cJSON_AddNumberToObject(o, "all_lost_recovered_ms", s->recovered) &&
               cJSON_AddNumberToObject(cm, "points", s->n_points) &&
-              cJSON_AddItemToObject(cm, "spearman",
-                                    isfinite(rho) ? cJSON_CreateNumber(rho) : cJSON_CreateNull()) &&
+              cJSON_AddItemToObject(cm, "spearman", num_or_null(rho)) &&
+              cJSON_AddNumberToObject(cm, "units", s->n_units) &&
+              cJSON_AddItemToObject(cm, "spearman_units", num_or_null(rho_u)) &&
               cJSON_AddNumberToObject(cm, "bad_fusions", s->bad);
     if (ok && cJSON_AddItemToObject(o, "cost_model", cm))
         cm = NULL;
@@ -238,8 +254,10 @@ cJSON *srv_suite_explain(const char *const *workloads, const cJSON *const *expla
     is.by = cJSON_CreateObject();
     is.missed_by = cJSON_CreateObject();
     is.missed_top = cJSON_CreateArray();
-    is.pred = malloc(2 * SE_POINTS_MAX * sizeof *is.pred);
+    is.pred = malloc(4 * SE_POINTS_MAX * sizeof *is.pred);
     is.saved = is.pred ? is.pred + SE_POINTS_MAX : NULL;
+    is.u_pred = is.pred ? is.pred + 2 * SE_POINTS_MAX : NULL;
+    is.u_saved = is.pred ? is.pred + 3 * SE_POINTS_MAX : NULL;
     if (!ns.by || !is.by || !is.missed_by || !is.missed_top || !is.pred)
         goto out;
     for (int i = 0; i < n; i++) {

@@ -273,7 +273,9 @@ async function showSuite(parts) {
   if (ind) {
     cards.push(kpi("Inductor's fusions explained (" + ind.jobs + " jobs)", ind.won + " won · " + ind.lost + " lost · " + ind.no_difference + " no difference"));
     const cm = ind.cost_model || {};
-    cards.push(kpi("Inductor's cost model vs measured", typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) + " over " + cm.points + " fusions" : "too few fusions measured alone"));
+    cards.push(kpi("Inductor's cost model vs measured", typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) + " over " + cm.points + " fusions"
+      : typeof cm.spearman_units === "number" ? "rank correlation " + cm.spearman_units.toFixed(2) + " over " + cm.units + " units (chunks within the noise among them)"
+        : "too few fusions measured alone"));
   }
   document.getElementById("suite-cards").replaceChildren(...cards);
   const reasons = ex ? Object.entries(ex.lost_by_reason || {}).sort((a, b) => a[1].lost_ms - b[1].lost_ms) : [];

@@ -151,19 +151,25 @@ function drawInductorWaterfall(fx) {
 }
 
 // Inductor's cost model audited: its predicted shared bytes against the
-// measured saving, one point per fusion measured alone, colored by verdict.
+// measured saving, one point per fusion measured alone, colored by verdict,
+// and one per chunk of fusions undone together within the noise (their
+// predictions summed), hollow.
 function drawCostModel(fx) {
   const box = document.getElementById("roofline-box");
-  const pts = ((fx.cost_model || {}).points || []);
-  box.hidden = !pts.length || !hasChart();
+  const cm = fx.cost_model || {};
+  const pts = cm.points || [];
+  const chunks = (cm.units || []).filter((u) => u.decisions > 1);
+  box.hidden = !(pts.length || chunks.length) || !hasChart();
   if (box.hidden) return;
   const by = (v) => pts.filter((p) => p.verdict === v).map((p) => ({ x: p.predicted_shared_bytes, y: p.saved_ms, id: p.id }));
+  const grouped = chunks.map((u) => ({ x: u.predicted_shared_bytes, y: u.saved_ms, id: u.decisions + " fusions undone together" }));
   drawChart("chart-roofline", {
     type: "scatter",
     data: { datasets: [
       { label: "won", data: by("won"), backgroundColor: COLORS.ok },
       { label: "lost", data: by("lost"), backgroundColor: COLORS.bad },
-      { label: "no difference", data: by("no_difference"), backgroundColor: "#b0b7c3" }] },
+      { label: "no difference", data: by("no_difference"), backgroundColor: "#b0b7c3" },
+      { label: "a chunk within the noise", data: grouped, backgroundColor: "rgba(0,0,0,0)", borderColor: "#6b7280", pointRadius: 5 }] },
     options: {
       scales: { x: { title: { display: true, text: "Inductor's predicted shared bytes" } },
         y: { title: { display: true, text: "saved ms (undone − inductor)" } } },
@@ -204,8 +210,10 @@ function renderInductor(ex) {
     if (typeof (fx.step || {}).rest_ms === "number")
       items.push(["the step's rest", fx.step.rest_ms.toFixed(3) + " ms: the parts' interaction"]);
     if (all) items.push(["all lost undone", "recovers " + all.recovered_ms.toFixed(3) + " ms"]);
-    items.push(["Inductor's cost model", typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) +
-      ", " + (cm.bad_fusions || []).length + " predicted to help and measured to hurt" : "too few fusions measured alone"]);
+    items.push(["Inductor's cost model", (typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) +
+      " over the fusions measured alone, " + (cm.bad_fusions || []).length + " predicted to help and measured to hurt" : "too few fusions measured alone") +
+      (typeof cm.spearman_units === "number" ? "; " + cm.spearman_units.toFixed(2) + " over all " + (cm.units || []).length +
+        " units measured (a chunk within the noise counts as one)" : "")]);
     const top = ((fx.missed || {}).top || []).slice(0, 3);
     items.push(["merges Inductor refused", top.length ? top.map((t) => t.nodes.join(" + ") + " (" + t.shared_bytes + " B): " + t.reason).join("; ") : "none sharing bytes"]);
     if (be) items.push(["break-even vs eager", be.iterations_cold ? be.iterations_cold + " iterations (cold compile), " + be.iterations_warm + " (warm)" : "never: no saving per iteration"]);

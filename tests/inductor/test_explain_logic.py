@@ -131,6 +131,28 @@ def inside():
             "chunks, halves, all lost)" % len(compiled))
     c.check(any(e["measured"].startswith("in_group_of_") for e in out["fusions"]),
             "chunks within the noise give their members no_difference as a group")
+    units = out["cost_model"]["units"]
+    ids = sorted(i for u in units for i in u["ids"])
+    c.check(ids == sorted(e["id"] for e in out["fusions"]) and
+            any(u["decisions"] > 1 for u in units) and
+            all(u["predicted_shared_bytes"] == sum(1000 * (int(i[5:], 16) + 1) for i in u["ids"])
+                for u in units),
+            "the audit's units: every decision in exactly one, chunks with their predictions "
+            "summed (%s)" % [(u["decisions"], u["predicted_shared_bytes"]) for u in units])
+    c.check(isinstance(out["cost_model"]["spearman_units"], float),
+            "a rank correlation over the units (%s)" % out["cost_model"]["spearman_units"])
+    # predictions that rank the savings, though most chunks stay within the
+    # noise: the units' correlation still sees it; one that ranks them
+    # backwards reads negative
+    for sign in (1, -1):
+        ctx, _ = fake_ctx(explain, [sign * 0.0004 * i for i in range(24)])
+        out = explain.explain(ctx, budget_s=120)
+        rho = out["cost_model"]["spearman_units"]
+        c.check(rho is not None and sign * rho > 0.8 and
+                any(u["decisions"] > 1 for u in out["cost_model"]["units"]),
+                "effects %s the predictions: units' rank correlation %s over %s" %
+                ("with" if sign > 0 else "against", rho,
+                 [u["decisions"] for u in out["cost_model"]["units"]]))
     # a budget that runs out: the rest not measured, and said so
     ctx, compiled = fake_ctx(explain, [0.1] * 6)
     out = explain.explain(ctx, budget_s=0)

@@ -18,15 +18,17 @@ static const char *native_ex =
     "\"reason\":{\"code\":\"kernel_slowdown\"}}]}";
 
 /* Two inductor jobs: one lost fusion each (one without a reason), cost-model
- * points that rank exactly opposite (predicted more, saved less), refused
- * merges in both. */
+ * points that rank exactly opposite (predicted more, saved less), units
+ * (chunks included) that rank exactly alike, refused merges in both. */
 static const char *ind_a =
     "{\"engine\":\"inductor\",\"fusions\":{\"fusions\":["
     "{\"verdict\":\"lost\",\"saved_ms\":-1.5,\"reason\":\"kernel_slowdown\"},"
     "{\"verdict\":\"won\",\"saved_ms\":2.0},{\"verdict\":\"not_measured\"}],"
     "\"all_lost_undone\":{\"recovered_ms\":1.25},"
     "\"cost_model\":{\"points\":[{\"predicted_shared_bytes\":100,\"saved_ms\":1},"
-    "{\"predicted_shared_bytes\":200,\"saved_ms\":0.5}],\"bad_fusions\":[{\"id\":\"x\"}]},"
+    "{\"predicted_shared_bytes\":200,\"saved_ms\":0.5}],\"bad_fusions\":[{\"id\":\"x\"}],"
+    "\"units\":[{\"predicted_shared_bytes\":100,\"saved_ms\":1},"
+    "{\"decisions\":8,\"predicted_shared_bytes\":800,\"saved_ms\":3}]},"
     "\"missed\":{\"by_reason\":{\"no shared data\":{\"count\":2,\"shared_bytes\":64}},"
     "\"top\":[{\"nodes\":[\"a\",\"b\"],\"shared_bytes\":64,\"reason\":\"no shared data\"}]}}}";
 static const char *ind_b =
@@ -34,7 +36,8 @@ static const char *ind_b =
     "{\"verdict\":\"lost\",\"saved_ms\":-0.5,\"reason\":null},"
     "{\"verdict\":\"no_difference\",\"saved_ms\":0.01}],"
     "\"cost_model\":{\"points\":[{\"predicted_shared_bytes\":300,\"saved_ms\":0.25}],"
-    "\"bad_fusions\":[]},"
+    "\"bad_fusions\":[],\"units\":[{\"predicted_shared_bytes\":300,\"saved_ms\":2},"
+    "{\"predicted_shared_bytes\":null,\"saved_ms\":9}]},"
     "\"missed\":{\"by_reason\":{\"no shared data\":{\"count\":1,\"shared_bytes\":4096},"
     "\"exceeds max fusion\":{\"count\":1,\"shared_bytes\":8}},"
     "\"top\":[{\"nodes\":[\"c\",\"d\"],\"shared_bytes\":4096,\"reason\":\"no shared data\"}]}}}";
@@ -80,6 +83,10 @@ static void test_inductor_suite(void **state)
     assert_int_equal((int)num(ind, "cost_model.points"), 3);
     assert_float_equal(num(ind, "cost_model.spearman"), -1.0, 1e-12);
     assert_int_equal((int)num(ind, "cost_model.bad_fusions"), 1);
+    /* the units (a chunk of 8 among them; one without a prediction left out):
+     * ranked alike, rho 1 */
+    assert_int_equal((int)num(ind, "cost_model.units"), 3);
+    assert_float_equal(num(ind, "cost_model.spearman_units"), 1.0, 1e-12);
     /* refused merges summed by reason, the top ones most bytes first */
     assert_float_equal(num(ind, "missed_by_reason.no shared data.count"), 3, 0);
     assert_float_equal(num(ind, "missed_by_reason.no shared data.shared_bytes"), 4160, 0);

@@ -211,7 +211,8 @@ static void test_table_inductor_fusions(void **state)
         "undone at once\",\"saved_ms\":-1.25,\"ci95\":[-1.3,-1.2],\"verdict\":\"lost\"},"
         "{\"part\":\"knob\",\"what\":\"pattern_matcher=False\",\"saved_ms\":null,"
         "\"ci95\":null,\"verdict\":\"not_measured\"}],\"decisions_interaction_ms\":-0.15},"
-        "\"cost_model\":{\"spearman\":-0.5,\"bad_fusions\":[{\"id\":\"fuse-0123456789ab\"}]},"
+        "\"cost_model\":{\"spearman\":-0.5,\"bad_fusions\":[{\"id\":\"fuse-0123456789ab\"}],"
+        "\"units\":[{},{},{}],\"spearman_units\":0.25},"
         "\"missed\":{\"top\":[{\"nodes\":[\"op1\",\"op4\"],\"shared_bytes\":4096,"
         "\"reason\":\"exceeds max fusion\"}]},"
         "\"fusions\":[{\"id\":\"fuse-0123456789ab\",\"kind\":\"vertical\",\"verdict\":\"lost\","
@@ -243,6 +244,8 @@ static void test_table_inductor_fusions(void **state)
                                 "[1.200, 1.400]\n"));
     assert_non_null(strstr(buf, "rank correlation -0.50 between predicted shared bytes and "
                                 "measured saving; 1 predicted to help and measured to hurt\n"));
+    assert_non_null(strstr(buf, "over the 3 units measured (a fusion alone, or a chunk within the "
+                                "noise, its predictions summed): rank correlation 0.25\n"));
     assert_non_null(strstr(buf,
                            "fuse-0123456789ab  vertical     lost             17.1000   -1.3000  "
                            "[-1.390, -1.260]          4194304  kernel_slowdown    k0\n"));

@@ -18,8 +18,10 @@ After the job's timing, for the fusion decisions of the `inductor` rung
   all lost     every lost decision undone at once: the speed Inductor would
                have had with a fusion policy that knew;
   audit        Inductor's predicted benefit (score_fusion_memory) beside the
-               measured saving: rank correlation, and the fusions predicted to
-               help that measured to hurt;
+               measured saving: rank correlation over the decisions measured
+               alone, and over every unit measured (a chunk within the noise
+               counts as one, its predictions summed), and the fusions
+               predicted to help that measured to hurt;
   missed       the merges Inductor refused (its own WhyNoFuse reasons),
                weighted by the bytes they would have shared;
   break-even   cold and warm compile time against the per-iteration saving.
@@ -332,6 +334,10 @@ class _Measure:
         self.ctx, self.budget, self.noise = ctx, budget, noise
         self.rounds = rounds_for(ctx.base_ms)
         self.log = []  # every comparison: ids, saved_ms, interval, seconds
+        # the finest measurements group testing made: each decision alone, or a
+        # chunk within the noise that was not split (they partition what was
+        # measured; the cost model is audited over them)
+        self.units = []
 
     def timed(self, compile_fn, label, after=None):
         """compile_fn() -> dict with "fn", compared against the job's compile,
@@ -418,8 +424,13 @@ def _group_test(m, entries, chunk, depth=0):
         e.update({"verdict": v if r["took"] else "did_not_take", "measured": "alone",
                   "saved_ms": r["saved_ms"], "saved_ci95": r["ci"]})
         e["_r"] = r
+        if r["took"]:
+            m.units.append({"ids": [e["id"]], "saved_ms": r["saved_ms"], "ci95": r["ci"],
+                            "verdict": v})
         return
     if v == "no_difference":
+        m.units.append({"ids": [e["id"] for e in chunk], "saved_ms": r["saved_ms"],
+                        "ci95": r["ci"], "verdict": v})
         for e in chunk:
             e.update({"verdict": "no_difference", "measured": "in_group_of_%d" % len(chunk),
                       "saved_ms": None, "saved_ci95": r["ci"]})
@@ -484,7 +495,7 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
                                       "ci95": r["ci"], "took": r["took"],
                                       "recovered_ms": -r["saved_ms"]}
     out["step"] = _decompose(ctx, m, entries, ladder_step, out["sum_of_parts_ms"])
-    out["cost_model"] = audit(entries)
+    out["cost_model"] = audit(entries, m.units)
     out["missed"] = missed
     out["break_even"] = break_even(compile_times, medians)
     out["medians"] = medians
@@ -578,18 +589,34 @@ def _memory(ctx, entries):
             e["peak_mem_delta_bytes"] = ctx.base_peak - p
 
 
-def audit(entries):
+def audit(entries, units=()):
     """Inductor's cost model against the measurements: predicted shared bytes
-    beside measured saving for the decisions measured alone."""
+    beside measured saving, for the decisions measured alone ("points",
+    "spearman"), and for every unit group testing measured (a decision alone,
+    or a chunk within the noise undone at once: its members' predicted bytes
+    summed, as Inductor's score adds over merges; "units", "spearman_units").
+    Units with a member Inductor gave no prediction (a C++ kernel group) are
+    left out."""
     pts = [e for e in entries if e["measured"] == "alone" and e["saved_ms"] is not None and
            e["predicted_shared_bytes"] is not None and e["verdict"] != "did_not_take"]
     rho = spearman([e["predicted_shared_bytes"] for e in pts], [e["saved_ms"] for e in pts])
     bad = [{"id": e["id"], "predicted_shared_bytes": e["predicted_shared_bytes"],
             "saved_ms": e["saved_ms"], "reason": e["reason"]}
            for e in pts if e["predicted_shared_bytes"] > 0 and e["verdict"] == "lost"]
+    pred = {e["id"]: e["predicted_shared_bytes"] for e in entries}
+    us = []
+    for u in units:
+        ps = [pred.get(i) for i in u["ids"]]
+        if u["saved_ms"] is None or any(p is None for p in ps):
+            continue
+        us.append({"ids": list(u["ids"]), "decisions": len(ps),
+                   "predicted_shared_bytes": sum(ps), "saved_ms": u["saved_ms"],
+                   "ci95": u["ci95"], "verdict": u["verdict"]})
     return {"points": [{"id": e["id"], "predicted_shared_bytes": e["predicted_shared_bytes"],
                         "saved_ms": e["saved_ms"], "verdict": e["verdict"]} for e in pts],
-            "spearman": rho, "bad_fusions": bad}
+            "spearman": rho, "bad_fusions": bad, "units": us,
+            "spearman_units": spearman([u["predicted_shared_bytes"] for u in us],
+                                       [u["saved_ms"] for u in us])}
 
 
 def break_even(compile_times, medians):
