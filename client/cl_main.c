@@ -21,6 +21,7 @@
 #include "cl_fmt.h"
 #include "cl_http.h"
 #include "cl_url.h"
+#include "fb_git_sha.h"
 #include "fb_table.h"
 
 #define EXIT_JOB    1

@@ -7,11 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fb_git_sha.h"
 #include "fb_log.h"
-
-#ifndef FB_GIT_SHA
-#define FB_GIT_SHA "unknown"
-#endif
 
 #define MAX_REQ_SERIES   256 /* (route, method, status) triples; more are dropped */
 #define MAX_ROUTES       32  /* latency series: one per route label */

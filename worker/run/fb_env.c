@@ -10,13 +10,10 @@
 
 #include <cblas.h>
 
-#include "fb_gpu.h"
 #include "fb_engines.h"
+#include "fb_git_sha.h"
+#include "fb_gpu.h"
 #include "fb_log.h"
-
-#ifndef FB_GIT_SHA
-#define FB_GIT_SHA "unknown"
-#endif
 
 /* Copies s into dst with leading and trailing blanks removed. */
 static void copy_trimmed(char *dst, size_t cap, const char *s)
