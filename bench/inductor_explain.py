@@ -30,6 +30,12 @@ import subprocess
 import sys
 import time
 
+# the runner's own rank correlation (explain.py imports nothing beyond the
+# standard library at module level)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "worker",
+                                "engine", "inductor"))
+from explain import spearman  # noqa: E402
+
 MODELS = ["resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny", "vit_b_16",
           "bert_base", "gpt2", "whisper_tiny", "wav2vec2_base"]
 
@@ -47,29 +53,6 @@ def run(binary, model, batch, budget, threads, params, iterations, ladder_s):
     if not p.stdout.strip():
         return None, secs, p.stderr.strip()[-300:], cmd
     return json.loads(p.stdout), secs, "", cmd
-
-
-def spearman(xs, ys):
-    """Spearman's rho with midranks for ties; None below 3 pairs or with a
-    constant side (as the runner's explain.spearman)."""
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r, i = [0.0] * len(v), 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                r[order[k]] = (i + j) / 2.0 + 1
-            i = j + 1
-        return r
-    if len(xs) < 3:
-        return None
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
-    return sxy / (sxx * syy) ** 0.5 if sxx and syy else None
 
 
 def units_of(fx):

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fb_clock.h"
 #include "fb_engines.h"
 #include "fb_gpu.h"
 #include "fb_log.h"
@@ -48,18 +49,11 @@ typedef struct run_state {
     fb_code codes[FB_MAX_VARIANTS]; /* why a variant failed, for the call's error */
 } run_state;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static void report(run_state *st, const char *phase, const char *variant, int done, int total)
 {
     if (st->progress)
         st->progress(st->ud, phase, variant, done, total);
-    st->last_report_ms = now_ms();
+    st->last_report_ms = fb_now_ms();
 }
 
 static bool variant_alive(const run_state *st, int v)
@@ -113,7 +107,7 @@ static void warmup(run_state *st)
 static void time_one(run_state *st, int v, int it)
 {
     fb_variant_result *vr = &st->res->variants[v];
-    double t0 = now_ms(), ms = 0.0;
+    double t0 = fb_now_ms(), ms = 0.0;
     fb_err e;
     fb_code rc;
 
@@ -126,7 +120,7 @@ static void time_one(run_state *st, int v, int it)
         variant_fail(st, v, "timing", &e);
         return;
     }
-    vr->samples_ms[it] = st->inst->ops->timed_run ? ms : now_ms() - t0;
+    vr->samples_ms[it] = st->inst->ops->timed_run ? ms : fb_now_ms() - t0;
     vr->n_samples = it + 1;
 }
 
@@ -157,7 +151,7 @@ static double steal_now_ms(void)
 
 static void probe_take(probe *p, int who)
 {
-    p->wall_ms = now_ms();
+    p->wall_ms = fb_now_ms();
     p->steal_ms = steal_now_ms();
     p->have_ru = getrusage(who, &p->ru) == 0;
 }
@@ -191,7 +185,7 @@ static void timed_rounds(run_state *st, int from, int to, int total)
                 time_one(st, v, it);
         }
         if ((it + 1) % RUN_PROGRESS_EVERY == 0 && it + 1 < total &&
-            now_ms() - st->last_report_ms >= RUN_PROGRESS_MIN_MS)
+            fb_now_ms() - st->last_report_ms >= RUN_PROGRESS_MIN_MS)
             report(st, "timing", NULL, it + 1, total);
     }
 }
@@ -265,20 +259,20 @@ static void timing(run_state *st)
     probe_take(&p0, RUSAGE_SELF);
     timed_rounds(st, 0, asked, asked);
     fb_nvml_sample(nvml, &st->res->interference.gpu);
-    t_first = now_ms() - p0.wall_ms;
+    t_first = fb_now_ms() - p0.wall_ms;
     compute_stats(st);
     budget_ms = st->budget_s >= 0
                     ? (double)st->budget_s * 1000.0
                     : fmin(fmax(t_first, RUN_BUDGET_MIN_S * 1000.0), RUN_BUDGET_MAX_S * 1000.0);
     snprintf(rep->stop, sizeof rep->stop, "stable");
-    t_extra = now_ms();
+    t_extra = fb_now_ms();
     while (unsettled(st)) {
         int chunk = asked / 2 > 5 ? asked / 2 : 5;
         if (done >= most) {
             snprintf(rep->stop, sizeof rep->stop, "max_rounds");
             break;
         }
-        if (now_ms() - t_extra >= budget_ms) {
+        if (fb_now_ms() - t_extra >= budget_ms) {
             snprintf(rep->stop, sizeof rep->stop, "time_budget");
             break;
         }

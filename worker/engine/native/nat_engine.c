@@ -12,6 +12,7 @@
 
 #include <cblas.h>
 
+#include "fb_clock.h"
 #include "gr_zoo.h"
 #include "nat.h"
 #include "nat_cost.h"
@@ -31,13 +32,6 @@ typedef struct nat_instance {
     int n_variants;
     int plan[FB_MAX_VARIANTS]; /* spec variant index -> NAT_EAGER / NAT_FUSED */
 } nat_instance;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* ---- catalog ---- */
 
@@ -148,11 +142,11 @@ static fb_code nat_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
         rc = set_threads(spec, err);
     if (rc)
         goto out;
-    double t0 = now_ms();
+    double t0 = fb_now_ms();
     rc = gr_ctx_build(spec, &ni->ctx, err);
     if (rc)
         goto out;
-    ni->base.plan_ms = now_ms() - t0;
+    ni->base.plan_ms = fb_now_ms() - t0;
     ni->base.graph = ni->ctx->graph; /* models: the graph goes to the result */
     ni->ctx->graph = NULL;
     *out = &ni->base;
@@ -232,17 +226,17 @@ static fb_code nat_profile(fb_instance *inst, int v, fb_variant_result *vr, fb_e
     double kernel_ms = 0.0, cat[FB_KC_COUNT];
     for (int c = 0; c < FB_KC_COUNT; c++)
         cat[c] = NAN;
-    double t0 = now_ms();
+    double t0 = fb_now_ms();
     for (int i = 0; i < plan->n; i++) {
         const nat_launch *l = &plan->launches[i];
-        double ts = now_ms();
+        double ts = fb_now_ms();
         l->fn(l);
-        double ms = now_ms() - ts;
+        double ms = fb_now_ms() - ts;
         kernel_ms += ms;
         cat[l->category] = isnan(cat[l->category]) ? ms : cat[l->category] + ms;
         nat_kernel_row_add(rows, &n_rows, l, ts - t0, ms, (int)sizeof(float), false);
     }
-    double busy = now_ms() - t0;
+    double busy = fb_now_ms() - t0;
     free(vr->kernel_rows);
     vr->kernel_rows = rows;
     vr->n_kernel_rows = n_rows;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fb_clock.h"
 #include "fb_stats.h"
 #include "nat_explain.h"
 
@@ -37,22 +38,15 @@ typedef struct cf_build {
 
 enum { CF_EAGER = 0, CF_FUSED = 1 };
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* One plain iteration of variant v of inst, its time (ms): the engine's own
  * timer where it has one (a GPU: events on its stream), else the wall. */
 static fb_code once(fb_instance *inst, int v, double *ms, fb_err *err)
 {
     if (inst->ops->timed_run)
         return inst->ops->timed_run(inst, v, ms, err);
-    double t0 = now_ms();
+    double t0 = fb_now_ms();
     fb_code rc = inst->ops->run(inst, v, err);
-    *ms = now_ms() - t0;
+    *ms = fb_now_ms() - t0;
     return rc;
 }
 

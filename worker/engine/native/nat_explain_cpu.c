@@ -8,37 +8,31 @@
 
 #include <omp.h>
 
+#include "fb_clock.h"
 #include "gr_plan.h"
 #include "nat_explain.h"
 
 #define EX_ROUNDS_MIN 10
 #define EX_ROUNDS_MAX 200
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* One round of p, each launch timed into t[0..n), the whole into *wall. */
 static void timed_round(const nat_plan *p, double *t, double *wall)
 {
-    double t0 = now_ms();
+    double t0 = fb_now_ms();
     for (int i = 0; i < p->n; i++) {
-        double ts = now_ms();
+        double ts = fb_now_ms();
         p->launches[i].fn(&p->launches[i]);
-        t[i] = now_ms() - ts;
+        t[i] = fb_now_ms() - ts;
     }
-    *wall = now_ms() - t0;
+    *wall = fb_now_ms() - t0;
 }
 
 /* One round of p, its wall time. */
 static double wall_round(const nat_plan *p)
 {
-    double t0 = now_ms();
+    double t0 = fb_now_ms();
     nat_plan_run(p);
-    return now_ms() - t0;
+    return fb_now_ms() - t0;
 }
 
 /* Profiled rounds of eager and fused, alternating which goes first (a fixed

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fb_clock.h"
 #include "gr_zoo.h"
 #include "ncu_int.h"
 
@@ -29,13 +30,6 @@ typedef struct ncu_instance {
     float *stage;                     /* device float32 staging for outputs */
     float *host_out[FB_MAX_VARIANTS]; /* each variant's last output, float32 */
 } ncu_instance;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* ---- catalog ---- */
 
@@ -315,13 +309,13 @@ fb_code ncu_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
         rc = check_device(err);
     if (rc)
         goto out;
-    double t0 = now_ms();
+    double t0 = fb_now_ms();
     rc = gr_ctx_build(spec, &ni->ctx->host, err);
     if (!rc)
         rc = device_setup(ni, err);
     if (rc)
         goto out;
-    ni->base.plan_ms = now_ms() - t0;
+    ni->base.plan_ms = fb_now_ms() - t0;
     ni->base.graph = ni->ctx->host->graph; /* models: the graph goes to the result */
     ni->ctx->host->graph = NULL;
     *out = &ni->base;

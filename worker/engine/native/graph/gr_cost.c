@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fb_clock.h"
 #include "fb_log.h"
 #include "fb_stats.h"
 #include "gr_costmodel.h"
@@ -271,13 +272,6 @@ static void cache_save(const char *path, const cJSON *entries, const char *ckey,
 
 /* ---- measuring ---- */
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* One run of plan p, launch by launch, of the launches of the groups in want
  * and the launch before each (untimed: it warms the group's input as in a
  * job): each wanted group's launches' time in ms summed into acc[fid] (n of
@@ -293,10 +287,10 @@ static void run_plan(const nat_plan *p, int n, const bool *want, double *acc, do
         lt[i] = NAN;
         if (!timed && !(next >= 0 && next < n && want[next]))
             continue;
-        double t0 = now_ms();
+        double t0 = fb_now_ms();
         l->fn(l);
         if (timed) {
-            lt[i] = now_ms() - t0;
+            lt[i] = fb_now_ms() - t0;
             acc[g] += lt[i];
         }
     }
@@ -328,11 +322,11 @@ static bool measure_all(const nat_ctx *m, int n, const bool *want, double *rs, i
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < m->plans[vs[k]].n; i++)
             lbest[k][i] = NAN;
-    double t0 = now_ms();
+    double t0 = fb_now_ms();
     /* ROUNDS at least; a small model more, up to MEASURE_MS or MAX_ROUNDS, so
      * a least time is not one lucky run's */
     int r = 0;
-    for (; r < ROUNDS || (r < MAX_ROUNDS && now_ms() - t0 < MEASURE_MS); r++)
+    for (; r < ROUNDS || (r < MAX_ROUNDS && fb_now_ms() - t0 < MEASURE_MS); r++)
         for (int i = 0; i < 3; i++) {
             int k = r % 2 ? 2 - i : i;
             const nat_plan *p = &m->plans[vs[k]];
@@ -651,7 +645,7 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
     cJSON *cache = NULL, *fresh = cJSON_CreateObject();
     nat_ctx *m = NULL;
     gr_cm cm = {0};
-    double t0 = now_ms(), gbps = 0, gflops = 0;
+    double t0 = fb_now_ms(), gbps = 0, gflops = 0;
     int threads = omp_get_max_threads();
     fb_code rc = sig && fresh ? FB_OK : fb_err_set(err, FB_ENOMEM, NULL, "no memory");
 
@@ -735,6 +729,6 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
     free(sig);
     if (rc)
         gr_choices_free(out);
-    rep->ms = now_ms() - t0;
+    rep->ms = fb_now_ms() - t0;
     return rc;
 }
