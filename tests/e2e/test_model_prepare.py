@@ -385,6 +385,7 @@ def refusals(env):
           "... its error names the operator: %s" % b["error"]["message"])
 
 
+
 def rest(env, ids):
     # the Python client (clients/python, standard library only)
     sys.path.insert(0, os.path.join(fbtest.source_dir(), "clients", "python"))
@@ -401,7 +402,7 @@ def rest(env, ids):
     pj = m.submit(variants=["eager"], iterations=3, warmup=1)
     check_eq((pj.raw["spec"]["workload"], pj.raw["spec"]["engine"]),
              ("model.%d" % ids["good"], "inductor"), "Model.submit(): a job of model.<id>")
-    fbtest.http(env.base, "POST", "/api/v1/jobs/%d/cancel" % pj.id, {})
+    env.cancel(pj.id, may_have_ended=True)
 
     # in a suite too (its job then canceled: one run of it is enough here)
     st, _, su = fbtest.http(env.base, "POST", "/api/v1/suites",
@@ -410,7 +411,7 @@ def rest(env, ids):
     check_eq(st, 201, "a suite of model:good (%s)" % su)
     wl = env.sql("SELECT workload, id FROM jobs ORDER BY id DESC LIMIT 1")[0]
     check_eq(wl[0], "model.%d" % ids["good"], "the suite's job runs model.<id>")
-    fbtest.http(env.base, "POST", "/api/v1/jobs/%s/cancel" % wl[1], {})
+    env.cancel(int(wl[1]), may_have_ended=True)
     st, _, b = fbtest.http(env.base, "POST", "/api/v1/suites",
                            {"name": "bad", "workloads": ["model:junk"]})
     check(st == 400 and "invalid" in b["error"]["message"],

@@ -158,6 +158,21 @@ def inside():
     out = explain.explain(ctx, budget_s=0)
     c.check(out["counts"]["not_measured"] == 6 and out["stopped"] == "budget",
             "no budget: every decision not_measured, stopped by the budget")
+    c.check(compiled == [] and out["layout_noise_ms"] is None,
+            "no budget: nothing compiled, not even the placebo (%s)" % compiled)
+    # a budget shorter than one counterfactual is expected to cost (the job's
+    # own cold compile, 100 s here, and its rounds): none started, so the job
+    # does not run past its timeout; a cheap compile (1 s): all measured, the
+    # guess replaced by what the first one cost
+    ctx, compiled = fake_ctx(explain, [0.5, -0.3])
+    out = explain.explain(ctx, budget_s=60, compile_times={"inductor": {"cold_ms": 100000.0}})
+    c.check(compiled == [] and out["counts"]["not_measured"] == 2 and out["stopped"] == "budget",
+            "a 60 s budget, a 100 s cold compile: no counterfactual started (%s)" % compiled)
+    ctx, compiled = fake_ctx(explain, [0.5, -0.3])
+    out = explain.explain(ctx, budget_s=60, compile_times={"inductor": {"cold_ms": 1000.0}})
+    c.check(len(compiled) >= 3 and out["counts"]["not_measured"] == 0,
+            "a 60 s budget, a 1 s cold compile: the placebo and both decisions (%d compiles)"
+            % len(compiled))
     # reasons
     d = {"kind": "vertical"}
     r, _ = explain.reason_of(d, "for(){ x = in_ptr0[i]; }", ["for(){ at::vec::Vectorized<float> a; }"],
@@ -191,6 +206,10 @@ def inside():
     c.check(sd[2] - sd[1] < 0.1 and sd[1] <= -1.0 <= sd[2] and len(sa) == 80,
             "a burst through the pooled rounds: a fresh batch of 80 gives %.3f [%.3f, %.3f]"
             % sd)
+    sa, _, sd = explain.compare(Program(10.0), Program(9.0), (), BurstClock(170), 20,
+                                deadline=0.0)
+    c.check(len(sa) == 20, "past the budget's deadline: no extra rounds, only the first 20 "
+            "(%d)" % len(sa))
     # the fused kernel and its parts profiled in turn: each kernel's least time,
     # the job's compile under the same load as the counterfactual
     loads = iter([5.0, 9.0, 3.0, 2.0])  # base, cf, base, cf: a noisy first pair

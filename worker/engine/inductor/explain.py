@@ -53,12 +53,14 @@ DEFAULT_BUDGET_S = 300.0
 
 class Budget:
     """Seconds left for counterfactuals; each costs about a compile and a
-    comparison, as the first one measured."""
+    comparison: estimate (seconds) until the first is measured, then the most
+    any measured one cost."""
 
-    def __init__(self, seconds):
+    def __init__(self, seconds, estimate=None):
         self.end = time.monotonic() + max(0.0, seconds)
         self.seconds = seconds
-        self.cost = None
+        self.cost = estimate
+        self.guess = estimate is not None
 
     def left(self):
         return self.end - time.monotonic()
@@ -67,7 +69,8 @@ class Budget:
         return self.left() > (self.cost or 0.0)
 
     def spent(self, s):
-        self.cost = s if self.cost is None else max(self.cost, s)
+        self.cost = s if self.cost is None or self.guess else max(self.cost, s)
+        self.guess = False
 
 
 def median(xs):
@@ -110,20 +113,25 @@ def paired(fa, fb, inputs, clock, rounds, sync=None, warmup=True):
     return a, b
 
 
-def compare(fa, fb, inputs, clock, rounds, sync=None):
+def compare(fa, fb, inputs, clock, rounds, sync=None, deadline=None):
     """paired() and diff_ci() of its samples; while the interval is wider than
     WIDE_CI of fa's median, more rounds, pooled, up to SETTLE_X times rounds;
-    still wider, one fresh batch of as many rounds, kept when narrower.
+    still wider, one fresh batch of as many rounds, kept when narrower.  None
+    of those extra rounds start past deadline (time.monotonic()), so that a
+    comparison made near the end of the budget does not run on past it.
     Returns (samples of fa, samples of fb, (diff, lo, hi) or None)."""
+    def more():
+        return deadline is None or time.monotonic() < deadline
+
     a, b = paired(fa, fb, inputs, clock, rounds, sync)
     d = diff_ci(a, b)
     for _ in range(SETTLE_X - 1):
-        if not d or d[2] - d[1] <= WIDE_CI * median(a):
+        if not d or d[2] - d[1] <= WIDE_CI * median(a) or not more():
             break
         a2, b2 = paired(fa, fb, inputs, clock, rounds, sync, warmup=False)
         a, b = a + a2, b + b2
         d = diff_ci(a, b)
-    if d and d[2] - d[1] > WIDE_CI * median(a):
+    if d and d[2] - d[1] > WIDE_CI * median(a) and more():
         # still wide: a disturbance that lasted (another tenant, a frequency
         # change) is in most of the pooled rounds; one fresh batch of the same
         # size replaces them when it is narrower
@@ -349,7 +357,7 @@ class _Measure:
         t0 = time.monotonic()
         cf = compile_fn()
         a, b, d = compare(self.ctx.base_fn, cf["fn"], self.ctx.inputs, self.ctx.clock,
-                          self.rounds, self.ctx.sync)
+                          self.rounds, self.ctx.sync, deadline=self.budget.end)
         extra = after(cf) if after else None
         s = time.monotonic() - t0
         self.budget.spent(s)
@@ -429,8 +437,9 @@ def _group_test(m, entries, chunk, depth=0):
                             "verdict": v})
         return
     if v == "no_difference":
-        m.units.append({"ids": [e["id"] for e in chunk], "saved_ms": r["saved_ms"],
-                        "ci95": r["ci"], "verdict": v})
+        if r["took"]:
+            m.units.append({"ids": [e["id"] for e in chunk], "saved_ms": r["saved_ms"],
+                            "ci95": r["ci"], "verdict": v})
         for e in chunk:
             e.update({"verdict": "no_difference", "measured": "in_group_of_%d" % len(chunk),
                       "saved_ms": None, "saved_ci95": r["ci"]})
@@ -446,7 +455,15 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
     (saved_ms, lo, hi) of inductor-nofusion -> inductor from the job's rounds,
     or None; compile_times: {rung: {"cold_ms", "warm_ms"}}; medians: {rung: ms}."""
     t_start = time.monotonic()
-    budget = Budget(budget_s)
+    # before the first counterfactual is measured, one is expected to cost what
+    # the job's own cold compile of the rung did, plus its rounds: a budget
+    # shorter than that (a ladder that took most of the job's timeout) starts
+    # none, rather than running past the timeout
+    cold = ((compile_times or {}).get("inductor") or {}).get("cold_ms")
+    guess = None
+    if isinstance(cold, (int, float)) and ctx.base_ms > 0:
+        guess = cold / 1e3 + rounds_for(ctx.base_ms) * 2 * ctx.base_ms / 1e3
+    budget = Budget(budget_s, guess)
     ds = list(ctx.decisions)
     ds.sort(key=lambda d: -(ctx.kernel_ms.get(d.get("kernel")) or 0.0))
     entries = [_entry(d, ctx.kernel_ms) for d in ds]
@@ -455,11 +472,12 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
            "layout_noise_ms": None, "fusions": entries}
     # the placebo: the same code built again
     noise = 0.0
-    if ds:
+    if ds and budget.allows():  # else nothing is undone, so no band is needed
         t0 = time.monotonic()
         pl = ctx.compile_cf(None)
         rounds = rounds_for(ctx.base_ms)
-        a, b, d = compare(ctx.base_fn, pl["fn"], ctx.inputs, ctx.clock, rounds, ctx.sync)
+        a, b, d = compare(ctx.base_fn, pl["fn"], ctx.inputs, ctx.clock, rounds, ctx.sync,
+                          deadline=budget.end)
         budget.spent(time.monotonic() - t0)
         noise = max(abs(d[1]), abs(d[2])) if d else 0.0
         out["layout_noise_ms"] = noise
