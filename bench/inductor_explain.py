@@ -26,6 +26,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -56,34 +57,9 @@ def run(binary, model, batch, budget, threads, params, iterations, ladder_s):
 
 
 def units_of(fx):
-    """The cost-model audit's units of one explanation: its own list, or, for
-    a result from before the runner kept one, rebuilt from its comparisons:
-    a comparison whose ids are exactly the decisions measured alone or as one
-    chunk within the noise."""
-    cm = fx.get("cost_model") or {}
-    if "units" in cm:
-        return cm["units"]
-    by = {e["id"]: e for e in fx.get("fusions", [])}
-    out, seen = [], set()
-    for c in fx.get("comparisons") or []:
-        ids = c.get("ids")
-        key = tuple(sorted(ids or []))
-        if not ids or key in seen or any(i not in by for i in ids):
-            continue
-        want = "alone" if len(ids) == 1 else "in_group_of_%d" % len(ids)
-        es = [by[i] for i in ids]
-        if any(e.get("measured") != want or e.get("verdict") == "did_not_take" for e in es):
-            continue
-        if len(ids) > 1 and sum(1 for e in by.values() if e.get("measured") == want and
-                                e.get("saved_ci95") == c.get("ci")) != len(ids):
-            continue
-        ps = [e.get("predicted_shared_bytes") for e in es]
-        if c.get("saved_ms") is None or any(p is None for p in ps):
-            continue
-        seen.add(key)
-        out.append({"ids": list(ids), "decisions": len(ids), "predicted_shared_bytes": sum(ps),
-                    "saved_ms": c["saved_ms"], "ci95": c.get("ci")})
-    return out
+    """The cost-model audit's units of one explanation (explain.audit): none
+    in a result from before the runner kept them."""
+    return (fx.get("cost_model") or {}).get("units") or []
 
 
 def fmt(x, f="{:.3f}"):
@@ -161,9 +137,12 @@ def main():
         order = {m: i for i, m in enumerate(MODELS)}
         jobs = []
         for path in paths:
-            model, _, batch = os.path.basename(path)[:-5].rpartition("-bs")
+            m = re.fullmatch(r"(.+)-bs(\d+)\.json", os.path.basename(path))
+            if not m:
+                print("skipped %s: not MODEL-bsN.json" % path, file=sys.stderr)
+                continue
             with open(path) as f:
-                jobs.append((order.get(model, len(order)), model, int(batch), json.load(f)))
+                jobs.append((order.get(m[1], len(order)), m[1], int(m[2]), json.load(f)))
         for _, model, batch, out in sorted(jobs, key=lambda j: j[:3]):
             print(row(model, batch, out, out.get("bench_seconds")), flush=True)
             suite += units_of((out["result"].get("explain") or {}).get("fusions") or {})
