@@ -478,6 +478,18 @@ static void test_ppm_and_inputs(void **state)
     assert_true(s > 100.0); /* normalized pixels, not zeros */
     assert_int_equal(gr_input_tokens(ids, 2, 12, 30522, &err), FB_OK);
     assert_true(ids[0] == 101.0f && ids[1] != ids[2]);
+    /* More batch items than the sentence has tokens: each item starts further
+     * into it, wrapping (batch 32 used to read past the sentence). */
+    enum { B = 64, S = 128 }; /* item 0 holds the whole sentence and its [SEP] */
+    static float many[B * S];
+    assert_int_equal(gr_input_tokens(many, B, S, 30522, &err), FB_OK);
+    for (int i = 0; i < B * S; i++) {
+        bool seen = false;
+        for (int j = 0; j < S && !seen; j++)
+            seen = many[j] == many[i];
+        assert_true(seen); /* only the sentence's tokens, in every item */
+    }
+    assert_true(many[0] == 101.0f && many[1] != many[S + 1]);
 }
 
 /* ---- the linear and MLP kernels, every tiling, against float64 ---- */

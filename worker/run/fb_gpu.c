@@ -4,6 +4,26 @@
 #include <stdio.h>
 #include <string.h>
 
+void fb_gpu_driver_from_line(const char *line, char *dst, size_t cap)
+{
+    const char *p = strstr(line, "Kernel Module");
+
+    if (cap)
+        dst[0] = '\0';
+    if (!p || !cap)
+        return;
+    for (p += strlen("Kernel Module"); *p;) {
+        size_t n;
+        p += strspn(p, " \t\n");
+        n = strcspn(p, " \t\n");
+        if (n && *p >= '0' && *p <= '9' && memchr(p, '.', n)) {
+            snprintf(dst, cap, "%.*s", (int)n, p);
+            return;
+        }
+        p += n;
+    }
+}
+
 #ifdef FB_HAVE_CUDA
 #include <dlfcn.h>
 
@@ -49,18 +69,13 @@ static void uuid_text(const unsigned char b[16], char *dst, size_t cap)
 static void driver_release(char *dst, size_t cap)
 {
     char line[256];
-    const char *p;
     FILE *f = fopen("/proc/driver/nvidia/version", "r");
 
     dst[0] = '\0';
     if (!f)
         return;
-    if (fgets(line, sizeof line, f) && (p = strstr(line, "Kernel Module")) != NULL) {
-        p += strlen("Kernel Module");
-        while (*p == ' ')
-            p++;
-        snprintf(dst, cap, "%.*s", (int)strcspn(p, " \n"), p);
-    }
+    if (fgets(line, sizeof line, f))
+        fb_gpu_driver_from_line(line, dst, cap);
     fclose(f);
 }
 

@@ -9,6 +9,7 @@
 #ifndef FB_GPU_H
 #define FB_GPU_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fb_err.h"
@@ -28,5 +29,11 @@ typedef struct fb_gpu {
  * Initializes CUDA in the calling process.  FB_EUNSUPPORTED in a build without
  * CUDA; FB_EDEVICE (message from CUDA) when there is no such device. */
 FB_MUSTCHECK fb_code fb_gpu_query(int dev, fb_gpu *out, fb_err *err);
+
+/* The driver's version from the first line of /proc/driver/nvidia/version
+ * ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release
+ * Build ..." or "... Kernel Module  580.65.06  Sun ..."): the first word after
+ * "Kernel Module" that starts with a digit and holds a dot; "" when none. */
+void fb_gpu_driver_from_line(const char *line, char *dst, size_t cap);
 
 #endif

@@ -674,7 +674,12 @@ out:
 
 double fb_run_tolerance(const char *dtype, bool tf32)
 {
-    if (dtype && (strcmp(dtype, "float16") == 0 || strcmp(dtype, "bfloat16") == 0))
+    /* bfloat16 keeps 8 significant bits to float16's 11: an eager chain that
+     * rounds each of its 9 intermediates (layer norm) reads 0.012 against
+     * float64 on an H100 (docs/gpu/check-NVIDIA-H100-80GB-HBM3-20261127.md). */
+    if (dtype && strcmp(dtype, "bfloat16") == 0)
+        return 2e-2;
+    if (dtype && strcmp(dtype, "float16") == 0)
         return 1e-2;
     return tf32 ? 1e-3 : 1e-4;
 }

@@ -265,7 +265,7 @@ fb_code gr_input_tokens(float *out, int64_t batch, int64_t seq, int64_t vocab_n,
         for (int64_t b = 0; !rc && b < batch; b++) {
             float *o = out + b * seq;
             o[0] = 101; /* [CLS], then the sentence over and over, [SEP] between */
-            for (int64_t j = 1, k = (int)b; j < seq; j++, k = (k + 1) % (n + 1))
+            for (int64_t j = 1, k = (int)(b % (n + 1)); j < seq; j++, k = (k + 1) % (n + 1))
                 o[j] = k == n ? 102 : (float)ids[k];
             for (int64_t j = 0; j < seq; j++)
                 o[j] = (float)((int64_t)o[j] % vocab_n);
