@@ -249,6 +249,15 @@ def inside():
             "break-even: 1000 ms / 0.5 ms = 2000 iterations; never when slower than eager")
     c.check(abs(explain.spearman([1, 2, 2, 3, 5], [2, 1, 4, 3, 5]) - 6.5 / 95 ** 0.5) < 1e-12,
             "Spearman with ties (midranks)")
+    jb = explain.job_budget
+    c.check(jb(300, 40.0, 1000) == 260.0 and jb(100, 150.0, 1000) == 0.0,
+            "one budget: the explanation gets what the adaptive repetition left of it")
+    c.check(jb(None, 10.0, 1000) == explain.DEFAULT_BUDGET_S - 10.0
+            and jb(True, 0.0, 1000) == explain.DEFAULT_BUDGET_S
+            and jb(-1, 0.0, 1000) == explain.DEFAULT_BUDGET_S,
+            "no number >= 0 given: the default, less what was spent")
+    c.check(jb(300, 0.0, 50.0) == 50.0 and jb(300, 0.0, -5.0) == 0.0 and jb(1e6, 0.0, 1e9) == 3600.0,
+            "never past the job's time left, at most an hour")
     c.done()
 
 

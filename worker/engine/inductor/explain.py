@@ -73,6 +73,17 @@ class Budget:
         self.guess = False
 
 
+def job_budget(requested, spent_s, left_s):
+    """The seconds an explanation may spend: params.time_budget_s
+    (DEFAULT_BUDGET_S when it is not a number >= 0) less what the job's own
+    adaptive repetition already spent of it (one budget, spent once), never
+    past the job's time left, at most an hour."""
+    if not (isinstance(requested, (int, float)) and not isinstance(requested, bool)
+            and requested >= 0):
+        requested = DEFAULT_BUDGET_S
+    return max(0.0, min(float(requested) - max(0.0, spent_s), left_s, 3600.0))
+
+
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
 

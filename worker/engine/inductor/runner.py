@@ -635,7 +635,8 @@ def run_variants(req, variants, inputs, proto):
         _timed_rounds(alive, clock, inputs, done, done + chunk)
         done += chunk
         stop = "converged"
-    return ({"rounds_requested": asked, "rounds": done, "budget_s": budget, "stop": stop},
+    return ({"rounds_requested": asked, "rounds": done, "budget_s": budget, "stop": stop,
+             "extra_s": round(time.perf_counter() - t_extra, 3)},
             _interference(p0, _probe()))
 
 
@@ -736,10 +737,11 @@ STARTED = time.monotonic()
 EXPLAIN_MARGIN_S = 60.0
 
 
-def explain_fusions(req, variants, model, inputs, root, proto):
+def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
     """explain.explain() over the inductor rung's decisions, with this job's
-    compiles, clock and profile; the "fusion_explain" object, or one with
-    "error" when there is nothing to explain."""
+    compiles, clock and profile, within params.time_budget_s less the spent_s
+    seconds the job's adaptive repetition took of it; the "fusion_explain"
+    object, or one with "error" when there is nothing to explain."""
     import decisions
     import explain
     import ladder
@@ -803,11 +805,8 @@ def explain_fusions(req, variants, model, inputs, root, proto):
                       base_ms=explain.median(base.samples),
                       base_peak=prof.get("peak_alloc_bytes"),
                       base_externs=figs["extern_calls"], device=req["device"])
-    budget = req["params"].get("time_budget_s")
-    if not (isinstance(budget, (int, float)) and not isinstance(budget, bool) and budget >= 0):
-        budget = explain.DEFAULT_BUDGET_S
     left = req.get("timeout_s", 600) - (time.monotonic() - STARTED) - EXPLAIN_MARGIN_S
-    budget = max(0.0, min(float(budget), left, 3600.0))
+    budget = explain.job_budget(req["params"].get("time_budget_s"), spent_s, left)
     ok_v = {v.name: v for v in variants if v.status == "ok" and len(v.samples) >= 2}
     step = None
     if "inductor-nofusion" in ok_v:
@@ -1001,7 +1000,8 @@ def run_job(req, proto):
             gate(req, variants, model, inputs)
             profile_all(req, variants, inputs, proto)
             if req["explain"]:
-                fx = explain_fusions(req, variants, model, inputs, root, proto)
+                fx = explain_fusions(req, variants, model, inputs, root, proto,
+                                     spent_s=repetition.get("extra_s", 0.0))
                 ind = next((v for v in variants if v.name == "inductor"), None)
                 if ind is not None and "inductor" in ind.out:
                     ind.out["inductor"]["fusion_explain"] = fx
