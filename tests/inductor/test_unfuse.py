@@ -10,6 +10,7 @@ decisions.py, docs/INDUCTOR.md "Fusion by fusion"):
   no fusion of the model fails the job after the compile, before any timed
   round, naming the id;
 - unfuse_probe.py, in process: ids stable over two compiles, the compile cache
+  (and the explanation's shared one: unchanged kernels loaded, undone ones not)
   cannot hand the undone compile the unmodified kernels, and a PyTorch
   without the hook gives "unsupported" for the counterfactual rung only;
 - the explanation, fusion by fusion (explain.py, docs/EXPLAIN.md), on
@@ -218,7 +219,16 @@ def in_process(c, py):
     for ident, u in p["undone"].items():
         c.check(u["scheduled"] and u["hits"] == 0 and ident not in u["ids"],
                 "%s undone in the warm cache directory: scheduled anew, no cache hit" % ident)
-    n = p["normal"]
+    n, sh = p["normal"], p["shared"]
+    c.check(sh["none"]["scheduled"] and sh["none"]["hits"] == 0 and sh["none"]["built"] == 0
+            and sh["none"]["ids"] == n["ids"],
+            "a counterfactual compile undoing nothing in the job's directory: scheduled anew, "
+            "no FX graph cache hit, every kernel loaded (%d built)" % sh["none"]["built"])
+    f = sh["fuse"]
+    c.check(f["scheduled"] and f["hits"] == 0 and p["fuse"] not in f["ids"]
+            and f["final_nodes"] > n["final_nodes"] and f["err"] < 1e-4,
+            "a shared counterfactual compile still undoes %s (%d -> %d final nodes), "
+            "right output" % (p["fuse"], n["final_nodes"], f["final_nodes"]))
     c.check(p["undone"][p["fuse"]]["final_nodes"] > n["final_nodes"],
             "the undone fusion's nodes stay apart (%d -> %d final nodes)" % (
                 n["final_nodes"], p["undone"][p["fuse"]]["final_nodes"]))

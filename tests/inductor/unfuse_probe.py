@@ -6,6 +6,11 @@
   cache    an undone compile after a normal one, in the same (warm) cache
            directory, still schedules and produces the undone kernels, while a
            normal compile there hits the FX graph cache;
+  shared   the explanation's counterfactual compile (runner._shared_cache:
+           the job's cache directory, the graph caches off): scheduled anew
+           with no FX graph cache hit, an undone fusion still undone, and the
+           kernels it did not change loaded, not built (no new .so for a
+           compile that undoes nothing);
   missed   a residual block's refused merge (Inductor's own reason, the
            bytes the two nodes share) is recorded;
   drift    with V.set_choices_handler gone (an older PyTorch), feature_check
@@ -41,14 +46,23 @@ class ConvBnSoftmax(torch.nn.Module):
         return torch.softmax(y.flatten(1), -1) * 2 + y.mean()
 
 
-def compile_once(model, x, cache, undo=None):
-    """One compile in cache directory `cache`: (decisions, final nodes, cpp
-    kernels, FX cache hits, whether the scheduler ran, max |error|)."""
+def sos(d):
+    """The compiled kernel libraries in cache directory d."""
+    return sum(1 for _, _, fs in os.walk(d) for f in fs if f.endswith(".so"))
+
+
+def compile_once(model, x, cache, undo=None, shared=False):
+    """One compile in cache directory `cache` (shared: as the explanation's
+    counterfactuals, runner._shared_cache): (decisions, final nodes, cpp
+    kernels, FX cache hits, whether the scheduler ran, max |error|, .so files
+    built)."""
+    import runner
     from torch._dynamo.utils import counters
 
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     torch._dynamo.reset()
     torch._inductor.utils.clear_caches()
+    built = sos(cache)
     codes = []
     outcode.install_capture(codes.append)
     rec = decisions.Recorder()
@@ -56,7 +70,8 @@ def compile_once(model, x, cache, undo=None):
     hits = counters["inductor"]["fxgraph_cache_hit"]
     opts = undo.options() if undo else {}
     try:
-        with (undo or contextlib.nullcontext()), torch.no_grad():
+        with (runner._shared_cache(cache) if shared else contextlib.nullcontext()), \
+                (undo or contextlib.nullcontext()), torch.no_grad():
             fn = torch.compile(model, options=opts)
             err = (fn(x) - model(x)).abs().max().item()
     finally:
@@ -65,7 +80,7 @@ def compile_once(model, x, cache, undo=None):
     return {"ids": [d["id"] for d in rec.decisions()], "decisions": rec.decisions(),
             "final_nodes": rec.final_nodes(), "kernels": kernels,
             "hits": counters["inductor"]["fxgraph_cache_hit"] - hits,
-            "scheduled": bool(rec.graphs), "err": err}
+            "scheduled": bool(rec.graphs), "err": err, "built": sos(cache) - built}
 
 
 def drift(root):
@@ -147,10 +162,14 @@ def main():
         r = compile_once(model, x, warm_dir, u)
         undone[d["id"]] = {k: r[k] for k in ("ids", "final_nodes", "kernels", "hits",
                                               "scheduled", "err")}
-    for r in (a, b, normal, again):
+    shared = {"none": compile_once(model, x, warm_dir, shared=True)}
+    u = decisions.undo_for([fuse["id"]], normal["decisions"])
+    shared["fuse"] = compile_once(model, x, warm_dir, u, shared=True)
+    for r in (a, b, normal, again, *shared.values()):
         del r["decisions"]
     print(json.dumps({"stable": [a["ids"], b["ids"]], "normal": normal, "again": again,
                       "fuse": fuse["id"], "group": group["id"], "undone": undone,
+                      "shared": shared,
                       "drift": drift(root), "missed": missed(root)}))
 
 

@@ -254,6 +254,30 @@ def _fresh_cache(root, name):
     return d
 
 
+def _shared_cache(d):
+    """Compiles in the existing cache directory d with Inductor's FX graph
+    cache and AOTAutograd's cache off (a context): every graph is scheduled
+    and generated anew, so an undone fusion is never handed the unmodified
+    graph, while each generated kernel whose source is byte-identical to one
+    already built there (C++ .so, Triton binary: keyed by their source) is
+    loaded instead of compiled.  The in-memory caches are cleared as for a
+    cold compile."""
+    import torch
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(d, "triton")
+    clear = getattr(torch._inductor.utils, "clear_caches", None) or \
+        getattr(torch._inductor.utils, "clear_inductor_caches", None)
+    if clear:
+        clear()
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch._inductor.config.patch(fx_graph_cache=False))
+    fc = getattr(torch._functorch, "config", None)
+    if fc is not None and hasattr(fc, "enable_autograd_cache"):
+        stack.enter_context(fc.patch(enable_autograd_cache=False))
+    return stack
+
+
 def _sync(device):
     import torch
     if device == "cuda":
@@ -276,14 +300,17 @@ def _grouping(name, undo):
     return undo if undo is not None else contextlib.nullcontext()
 
 
-def compile_variant(name, model, inputs, req, root, undo=None, warm=True):
+def compile_variant(name, model, inputs, req, root, undo=None, warm=True, share=None):
     """Compiles a rung twice: cold (a fresh cache directory) and warm (dynamo reset,
     same directory: Inductor's FX graph cache hits).  Each time is the first call
     (compile plus one execution).  The cold compile's fusion decisions are
     recorded (decisions.py; a warm compile does not schedule).  undo: a
     decisions.Undo for the counterfactual rung; warm=False: the cold compile
-    only (the explanation's counterfactuals).  Returns (callable, figures);
-    figures' "_" keys are for the runner, not the result."""
+    only (the explanation's counterfactuals).  share: compile once, in that
+    existing cache directory with the graph caches off (_shared_cache: the
+    kernels left unchanged are loaded, not rebuilt), instead of a fresh one.
+    Returns (callable, figures); figures' "_" keys are for the runner, not the
+    result."""
     import torch
     import torch._inductor.metrics as metrics
     import decisions
@@ -293,7 +320,10 @@ def compile_variant(name, model, inputs, req, root, undo=None, warm=True):
     kw = ladder.compile_kwargs(name, req["device"])
     if undo is not None:
         kw["options"] = dict(kw.get("options", {}), **undo.options())
-    cache = _fresh_cache(root, name)
+    if share is not None:
+        cache, warm, shared = share, False, _shared_cache(share)
+    else:
+        cache, shared = _fresh_cache(root, name), contextlib.ExitStack()
     figs = Figures()
     figs.install()
     rec = decisions.Recorder()
@@ -311,7 +341,7 @@ def compile_variant(name, model, inputs, req, root, undo=None, warm=True):
     torch._dynamo.reset()
     grouping = _grouping(name, undo)
     try:
-        with grouping:
+        with shared, grouping:
             t0 = time.perf_counter()
             fn = torch.compile(model, **kw)
             fn(*inputs)
@@ -505,7 +535,9 @@ def prepare(req, model, inputs, proto, root):
 # while a variant's CV passes the device's threshold or a speedup's 95% bootstrap
 # interval is wider than 10% of it, more interleaved rounds, in chunks of half the
 # rounds asked for (at least 5), until params.time_budget_s (default: as long as
-# the first rounds took, 1..60 s) or 10 times the rounds asked for.
+# the first rounds took, 1..60 s) or 10 times the rounds asked for.  A job that
+# explains keeps at most that default for its rounds: params.time_budget_s is
+# then the explanation's, less what the rounds took (explain.job_budget).
 UNSTABLE_CV = {"cuda": 0.05}
 UNSTABLE_CV_CPU = 0.10
 WIDE_CI = 0.10
@@ -618,9 +650,12 @@ def run_variants(req, variants, inputs, proto):
         _timed_rounds(alive, clock, inputs, it, it + 1)
     first_s = time.perf_counter() - t0
     budget = req["params"].get("time_budget_s")
+    own = min(max(first_s, 1.0), 60.0)
     if not (isinstance(budget, (int, float)) and not isinstance(budget, bool) and 0 <= budget):
-        budget = min(max(first_s, 1.0), 60.0)
+        budget = own
     budget = min(float(budget), 3600.0)
+    if req["explain"]:  # one budget: the explanation gets what the rounds leave
+        budget = min(budget, own)
     done, most, stop = asked, asked * ROUNDS_X, "stable"
     t_extra = time.perf_counter()
     while _unsettled(alive, req["device"]):
@@ -766,7 +801,11 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
         undo = decisions.undo_for(ids, made) if ids else None
         v = Variant(ladder.UNFUSED if ids else "inductor")
         v.undo = undo
-        fn, f = compile_variant(v.name, model, inputs, req, root, undo=undo, warm=False)
+        # a counterfactual builds only the kernels its undoing changed (the
+        # rest load from the job's own compile); the placebo is a cold
+        # compile, so its band holds the layout noise of rebuilt code too
+        fn, f = compile_variant(v.name, model, inputs, req, root, undo=undo, warm=False,
+                                share=figs["_cache_dir"] if ids else None)
         rebind_one(base)
         took = True
         if ids:
@@ -781,7 +820,8 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
     def compile_knob(name, value):
         proto.progress("explain", "inductor", done[0], len(made), force=True)
         fn, _ = compile_variant("inductor", model, inputs, req, root,
-                                undo=ladder.KnobOff(name, value), warm=False)
+                                undo=ladder.KnobOff(name, value), warm=False,
+                                share=figs["_cache_dir"])
         rebind_one(base)
         return {"fn": fn}
 
