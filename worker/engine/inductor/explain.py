@@ -4,9 +4,11 @@
 After the job's timing, for the fusion decisions of the `inductor` rung
 (decisions.py), most expensive kernel first, within a time budget:
 
-  placebo      the unmodified model compiled again from a fresh cache and timed
-               against the job's own compile: what two builds of the very same
-               code differ by (the layout noise every verdict must pass);
+  placebo      the unmodified model compiled again (scheduled and generated
+               anew, its unchanged kernels loaded from the job's cache, as every
+               counterfactual's are) and timed against the job's own compile:
+               what two compiles of the very same code differ by (the layout
+               noise every verdict must pass);
   one by one   each decision undone alone (a counterfactual compile), timed in
                interleaved rounds against the job's compile: saved_ms = median
                undone - median inductor (> 0: the fusion saved time), with the

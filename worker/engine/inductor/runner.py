@@ -802,10 +802,11 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
         v = Variant(ladder.UNFUSED if ids else "inductor")
         v.undo = undo
         # a counterfactual builds only the kernels its undoing changed (the
-        # rest load from the job's own compile); the placebo is a cold
-        # compile, so its band holds the layout noise of rebuilt code too
+        # rest load from the job's own compile), and the placebo, the control
+        # that matches it, regenerates and reloads the whole graph and builds
+        # nothing
         fn, f = compile_variant(v.name, model, inputs, req, root, undo=undo, warm=False,
-                                share=figs["_cache_dir"] if ids else None)
+                                share=figs["_cache_dir"])
         rebind_one(base)
         took = True
         if ids:
