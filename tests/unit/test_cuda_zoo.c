@@ -29,19 +29,12 @@
 #include "gr_zoo.h"
 #include "nat.h"
 #include "nat_engine.h"
+#include "user_graph.h"
 
 typedef struct zoo_case {
     const char *workload, *params;
     int batch;
 } zoo_case;
-
-/* A user's graph (workload "graph"): conv + bias + ReLU, flattened. */
-#define USER_GRAPH                                                                                 \
-    "{\"graph\":{\"tensors\":[{\"name\":\"input\",\"kind\":\"input\",\"shape\":[2,3,8,8]},"        \
-    "{\"name\":\"w\",\"kind\":\"weight\",\"shape\":[4,3,3,3]},"                                    \
-    "{\"name\":\"b\",\"kind\":\"weight\",\"shape\":[4],\"init\":\"small\"}],"                      \
-    "\"nodes\":[{\"op\":\"conv2d\",\"name\":\"c\",\"inputs\":[0,1,2],\"pad\":[1,1]},"              \
-    "{\"op\":\"relu\",\"inputs\":[3]},{\"op\":\"flatten\",\"inputs\":[4],\"axis\":1}]}}"
 
 /* Small sizes of every model (tests/unit/test_zoo.c's), and ablations that
  * send the fused plan down other lowerings: no BN folding (BN kernels, add +

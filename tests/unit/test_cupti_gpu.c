@@ -19,17 +19,10 @@
 
 #include "fb_engines.h"
 #include "fbc_session.h"
+#include "user_graph.h"
 
 #define SKIP                 77
 #define MAX_PER_LIBRARY_CALL 4
-
-/* A user's graph (workload "graph"): conv + bias + ReLU, flattened. */
-#define USER_GRAPH                                                                                 \
-    "{\"graph\":{\"tensors\":[{\"name\":\"input\",\"kind\":\"input\",\"shape\":[2,3,8,8]},"        \
-    "{\"name\":\"w\",\"kind\":\"weight\",\"shape\":[4,3,3,3]},"                                    \
-    "{\"name\":\"b\",\"kind\":\"weight\",\"shape\":[4],\"init\":\"small\"}],"                      \
-    "\"nodes\":[{\"op\":\"conv2d\",\"name\":\"c\",\"inputs\":[0,1,2],\"pad\":[1,1]},"              \
-    "{\"op\":\"relu\",\"inputs\":[3]},{\"op\":\"flatten\",\"inputs\":[4],\"axis\":1}]}}"
 
 static int failures;
 

@@ -239,18 +239,24 @@ class Figures:
 Figures.current = None
 
 
-def _fresh_cache(root, name):
-    """A new, empty Inductor/Triton cache directory (a cold compile), with the
-    in-memory caches cleared too."""
+def _use_cache(d):
+    """Inductor and Triton compile into (and load from) cache directory d from
+    now on, with their in-memory caches cleared."""
     import torch
 
-    d = tempfile.mkdtemp(prefix=name.replace("+", "_") + "-", dir=root)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
     os.environ["TRITON_CACHE_DIR"] = os.path.join(d, "triton")
     clear = getattr(torch._inductor.utils, "clear_caches", None) or \
         getattr(torch._inductor.utils, "clear_inductor_caches", None)
     if clear:
         clear()
+
+
+def _fresh_cache(root, name):
+    """A new, empty Inductor/Triton cache directory (a cold compile), with the
+    in-memory caches cleared too."""
+    d = tempfile.mkdtemp(prefix=name.replace("+", "_") + "-", dir=root)
+    _use_cache(d)
     return d
 
 
@@ -264,12 +270,7 @@ def _shared_cache(d):
     cold compile."""
     import torch
 
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(d, "triton")
-    clear = getattr(torch._inductor.utils, "clear_caches", None) or \
-        getattr(torch._inductor.utils, "clear_inductor_caches", None)
-    if clear:
-        clear()
+    _use_cache(d)
     stack = contextlib.ExitStack()
     stack.enter_context(torch._inductor.config.patch(fx_graph_cache=False))
     fc = getattr(torch._functorch, "config", None)
