@@ -267,16 +267,21 @@ def _shared_cache(d):
     graph, while each generated kernel whose source is byte-identical to one
     already built there (C++ .so, Triton binary: keyed by their source) is
     loaded instead of compiled.  The in-memory caches are cleared as for a
-    cold compile."""
+    cold compile, now; the graph caches are off only inside the context."""
+    _use_cache(d)
+    return _graph_caches_off()
+
+
+@contextlib.contextmanager
+def _graph_caches_off():
     import torch
 
-    _use_cache(d)
-    stack = contextlib.ExitStack()
-    stack.enter_context(torch._inductor.config.patch(fx_graph_cache=False))
-    fc = getattr(torch._functorch, "config", None)
-    if fc is not None and hasattr(fc, "enable_autograd_cache"):
-        stack.enter_context(fc.patch(enable_autograd_cache=False))
-    return stack
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch._inductor.config.patch(fx_graph_cache=False))
+        fc = getattr(torch._functorch, "config", None)
+        if fc is not None and hasattr(fc, "enable_autograd_cache"):
+            stack.enter_context(fc.patch(enable_autograd_cache=False))
+        yield
 
 
 def _sync(device):
