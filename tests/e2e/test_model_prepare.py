@@ -385,7 +385,6 @@ def refusals(env):
           "... its error names the operator: %s" % b["error"]["message"])
 
 
-
 def rest(env, ids):
     # the Python client (clients/python, standard library only)
     sys.path.insert(0, os.path.join(fbtest.source_dir(), "clients", "python"))

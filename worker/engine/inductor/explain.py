@@ -75,15 +75,20 @@ class Budget:
         self.guess = False
 
 
+def seconds_param(x):
+    """params.time_budget_s as given: a number >= 0 (not a bool), else None."""
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+    return float(x) if ok else None
+
+
 def job_budget(requested, spent_s, left_s):
     """The seconds an explanation may spend: params.time_budget_s
     (DEFAULT_BUDGET_S when it is not a number >= 0) less what the job's own
     adaptive repetition already spent of it (one budget, spent once), never
     past the job's time left, at most an hour."""
-    if not (isinstance(requested, (int, float)) and not isinstance(requested, bool)
-            and requested >= 0):
-        requested = DEFAULT_BUDGET_S
-    return max(0.0, min(float(requested) - max(0.0, spent_s), left_s, 3600.0))
+    given = seconds_param(requested)
+    requested = DEFAULT_BUDGET_S if given is None else given
+    return max(0.0, min(requested - max(0.0, spent_s), left_s, 3600.0))
 
 
 def median(xs):

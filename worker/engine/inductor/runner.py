@@ -639,6 +639,7 @@ def run_variants(req, variants, inputs, proto):
     (v0 v1 .., .. v1 v0, ...: docs/METHOD.md, "Rounds"), then adaptive
     repetition.  Returns the repetition report and the interference of the
     timed rounds."""
+    import explain
     import measure
 
     clock = measure.Clock(req["device"])
@@ -655,11 +656,9 @@ def run_variants(req, variants, inputs, proto):
         proto.progress("timing", None, it, asked)
         _timed_rounds(alive, clock, inputs, it, it + 1)
     first_s = time.perf_counter() - t0
-    budget = req["params"].get("time_budget_s")
+    budget = explain.seconds_param(req["params"].get("time_budget_s"))
     own = min(max(first_s, 1.0), 60.0)
-    if not (isinstance(budget, (int, float)) and not isinstance(budget, bool) and 0 <= budget):
-        budget = own
-    budget = min(float(budget), 3600.0)
+    budget = min(own if budget is None else budget, 3600.0)
     if req["explain"]:  # one budget: the explanation gets what the rounds leave
         budget = min(budget, own)
     done, most, stop = asked, asked * ROUNDS_X, "stable"
