@@ -48,7 +48,18 @@ typedef struct srv_conn {
     char peer[SRV_CLIENT_MAX];
     bool counted; /* in srv->conns under peer */
     srv_cap over; /* the cap it is over, or SRV_CAP_NONE */
+    /* In srv->unsettled: opened, or a request begun, and no answer finished
+     * since.  Touched on the connection's own thread only. */
+    bool unsettled;
 } srv_conn;
+
+static void conn_settle(srv_ctx *ctx, srv_conn *c, bool unsettled)
+{
+    if (!c || c->unsettled == unsettled)
+        return;
+    c->unsettled = unsettled;
+    atomic_fetch_add(&ctx->unsettled, unsettled ? 1 : -1);
+}
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
@@ -58,6 +69,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 
     if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
         atomic_fetch_sub(&ctx->open_conns, 1);
+        conn_settle(ctx, c, false);
         if (c && c->counted)
             (void)srv_counts_add(ctx->conns, c->peer, -1);
         free(c);
@@ -70,6 +82,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     *socket_context = c = calloc(1, sizeof *c);
     if (!c)
         return;
+    conn_settle(ctx, c, true); /* its request may wait unread while its thread is busy */
     srv_addr_text(ci ? ci->client_addr : NULL, c->peer, sizeof c->peer);
     if (!srv_proxies_match(&ctx->cfg.proxies, c->peer)) { /* a proxy's clients are its own */
         int mine = srv_counts_add(ctx->conns, c->peer, 1);
@@ -91,8 +104,13 @@ static void req_client(srv_req *r)
     srv_ctx *ctx = r->srv;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    const srv_conn *c = ci ? ci->socket_context : NULL;
+    srv_conn *c = ci ? ci->socket_context : NULL;
     char peer[SRV_CLIENT_MAX];
+
+    if (!r->admin) {
+        r->sconn = c;
+        conn_settle(ctx, c, true);
+    }
 
     if (c) {
         snprintf(peer, sizeof peer, "%s", c->peer);
@@ -159,6 +177,7 @@ static srv_req *req_new(srv_ctx *ctx, bool admin, struct MHD_Connection *conn, c
     }
     srv_route_find(r);
     req_client(r);
+    atomic_fetch_add(&ctx->pending, 1);
     return r;
 }
 
@@ -170,8 +189,8 @@ static void req_free(srv_req *r)
         MHD_destroy_response(r->resp);
     if (r->data_free)
         r->data_free(r->data);
-    if (r->resumed) /* was suspended: srv_http_drain counts it */
-        atomic_fetch_sub(&r->srv->suspended, 1);
+    atomic_fetch_sub(&r->srv->pending, 1); /* counted by req_new */
+    conn_settle(r->srv, r->sconn, false);
     if (r->own_db) /* after data_free, which may still use it (ROLLBACK) */
         db_close(r->own_db);
     if (r->stream_counted)
@@ -453,10 +472,15 @@ void srv_http_drain(srv_ctx *ctx, int max_ms)
 {
     struct timespec tick = {0, 10 * 1000000L};
 
-    for (int waited = 0; waited < max_ms && atomic_load(&ctx->suspended) > 0; waited += 10)
+    for (int waited = 0;
+         waited < max_ms && (atomic_load(&ctx->pending) > 0 || atomic_load(&ctx->unsettled) > 0);
+         waited += 10)
         nanosleep(&tick, NULL);
-    if (atomic_load(&ctx->suspended) > 0)
-        fb_warn("stopping with %d request(s) not yet answered", atomic_load(&ctx->suspended));
+    if (atomic_load(&ctx->pending) > 0)
+        fb_warn("stopping with %d request(s) not yet answered", atomic_load(&ctx->pending));
+    else if (atomic_load(&ctx->unsettled) > 0)
+        fb_info("stopping with %d connection(s) that sent no request",
+                atomic_load(&ctx->unsettled));
 }
 
 void srv_http_stop(srv_ctx *ctx)

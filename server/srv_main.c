@@ -463,7 +463,8 @@ static int serve(srv_ctx *ctx, const sigset_t *stop_set)
     pthread_join(th, NULL);
     /* Submits waiting for a commit hold suspended connections, which MHD may not
      * be stopped with: the batcher creates and answers what it holds first (a
-     * submit that comes later is answered 503). */
+     * submit that comes later commits on its own connection); then every
+     * request begun, suspended or not, gets its answer out before MHD stops. */
     srv_submit_stop(ctx->submit);
     srv_http_drain(ctx, SRV_DRAIN_MS);
     srv_http_stop(ctx);
@@ -509,7 +510,8 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
     signal(SIGPIPE, SIG_IGN);
     atomic_init(&ctx.db_ready, false);
-    atomic_init(&ctx.suspended, 0);
+    atomic_init(&ctx.pending, 0);
+    atomic_init(&ctx.unsettled, 0);
     if (srv_pool_create(ctx.cfg.database_url ? ctx.cfg.database_url : "", ctx.cfg.threads,
                         ctx.cfg.statement_timeout_ms, &ctx.pool, &err) != FB_OK) {
         fb_error("%s", err.msg);

@@ -249,9 +249,18 @@ static void write_clients(textbuf *t, srv_ctx *ctx)
            "# HELP fusionbench_http_clients Clients with a request in flight (behind trusted "
            "proxies, each client apart).\n"
            "# TYPE fusionbench_http_clients gauge\n"
-           "fusionbench_http_clients %d\n",
+           "fusionbench_http_clients %d\n"
+           "# HELP fusionbench_http_requests_in_flight Requests begun and not yet answered, "
+           "this scrape among them (on both listeners).\n"
+           "# TYPE fusionbench_http_requests_in_flight gauge\n"
+           "fusionbench_http_requests_in_flight %d\n"
+           "# HELP fusionbench_http_connections_unanswered Public connections with a request "
+           "begun and not answered, or open with none read yet.\n"
+           "# TYPE fusionbench_http_connections_unanswered gauge\n"
+           "fusionbench_http_connections_unanswered %d\n",
            (long long)atomic_load(&ctx->refused[0]), (long long)atomic_load(&ctx->refused[1]),
-           atomic_load(&ctx->open_conns), ctx->inflight ? srv_counts_keys(ctx->inflight) : 0);
+           atomic_load(&ctx->open_conns), ctx->inflight ? srv_counts_keys(ctx->inflight) : 0,
+           atomic_load(&ctx->pending), atomic_load(&ctx->unsettled));
 }
 
 void srv_metrics_handle(srv_req *r)

@@ -204,8 +204,6 @@ const char *srv_req_query(const srv_req *r, const char *key)
 
 void srv_req_suspend(srv_req *r, void (*resumed)(srv_req *r))
 {
-    if (!r->resumed) /* counted once, however often it suspends */
-        atomic_fetch_add(&r->srv->suspended, 1);
     r->suspended = true;
     r->resumed = resumed;
     MHD_suspend_connection(r->conn);

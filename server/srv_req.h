@@ -69,7 +69,12 @@ typedef struct srv_ctx {
     srv_submit *submit;              /* POST /jobs's group commit (srv_jobs.c) */
     struct srv_ratelimit *ratelimit; /* submits per token (srv_auth.c); NULL: none */
     atomic_bool db_ready;            /* set once migrations have been applied */
-    atomic_int suspended;            /* requests suspended once and not yet finished */
+    atomic_int pending;              /* requests begun and not yet finished (answer sent or
+                                        connection closed): the stop waits for them */
+    atomic_int unsettled;            /* public connections opened or with a request begun
+                                        and no answer finished since: the stop waits for
+                                        them too (a request may sit unread while its
+                                        connection's thread runs another's commit) */
     struct MHD_Daemon *daemon;
     int bound_port;
     struct MHD_Daemon *admin_daemon; /* NULL without --admin-port */
@@ -112,6 +117,8 @@ typedef struct srv_req {
     srv_user user;               /* who asks: set before an API handler runs */
     char client[SRV_CLIENT_MAX]; /* who sends it (srv_client.h): logs, caps, metrics */
     bool admin;                  /* came in on the admin listener */
+    struct srv_conn *sconn;      /* its public connection's state (srv_http.c); NULL on
+                                    the admin listener */
     bool inflight_counted;       /* counted in srv->inflight under client */
     srv_cap refuse;              /* over a cap: answered 503 (SRV_CAP_NONE: not) */
     int deadline_s;              /* the body must be in by t0 + this (an upload raises it) */
