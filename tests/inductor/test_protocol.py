@@ -1,13 +1,104 @@
-"""The runner's protocol (docs/INDUCTOR_PROTOCOL.md): probe, bad requests,
-clean protocol stream (only JSON lines, library prints kept out), --out files,
-the injection variable scrubbed."""
+"""The runner's protocol (docs/INDUCTOR_PROTOCOL.md): probe, the probe's cache
+(probecache.py: kept, read back without importing torch, keyed by what the
+answer depends on, a bad file ignored), bad requests, clean protocol stream
+(only JSON lines, library prints kept out), --out files, the injection variable
+scrubbed."""
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
+import time
 
 import indtest
+
+sys.path.insert(0, os.path.join(indtest.SRC, "worker", "engine", "inductor"))
+import probecache  # noqa: E402
+
+
+def probe_cached(py, cache):
+    """`runner.py --probe` with the cache in folder cache and -X importtime:
+    (probe line, the modules it imported)."""
+    env = dict(os.environ, FUSIONBENCH_PROBE_CACHE=cache)
+    r = subprocess.run([py, "-X", "importtime", indtest.RUNNER, "--probe"], capture_output=True,
+                       text=True, env=env, timeout=600)
+    lines = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+    mods = {l.split("|")[-1].strip() for l in r.stderr.splitlines()
+            if l.startswith("import time:") and l.count("|") == 2}
+    return (lines[-1] if r.returncode == 0 and lines else {}), mods
+
+
+def probe_cache(c, py):
+    with tempfile.TemporaryDirectory() as d:
+        first, mods1 = probe_cached(py, d)
+        files = [n for n in os.listdir(d) if n.endswith(".json")]
+        c.check(first.get("cached") is False and "torch" in mods1 and len(files) == 1,
+                "probe cache: the first probe imports torch and keeps its answer (%s, %s)"
+                % (first.get("cached"), files))
+        second, mods2 = probe_cached(py, d)
+        c.check(second.get("cached") is True and "torch" not in mods2,
+                "probe cache: the second probe answers from it, torch not imported")
+        strip = lambda p: {k: v for k, v in p.items() if k != "cached"}  # noqa: E731
+        c.check(strip(first) == strip(second), "probe cache: the same answer")
+
+    # The key and the file, in this process (no torch needed).
+    here = os.path.join(indtest.SRC, "worker", "engine", "inductor")
+    with tempfile.TemporaryDirectory() as d:
+        runner = os.path.join(d, "inductor")
+        shutil.copytree(here, runner, ignore=shutil.ignore_patterns("__pycache__"))
+        k0 = probecache.key(runner, 1)
+        c.check(probecache.key(runner, 1) == k0, "probe key: stable")
+        old = os.environ.get("FB_PROBE_CUDA")
+        os.environ["FB_PROBE_CUDA"] = "built" if old != "built" else "0"
+        c.check(probecache.key(runner, 1) != k0, "probe key: FB_PROBE_CUDA changes it")
+        if old is None:
+            del os.environ["FB_PROBE_CUDA"]
+        else:
+            os.environ["FB_PROBE_CUDA"] = old
+        c.check(probecache.key(runner, 2) != k0, "probe key: the protocol changes it")
+        st = os.stat(os.path.join(runner, "models.py"))
+        os.utime(os.path.join(runner, "models.py"), ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        k1 = probecache.key(runner, 1)
+        c.check(k1 != k0, "probe key: an edited models.py changes it")
+        open(os.path.join(runner, "extra.py"), "w").close()
+        c.check(probecache.key(runner, 1) != k1, "probe key: a new module changes it")
+        sys.path.append(os.path.join(d, "site"))
+        k2 = probecache.key(runner, 1)
+        os.mkdir(os.path.join(d, "site"))
+        c.check(probecache.key(runner, 1) != k2,
+                "probe key: a sys.path folder that appears (or changes) changes it")
+        sys.path.pop()
+
+        cache = os.path.join(d, "cache")
+        os.environ["FUSIONBENCH_PROBE_CACHE"] = cache
+        line = {"type": "probe", "protocol": 1, "models": [{"name": "m"}]}
+        probecache.store(runner, 1, line)
+        c.check(probecache.load(runner, 1) == line, "probe cache: stored, read back")
+        c.check(probecache.load(runner, 2) is None, "probe cache: another protocol's key misses")
+        path = os.path.join(cache, probecache.key(runner, 1) + ".json")
+        for bad in ("{not json", json.dumps({"type": "probe", "protocol": 2, "models": []}),
+                    json.dumps({"type": "error"}), "[]"):
+            with open(path, "w") as f:
+                f.write(bad)
+            c.check(probecache.load(runner, 1) is None, "probe cache: %r ignored" % bad[:20])
+        probecache.store(runner, 1, line)
+        c.check(probecache.load(runner, 1) == line, "probe cache: a bad file replaced")
+        now = time.time()
+        for i in range(probecache.MAX_FILES + 5):
+            p = os.path.join(cache, "%02d.json" % i)
+            open(p, "w").close()
+            os.utime(p, (now - 1000 + i, now - 1000 + i))
+        probecache._prune(cache)
+        left = sorted(os.listdir(cache))
+        c.check(len(left) == probecache.MAX_FILES and "00.json" not in left and
+                os.path.basename(path) in left,
+                "probe cache: at most %d files, the oldest gone (%d left)"
+                % (probecache.MAX_FILES, len(left)))
+        os.environ["FUSIONBENCH_PROBE_CACHE"] = "off"
+        c.check(probecache.folder() is None, "probe cache: off")
+        del os.environ["FUSIONBENCH_PROBE_CACHE"]
 
 
 def main():
@@ -23,6 +114,7 @@ def main():
         c.check(m in names, "probe lists %s (native zoo names)" % m)
     c.check(probe.get("variants", [])[:1] == ["eager"] and len(probe.get("variants", [])) == 6,
             "probe: the six rungs")
+    probe_cache(c, py)
 
     rc, lines, _ = indtest.run_runner(py, {"model": "no_such_model"})
     c.check(rc == 1 and lines[-1]["type"] == "error" and

@@ -47,7 +47,10 @@ static void usage(FILE *f)
                "and the cost model's calibration are kept in $FUSIONBENCH_PLAN_CACHE (default\n"
                "$XDG_CACHE_HOME or ~/.cache, /fusionbench/plan-cache.json; \"off\": none),\n"
                "per machine and build; FUSIONBENCH_PLANNER=rules makes the fixed rules the\n"
-               "default of jobs that name no params.planner.\n");
+               "default of jobs that name no params.planner.\n"
+               "The inductor engine's probe (what the venv's torch offers) is kept in\n"
+               "$FUSIONBENCH_PROBE_CACHE (default $XDG_CACHE_HOME or ~/.cache,\n"
+               "/fusionbench/inductor-probe; \"off\": none) until that Python changes.\n");
 }
 
 static int copy_str(const char *arg, const char *v, char *dst, size_t cap)
