@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 bool fb_parse_int(const char *s, int lo, int hi, int *out)
 {
@@ -31,4 +32,10 @@ int fb_cli_parse_int(const char *arg, const char *s, int lo, int hi, int *out)
         return 0;
     snprintf(why, sizeof why, "expected an integer in %d..%d, got '%.60s'", lo, hi, s);
     return fb_cli_bad_arg(arg, why);
+}
+
+bool fb_env_is_database(const char *kv)
+{
+    return strncmp(kv, "DATABASE_URL=", 13) == 0 ||
+           (strncmp(kv, "PG", 2) == 0 && kv[2] >= 'A' && kv[2] <= 'Z');
 }

@@ -22,4 +22,10 @@ int fb_cli_bad_arg(const char *arg, const char *why);
  * status with a message naming the range and the value. */
 int fb_cli_parse_int(const char *arg, const char *s, int lo, int hi, int *out);
 
+/* True for an environment entry "NAME=VALUE" that carries the database's
+ * address or credentials: DATABASE_URL and libpq's PG* (PGPASSWORD,
+ * PGPASSFILE, PGHOST, ...).  What a job's process and the inductor runner are
+ * started without. */
+bool fb_env_is_database(const char *kv);
+
 #endif

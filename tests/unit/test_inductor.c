@@ -1,6 +1,7 @@
 /* Unit tests of the inductor engine's C side without Python: a runner result
  * line → fb_result (statuses, statistics, kernel rows, the "inductor" object),
- * and a spec → the runner request. */
+ * a spec → the runner request, and which environment entries the runner (and a
+ * job's process) are started without. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fb_parse.h"
 #include "ind_engine.h"
 
 static const char *LINE =
@@ -161,12 +163,31 @@ static void test_request(void **state)
     fb_spec_free(&spec);
 }
 
+/* The database's variables: DATABASE_URL and libpq's PG* (an upper-case
+ * letter after PG), nothing else that merely starts alike. */
+static void test_env_database(void **state)
+{
+    (void)state;
+    assert_true(fb_env_is_database("DATABASE_URL=postgresql://u:p@h/db"));
+    assert_true(fb_env_is_database("DATABASE_URL="));
+    assert_true(fb_env_is_database("PGPASSWORD=secret"));
+    assert_true(fb_env_is_database("PGPASSFILE=/home/u/.pgpass"));
+    assert_true(fb_env_is_database("PGHOST=db"));
+    assert_false(fb_env_is_database("DATABASE_URLS=x"));
+    assert_false(fb_env_is_database("DATABASE=x"));
+    assert_false(fb_env_is_database("PG=x"));
+    assert_false(fb_env_is_database("PGx=1"));
+    assert_false(fb_env_is_database("PG_COLOR=1"));
+    assert_false(fb_env_is_database("PYTHONPATH=/x"));
+    assert_false(fb_env_is_database("MY_DATABASE_URL=x"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_variants), cmocka_unit_test(test_kernel_rows),
         cmocka_unit_test(test_encoded),  cmocka_unit_test(test_bad_line),
-        cmocka_unit_test(test_request),
+        cmocka_unit_test(test_request),  cmocka_unit_test(test_env_database),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

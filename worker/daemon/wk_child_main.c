@@ -19,6 +19,7 @@
 
 #include "fb_engines.h"
 #include "fb_log.h"
+#include "fb_parse.h"
 #include "fb_run.h"
 #include "wk_child.h"
 
@@ -164,8 +165,7 @@ static void child_forget_database(const wk_config *cfg)
     int kept = 0;
     for (int i = 0; environ[i]; i++) {
         char *kv = environ[i];
-        if (strncmp(kv, "DATABASE_URL=", 13) == 0 ||
-            (strncmp(kv, "PG", 2) == 0 && kv[2] >= 'A' && kv[2] <= 'Z'))
+        if (fb_env_is_database(kv))
             explicit_bzero(kv, strlen(kv));
         else
             environ[kept++] = kv;

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fb_parse.h"
+
 #ifndef FB_VENV_HASH
 #define FB_VENV_HASH "unknown"
 #endif
@@ -63,15 +65,7 @@ const char *ind_runner(void)
     return FB_INDUCTOR_INSTALL_RUNNER;
 }
 
-/* True for a variable that carries the database's address or credentials:
- * DATABASE_URL and libpq's PG* (PGPASSWORD, PGPASSFILE, PGHOST, ...). */
-bool ind_env_secret(const char *kv)
-{
-    return strncmp(kv, "DATABASE_URL=", 13) == 0 ||
-           (strncmp(kv, "PG", 2) == 0 && kv[2] >= 'A' && kv[2] <= 'Z');
-}
-
-/* The runner's environment: ours less the database's (ind_env_secret), plus
+/* The runner's environment: ours less the database's (fb_env_is_database), plus
  * env_extra (which wins over a same-named variable of ours).  Pointers into
  * environ and env_extra; vec holds cap. */
 static int build_env(const char *const *env_extra, const char **vec, int cap)
@@ -81,7 +75,7 @@ static int build_env(const char *const *env_extra, const char **vec, int cap)
     for (int i = 0; env_extra && env_extra[i] && n < cap - 1; i++)
         vec[n++] = env_extra[i];
     for (int i = 0; environ[i] && n < cap - 1; i++) {
-        bool shadowed = ind_env_secret(environ[i]);
+        bool shadowed = fb_env_is_database(environ[i]);
         for (int k = 0; env_extra && env_extra[k] && !shadowed; k++) {
             size_t len = strcspn(env_extra[k], "=");
             shadowed = strncmp(environ[i], env_extra[k], len + 1) == 0;

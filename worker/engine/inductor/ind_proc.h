@@ -44,11 +44,6 @@ FB_MUSTCHECK fb_code ind_proc_start_limited(ind_proc *p, const char *const *args
                                             const char *const *env_extra, long long data_limit,
                                             fb_err *err);
 
-/* True for an environment entry ("NAME=value") the runner never gets: the
- * database's address and credentials (DATABASE_URL, libpq's PG* variables).
- * The runner also inherits no descriptor but its stdin, pipe and stderr. */
-bool ind_env_secret(const char *kv);
-
 /* Next complete line (NUL-terminated, owned by p, valid until the next call) or
  * NULL at EOF.  FB_ETIMEOUT when deadline_ms (CLOCK_MONOTONIC) passes first,
  * FB_ETOOBIG over IND_LINE_MAX. */
