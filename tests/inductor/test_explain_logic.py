@@ -258,7 +258,28 @@ def inside():
             "no number >= 0 given: the default, less what was spent")
     c.check(jb(300, 0.0, 50.0) == 50.0 and jb(300, 0.0, -5.0) == 0.0 and jb(1e6, 0.0, 1e9) == 3600.0,
             "never past the job's time left, at most an hour")
+    replay_count(c)
     c.done()
+
+
+def replay_count(c):
+    """measure.replay_kernels: a CUDA graph replay's kernels counted on the
+    device side, copies and sets left out; none there: unknown (None), never
+    the CPU side's rows (the launch call and its copies)."""
+    import measure
+    from torch.autograd import DeviceType
+
+    class Ev:
+        def __init__(self, name, dev):
+            self.name, self.device_type = name, dev
+    cpu, cuda = DeviceType.CPU, DeviceType.CUDA
+    evs = [Ev("aten::_foreach_copy_", cpu), Ev("cudaGraphLaunch", cpu),
+           Ev("cudaStreamIsCapturing", cpu), Ev("triton_poi_fused_relu_0", cuda),
+           Ev("triton_red_fused_sum_1", cuda), Ev("void cutlass::Kernel<x>", cuda),
+           Ev("Memcpy HtoD (Pageable -> Device)", cuda), Ev("Memset (Device)", cuda)]
+    c.check(measure.replay_kernels(evs) == 3, "a replay's kernels: the 3 device kernels")
+    c.check(measure.replay_kernels(evs[:3]) is None,
+            "a replay with no device kernel recorded: unknown, not the 3 CPU rows")
 
 
 def main():
