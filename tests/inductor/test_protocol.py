@@ -20,28 +20,28 @@ import probecache  # noqa: E402
 
 def probe_cached(py, cache):
     """`runner.py --probe` with the cache in folder cache and -X importtime:
-    (probe line, the modules it imported)."""
+    (exit status, protocol lines, the modules it imported)."""
     env = dict(os.environ, FUSIONBENCH_PROBE_CACHE=cache)
     r = subprocess.run([py, "-X", "importtime", indtest.RUNNER, "--probe"], capture_output=True,
                        text=True, env=env, timeout=600)
     lines = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
     mods = {l.split("|")[-1].strip() for l in r.stderr.splitlines()
             if l.startswith("import time:") and l.count("|") == 2}
-    return (lines[-1] if r.returncode == 0 and lines else {}), mods
+    return r.returncode, lines, mods
 
 
-def probe_cache(c, py):
-    with tempfile.TemporaryDirectory() as d:
-        first, mods1 = probe_cached(py, d)
-        files = [n for n in os.listdir(d) if n.endswith(".json")]
-        c.check(first.get("cached") is False and "torch" in mods1 and len(files) == 1,
-                "probe cache: the first probe imports torch and keeps its answer (%s, %s)"
-                % (first.get("cached"), files))
-        second, mods2 = probe_cached(py, d)
-        c.check(second.get("cached") is True and "torch" not in mods2,
-                "probe cache: the second probe answers from it, torch not imported")
-        strip = lambda p: {k: v for k, v in p.items() if k != "cached"}  # noqa: E731
-        c.check(strip(first) == strip(second), "probe cache: the same answer")
+def probe_cache(c, py, d, first, mods1):
+    """first, mods1: the first probe with the cache in folder d."""
+    files = [n for n in os.listdir(d) if n.endswith(".json")]
+    c.check(first.get("cached") is False and "torch" in mods1 and len(files) == 1,
+            "probe cache: the first probe imports torch and keeps its answer (%s, %s)"
+            % (first.get("cached"), files))
+    _, lines, mods2 = probe_cached(py, d)
+    second = lines[-1] if lines else {}
+    c.check(second.get("cached") is True and "torch" not in mods2,
+            "probe cache: the second probe answers from it, torch not imported")
+    strip = lambda p: {k: v for k, v in p.items() if k != "cached"}  # noqa: E731
+    c.check(strip(first) == strip(second), "probe cache: the same answer")
 
     # The key and the file, in this process (no torch needed).
     here = os.path.join(indtest.SRC, "worker", "engine", "inductor")
@@ -105,7 +105,8 @@ def main():
     py = indtest.python_or_skip()
     c = indtest.Checks()
 
-    rc, lines, _ = indtest.run_runner(py, args=["--probe"])
+    cache = tempfile.mkdtemp(prefix="fb-probe-cache-")
+    rc, lines, mods = probe_cached(py, cache)
     probe = lines[-1] if lines else {}
     c.check(rc == 0 and len(lines) == 1 and probe.get("type") == "probe", "probe: one probe line")
     c.check(probe.get("protocol") == 1 and probe.get("torch"), "probe: protocol 1, torch version")
@@ -114,7 +115,8 @@ def main():
         c.check(m in names, "probe lists %s (native zoo names)" % m)
     c.check(probe.get("variants", [])[:1] == ["eager"] and len(probe.get("variants", [])) == 6,
             "probe: the six rungs")
-    probe_cache(c, py)
+    probe_cache(c, py, cache, probe, mods)
+    shutil.rmtree(cache, ignore_errors=True)
 
     rc, lines, _ = indtest.run_runner(py, {"model": "no_such_model"})
     c.check(rc == 1 and lines[-1]["type"] == "error" and
