@@ -126,6 +126,15 @@ def variants_of(rec):
     return {v.get("name"): v for v in res.get("variants") or []}, res
 
 
+def kernels_text(v):
+    """A variant's kernel count for the report: "unknown" where the result
+    says null (a CUDA graph replay whose kernels the profiler did not
+    record: measure.replay_kernels), "-" where it has none."""
+    if "kernels" not in v:
+        return "-"
+    return "unknown" if v["kernels"] is None else str(v["kernels"])
+
+
 def median_ms(v):
     return ((v or {}).get("latency_ms") or {}).get("median")
 
@@ -588,7 +597,7 @@ print(json.dumps(i))
                 joined = sum(1 for kr in krows if kr.get("ops"))
                 rows.append(f"| {model} | {name} | {fnum(m, '{:.3f}')} "
                             f"| {fnum(base / m if base and m else None, '{:.2f}')}x "
-                            f"| {v.get('kernels', '-')} | {v.get('fused_kernels', '-')} "
+                            f"| {kernels_text(v)} | {v.get('fused_kernels', '-')} "
                             f"({v.get('fused_ops', '-')}) | {joined} of {len(krows)} "
                             f"| {v.get('status')} {(v.get('message') or '')[:80]} |")
             native = variants_of(self.by_label.get(f"zoo {model} bs32"))[0].get("fused")
