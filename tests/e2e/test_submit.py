@@ -49,8 +49,13 @@ def count_jobs(env):
     return int(env.sql("SELECT count(*) FROM jobs")[0][0])
 
 
-def metric(env, name):
-    st, _, text = env.get("/metrics")
+def metric(env, name, admin=False):
+    """A metric's value from /metrics; admin: from the admin listener (a
+    thread of its own), not the public one."""
+    if admin:
+        st, _, text = fbtest.http("http://127.0.0.1:%d" % env.admin_port, "GET", "/metrics")
+    else:
+        st, _, text = env.get("/metrics")
     check_eq(st, 200, "/metrics")
     m = re.search(r"^%s (\d+)$" % name, text, re.M)
     check(m, "/metrics lacks %s" % name)
@@ -218,13 +223,9 @@ def server_log(env):
 
 def unanswered(env):
     """Public connections with a request the server has not answered, or not
-    read yet (its thread may be busy with another connection's commit).  On
-    the admin listener, which has a thread of its own."""
-    st, _, text = fbtest.http("http://127.0.0.1:%d" % env.admin_port, "GET", "/metrics")
-    check_eq(st, 200, "admin /metrics")
-    m = re.search(r"^fusionbench_http_connections_unanswered (\d+)$", text, re.M)
-    check(m, "/metrics lacks fusionbench_http_connections_unanswered")
-    return int(m.group(1))
+    read yet (its thread may be busy with another connection's commit); read
+    on the admin listener, which a busy public thread cannot hold up."""
+    return metric(env, "fusionbench_http_connections_unanswered", admin=True)
 
 
 def t_sigterm_drains(env):

@@ -30,13 +30,13 @@ def probe_cached(py, cache):
     return r.returncode, lines, mods
 
 
-def probe_cache(c, py, d, first, mods1):
-    """first, mods1: the first probe with the cache in folder d."""
-    files = [n for n in os.listdir(d) if n.endswith(".json")]
+def probe_cache(c, py, cache, first, mods1):
+    """first, mods1: the first probe with the cache in folder cache."""
+    files = [n for n in os.listdir(cache) if n.endswith(".json")]
     c.check(first.get("cached") is False and "torch" in mods1 and len(files) == 1,
             "probe cache: the first probe imports torch and keeps its answer (%s, %s)"
             % (first.get("cached"), files))
-    _, lines, mods2 = probe_cached(py, d)
+    _, lines, mods2 = probe_cached(py, cache)
     second = lines[-1] if lines else {}
     c.check(second.get("cached") is True and "torch" not in mods2,
             "probe cache: the second probe answers from it, torch not imported")

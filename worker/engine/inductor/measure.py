@@ -186,12 +186,9 @@ def replay_kernels(events):
     device side (the profiler's CUDA kernel events; copies and sets are not
     kernels), or None when the profile holds no device kernel: then the
     count is unknown, never the CPU side's few rows."""
-    n = 0
-    for e in events:
-        dev = getattr(e, "device_type", None)
-        if dev is not None and getattr(dev, "name", str(dev)).upper().endswith("CUDA") and \
-                not e.name.startswith(("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")):
-            n += 1
+    cuda = torch.autograd.DeviceType.CUDA
+    n = sum(1 for e in events
+            if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset")))
     return n or None
 
 
@@ -240,10 +237,9 @@ def profile_once(fn, inputs, device, kernel_ops):
     busy = sum(r["total_ms"] for r in rows.values())
     peak, held = peak_breakdown(prof, device)
     kernels = sum(r["count"] for r in rows.values())
-    replayed = _REPLAY in rows
-    if replayed:  # the rows are the CPU side's: the launch, not what it ran
+    if _REPLAY in rows:  # the rows are the CPU side's: the launch, not what it ran
         kernels = replay_kernels(prof.events())
-    return {"kernels": kernels, "graph_replay": replayed, "kernel_time_ms": busy,
+    return {"kernels": kernels, "kernel_time_ms": busy,
             "busy_ms": busy, "idle_ms": max(0.0, wall_ms - busy), "wall_ms": wall_ms,
             "categories_ms": cats, "rows": sorted(rows.values(), key=lambda r: -r["total_ms"]),
             "peak_alloc_bytes": peak, "peak_held_by": held,
