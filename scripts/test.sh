@@ -2,12 +2,14 @@
 # test.sh: every test, one command.
 #
 #   scripts/test.sh          the default tier: everything below but the tests
-#                            labelled "full" (55 minutes on a 2-vCPU Intel Xeon
-#                            VM once packages and the venv are in; docs/TESTING.md)
+#                            labelled "full" (docs/TESTING.md gives its time on
+#                            a 2-vCPU VM)
 #   scripts/test.sh --full   everything: adds the full tier (every model's
-#                            PyTorch parity, the inductor ladder on real models,
-#                            Inductor's fusions undone on real compiles, docker
-#                            compose and Slurm for real); CI runs its deploy tests
+#                            PyTorch parity, the inductor ladder's every rung
+#                            and on real models, Inductor's fusions undone on
+#                            real compiles, the longer chaos run, docker compose
+#                            and Slurm for real); CI runs its tests labelled ci,
+#                            then deploy, as time allows
 #
 #   1. packages (scripts/deps.sh --test) and the project's Python environment
 #      (scripts/venv.sh: PyTorch & co. from PyPI, once per machine)
@@ -32,8 +34,9 @@
 # as skipped), FB_TEST_KEEP=1 keeps the temp folder, FB_TEST_ONLY_FULL=1 (with
 # --full) runs the full tier's tests alone (so nothing runs twice after a
 # default run), FB_TEST_LABEL=REGEX keeps only the tests with a label matching
-# it (CI's second pass: FB_TEST_ONLY_FULL=1 FB_TEST_LABEL=deploy, the full
-# tier's docker compose and Slurm).
+# it (CI's later passes: FB_TEST_ONLY_FULL=1 FB_TEST_LABEL=ci, what left the
+# default tier for its time; then FB_TEST_LABEL=deploy, docker compose and
+# Slurm).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,7 +52,7 @@ case "${1:-}" in
 "") ;;
 --full) FULL=1 ;;
 -h | --help)
-    sed -n '2,36p' "$0"
+    sed -n '2,39p' "$0"
     exit 0
     ;;
 *)

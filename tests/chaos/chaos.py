@@ -808,9 +808,11 @@ def epoch(stamp):
 
 
 def read_worker_logs(cluster):
-    """Per attempt: host, start, end (real time, skew undone); accepted
-    completions; accepted failures; refused writes."""
-    runs, oks, fails, fenced, problems = {}, [], [], [], []
+    """Per attempt: host, start, end (real time, skew undone) of the run that
+    counts; the runs of it released before (a worker that stops hands its job
+    back, the attempt not counted: the same attempt is claimed again);
+    accepted completions; accepted failures; refused writes."""
+    claims, oks, fails, fenced, problems = {}, [], [], [], []
     for inc in cluster.incarnations:
         if not inc.get("worker"):
             continue
@@ -820,19 +822,17 @@ def read_worker_logs(cluster):
                 m = RE_RUN.match(line)
                 if m:
                     k = (int(m.group(2)), int(m.group(3)))
-                    if k in runs:
-                        problems.append("job %d attempt %d claimed twice (%s and %s)" % (
-                            k[0], k[1], runs[k]["host"], inc["host"]))
-                    runs[k] = {"host": inc["host"], "pid": inc["pid"],
-                               "start": epoch(m.group(1)) - skew, "end": None,
-                               "how": None}
+                    claims.setdefault(k, []).append(
+                        {"host": inc["host"], "pid": inc["pid"],
+                         "start": epoch(m.group(1)) - skew, "end": None, "how": None})
                     continue
                 m = RE_END.match(line)
                 if m:
                     k = (int(m.group(2)), int(m.group(3)))
-                    if k in runs and runs[k]["pid"] == inc["pid"]:
-                        runs[k]["end"] = epoch(m.group(5)) - skew
-                        runs[k]["how"] = m.group(4)
+                    for r in claims.get(k, []):
+                        if r["pid"] == inc["pid"] and r["end"] is None:
+                            r["end"] = epoch(m.group(5)) - skew
+                            r["how"] = m.group(4)
                     continue
                 m = RE_OK.match(line)
                 if m:
@@ -850,12 +850,22 @@ def read_worker_logs(cluster):
                                    "write": m.group(4), "host": inc["host"],
                                    "t": epoch(m.group(1)) - skew,
                                    "resent": "sent again after a lost connection" in line})
-    for k, r in runs.items():
-        if r["end"] is None:
-            inc = cluster.incarnation(r["pid"])
-            if inc and inc.get("killed_at"):
-                r["end"], r["how"] = inc["killed_at"], "worker SIGKILLed"
-    return runs, oks, fails, fenced, problems
+    runs, released = {}, []
+    for k, lst in claims.items():
+        for r in lst:
+            if r["end"] is None:
+                inc = cluster.incarnation(r["pid"])
+                if inc and inc.get("killed_at"):
+                    r["end"], r["how"] = inc["killed_at"], "worker SIGKILLed"
+        lst.sort(key=lambda r: r["start"])
+        for r, nxt in zip(lst, lst[1:]):
+            if r["how"] != "released":
+                problems.append("job %d attempt %d claimed twice (%s and %s), the first run "
+                                "not released (%s)" % (k[0], k[1], r["host"], nxt["host"],
+                                                       r["how"]))
+        runs[k] = lst[-1]
+        released += [dict(r, job=k[0], attempt=k[1]) for r in lst[:-1]]
+    return runs, released, oks, fails, fenced, problems
 
 
 # ---------------------------------------------------------------- the run
@@ -1028,7 +1038,7 @@ def check_worker_logs(c, v):
     """From the workers' own logs: one accepted completion per succeeded job, by
     its last attempt; no two attempts' runs overlap; every refused write stale."""
     jobs = v.jobs
-    v.runs, oks, fails, v.fenced, problems = read_worker_logs(c)
+    v.runs, v.released, oks, fails, v.fenced, problems = read_worker_logs(c)
     for p in problems:
         v.fail(p)
     ok_by_job = {}
@@ -1046,14 +1056,17 @@ def check_worker_logs(c, v):
         if [a for a, _ in got] != want:
             v.fail("job %d (%s, attempt %d): accepted completions in the logs %s" % (
                 jid, j["state"], j["attempt"], got))
-    # no job on two workers at once
+    # no job on two workers at once: every run, released ones too, ends
+    # before the next one starts
     v.overlaps = 0
     per_job = {}
     for (jid, att), r in v.runs.items():
-        per_job.setdefault(jid, []).append((att, r))
+        per_job.setdefault(jid, []).append((att, r["start"], r))
+    for r in v.released:
+        per_job.setdefault(r["job"], []).append((r["attempt"], r["start"], r))
     for jid, lst in per_job.items():
-        lst.sort()
-        for (a1, r1), (a2, r2) in zip(lst, lst[1:]):
+        lst.sort(key=lambda x: x[:2])
+        for (a1, _, r1), (a2, _, r2) in zip(lst, lst[1:]):
             end = r1["end"]
             if end is None:
                 v.fail("job %d attempt %d on %s: no end of its run in the logs" % (
