@@ -626,6 +626,33 @@ print(json.dumps(i))
                         f"| {fnum(cv * 100 if cv is not None else None, '{:.2f}')}% |")
         return "\n".join(rows)
 
+    # 8. the cost planner timing on the GPU (params.planner "cost"): the first
+    # H100 run saw the rules' fused plans lose every transformer (our attention
+    # kernel has no tensor cores), so these two, as CUDA graphs (the variants
+    # whose medians repeat), against the rules' rows of stage 3
+    def s_planner(self):
+        rows = ["| model, bs 32, float16 | eager+graph ms | cost: fused+graph ms | cost speedup "
+                "| rules: fused+graph ms (stage 3) | kept / split / unfused of groups "
+                "| measured / cached | deciding ms | timed on | status |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for model in ("vit_b_16", "whisper_tiny"):
+            r = self.bench(f"planner {model}", model, "--dtype", "float16", "--batch", "32",
+                           "--variants", "eager+graph,fused+graph", "--param", "planner=cost",
+                           timeout=12)
+            vs, res = variants_of(r)
+            eg, fg = vs.get("eager+graph", {}), vs.get("fused+graph", {})
+            rules = variants_of(self.by_label.get(f"zoo {model} bs32"))[0].get("fused+graph")
+            p = (res.get("graph") or {}).get("planner") or {}
+            sp = (median_ms(eg) / median_ms(fg)) if median_ms(eg) and median_ms(fg) else None
+            rows.append(f"| {model} | {fnum(median_ms(eg), '{:.3f}')} "
+                        f"| {fnum(median_ms(fg), '{:.3f}')} | {fnum(sp, '{:.2f}')}x "
+                        f"| {fnum(median_ms(rules), '{:.3f}')} "
+                        f"| {p.get('kept', '-')} / {p.get('split', '-')} / {p.get('unfused', '-')}"
+                        f" of {p.get('groups', '-')} | {p.get('measured', '-')} / "
+                        f"{p.get('cached', '-')} | {fnum(p.get('decide_ms'), '{:.0f}')} "
+                        f"| {p.get('timed_on', '-')} | {r['status']} |")
+        return "\n".join(rows)
+
     # 6. explanations
     def s_explain(self):
         rows = ["| workload | launch times | groups won / lost / noise | lost by reason "
@@ -679,11 +706,13 @@ print(json.dumps(i))
         # cut, 18, 6, 60 cut), with room for what it found missing
         ("env", 40, "Environment and the GPU unit tests", "s_env"),
         ("patterns", 60, "The ten patterns (float16), the copy roofline, CUPTI injection", "s_patterns"),
-        ("zoo", 80, "The zoo on CUDA, and parity with the CPU engine", "s_zoo"),
+        ("zoo", 75, "The zoo on CUDA, and parity with the CPU engine", "s_zoo"),
         ("inductor", 200, "TorchInductor's CUDA rungs", "s_inductor"),
-        ("repeat", 40, "Five repeated resnet50 runs", "s_repeat"),
-        ("explain", 20, "Explanations on the GPU", "s_explain"),
+        ("repeat", 25, "Five repeated resnet50 runs", "s_repeat"),
+        ("explain", 15, "Explanations on the GPU", "s_explain"),
         ("inductor_explain", 80, "Inductor, fusion by fusion, on CUDA", "s_inductor_explain"),
+        # the cost planner on the device: new, so last (the first run of it)
+        ("planner", 25, "The cost planner timing on the GPU", "s_planner"),
     )
 
     def main(self):

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "fb_spec.h"
@@ -318,7 +319,8 @@ static void test_cost_model(void **state)
 
 /* Which planner a job gets: params.planner where it names one, else
  * $FUSIONBENCH_PLANNER, else the cost planner on the CPU and the rules on a
- * GPU; "cost" named for a GPU is refused, and so is a bad name either way. */
+ * GPU; "cost" named for a GPU is refused where the backend has no timer, and
+ * a bad name either way. */
 static void test_planner_default(void **state)
 {
     (void)state;
@@ -328,30 +330,157 @@ static void test_planner_default(void **state)
     fb_spec_init(&spec);
     unsetenv("FUSIONBENCH_PLANNER");
     snprintf(spec.device, sizeof spec.device, "cpu");
-    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_OK);
+    assert_int_equal(gr_planner_from_spec(&spec, false, &cost, &err), FB_OK);
     assert_true(cost);
     snprintf(spec.device, sizeof spec.device, "cuda");
-    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_OK);
+    assert_int_equal(gr_planner_from_spec(&spec, false, &cost, &err), FB_OK);
     assert_false(cost);
     setenv("FUSIONBENCH_PLANNER", "rules", 1);
     snprintf(spec.device, sizeof spec.device, "cpu");
-    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_OK);
+    assert_int_equal(gr_planner_from_spec(&spec, false, &cost, &err), FB_OK);
     assert_false(cost);
     setenv("FUSIONBENCH_PLANNER", "greedy", 1);
-    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_EINVAL);
+    assert_int_equal(gr_planner_from_spec(&spec, false, &cost, &err), FB_EINVAL);
     assert_string_equal(err.field, "FUSIONBENCH_PLANNER");
     setenv("FUSIONBENCH_PLANNER", "rules", 1);
     spec.params = cJSON_Parse("{\"planner\": \"cost\"}");
-    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_OK); /* named: it wins */
+    assert_int_equal(gr_planner_from_spec(&spec, false, &cost, &err), FB_OK); /* named: it wins */
     assert_true(cost);
     snprintf(spec.device, sizeof spec.device, "cuda");
-    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_EUNSUPPORTED);
+    assert_int_equal(gr_planner_from_spec(&spec, false, &cost, &err), FB_EUNSUPPORTED);
     assert_string_equal(err.field, "params.planner");
+    /* where the backend times its launches (the CUDA one does), asked by name */
+    assert_int_equal(gr_planner_from_spec(&spec, true, &cost, &err), FB_OK);
+    assert_true(cost);
     cJSON_Delete(spec.params);
     spec.params = cJSON_Parse("{\"planner\": 3}");
-    assert_int_equal(gr_planner_from_spec(&spec, &cost, &err), FB_EINVAL);
+    assert_int_equal(gr_planner_from_spec(&spec, false, &cost, &err), FB_EINVAL);
     assert_string_equal(err.field, "params.planner");
     fb_spec_free(&spec);
+}
+
+/* A device timer made up for the test (the CUDA one, ncu_cost.c, needs a
+ * GPU): its times are planted per form, the same for every group: with
+ * eager_wins the eager launches beat the split form and that the fused one,
+ * each by far, else the fused form wins.  It counts what the planner asked
+ * of it. */
+typedef struct fake_device {
+    bool eager_wins;
+    int opens, runs, closes;
+    int plans; /* launches of the measuring ctx's three plans, seen at open */
+} fake_device;
+
+static fb_code fake_open(void *arg, const nat_ctx *job, const nat_ctx *m, void **run, fb_err *err)
+{
+    (void)err;
+    (void)job;
+    fake_device *d = arg;
+    d->opens++;
+    d->plans = m->plans[0].n + m->plans[1].n + m->plans[2].n;
+    *run = d;
+    return FB_OK;
+}
+
+static fb_code fake_run(void *run, int v, int n, const bool *want, double *acc, fb_err *err)
+{
+    (void)err;
+    fake_device *d = run;
+    /* v: 0 eager, 1 fused, 2 split */
+    static const double eager_wins[3] = {0.5, 2.0, 1.0}, fused_wins[3] = {2.0, 0.5, 2.0};
+    double t = d->eager_wins ? eager_wins[v] : fused_wins[v];
+    d->runs++;
+    for (int f = 0; f < n; f++)
+        acc[f] = want[f] ? t : 0.0;
+    return FB_OK;
+}
+
+static void fake_close(void *run)
+{
+    ((fake_device *)run)->closes++;
+}
+
+static nat_ctx *build_on(const gr_cost_timer *t)
+{
+    fb_spec spec;
+    fb_err err = {0};
+    nat_ctx *ctx = NULL;
+    fb_spec_init(&spec);
+    snprintf(spec.workload, sizeof spec.workload, "resnet18");
+    snprintf(spec.device, sizeof spec.device, "cpu");
+    spec.batch_size = 1;
+    spec.params = cJSON_Parse("{\"image\": 16, \"planner\": \"cost\"}");
+    fb_code rc = gr_ctx_build_on(&spec, t, &ctx, &err);
+    if (rc)
+        fail_msg("resnet18 on a made-up device: %s (%s)", err.msg, err.field);
+    fb_spec_free(&spec);
+    return ctx;
+}
+
+static int planner_int(const nat_ctx *ctx, const char *key)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(ctx->graph, "planner");
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(p, key);
+    assert_true(cJSON_IsNumber(j));
+    return j->valueint;
+}
+
+/* The cost planner on a device's timer: every group it has no decision for
+ * is timed there (no CPU prediction), the choices follow the device's times,
+ * the decisions are cached under the device's string (a second build asks
+ * the device nothing; another device decides anew), and the result says
+ * where the groups were timed. */
+static void test_device_timer(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fb-test-cost-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/plan-cache.json", dir);
+    setenv("FUSIONBENCH_PLAN_CACHE", path, 1);
+    fake_device slow = {.eager_wins = true}, fast = {.eager_wins = false};
+    gr_cost_timer ta = {.device = "fake device A",
+                        .arg = &slow,
+                        .open = fake_open,
+                        .run = fake_run,
+                        .close = fake_close};
+    gr_cost_timer tb = ta;
+    snprintf(tb.device, sizeof tb.device, "fake device B");
+    tb.arg = &fast;
+
+    nat_ctx *a = build_on(&ta);
+    int groups = planner_int(a, "groups");
+    assert_true(groups >= 10); /* resnet18: a conv + batch norm group per conv */
+    assert_int_equal(slow.opens, 1);
+    assert_int_equal(slow.closes, 1);
+    assert_true(slow.runs >= 3 * 5 && slow.plans > 0);
+    assert_int_equal(planner_int(a, "unfused"), groups);
+    assert_int_equal(planner_int(a, "predicted"), 0);
+    assert_true(planner_int(a, "measured") >= 1);
+    assert_int_equal(planner_int(a, "measured") + planner_int(a, "cached"), groups);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            cJSON_GetObjectItemCaseSensitive(a->graph, "planner"), "timed_on")),
+                        "fake device A");
+    /* every group unfused: the fused plan is the eager one */
+    assert_int_equal(a->plans[NAT_FUSED].n, a->plans[NAT_EAGER].n);
+    assert_ptr_equal(a->cost_timer, &ta); /* the build's, for its planning */
+    nat_ctx_free(a);
+
+    /* the same device again: all from the cache, the device not opened */
+    a = build_on(&ta);
+    assert_int_equal(slow.opens, 1);
+    assert_int_equal(planner_int(a, "cached"), groups);
+    assert_int_equal(planner_int(a, "unfused"), groups);
+    nat_ctx_free(a);
+
+    /* another device: decided there, where fusion wins */
+    nat_ctx *b = build_on(&tb);
+    assert_int_equal(fast.opens, 1);
+    assert_int_equal(planner_int(b, "kept"), groups);
+    assert_true(b->plans[NAT_FUSED].n < b->plans[NAT_EAGER].n);
+    nat_ctx_free(b);
+
+    unsetenv("FUSIONBENCH_PLAN_CACHE");
+    unlink(path);
+    rmdir(dir);
 }
 
 int main(void)
@@ -363,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_cost_model),
         cmocka_unit_test(test_planner_default),
+        cmocka_unit_test(test_device_timer),
         cmocka_unit_test(test_conv),
         cmocka_unit_test(test_memory_bound),
         cmocka_unit_test(test_rows),

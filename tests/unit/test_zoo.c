@@ -272,10 +272,10 @@ static void test_planner_choices(void **state)
 
     char c1[1024], c2[1024], c3[1024], k1[17], k2[17], k3[17], k4[17];
     setenv("FUSIONBENCH_BUILD_ID", "build-a", 1);
-    gr_cost_context(1, true, c1, sizeof c1);
-    gr_cost_context(2, true, c2, sizeof c2);
+    gr_cost_context(1, true, NULL, c1, sizeof c1);
+    gr_cost_context(2, true, NULL, c2, sizeof c2);
     setenv("FUSIONBENCH_BUILD_ID", "build-b", 1);
-    gr_cost_context(1, true, c3, sizeof c3);
+    gr_cost_context(1, true, NULL, c3, sizeof c3);
     unsetenv("FUSIONBENCH_BUILD_ID");
     assert_non_null(strstr(c1, "build-a"));
     assert_non_null(strstr(c1, "threads 1|packed"));
@@ -289,6 +289,13 @@ static void test_planner_choices(void **state)
     assert_string_not_equal(k1, k4);
     gr_cost_key("conv", c1, k2);
     assert_string_equal(k1, k2);
+    /* a device's context: its string, not the CPU's threads */
+    setenv("FUSIONBENCH_BUILD_ID", "build-a", 1);
+    gr_cost_context(1, true, "cuda H100 sm_90|float16", c2, sizeof c2);
+    gr_cost_context(2, false, "cuda H100 sm_90|float16", c3, sizeof c3);
+    unsetenv("FUSIONBENCH_BUILD_ID");
+    assert_string_equal(c2, "v1|cuda H100 sm_90|float16|build-a");
+    assert_string_equal(c2, c3);
 }
 
 /* A job never names a file on the host (issue 13, item 1): a path is refused

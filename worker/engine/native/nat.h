@@ -86,6 +86,8 @@ typedef struct nat_plan {
     size_t out_n;
 } nat_plan;
 
+struct gr_cost_timer; /* graph/gr_cost.h */
+
 typedef struct nat_ctx {
     int n_bufs, cap_bufs;
     nat_buf *bufs;                    /* owned; grows to NAT_MAX_BUFS */
@@ -108,6 +110,9 @@ typedef struct nat_ctx {
     float *reference;
     size_t reference_n;
     char reference_what[160];
+    /* Where the cost planner times a model's groups while it is built: a
+     * device backend's timer (graph/gr_cost.h), NULL on this CPU. */
+    const struct gr_cost_timer *cost_timer;
 } nat_ctx;
 
 /* Allocates a zeroed buffer of n floats used by the variants in mask (use
@@ -161,7 +166,8 @@ const nat_pattern *nat_pattern_find(const char *name);
 
 /* Builds a ctx for spec with pat's builder (a pattern, or a model of the zoo:
  * gr_ctx_build finds either by name); the caller frees with nat_ctx_free. */
-FB_MUSTCHECK fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *spec, nat_ctx **out,
+FB_MUSTCHECK fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *spec,
+                                       const struct gr_cost_timer *timer, nat_ctx **out,
                                        fb_err *err);
 
 /* params.gemm: "packed" (the default: constant weights packed once, when the

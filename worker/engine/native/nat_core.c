@@ -127,7 +127,8 @@ static fb_code ctx_settings(nat_ctx *ctx, const fb_spec *spec, const nat_pattern
     return FB_OK;
 }
 
-fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *spec, nat_ctx **out, fb_err *err)
+fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *spec,
+                          const struct gr_cost_timer *timer, nat_ctx **out, fb_err *err)
 {
     assert(pat && spec && out);
     *out = NULL;
@@ -141,6 +142,7 @@ fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *spec, nat_ctx *
     rc = ctx_settings(ctx, spec, pat, err);
     if (rc)
         goto out;
+    ctx->cost_timer = timer;
     rc = pat->build(ctx, spec, err);
     if (rc)
         goto out;

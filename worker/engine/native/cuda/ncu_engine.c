@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "fb_clock.h"
+#include "gr_cost.h"
 #include "gr_zoo.h"
 #include "ncu_int.h"
 
@@ -157,7 +158,7 @@ static fb_code check_device(fb_err *err)
     return FB_OK;
 }
 
-static fb_code ctx_open(ncu_ctx *ctx, fb_err *err)
+fb_code ncu_ctx_open(ncu_ctx *ctx, fb_err *err)
 {
     fb_code rc = ncu_cuda_check(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking),
                                 "cudaStreamCreate", err);
@@ -177,7 +178,7 @@ static fb_code ctx_open(ncu_ctx *ctx, fb_err *err)
     return rc;
 }
 
-static void ctx_close(ncu_ctx *ctx)
+void ncu_ctx_close(ncu_ctx *ctx)
 {
     if (!ctx)
         return;
@@ -207,7 +208,7 @@ static void ctx_close(ncu_ctx *ctx)
 
 /* Checks what the plan's launches reported: launch errors and library
  * failures recorded by the launch fns. */
-static fb_code launch_status(ncu_ctx *ctx, const char *what, fb_err *err)
+fb_code ncu_launch_status(ncu_ctx *ctx, const char *what, fb_err *err)
 {
     fb_code rc = ncu_cuda_check(cudaGetLastError(), what, err);
     if (!rc && ctx->launch_err.code != FB_OK) {
@@ -234,7 +235,7 @@ static fb_code capture(ncu_instance *ni, int v, fb_err *err)
     nat_plan_run(&ctx->plans[v]);
     rc = ncu_cuda_check(cudaStreamEndCapture(ctx->stream, &g), "end capture", err);
     if (!rc)
-        rc = launch_status(ctx, "capture", err);
+        rc = ncu_launch_status(ctx, "capture", err);
     if (!rc)
         rc = ncu_cuda_check(cudaGraphInstantiate(&ni->exec[v], g, 0), "graph instantiate", err);
     if (g)
@@ -246,13 +247,13 @@ static fb_code capture(ncu_instance *ni, int v, fb_err *err)
 static fb_code device_setup(ncu_instance *ni, fb_err *err)
 {
     ncu_ctx *ctx = ni->ctx;
-    fb_code rc = ctx_open(ctx, err);
+    fb_code rc = ncu_ctx_open(ctx, err);
     for (int v = NAT_EAGER; v <= NAT_FUSED && !rc; v++)
         rc = ncu_lower_plan(ctx, v, err);
     if (!rc)
         rc = ncu_cuda_check(cudaStreamSynchronize(ctx->stream), "lowering", err);
     if (!rc)
-        rc = launch_status(ctx, "lowering", err);
+        rc = ncu_launch_status(ctx, "lowering", err);
     size_t out_n = ctx->plans[NAT_EAGER].out_n > ctx->plans[NAT_FUSED].out_n
                        ? ctx->plans[NAT_EAGER].out_n
                        : ctx->plans[NAT_FUSED].out_n;
@@ -310,7 +311,12 @@ fb_code ncu_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
     if (rc)
         goto out;
     double t0 = fb_now_ms();
-    rc = gr_ctx_build(spec, &ni->ctx->host, err);
+    gr_cost_timer timer; /* the cost planner's groups timed on this device */
+    rc = ncu_cost_timer(ni->ctx, &timer, err);
+    if (!rc)
+        rc = gr_ctx_build_on(spec, &timer, &ni->ctx->host, err);
+    if (!rc)
+        ni->ctx->host->cost_timer = NULL; /* timer was for the build */
     if (!rc)
         rc = device_setup(ni, err);
     if (rc)
@@ -345,7 +351,7 @@ static fb_code enqueue(ncu_instance *ni, int v, fb_err *err)
         return ncu_cuda_check(cudaGraphLaunch(ni->exec[ni->plan[v]], ctx->stream),
                               "cudaGraphLaunch", err);
     nat_plan_run(&ctx->plans[ni->plan[v]]);
-    return launch_status(ctx, "launch", err);
+    return ncu_launch_status(ctx, "launch", err);
 }
 
 static fb_code ncu_run(fb_instance *inst, int v, fb_err *err)
@@ -357,7 +363,7 @@ static fb_code ncu_run(fb_instance *inst, int v, fb_err *err)
     if (!rc)
         rc = ncu_cuda_check(cudaStreamSynchronize(ni->ctx->stream), "run", err);
     if (!rc)
-        rc = launch_status(ni->ctx, "run", err);
+        rc = ncu_launch_status(ni->ctx, "run", err);
     return rc;
 }
 
@@ -376,7 +382,7 @@ static fb_code ncu_timed_run(fb_instance *inst, int v, double *ms, fb_err *err)
     if (!rc)
         rc = ncu_cuda_check(cudaEventSynchronize(ni->ev1), "cudaEventSynchronize", err);
     if (!rc)
-        rc = launch_status(ni->ctx, "timed run", err);
+        rc = ncu_launch_status(ni->ctx, "timed run", err);
     if (!rc)
         rc = ncu_cuda_check(cudaEventElapsedTime(&elapsed, ni->ev0, ni->ev1), "elapsed", err);
     *ms = (double)elapsed;
@@ -420,7 +426,7 @@ static void ncu_destroy(fb_instance *inst)
         (void)cudaEventDestroy(ni->ev1);
     for (int v = 0; v < FB_MAX_VARIANTS; v++)
         free(ni->host_out[v]);
-    ctx_close(ni->ctx); /* frees stage with the rest of the device memory */
+    ncu_ctx_close(ni->ctx); /* frees stage with the rest of the device memory */
     cJSON_Delete(ni->base.graph);
     free(ni);
 }

@@ -34,17 +34,6 @@ typedef struct ex_timer {
     int unmarked; /* activity no launch mark named, over all rounds (CUPTI) */
 } ex_timer;
 
-static fb_code launch_status(ncu_ctx *ctx, fb_err *err)
-{
-    fb_code rc = ncu_cuda_check(cudaGetLastError(), "explain round", err);
-    if (!rc && ctx->launch_err.code != FB_OK) {
-        rc = ctx->launch_err.code;
-        *err = ctx->launch_err;
-        fb_err_clear(&ctx->launch_err);
-    }
-    return rc;
-}
-
 /* One round of plan, launch by launch, with event pairs: t[j], *wall. */
 static fb_code events_round(ex_timer *tm, const nat_plan *plan, double *t, double *wall,
                             fb_err *err)
@@ -60,7 +49,7 @@ static fb_code events_round(ex_timer *tm, const nat_plan *plan, double *t, doubl
     if (!rc)
         rc = ncu_cuda_check(cudaStreamSynchronize(s), "explain round", err);
     if (!rc)
-        rc = launch_status(tm->ctx, err);
+        rc = ncu_launch_status(tm->ctx, "explain round", err);
     for (int j = 0; j < plan->n && !rc; j++) {
         float ms = 0;
         rc = ncu_cuda_check(cudaEventElapsedTime(&ms, tm->ev[2 * j], tm->ev[2 * j + 1]),
@@ -92,7 +81,7 @@ static fb_code cupti_round(ex_timer *tm, const nat_plan *plan, double *t, double
     fb_code end = fbc_session_end(tm->cupti, rc ? &ignored : err);
     rc = rc ? rc : end;
     if (!rc)
-        rc = launch_status(tm->ctx, err);
+        rc = ncu_launch_status(tm->ctx, "explain round", err);
     if (!rc)
         rc = fbc_session_launch_times(tm->cupti, id, plan->n, t, wall, &unmarked, err);
     tm->unmarked += unmarked;

@@ -100,6 +100,33 @@ struct ncu_ctx {
     fb_err launch_err; /* first library failure inside a launch fn (sticky) */
 };
 
+/* ---- a device context's life (ncu_engine.c) ---- */
+
+/* Makes ctx's stream, library handles and device buffer table for its host
+ * ctx (ctx->host set, dtype and flags too). */
+FB_MUSTCHECK fb_code ncu_ctx_open(ncu_ctx *ctx, fb_err *err);
+/* Waits for the stream, frees the lowered plans, device memory, handles,
+ * the host ctx (set ctx->host NULL to keep it) and ctx. */
+void ncu_ctx_close(ncu_ctx *ctx);
+/* What the launches enqueued since the last check reported: the last CUDA
+ * error, else a library failure a launch fn recorded (ncu_launch_fail);
+ * what: the step, for the message. */
+FB_MUSTCHECK fb_code ncu_launch_status(ncu_ctx *ctx, const char *what, fb_err *err);
+
+/* ---- the cost planner's device timer (ncu_cost.c) ---- */
+
+/* Fills *t: the cost planner times a group's forms on the current device
+ * with proto's dtype and flags (tf32, gelu_epilogue; proto outlives *t),
+ * its device string naming the GPU, its compute capability, the driver and
+ * those settings. */
+FB_MUSTCHECK fb_code ncu_cost_timer(const ncu_ctx *proto, struct gr_cost_timer *t, fb_err *err);
+
+/* Keeps the device busy for about ms (a one-thread kernel reading the
+ * global timer), so that what the host enqueues after it queues up behind
+ * it, and event pairs around each launch then time the device's work, not
+ * the host's pace of enqueueing. */
+void ncu_spin(cudaStream_t s, double ms);
+
 /* ---- shared by the lowering and the library calls (ncu_dev.c) ---- */
 
 /* Records a failed library status from inside a launch fn (they return void);

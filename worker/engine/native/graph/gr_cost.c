@@ -36,7 +36,7 @@
 /* The plan variants of the measuring ctx. */
 enum { V_EAGER = NAT_EAGER, V_FUSED = NAT_FUSED, V_SPLIT = 2 };
 
-fb_code gr_planner_from_spec(const fb_spec *spec, bool *cost, fb_err *err)
+fb_code gr_planner_from_spec(const fb_spec *spec, bool device_timer, bool *cost, fb_err *err)
 {
     const cJSON *j =
         spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "planner") : NULL;
@@ -54,9 +54,10 @@ fb_code gr_planner_from_spec(const fb_spec *spec, bool *cost, fb_err *err)
         (strcmp(j->valuestring, "rules") != 0 && strcmp(j->valuestring, "cost") != 0))
         return fb_err_set(err, FB_EINVAL, "params.planner", "must be \"rules\" or \"cost\"");
     *cost = strcmp(j->valuestring, "cost") == 0;
-    if (*cost && !cpu)
+    if (*cost && !cpu && !device_timer)
         return fb_err_set(err, FB_EUNSUPPORTED, "params.planner",
-                          "the cost planner measures on the CPU; %s jobs plan by the rules",
+                          "the cost planner cannot time launches on %s here; its jobs plan by "
+                          "the rules",
                           spec->device);
     return FB_OK;
 }
@@ -92,7 +93,7 @@ static void cpu_model(char *buf, size_t cap)
         fclose(f);
 }
 
-void gr_cost_context(int threads, bool pack, char *buf, size_t cap)
+void gr_cost_context(int threads, bool pack, const char *device, char *buf, size_t cap)
 {
     char model[256], build[160];
     const char *id = getenv("FUSIONBENCH_BUILD_ID");
@@ -106,8 +107,11 @@ void gr_cost_context(int threads, bool pack, char *buf, size_t cap)
                  (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
     else
         snprintf(build, sizeof build, "?");
-    snprintf(buf, cap, "v1|%s x%ld|%s|threads %d|%s", model, sysconf(_SC_NPROCESSORS_ONLN), build,
-             threads, pack ? "packed" : "openblas");
+    if (device)
+        snprintf(buf, cap, "v1|%s|%s", device, build);
+    else
+        snprintf(buf, cap, "v1|%s x%ld|%s|threads %d|%s", model, sysconf(_SC_NPROCESSORS_ONLN),
+                 build, threads, pack ? "packed" : "openblas");
 }
 
 /* Appends to sig (cap SIG_MAX) printf-style; truncation only loses detail. */
@@ -303,9 +307,11 @@ static void run_plan(const nat_plan *p, int n, const bool *want, double *acc, do
  * into rs[(r * 3 + k) * n + fid] (k 0 fused, 1 split, 2 eager; *rounds of
  * them, at most MAX_ROUNDS), the least over the rounds into best[k * n +
  * fid], each timed launch's least time into lbest[k][i] (NaN where not
- * timed).  False on ENOMEM. */
-static bool measure_all(const nat_ctx *m, int n, const bool *want, double *rs, int *rounds,
-                        double *best, double *lbest[3])
+ * timed, and all NaN with a device timer tm, whose run is run).  FB_ENOMEM,
+ * or what the device's run failed with (err set). */
+static fb_code measure_all(const nat_ctx *m, const gr_cost_timer *tm, void *run, int n,
+                           const bool *want, double *rs, int *rounds, double *best,
+                           double *lbest[3], fb_err *err)
 {
     const int vs[3] = {V_FUSED, V_SPLIT, V_EAGER};
     int most = 1;
@@ -315,7 +321,7 @@ static bool measure_all(const nat_ctx *m, int n, const bool *want, double *rs, i
     if (!acc || !lt) {
         free(acc);
         free(lt);
-        return false;
+        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner's times");
     }
     for (int i = 0; i < 3 * n; i++)
         best[i] = INFINITY;
@@ -326,11 +332,18 @@ static bool measure_all(const nat_ctx *m, int n, const bool *want, double *rs, i
     /* ROUNDS at least; a small model more, up to MEASURE_MS or MAX_ROUNDS, so
      * a least time is not one lucky run's */
     int r = 0;
-    for (; r < ROUNDS || (r < MAX_ROUNDS && fb_now_ms() - t0 < MEASURE_MS); r++)
-        for (int i = 0; i < 3; i++) {
+    fb_code rc = FB_OK;
+    for (; !rc && (r < ROUNDS || (r < MAX_ROUNDS && fb_now_ms() - t0 < MEASURE_MS)); r++)
+        for (int i = 0; !rc && i < 3; i++) {
             int k = r % 2 ? 2 - i : i;
             const nat_plan *p = &m->plans[vs[k]];
-            run_plan(p, n, want, acc, lt);
+            if (tm) { /* the device's times; no launch of the host's plan timed */
+                rc = tm->run(run, vs[k], n, want, acc, err);
+                for (int l = 0; l < p->n; l++)
+                    lt[l] = NAN;
+            } else {
+                run_plan(p, n, want, acc, lt);
+            }
             for (int f = 0; f < n; f++) {
                 rs[((size_t)r * 3 + k) * n + f] = acc[f];
                 best[k * n + f] = acc[f] < best[k * n + f] ? acc[f] : best[k * n + f];
@@ -342,7 +355,7 @@ static bool measure_all(const nat_ctx *m, int n, const bool *want, double *rs, i
     *rounds = r;
     free(acc);
     free(lt);
-    return true;
+    return rc;
 }
 
 /* Whether form k of group f beat form c in the rounds of rs (R of them): the
@@ -392,10 +405,10 @@ static int decide(const double best[3])
 }
 
 /* The measuring ctx: g's eager, fused (rules) and split plans lowered over
- * the weights and inputs its tensors hold, each run once (untimed: pages and
- * caches warm). */
+ * the weights and inputs its tensors hold, each run once where warm (untimed:
+ * pages and caches warm; a device timer warms its own). */
 static fb_code measuring_ctx(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool pack,
-                             const gr_groups *fused, nat_ctx **out, fb_err *err)
+                             const gr_groups *fused, bool warm, nat_ctx **out, fb_err *err)
 {
     gr_groups eager = {0}, split = {0};
     gr_choices all = {0};
@@ -433,7 +446,7 @@ static fb_code measuring_ctx(const nat_ctx *ctx, const gr_graph *g, unsigned off
     for (int t = 0; had && t < g->n_tensors; t++)
         g->tensors[t].packed = had[t];
     free(had);
-    for (int v = V_EAGER; !rc && v <= V_SPLIT; v++)
+    for (int v = V_EAGER; !rc && warm && v <= V_SPLIT; v++)
         nat_plan_run(&m->plans[v]);
     gr_groups_free(&eager);
     gr_groups_free(&split);
@@ -531,9 +544,9 @@ static void accuracy(const double *pr, const double *me, int np, gr_cost_report 
 /* The groups still undecided (c[f] 0xff): predicted where the model is sure,
  * the rest measured (one of each signature: its twins are decided after);
  * every timed launch teaches cm.  Decisions into c and fresh. */
-static fb_code predict_or_measure(const nat_ctx *m, int n, const gr_group **by_fid,
-                                  char (*keys)[17], gr_cm *cm, unsigned char *c, cJSON *fresh,
-                                  gr_cost_report *rep, fb_err *err)
+static fb_code predict_or_measure(const nat_ctx *m, const gr_cost_timer *tm, void *run, int n,
+                                  const gr_group **by_fid, char (*keys)[17], gr_cm *cm,
+                                  unsigned char *c, cJSON *fresh, gr_cost_report *rep, fb_err *err)
 {
     const int vs[3] = {V_FUSED, V_SPLIT, V_EAGER};
     double *pred = malloc(3 * ((size_t)n + 1) * sizeof *pred);
@@ -549,8 +562,12 @@ static fb_code predict_or_measure(const nat_ctx *m, int n, const gr_group **by_f
     for (int k = 0; !rc && k < 3; k++)
         if (!(lbest[k] = malloc(((size_t)m->plans[vs[k]].n + 1) * sizeof *lbest[k])))
             rc = FB_ENOMEM;
-    if (!rc)
+    if (!rc && !tm)
         predict_all(m, cm, n, pred, perr);
+    for (int i = 0; !rc && tm && i < 3 * n; i++) { /* no model of the device's times */
+        pred[i] = NAN;
+        perr[i] = 0.0;
+    }
     for (int f = 0; !rc && f < n; f++) {
         if (c[f] != 0xff || !by_fid[f])
             continue;
@@ -572,8 +589,11 @@ static fb_code predict_or_measure(const nat_ctx *m, int n, const gr_group **by_f
     }
     if (!rc && wanted && !(rs = malloc((size_t)MAX_ROUNDS * 3 * ((size_t)n + 1) * sizeof *rs)))
         rc = FB_ENOMEM;
-    if (!rc && wanted && !measure_all(m, n, want, rs, &rounds, best, lbest))
-        rc = FB_ENOMEM;
+    if (!rc && wanted) {
+        rc = measure_all(m, tm, run, n, want, rs, &rounds, best, lbest, err);
+        if (rc) /* err says what failed */
+            goto out;
+    }
     for (int f = 0; !rc && wanted && f < n; f++) {
         if (!want[f])
             continue;
@@ -593,6 +613,9 @@ static fb_code predict_or_measure(const nat_ctx *m, int n, const gr_group **by_f
         for (int i = 0; i < m->plans[vs[k]].n; i++)
             if (isfinite(lbest[k][i]))
                 (void)gr_cm_add(cm, &m->plans[vs[k]].launches[i], lbest[k][i]);
+    if (rc)
+        rc = fb_err_set(err, rc, NULL, "cannot allocate the cost planner's times");
+out:
     free(pred);
     free(perr);
     free(best);
@@ -602,7 +625,7 @@ static fb_code predict_or_measure(const nat_ctx *m, int n, const gr_group **by_f
     free(rs);
     for (int k = 0; k < 3; k++)
         free(lbest[k]);
-    return rc ? fb_err_set(err, rc, NULL, "cannot allocate the cost planner's times") : FB_OK;
+    return rc;
 }
 
 /* Test only: FB_TEST_PLANNER_CHOICE, a comma-separated list of choices
@@ -637,13 +660,15 @@ static bool forced_choices(gr_choices *out, fb_code *rc, fb_err *err)
 }
 
 fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool pack,
-                       gr_choices *out, gr_cost_report *rep, fb_err *err)
+                       const gr_cost_timer *timer, gr_choices *out, gr_cost_report *rep,
+                       fb_err *err)
 {
     gr_groups fused = {0};
     char context[1024], ckey[17], path[512] = "", (*keys)[17] = NULL, *sig = malloc(SIG_MAX);
     const gr_group **by_fid = NULL;
     cJSON *cache = NULL, *fresh = cJSON_CreateObject();
     nat_ctx *m = NULL;
+    void *run = NULL;
     gr_cm cm = {0};
     double t0 = fb_now_ms(), gbps = 0, gflops = 0;
     int threads = omp_get_max_threads();
@@ -652,6 +677,7 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
     memset(out, 0, sizeof *out);
     memset(rep, 0, sizeof *rep);
     rep->rank_corr = rep->median_err = NAN;
+    snprintf(rep->timed_on, sizeof rep->timed_on, "%s", timer ? timer->device : "cpu");
     if (!rc)
         rc = gr_plan_groups(g, true, off, NULL, NULL, &fused, err);
     if (!rc)
@@ -665,7 +691,7 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
     }
     bool forced = !rc && forced_choices(out, &rc, err);
     if (!rc && !forced) {
-        gr_cost_context(threads, pack, context, sizeof context);
+        gr_cost_context(threads, pack, timer ? timer->device : NULL, context, sizeof context);
         gr_cost_key("calibration", context, ckey);
         if (cache_path(path, sizeof path))
             snprintf(rep->cache, sizeof rep->cache, "%s", path);
@@ -690,15 +716,21 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
     }
     rep->groups = out->n;
     if (!rc && !forced && rep->cached < out->n) {
-        (void)nat_roofline_get(false, &gbps, &gflops);
-        (void)gr_cm_from_json(&cm,
-                              cJSON_GetObjectItemCaseSensitive(
-                                  cJSON_GetObjectItemCaseSensitive(cache, "calibration"), ckey),
-                              gbps, gflops, threads);
-        rc = measuring_ctx(ctx, g, off, pack, &fused, &m, err);
+        if (!timer) { /* the CPU's cost model, calibrated on this machine */
+            (void)nat_roofline_get(false, &gbps, &gflops);
+            (void)gr_cm_from_json(&cm,
+                                  cJSON_GetObjectItemCaseSensitive(
+                                      cJSON_GetObjectItemCaseSensitive(cache, "calibration"), ckey),
+                                  gbps, gflops, threads);
+        }
+        rc = measuring_ctx(ctx, g, off, pack, &fused, !timer, &m, err);
+        if (!rc && timer)
+            rc = timer->open(timer->arg, ctx, m, &run, err);
     }
     if (!rc && m)
-        rc = predict_or_measure(m, out->n, by_fid, keys, &cm, out->c, fresh, rep, err);
+        rc = predict_or_measure(m, timer, run, out->n, by_fid, keys, &cm, out->c, fresh, rep, err);
+    if (run)
+        timer->close(run);
     for (int f = 0; !rc && f < out->n; f++) {
         if (out->c[f] != 0xff || !by_fid[f])
             continue;
@@ -718,7 +750,7 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
         rep->unfused += out->c[f] == GR_UNFUSE;
     }
     if (!rc && (rep->measured || rep->predicted) && rep->cache[0])
-        cache_save(rep->cache, fresh, ckey, rep->measured ? gr_cm_to_json(&cm) : NULL);
+        cache_save(rep->cache, fresh, ckey, rep->measured && !timer ? gr_cm_to_json(&cm) : NULL);
     nat_ctx_free(m);
     gr_cm_free(&cm);
     cJSON_Delete(cache);

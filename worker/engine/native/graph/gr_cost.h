@@ -18,6 +18,28 @@
 #include "gr_plan.h"
 #include "nat.h"
 
+/* Where the cost planner times a group's forms when not on this CPU: a
+ * device backend's timer (the CUDA one: ncu_cost.c).  With none, the plans'
+ * launches run here, each timed by the host clock. */
+typedef struct gr_cost_timer {
+    /* The device's part of the decision keys: its name and whatever changes
+     * what its launches do (dtype, TF32, ...), so that another device or
+     * setting decides anew.  Also the result's graph.planner.timed_on. */
+    char device[256];
+    void *arg;
+    /* Makes *run: plans 0 (eager), 1 (fused, the rules' groups) and 2 (each
+     * group split) of the measuring ctx m made ready on the device, and run
+     * once each.  Their launches read m's buffers and the job's ctx's (the
+     * weights and inputs); both stay the caller's and outlive *run. */
+    fb_code (*open)(void *arg, const nat_ctx *job, const nat_ctx *m, void **run, fb_err *err);
+    /* One run of plan v (0, 1, 2) on the device, launch by launch: the
+     * launches of the groups in want (n of them, by fid) and the launch
+     * before each, which warms its input as in a job; each wanted group's
+     * launches' time in ms summed into acc[fid] (zeroed first). */
+    fb_code (*run)(void *run, int v, int n, const bool *want, double *acc, fb_err *err);
+    void (*close)(void *run);
+} gr_cost_timer;
+
 /* What the planner did, for the result (graph.planner). */
 typedef struct gr_cost_report {
     int groups;               /* fusion groups the rules proposed */
@@ -32,30 +54,38 @@ typedef struct gr_cost_report {
     double rank_corr, median_err; /* Spearman's; median |predicted / measured - 1| */
     double ms;                    /* time spent deciding (measuring included) */
     char cache[256];              /* the cache file, "" when off */
+    char timed_on[256];           /* "cpu", or the timer's device */
 } gr_cost_report;
 
 /* params.planner: "rules" (every group the rules form is fused) or "cost"
  * (*cost set).  A job that names none takes $FUSIONBENCH_PLANNER where set,
- * else "cost" on the CPU and "rules" on other devices (until the cost
- * planner times device launches).  FB_EINVAL naming the field (or the
- * variable) otherwise; FB_EUNSUPPORTED for "cost" off the CPU. */
-FB_MUSTCHECK fb_code gr_planner_from_spec(const fb_spec *spec, bool *cost, fb_err *err);
+ * else "cost" on the CPU and "rules" on other devices (the device timer is
+ * new: "cost" there is asked for by name until a GPU run has checked it).
+ * FB_EINVAL naming the field (or the variable) otherwise; FB_EUNSUPPORTED
+ * for "cost" off the CPU where the backend gives no timer (device_timer
+ * false). */
+FB_MUSTCHECK fb_code gr_planner_from_spec(const fb_spec *spec, bool device_timer, bool *cost,
+                                          fb_err *err);
 
 /* The choice for each fusion group of g's fused plan under the rules not in
  * off (*out, indexed by fid; free with gr_choices_free): measured in a ctx
  * of its own (the weights and inputs g's tensors hold are read, not copied),
- * or from the cache.  pack: the job's GEMM mode (nat_spec_gemm_pack). */
+ * on this CPU or, with timer, on its device; or from the cache.  pack: the
+ * job's GEMM mode (nat_spec_gemm_pack).  The CPU's cost model predicts (and
+ * is calibrated) on the CPU only: a device measures every group it has no
+ * decision for. */
 FB_MUSTCHECK fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool pack,
-                                    gr_choices *out, gr_cost_report *rep, fb_err *err);
+                                    const gr_cost_timer *timer, gr_choices *out,
+                                    gr_cost_report *rep, fb_err *err);
 
 /* The key a group's decision is cached under (a digest, 16 hex digits) from
  * its signature and the context (machine, build, threads, GEMM mode);
  * exposed for the tests. */
 void gr_cost_key(const char *signature, const char *context, char key[17]);
 
-/* The context part of the key: machine (the CPU's model and count), build
- * ($FUSIONBENCH_BUILD_ID, else the running executable's identity), threads
- * and pack. */
-void gr_cost_context(int threads, bool pack, char *buf, size_t cap);
+/* The context part of the key: machine (the CPU's model and count, or
+ * device, a timer's gr_cost_timer.device), build ($FUSIONBENCH_BUILD_ID,
+ * else the running executable's identity), and on the CPU threads and pack. */
+void gr_cost_context(int threads, bool pack, const char *device, char *buf, size_t cap);
 
 #endif

@@ -216,6 +216,7 @@ static cJSON *planner_json(bool cost, const gr_cost_report *r)
     cJSON_AddNumberToObject(o, "cached", r->cached);
     cJSON_AddNumberToObject(o, "predicted", r->predicted);
     cJSON_AddNumberToObject(o, "decide_ms", r->ms);
+    cJSON_AddStringToObject(o, "timed_on", r->timed_on);
     if (r->model_pairs > 0) { /* the cost model against what was measured */
         cJSON *mo = cJSON_AddObjectToObject(o, "model");
         cJSON_AddNumberToObject(mo, "pairs", r->model_pairs);
@@ -243,9 +244,9 @@ static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, cJSON *
     if (!rc)
         rc = nat_spec_gemm_pack(spec, &pack, err);
     if (!rc)
-        rc = gr_planner_from_spec(spec, &cost, err);
+        rc = gr_planner_from_spec(spec, ctx->cost_timer != NULL, &cost, err);
     if (!rc && cost)
-        rc = gr_cost_choose(ctx, g, off, pack, &choices, &crep, err);
+        rc = gr_cost_choose(ctx, g, off, pack, ctx->cost_timer, &choices, &crep, err);
     if (!rc && !(*planner = planner_json(cost, &crep)))
         rc = fb_err_set(err, FB_ENOMEM, NULL, "no memory for the planner's report");
     if (!rc)
@@ -598,12 +599,18 @@ const nat_pattern *gr_workload_find(const char *name)
     return p;
 }
 
-fb_code gr_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err)
+fb_code gr_ctx_build_on(const fb_spec *spec, const struct gr_cost_timer *timer, nat_ctx **out,
+                        fb_err *err)
 {
     const nat_pattern *pat = gr_workload_find(spec->workload);
     *out = NULL;
     if (!pat)
         return fb_err_set(err, FB_EUNSUPPORTED, "workload", "native engine has no workload %s",
                           spec->workload);
-    return nat_ctx_build_for(pat, spec, out, err);
+    return nat_ctx_build_for(pat, spec, timer, out, err);
+}
+
+fb_code gr_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err)
+{
+    return gr_ctx_build_on(spec, NULL, out, err);
 }

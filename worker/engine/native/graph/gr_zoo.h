@@ -26,6 +26,11 @@ const nat_pattern *gr_workload_find(const char *name);
  * FB_EUNSUPPORTED on "workload" when the native engine has none of that name. */
 FB_MUSTCHECK fb_code gr_ctx_build(const fb_spec *spec, nat_ctx **out, fb_err *err);
 
+/* As gr_ctx_build, the cost planner timing on timer's device (NULL: this
+ * CPU); the CUDA backend's builds pass its own (ncu_cost.c). */
+FB_MUSTCHECK fb_code gr_ctx_build_on(const fb_spec *spec, const struct gr_cost_timer *timer,
+                                     nat_ctx **out, fb_err *err);
+
 /* Sets vr->fusion_groups from the plan's launches that a fusion rule formed
  * (rule set), counted by (rule, kind, ops); frees what vr held before.  Returns
  * false on ENOMEM (vr then reports none).  gr_report.c. */
