@@ -651,6 +651,28 @@ print(json.dumps(i))
                         f" of {p.get('groups', '-')} | {p.get('measured', '-')} / "
                         f"{p.get('cached', '-')} | {fnum(p.get('decide_ms'), '{:.0f}')} "
                         f"| {p.get('timed_on', '-')} | {r['status']} |")
+        # attention on the tensor cores (params.tc_attention=1; test_cuda_native
+        # checked its outputs in stage 1): the pattern, and whisper_tiny's
+        # 1500-frame encoder, against the float32-FMA kernel's rows of stages 2 and 3
+        rows += ["", "| attention on the tensor cores, float16 | eager ms | fused ms "
+                 "| speedup | fused ms with the FMA kernel (stages 2, 3) | max_rel_error | status |",
+                 "|---|---|---|---|---|---|---|"]
+        for label, target, args, before in (
+                ("attention", "attention", ["--variants", "eager,fused"],
+                 ("pattern attention", "fused")),
+                ("whisper_tiny bs 32", "whisper_tiny",
+                 ["--batch", "32", "--variants", "eager+graph,fused+graph"],
+                 ("zoo whisper_tiny bs32", "fused+graph"))):
+            r = self.bench(f"tc attention {target}", target, "--dtype", "float16", *args,
+                           "--param", "tc_attention=1", timeout=12)
+            vs, _ = variants_of(r)
+            names = args[args.index("--variants") + 1].split(",")
+            e, f = vs.get(names[0], {}), vs.get(names[1], {})
+            old = variants_of(self.by_label.get(before[0]))[0].get(before[1])
+            sp = (median_ms(e) / median_ms(f)) if median_ms(e) and median_ms(f) else None
+            rows.append(f"| {label} | {fnum(median_ms(e), '{:.4f}')} | {fnum(median_ms(f), '{:.4f}')} "
+                        f"| {fnum(sp, '{:.2f}')}x | {fnum(median_ms(old), '{:.4f}')} "
+                        f"| {fnum(f.get('max_rel_error'), '{:.2g}')} | {r['status']} |")
         return "\n".join(rows)
 
     # 6. explanations
@@ -707,12 +729,13 @@ print(json.dumps(i))
         ("env", 40, "Environment and the GPU unit tests", "s_env"),
         ("patterns", 60, "The ten patterns (float16), the copy roofline, CUPTI injection", "s_patterns"),
         ("zoo", 75, "The zoo on CUDA, and parity with the CPU engine", "s_zoo"),
-        ("inductor", 200, "TorchInductor's CUDA rungs", "s_inductor"),
+        ("inductor", 180, "TorchInductor's CUDA rungs", "s_inductor"),
         ("repeat", 25, "Five repeated resnet50 runs", "s_repeat"),
         ("explain", 15, "Explanations on the GPU", "s_explain"),
         ("inductor_explain", 80, "Inductor, fusion by fusion, on CUDA", "s_inductor_explain"),
         # the cost planner on the device: new, so last (the first run of it)
-        ("planner", 25, "The cost planner timing on the GPU", "s_planner"),
+        ("planner", 45, "The cost planner timing on the GPU, and attention on the tensor cores",
+         "s_planner"),
     )
 
     def main(self):

@@ -377,7 +377,7 @@ gpu_dry_stage() {
     else
         n_all=$(grep -c . "$out/raw.jsonl")
         n_ok=$(grep -cE '"status": "(ok|not run \(dry run\))"' "$out/raw.jsonl")
-        if ((n_all >= 40 && n_ok == n_all)) && [[ $(grep -c '^- stage [0-9] [a-z]*: ran ' "$out/report.md") == 7 ]]; then
+        if ((n_all >= 40 && n_ok == n_all)) && [[ $(grep -c '^- stage [0-9] [a-z_]*: ran ' "$out/report.md") == 8 ]]; then
             tail -n 7 "$TMP/gpu-dry.log"
             pass "gpu-check --dry-run ($n_all commands checked)"
         else

@@ -51,6 +51,14 @@ static const cuda_case cases[] = {
     {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":8,\"causal\":1}"},
     {"attention", "{\"heads\":4,\"seq\":128,\"head_dim\":64,\"causal\":1}"},
     {"attention", "{\"heads\":2,\"seq\":70,\"head_dim\":128}"},
+    /* on the tensor cores (float16, bfloat16; float32 and head_dim 8 keep the
+     * float32 kernel): partial tiles, causal across tiles, every head size */
+    {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":8,\"tc_attention\":1}"},
+    {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":16,\"tc_attention\":1}"},
+    {"attention", "{\"heads\":3,\"seq\":200,\"head_dim\":32,\"causal\":1,\"tc_attention\":1}"},
+    {"attention", "{\"heads\":4,\"seq\":128,\"head_dim\":64,\"causal\":1,\"tc_attention\":1}"},
+    {"attention", "{\"heads\":2,\"seq\":70,\"head_dim\":80,\"tc_attention\":1}"},
+    {"attention", "{\"heads\":2,\"seq\":130,\"head_dim\":128,\"tc_attention\":1}"},
 };
 
 static const char *const dtypes[] = {"float32", "float16", "bfloat16"};

@@ -6,9 +6,19 @@
  * s x s scores never reach device memory: a block holds ATT_BQ query rows in
  * shared memory and streams key/value tiles of ATT_BK rows through shared
  * memory; each warp owns ATT_RPW query rows, a lane scores one key of the tile
- * and owns d/32 output columns.  Math is float32 FMA on every dtype (no tensor
- * cores yet: a wmma/mma version for float16/bfloat16 is the next step, see
- * docs/gpu/README.md). */
+ * and owns d/32 output columns.  Math is float32 FMA on every dtype.
+ *
+ * With params.tc_attention=1, float16 and bfloat16 with d a multiple of 16 run
+ * k_attention_tc instead: the same online softmax with both products on the
+ * tensor cores (wmma 16x16x16, float32 accumulation).  A warp owns 16 query
+ * rows; per key tile it computes its 16 x ATT_TC_BK scores (q k^T) into
+ * shared memory, turns them into probabilities in the storage type (the
+ * running max and sum per row in float32, as above), and adds p v into a
+ * float32 output tile in shared memory that each tile first rescales by
+ * exp(m_old - m_new).  Not yet run on a GPU: off by default until the GPU
+ * check has compared it with the float64 reference (test_cuda_native). */
+#include <mma.h>
+
 #include "ncu_dev.cuh"
 
 #define ATT_WARPS 4
@@ -113,15 +123,260 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
 }
 
+/* ---- on the tensor cores (float16, bfloat16; params.tc_attention) ---- */
+
+#define ATT_TC_WARPS 4
+#define ATT_TC_BQ    (ATT_TC_WARPS * 16) /* query rows a block: 16 a warp */
+#define ATT_TC_BK    64                  /* keys a tile */
+
+/* Byte offsets of k_attention_tc's shared memory for head dim d and a
+ * storage type of tsz bytes, each region 128-byte aligned (wmma wants 32). */
+struct att_tc_layout {
+    size_t q, k, v, s, p, o, scratch, m, l, alpha, total;
+};
+
+__host__ __device__ static inline size_t att_tc_align(size_t x)
+{
+    return (x + 127) & ~(size_t)127;
+}
+
+__host__ __device__ static inline att_tc_layout att_tc_layout_for(int d, size_t tsz)
+{
+    att_tc_layout L;
+    size_t at = 0;
+    L.q = at; /* [BQ][d] T: the block's query rows */
+    at = att_tc_align(at + (size_t)ATT_TC_BQ * d * tsz);
+    L.k = at; /* [BK][d] T: the key tile */
+    at = att_tc_align(at + (size_t)ATT_TC_BK * d * tsz);
+    L.v = at; /* [BK][d] T: the value tile */
+    at = att_tc_align(at + (size_t)ATT_TC_BK * d * tsz);
+    L.s = at; /* [BQ][BK] float: scores */
+    at = att_tc_align(at + (size_t)ATT_TC_BQ * ATT_TC_BK * sizeof(float));
+    L.p = at; /* [BQ][BK] T: probabilities */
+    at = att_tc_align(at + (size_t)ATT_TC_BQ * ATT_TC_BK * tsz);
+    L.o = at; /* [BQ][d] float: the output rows, unnormalized */
+    at = att_tc_align(at + (size_t)ATT_TC_BQ * d * sizeof(float));
+    L.scratch = at; /* [warps][16][16] float: one p v block a warp */
+    at = att_tc_align(at + (size_t)ATT_TC_WARPS * 256 * sizeof(float));
+    L.m = at; /* [BQ] float: running max */
+    at = att_tc_align(at + (size_t)ATT_TC_BQ * sizeof(float));
+    L.l = at; /* [BQ] float: running sum */
+    at = att_tc_align(at + (size_t)ATT_TC_BQ * sizeof(float));
+    L.alpha = at; /* [BQ] float: this tile's rescale */
+    at = att_tc_align(at + (size_t)ATT_TC_BQ * sizeof(float));
+    L.total = at;
+    return L;
+}
+
+/* Key j's scaled score for query row qi, -inf where masked (past s, or
+ * after qi when causal). */
+__device__ __forceinline__ float att_tc_score(float dot, int j, int qi, const att_args &a)
+{
+    return j < a.s && (!a.causal || j <= qi) ? dot * a.scale : -INFINITY;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(ATT_TC_WARPS * 32)
+    k_attention_tc(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                   T *__restrict__ o, att_args a)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    /* bfloat16 wmma needs sm_80; att_tc_fits never picks this kernel there */
+    __trap();
+#else
+    namespace wm = nvcuda::wmma;
+    extern __shared__ __align__(128) unsigned char att_tc_smem[];
+    const int d = a.d;
+    const att_tc_layout L = att_tc_layout_for(d, sizeof(T));
+    T *qs = (T *)(att_tc_smem + L.q), *ks = (T *)(att_tc_smem + L.k);
+    T *vs = (T *)(att_tc_smem + L.v), *ps = (T *)(att_tc_smem + L.p);
+    float *ss = (float *)(att_tc_smem + L.s), *os = (float *)(att_tc_smem + L.o);
+    float *scratch = (float *)(att_tc_smem + L.scratch), *ms = (float *)(att_tc_smem + L.m);
+    float *ls = (float *)(att_tc_smem + L.l), *als = (float *)(att_tc_smem + L.alpha);
+    const int64_t base = (int64_t)blockIdx.y * a.s * d;
+    const int q0 = blockIdx.x * ATT_TC_BQ, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const T zero = ncu_t<T>(0.0f);
+
+    for (int i = threadIdx.x; i < ATT_TC_BQ * d; i += blockDim.x) {
+        int r = i / d, c = i % d;
+        qs[i] = q0 + r < a.s ? q[base + (int64_t)(q0 + r) * d + c] : zero;
+        os[i] = 0.0f;
+    }
+    for (int r = threadIdx.x; r < ATT_TC_BQ; r += blockDim.x) {
+        ms[r] = -INFINITY;
+        ls[r] = 0.0f;
+    }
+    /* this warp's 16 rows of each region */
+    const T *qw = qs + warp * 16 * d;
+    float *sw = ss + warp * 16 * ATT_TC_BK, *ow = os + warp * 16 * d;
+    float *scw = scratch + warp * 256, *mw = ms + warp * 16, *lw = ls + warp * 16;
+    float *aw = als + warp * 16;
+    T *pw = ps + warp * 16 * ATT_TC_BK;
+
+    /* Causal: keys past the block's last query row are masked for all rows. */
+    int kend = a.causal ? min(a.s, q0 + ATT_TC_BQ) : a.s;
+    for (int t0 = 0; t0 < kend; t0 += ATT_TC_BK) {
+        __syncthreads(); /* the previous tiles are no longer read; the first: q, o, m, l set */
+        for (int i = threadIdx.x; i < ATT_TC_BK * d; i += blockDim.x) {
+            int r = i / d, c = i % d;
+            bool in = t0 + r < a.s;
+            ks[i] = in ? k[base + (int64_t)(t0 + r) * d + c] : zero;
+            vs[i] = in ? v[base + (int64_t)(t0 + r) * d + c] : zero;
+        }
+        __syncthreads();
+
+        /* scores: [16][BK] = q rows [16][d] . k tile^T (k row-major [BK][d]
+         * is k^T column-major with leading dimension d) */
+        for (int n = 0; n < ATT_TC_BK; n += 16) {
+            wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+            wm::fill_fragment(acc, 0.0f);
+            for (int kk = 0; kk < d; kk += 16) {
+                wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> fa;
+                wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> fb;
+                wm::load_matrix_sync(fa, qw + kk, d);
+                wm::load_matrix_sync(fb, ks + n * d + kk, d);
+                wm::mma_sync(acc, fa, fb, acc);
+            }
+            wm::store_matrix_sync(sw + n, acc, ATT_TC_BK, wm::mem_row_major);
+        }
+        __syncwarp();
+
+        /* the online softmax, a row at a time: a lane holds keys lane and lane + 32 */
+        for (int r = 0; r < 16; r++) {
+            int qi = q0 + warp * 16 + r;
+            float s0 = att_tc_score(sw[r * ATT_TC_BK + lane], t0 + lane, qi, a);
+            float s1 = att_tc_score(sw[r * ATT_TC_BK + lane + 32], t0 + lane + 32, qi, a);
+            float m_old = mw[r];
+            float m_new = fmaxf(m_old, ncu_warp_max(fmaxf(s0, s1)));
+            float alpha = 1.0f, p0 = 0.0f, p1 = 0.0f;
+            if (m_new != -INFINITY) {        /* else every key so far is masked */
+                alpha = expf(m_old - m_new); /* m_old == -inf: 0 */
+                p0 = expf(s0 - m_new);
+                p1 = expf(s1 - m_new);
+            }
+            float sum = ncu_warp_sum(p0 + p1);
+            pw[r * ATT_TC_BK + lane] = ncu_t<T>(p0);
+            pw[r * ATT_TC_BK + lane + 32] = ncu_t<T>(p1);
+            if (lane == 0) { /* every lane read m_old before the shuffles above */
+                mw[r] = m_new;
+                lw[r] = lw[r] * alpha + sum;
+                aw[r] = alpha;
+            }
+        }
+        __syncwarp();
+
+        /* o = o * alpha + p [16][BK] . v tile [BK][d], 16 columns at a time */
+        for (int c = 0; c < d; c += 16) {
+            wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+            wm::fill_fragment(acc, 0.0f);
+            for (int kk = 0; kk < ATT_TC_BK; kk += 16) {
+                wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> fa;
+                wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> fb;
+                wm::load_matrix_sync(fa, pw + kk, ATT_TC_BK);
+                wm::load_matrix_sync(fb, vs + kk * d + c, d);
+                wm::mma_sync(acc, fa, fb, acc);
+            }
+            wm::store_matrix_sync(scw, acc, 16, wm::mem_row_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                float *dst = ow + (e >> 4) * d + c + (e & 15);
+                *dst = *dst * aw[e >> 4] + scw[e];
+            }
+            __syncwarp(); /* scw is written again by the next block of columns */
+        }
+    }
+    __syncwarp();
+    for (int e = lane; e < 16 * d; e += 32) {
+        int r = e / d, c = e % d, qi = q0 + warp * 16 + r;
+        if (qi < a.s && lw[r] > 0.0f)
+            o[base + (int64_t)qi * d + c] = ncu_t<T>(ow[e] / lw[r]);
+    }
+#endif
+}
+
+/* The dynamic shared memory k_attention_tc<T> may use: set once per process
+ * (to what d = NCU_ATTN_MAX_D needs, or the device's opt-in limit if lower);
+ * 0 when it cannot be had or the device is older than compute capability
+ * 8.0.  Single-threaded, as the lowering is. */
+template <typename T> static size_t att_tc_allowed()
+{
+    static bool asked = false;
+    static size_t allowed = 0;
+    if (asked)
+        return allowed;
+    asked = true;
+    int dev = 0, optin = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return allowed;
+    }
+    if (major < 8)
+        return allowed;
+    size_t want = att_tc_layout_for(NCU_ATTN_MAX_D, sizeof(T)).total;
+    size_t set = want < (size_t)optin ? want : (size_t)optin;
+    if (cudaFuncSetAttribute(k_attention_tc<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)set) == cudaSuccess)
+        allowed = set;
+    else
+        (void)cudaGetLastError();
+    return allowed;
+}
+
+/* Whether k_attention_tc<T> runs this launch: 16-bit storage, d a multiple
+ * of 16, and its shared memory to be had. */
+template <typename T> static bool att_tc_fits(int d)
+{
+    return sizeof(T) == 2 && d % 16 == 0 && d <= NCU_ATTN_MAX_D &&
+           att_tc_layout_for(d, sizeof(T)).total <= att_tc_allowed<T>();
+}
+
+/* float32 storage never takes the tensor-core path (wmma has no float32
+ * operands of this shape); the instantiation only keeps the dispatch uniform. */
+template <> bool att_tc_fits<float>(int)
+{
+    return false;
+}
+
+template <typename T> static void run_attention_tc(const nat_launch *l, cudaStream_t s)
+{
+    const nat_attn_desc *d = &l->d.attn;
+    att_args a = {(int)d->s, (int)d->d, d->scale, d->causal};
+    dim3 grid((unsigned)((a.s + ATT_TC_BQ - 1) / ATT_TC_BQ), (unsigned)d->bh);
+    k_attention_tc<T><<<grid, ATT_TC_WARPS * 32, att_tc_layout_for(a.d, sizeof(T)).total, s>>>(
+        (const T *)l->p[NAT_ATTN_Q], (const T *)l->p[NAT_ATTN_K], (const T *)l->p[NAT_ATTN_V],
+        (T *)l->p[NAT_ATTN_O], a);
+}
+
+template <> void run_attention_tc<float>(const nat_launch *, cudaStream_t) {}
+
 template <typename T> static void run_attention(const nat_launch *l, cudaStream_t s)
 {
     const nat_attn_desc *d = &l->d.attn;
+    if (ncu_st(l)->ctx->tc_attention && att_tc_fits<T>((int)d->d)) {
+        run_attention_tc<T>(l, s);
+        return;
+    }
     att_args a = {(int)d->s, (int)d->d, d->scale, d->causal};
     dim3 grid((unsigned)((a.s + ATT_BQ - 1) / ATT_BQ), (unsigned)d->bh);
     size_t shmem = sizeof(float) * (size_t)(ATT_BQ * a.d + ATT_BK * (a.d + 1) + ATT_BK * a.d);
     k_attention<T><<<grid, ATT_WARPS * 32, shmem, s>>>(
         (const T *)l->p[NAT_ATTN_Q], (const T *)l->p[NAT_ATTN_K], (const T *)l->p[NAT_ATTN_V],
         (T *)l->p[NAT_ATTN_O], a);
+}
+
+template <typename T> static void tc_fits_for(int d, bool *out)
+{
+    *out = att_tc_fits<T>(d);
+}
+
+extern "C" bool ncu_attention_tc_fits(ncu_dtype dtype, int d)
+{
+    bool fits = false;
+    NCU_DISPATCH(dtype, tc_fits_for, d, &fits);
+    return fits;
 }
 
 extern "C" void ncu_k_attention(const nat_launch *l)

@@ -3,28 +3,21 @@
  * The cost planner (graph/gr_cost.c) builds a measuring ctx: the model's
  * eager plan, its fused plan under the rules and each group split, as host
  * plans.  Here those three are lowered onto the device as a job's plans are
- * (ncu_lower.c), and each run of one is timed launch by launch: a spin kernel
- * first keeps the device busy while the host enqueues the plan, so that the
- * event pair around each launch times the device's work on it and not the
- * host's pace (a plan of small launches would otherwise read as slow as its
- * enqueueing).  A group's time is its launches' sum, as on the CPU; the
- * launch before a timed one runs untimed, so its input is where a job leaves
- * it. */
+ * (ncu_lower.c), and each run of one is timed launch by launch behind a
+ * spin kernel (ncu_events.c), so that the event pair around each launch
+ * times the device's work on it and not the host's pace (a plan of small
+ * launches would otherwise read as slow as its enqueueing).  A group's time
+ * is its launches' sum, as on the CPU; the launch before a timed one runs
+ * untimed, so its input is where a job leaves it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fb_clock.h"
 #include "gr_cost.h"
 #include "ncu_int.h"
 
 /* The plans of the measuring ctx (gr_cost.c's V_EAGER, V_FUSED, V_SPLIT). */
 #define COST_PLANS 3
-/* The spin before a timed run: this many times the host's longest enqueue
- * of a plan, plus LEAD_MS, at most LEAD_MAX_MS. */
-#define LEAD_FACTOR 1.5
-#define LEAD_MS     0.05
-#define LEAD_MAX_MS 200.0
 
 typedef struct cost_run {
     /* host: view, the measuring ctx's plans over the buffers of both it and
@@ -32,8 +25,8 @@ typedef struct cost_run {
      * launch's pointers up in (ncu_dev_ptr); neither is owned */
     ncu_ctx *ctx;
     nat_ctx view;
-    cudaEvent_t *ev; /* 2 per launch of the longest lowered plan */
-    int n_ev;
+    ncu_events ev;       /* 2 per launch of the longest lowered plan */
+    unsigned char *mask; /* a run's launches: NCU_EV_SKIP, _RUN or _TIME */
     double lead_ms;
 } cost_run;
 
@@ -42,10 +35,8 @@ static void cost_close(void *p)
     cost_run *r = p;
     if (!r)
         return;
-    for (int i = 0; i < r->n_ev; i++)
-        if (r->ev[i])
-            (void)cudaEventDestroy(r->ev[i]);
-    free(r->ev);
+    ncu_events_free(&r->ev);
+    free(r->mask);
     if (r->ctx) {
         r->ctx->host = NULL; /* the view: not a ctx of its own */
         ncu_ctx_close(r->ctx);
@@ -86,6 +77,7 @@ static fb_code cost_open(void *arg, const nat_ctx *job, const nat_ctx *m, void *
         r->ctx->dtype = proto->dtype;
         r->ctx->tf32 = proto->tf32;
         r->ctx->gelu_epilogue = proto->gelu_epilogue;
+        r->ctx->tc_attention = proto->tc_attention;
         rc = ncu_ctx_open(r->ctx, err);
     }
     for (int v = 0; !rc && v < COST_PLANS; v++)
@@ -95,26 +87,20 @@ static fb_code cost_open(void *arg, const nat_ctx *job, const nat_ctx *m, void *
                             err);
     if (!rc)
         rc = ncu_launch_status(r->ctx, "the cost planner's lowering", err);
-    /* each plan once (libraries pick and load their kernels), and the host's
-     * enqueueing timed for the lead */
+    /* each plan once (libraries pick and load their kernels), and the lead */
+    const nat_plan *plans[COST_PLANS];
     int most = 0;
     for (int v = 0; !rc && v < COST_PLANS; v++) {
-        double t0 = fb_now_ms();
-        nat_plan_run(&r->ctx->plans[v]);
-        double enq = fb_now_ms() - t0;
-        r->lead_ms = enq > r->lead_ms ? enq : r->lead_ms;
-        rc = ncu_cuda_check(cudaStreamSynchronize(r->ctx->stream), "the cost planner's first run",
-                            err);
-        if (!rc)
-            rc = ncu_launch_status(r->ctx, "the cost planner's first run", err);
-        most = r->ctx->plans[v].n > most ? r->ctx->plans[v].n : most;
+        plans[v] = &r->ctx->plans[v];
+        most = plans[v]->n > most ? plans[v]->n : most;
     }
-    r->lead_ms = r->lead_ms * LEAD_FACTOR + LEAD_MS;
-    r->lead_ms = r->lead_ms < LEAD_MAX_MS ? r->lead_ms : LEAD_MAX_MS;
-    if (!rc && !(r->ev = calloc(2 * (size_t)most + 1, sizeof *r->ev)))
-        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost timer's events");
-    for (int i = 0; !rc && i < 2 * most; i++, r->n_ev++)
-        rc = ncu_cuda_check(cudaEventCreate(&r->ev[i]), "cudaEventCreate", err);
+    if (!rc)
+        rc = ncu_events_lead(r->ctx, plans, COST_PLANS, "the cost planner's first run", &r->lead_ms,
+                             err);
+    if (!rc)
+        rc = ncu_events_make(&r->ev, most, err);
+    if (!rc && !(r->mask = calloc((size_t)most + 1, 1)))
+        rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost timer");
     if (rc)
         cost_close(r);
     else
@@ -126,35 +112,24 @@ static fb_code cost_run_plan(void *p, int v, int n, const bool *want, double *ac
 {
     cost_run *r = p;
     const nat_plan *plan = &r->ctx->plans[v];
-    cudaStream_t s = r->ctx->stream;
-    fb_code rc = FB_OK;
     for (int f = 0; f < n; f++)
         acc[f] = 0.0;
-    ncu_spin(s, r->lead_ms);
-    for (int i = 0; !rc && i < plan->n; i++) {
-        const nat_launch *l = &plan->launches[i];
-        int g = l->group, next = i + 1 < plan->n ? plan->launches[i + 1].group : -1;
+    /* a wanted group's launches timed, the launch before each run untimed */
+    for (int i = 0; i < plan->n; i++) {
+        int g = plan->launches[i].group, next = i + 1 < plan->n ? plan->launches[i + 1].group : -1;
         bool timed = g >= 0 && g < n && want[g];
-        if (!timed && !(next >= 0 && next < n && want[next]))
-            continue;
-        if (timed)
-            rc = ncu_cuda_check(cudaEventRecord(r->ev[2 * i], s), "cudaEventRecord", err);
-        l->fn(l);
-        if (!rc && timed)
-            rc = ncu_cuda_check(cudaEventRecord(r->ev[2 * i + 1], s), "cudaEventRecord", err);
+        r->mask[i] = timed                                 ? NCU_EV_TIME
+                     : next >= 0 && next < n && want[next] ? NCU_EV_RUN
+                                                           : NCU_EV_SKIP;
     }
-    if (!rc)
-        rc = ncu_cuda_check(cudaStreamSynchronize(s), "the cost planner's timed run", err);
-    if (!rc)
-        rc = ncu_launch_status(r->ctx, "the cost planner's timed run", err);
+    fb_code rc = ncu_events_run(r->ctx, plan, r->mask, r->lead_ms, &r->ev,
+                                "the cost planner's timed run", err);
     for (int i = 0; !rc && i < plan->n; i++) {
-        int g = plan->launches[i].group;
-        float ms = 0;
-        if (g < 0 || g >= n || !want[g])
+        double ms = 0.0;
+        if (r->mask[i] != NCU_EV_TIME)
             continue;
-        rc = ncu_cuda_check(cudaEventElapsedTime(&ms, r->ev[2 * i], r->ev[2 * i + 1]),
-                            "cudaEventElapsedTime", err);
-        acc[g] += ms;
+        rc = ncu_events_ms(&r->ev, 2 * i, 2 * i + 1, &ms, err);
+        acc[plan->launches[i].group] += ms;
     }
     return rc;
 }
@@ -172,9 +147,10 @@ fb_code ncu_cost_timer(const ncu_ctx *proto, gr_cost_timer *t, fb_err *err)
         rc = ncu_cuda_check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion", err);
     if (rc)
         return rc;
-    snprintf(t->device, sizeof t->device, "cuda %.120s sm_%d%d driver %d|%s|tf32 %d|gelu %d",
-             prop.name, prop.major, prop.minor, driver, dtypes[proto->dtype], proto->tf32,
-             proto->gelu_epilogue);
+    snprintf(t->device, sizeof t->device,
+             "cuda %.120s sm_%d%d driver %d|%s|tf32 %d|gelu %d|tc attention %d", prop.name,
+             prop.major, prop.minor, driver, dtypes[proto->dtype], proto->tf32,
+             proto->gelu_epilogue, proto->tc_attention);
     t->arg = (void *)proto;
     t->open = cost_open;
     t->run = cost_run_plan;

@@ -275,13 +275,16 @@ static void ncu_destroy(fb_instance *inst);
 
 static fb_code read_params(const fb_spec *spec, ncu_ctx *ctx, fb_err *err)
 {
-    int64_t ge = 0;
+    int64_t ge = 0, tc = 0;
     fb_code rc = parse_dtype(spec->dtype, &ctx->dtype, err);
     if (!rc)
         rc = fb_spec_param_bool(spec, "tf32", false, &ctx->tf32, err);
     if (!rc)
         rc = fb_spec_param_int(spec, "gelu_epilogue", 0, 0, 1, &ge, err);
+    if (!rc)
+        rc = fb_spec_param_int(spec, "tc_attention", 0, 0, 1, &tc, err);
     ctx->gelu_epilogue = ge != 0;
+    ctx->tc_attention = tc != 0;
     return rc;
 }
 

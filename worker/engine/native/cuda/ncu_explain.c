@@ -5,12 +5,12 @@
  * each launch (fbc_launch_push/pop) and fbc_launch_times summing the kernels
  * each launch ran (a cuBLASLt or cuDNN call may run several); where CUPTI
  * cannot be had (a build without it, another profiler holding it) from a pair
- * of CUDA events around each launch, which also counts the gaps between a
- * launch's kernels.  The explanation says which ("launch_times").  Each round
- * also times both variants plainly, as the job timed them (timed_run: CUDA
- * events around the enqueue or the graph replay).  The analysis and the
- * counterfactuals are the CPU's (nat_explain.c, nat_explain_cf.c), on fresh
- * CUDA instances of the job. */
+ * of CUDA events around each launch behind a spin kernel (ncu_events.c),
+ * which also counts the gaps between a launch's kernels.  The explanation
+ * says which ("launch_times").  Each round also times both variants plainly,
+ * as the job timed them (timed_run: CUDA events around the enqueue or the
+ * graph replay).  The analysis and the counterfactuals are the CPU's
+ * (nat_explain.c, nat_explain_cf.c), on fresh CUDA instances of the job. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,38 +29,22 @@ typedef struct ex_timer {
 #ifdef FB_HAVE_CUPTI
     fbc_session *cupti; /* NULL: events */
 #endif
-    cudaEvent_t *ev; /* 2 per launch of the larger plan */
-    int n_ev;
+    ncu_events ev; /* 2 per launch of the larger plan */
+    double lead_ms;
     int unmarked; /* activity no launch mark named, over all rounds (CUPTI) */
 } ex_timer;
 
-/* One round of plan, launch by launch, with event pairs: t[j], *wall. */
+/* One round of plan, launch by launch, with event pairs behind the lead:
+ * t[j], *wall. */
 static fb_code events_round(ex_timer *tm, const nat_plan *plan, double *t, double *wall,
                             fb_err *err)
 {
-    cudaStream_t s = tm->ctx->stream;
-    fb_code rc = FB_OK;
-    for (int j = 0; j < plan->n && !rc; j++) {
-        rc = ncu_cuda_check(cudaEventRecord(tm->ev[2 * j], s), "cudaEventRecord", err);
-        plan->launches[j].fn(&plan->launches[j]);
-        if (!rc)
-            rc = ncu_cuda_check(cudaEventRecord(tm->ev[2 * j + 1], s), "cudaEventRecord", err);
-    }
-    if (!rc)
-        rc = ncu_cuda_check(cudaStreamSynchronize(s), "explain round", err);
-    if (!rc)
-        rc = ncu_launch_status(tm->ctx, "explain round", err);
-    for (int j = 0; j < plan->n && !rc; j++) {
-        float ms = 0;
-        rc = ncu_cuda_check(cudaEventElapsedTime(&ms, tm->ev[2 * j], tm->ev[2 * j + 1]),
-                            "cudaEventElapsedTime", err);
-        t[j] = ms;
-    }
-    float w = 0;
+    *wall = 0.0;
+    fb_code rc = ncu_events_run(tm->ctx, plan, NULL, tm->lead_ms, &tm->ev, "explain round", err);
+    for (int j = 0; j < plan->n && !rc; j++)
+        rc = ncu_events_ms(&tm->ev, 2 * j, 2 * j + 1, &t[j], err);
     if (!rc && plan->n > 0)
-        rc = ncu_cuda_check(cudaEventElapsedTime(&w, tm->ev[0], tm->ev[2 * plan->n - 1]),
-                            "cudaEventElapsedTime", err);
-    *wall = w;
+        rc = ncu_events_ms(&tm->ev, 0, 2 * plan->n - 1, wall, err);
     return rc;
 }
 
@@ -99,18 +83,17 @@ static fb_code timed_round(ex_timer *tm, const nat_plan *plan, double *t, double
     return events_round(tm, plan, t, wall, err);
 }
 
-/* CUPTI when it opens, events otherwise (and for the events, always made:
- * a CUPTI round that fails falls back to them). */
-static fb_code timer_open(ex_timer *tm, ncu_ctx *ctx, int n_launches, fb_err *err)
+/* CUPTI when it opens, events otherwise (and for the events, always made,
+ * with their lead: each plan run once, untimed). */
+static fb_code timer_open(ex_timer *tm, ncu_ctx *ctx, fb_err *err)
 {
+    const nat_plan *plans[] = {&ctx->plans[NAT_EAGER], &ctx->plans[NAT_FUSED]};
     memset(tm, 0, sizeof *tm);
     tm->ctx = ctx;
-    tm->ev = calloc((size_t)(2 * n_launches + 2), sizeof *tm->ev);
-    if (!tm->ev)
-        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the explanation's events");
-    fb_code rc = FB_OK;
-    for (; tm->n_ev < 2 * n_launches + 2 && !rc; tm->n_ev++)
-        rc = ncu_cuda_check(cudaEventCreate(&tm->ev[tm->n_ev]), "cudaEventCreate", err);
+    fb_code rc =
+        ncu_events_make(&tm->ev, plans[0]->n > plans[1]->n ? plans[0]->n : plans[1]->n, err);
+    if (!rc)
+        rc = ncu_events_lead(ctx, plans, 2, "explain warm-up", &tm->lead_ms, err);
 #ifdef FB_HAVE_CUPTI
     fb_err why;
     if (!rc && fbc_session_open(&tm->cupti, &why) != FB_OK) {
@@ -127,10 +110,7 @@ static void timer_close(ex_timer *tm)
     fbc_session_close(tm->cupti);
     tm->cupti = NULL;
 #endif
-    for (int j = 0; j < tm->n_ev; j++)
-        if (tm->ev[j])
-            (void)cudaEventDestroy(tm->ev[j]);
-    free(tm->ev);
+    ncu_events_free(&tm->ev);
 }
 
 static const char *timer_name(const ex_timer *tm)
@@ -164,7 +144,8 @@ static fb_code profile_rounds(ex_timer *tm, fb_instance *inst, int ve, int vf, d
     free(scratch);
     if (rc)
         return rc;
-    double per = 2 * (a + b + c + d) + 0.05 * (e->n + f->n); /* + host marking, ~50 us/launch */
+    /* + host marking, ~50 us a launch, and the events' leads */
+    double per = 2 * (a + b + c + d + 2 * tm->lead_ms) + 0.05 * (e->n + f->n);
     rc = nat_ex_samples_alloc(s, nat_ex_rounds_for(budget_s, per, EX_ROUNDS_MIN, EX_ROUNDS_MAX),
                               e->n, f->n, err);
     if (rc)
@@ -198,7 +179,7 @@ fb_code ncu_explain_run(ncu_ctx *ctx, fb_instance *inst, int ve, int vf, const n
     int *nl = NULL;
     nat_ctx *view = NULL;
     *out = NULL;
-    fb_code rc = timer_open(&tm, ctx, e->n > f->n ? e->n : f->n, err);
+    fb_code rc = timer_open(&tm, ctx, err);
     if (!rc)
         rc = profile_rounds(&tm, inst, ve, vf, budget_s, &s, err);
     if (!rc && cudaGetDevice(&dev) == cudaSuccess)

@@ -81,6 +81,7 @@ struct ncu_ctx {
     ncu_dtype dtype;
     bool tf32;          /* float32 GEMM/conv may use TF32 tensor cores */
     bool gelu_epilogue; /* float32 GELU through cuBLASLt's (tanh-form) epilogue */
+    bool tc_attention;  /* float16/bfloat16 attention on the tensor cores (ncu_attn.cu) */
     cudaStream_t stream;
     cublasLtHandle_t lt;
 #ifdef NCU_HAVE_CUDNN
@@ -126,6 +127,37 @@ FB_MUSTCHECK fb_code ncu_cost_timer(const ncu_ctx *proto, struct gr_cost_timer *
  * it, and event pairs around each launch then time the device's work, not
  * the host's pace of enqueueing. */
 void ncu_spin(cudaStream_t s, double ms);
+
+/* ---- a plan timed launch by launch with CUDA events (ncu_events.c) ---- */
+
+/* Event pairs: ev[2 * j] and ev[2 * j + 1] around launch j. */
+typedef struct ncu_events {
+    cudaEvent_t *ev;
+    int n;
+} ncu_events;
+
+/* What ncu_events_run does with a launch. */
+enum { NCU_EV_SKIP = 0, NCU_EV_RUN = 1, NCU_EV_TIME = 2 };
+
+/* Makes the pairs for plans of up to n_launches launches. */
+FB_MUSTCHECK fb_code ncu_events_make(ncu_events *e, int n_launches, fb_err *err);
+/* Destroys them (a zeroed or freed set: nothing to do). */
+void ncu_events_free(ncu_events *e);
+/* Runs plan on ctx's stream: launch j timed between its pair when mask[j] is
+ * NCU_EV_TIME, run untimed when NCU_EV_RUN, left out when NCU_EV_SKIP (mask
+ * NULL: every launch timed); first a spin of lead_ms (0: none; from
+ * ncu_events_lead), so the pairs time the device's work and not the host's
+ * enqueueing.  Waits for the stream; a failure is reported under what. */
+FB_MUSTCHECK fb_code ncu_events_run(ncu_ctx *ctx, const nat_plan *plan, const unsigned char *mask,
+                                    double lead_ms, const ncu_events *e, const char *what,
+                                    fb_err *err);
+/* *ms between recorded events a and b of e (launch j: 2 * j, 2 * j + 1). */
+FB_MUSTCHECK fb_code ncu_events_ms(const ncu_events *e, int a, int b, double *ms, fb_err *err);
+/* Runs each of the n plans once, untimed (libraries pick and load their
+ * kernels), and gives the lead that covers the host's longest enqueue of
+ * one: 1.5 times it plus 0.05 ms, at most 200 ms. */
+FB_MUSTCHECK fb_code ncu_events_lead(ncu_ctx *ctx, const nat_plan *const *plans, int n,
+                                     const char *what, double *lead_ms, fb_err *err);
 
 /* ---- shared by the lowering and the library calls (ncu_dev.c) ---- */
 
@@ -265,6 +297,11 @@ void ncu_k_bias_act(const nat_launch *l);
 /* NAT_D_ATTN: fused attention, head_dim <= NCU_ATTN_MAX_D. */
 #define NCU_ATTN_MAX_D 128
 void ncu_k_attention(const nat_launch *l);
+/* Whether attention of head dim d in dtype runs on the tensor cores when
+ * ctx->tc_attention is set (16-bit storage, d a multiple of 16, compute
+ * capability 8.0 or later, the shared memory to be had); the first call per
+ * dtype sets the kernel's shared-memory limit, so the lowering calls it. */
+bool ncu_attention_tc_fits(ncu_dtype dtype, int d);
 
 /* ---- the model zoo's kernels (ncu_kern_zoo.cu): launch fns that read the
  * descriptor and slots of their CPU twins in graph/gr_kern.h, device
