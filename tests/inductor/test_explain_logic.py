@@ -34,14 +34,16 @@ class Program:
         return None
 
 
-def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.0):
+def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.0, groups=()):
     """effects[i]: what undoing decision i adds to the time (ms): > 0, the
     fusion saved that much (won); < 0, it cost that much (lost).  knobs:
     {name: what switching it off adds}; together: what undoing every decision
-    at once adds beyond the sum of their effects (their interaction)."""
-    ds = [{"id": "fuse-%012x" % i, "kind": "vertical", "kernel": "k%d" % i,
-           "members": [{"key": "a%d" % i}, {"key": "b%d" % i}],
-           "predicted_shared_bytes": 1000 * (i + 1)} for i in range(len(effects))]
+    at once adds beyond the sum of their effects (their interaction); groups:
+    the decisions that are C++ kernel groups (no prediction)."""
+    ds = [{"id": "fuse-%012x" % i, "kind": "kernel_group" if i in groups else "vertical",
+           "kernel": "k%d" % i, "members": [{"key": "a%d" % i}, {"key": "b%d" % i}],
+           "predicted_shared_bytes": None if i in groups else 1000 * (i + 1)}
+          for i in range(len(effects))]
     compiled = []
 
     def compile_cf(ids):
@@ -153,6 +155,23 @@ def inside():
                 "effects %s the predictions: units' rank correlation %s over %s" %
                 ("with" if sign > 0 else "against", rho,
                  [u["decisions"] for u in out["cost_model"]["units"]]))
+    # kernel groups (no prediction) among the fusions, every fourth one: no
+    # chunk mixes the two, so each of the 24 fusions is in a unit the audit
+    # ranks, and the correlation still reads the planted order
+    groups = set(range(0, 32, 4))
+    ctx, compiled = fake_ctx(explain, [0.0004 * i for i in range(32)], groups=groups)
+    out = explain.explain(ctx, budget_s=120)
+    units = out["cost_model"]["units"]
+    ranked = sorted(i for u in units for i in u["ids"])
+    c.check(ranked == sorted("fuse-%012x" % i for i in range(32) if i not in groups) and
+            any(u["decisions"] > 1 for u in units),
+            "kernel groups apart: every fusion in a unit the audit ranks (%d of 24: %s)" %
+            (len(ranked), [u["decisions"] for u in units]))
+    tested = [x for x in compiled[1:] if x and len(x) <= explain.SINGLE_MAX]
+    c.check(tested and all(len({int(i[5:], 16) in groups for i in x}) == 1 for x in tested),
+            "no chunk of group testing mixes fusions and kernel groups (%s)" % tested)
+    rho = out["cost_model"]["spearman_units"]
+    c.check(rho is not None and rho > 0.8, "their rank correlation: %s" % rho)
     # a budget that runs out: the rest not measured, and said so
     ctx, compiled = fake_ctx(explain, [0.1] * 6)
     out = explain.explain(ctx, budget_s=0)

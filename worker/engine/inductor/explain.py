@@ -16,7 +16,9 @@ After the job's timing, for the fusion decisions of the `inductor` rung
                no_difference past the layout noise;
   by groups    when there are more decisions than the budget can undo one by
                one, adaptive group testing: undo a chunk at once, and split it
-               only where its interval leaves the noise band;
+               only where its interval leaves the noise band (Inductor's fusions
+               and C++ kernel groups in chunks apart, so that every chunk of
+               fusions can be ranked by the audit);
   all lost     every lost decision undone at once: the speed Inductor would
                have had with a fusion policy that knew;
   audit        Inductor's predicted benefit (score_fusion_memory) beside the
@@ -438,6 +440,20 @@ def _entry(d, kernel_ms):
             "saved_ms": None, "saved_ci95": None, "reason": None}
 
 
+def _chunks(entries):
+    """Group testing's first chunks, of at most SINGLE_MAX decisions: Inductor's
+    fusions (which carry its predicted benefit) and the C++ kernel groups
+    (which carry none) never share a chunk, so that every chunk of fusions
+    measured within the noise is a unit the cost-model audit can rank; the
+    chunk holding the most expensive kernel first (entries come so sorted)."""
+    chunks = []
+    for predicted in (True, False):
+        cls = [e for e in entries if (e["predicted_shared_bytes"] is not None) == predicted]
+        chunks += [cls[i:i + SINGLE_MAX] for i in range(0, len(cls), SINGLE_MAX)]
+    rank = {id(e): i for i, e in enumerate(entries)}
+    return sorted(chunks, key=lambda c: rank[id(c[0])])
+
+
 def _group_test(m, entries, chunk, depth=0):
     """Undo chunk at once; recurse into halves where the interval leaves the
     noise band; single decisions get their verdict."""
@@ -507,8 +523,8 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
         for e in entries:
             _group_test(m, entries, [e])
     else:
-        for i in range(0, len(entries), SINGLE_MAX):
-            _group_test(m, entries, entries[i:i + SINGLE_MAX])
+        for chunk in _chunks(entries):
+            _group_test(m, entries, chunk)
     lost = [e for e in entries if e["verdict"] == "lost"]
     _reasons(ctx, lost, by_id)
     _memory(ctx, entries)
