@@ -18,6 +18,7 @@
  * exp(m_old - m_new).  Not yet run on a GPU: off by default until the GPU
  * check has compared it with the float64 reference (test_cuda_native). */
 #include <mma.h>
+#include <type_traits>
 
 #include "ncu_dev.cuh"
 
@@ -175,6 +176,28 @@ __device__ __forceinline__ float att_tc_score(float dot, int j, int qi, const at
     return j < a.s && (!a.causal || j <= qi) ? dot * a.scale : -INFINITY;
 }
 
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+/* acc = a [16][k] . b [k][16] on the tensor cores, 16 of k at a time: a
+ * row-major with leading dimension lda, b in layout L with ldb (its next 16
+ * rows are 16 elements on when column-major, 16 rows on when row-major). */
+template <typename T, typename L>
+__device__ __forceinline__ void
+att_tc_mma(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> &acc, const T *a,
+           int lda, const T *b, int ldb, int k)
+{
+    namespace wm = nvcuda::wmma;
+    constexpr bool col = std::is_same<L, wm::col_major>::value;
+    wm::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < k; kk += 16) {
+        wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> fa;
+        wm::fragment<wm::matrix_b, 16, 16, 16, T, L> fb;
+        wm::load_matrix_sync(fa, a + kk, lda);
+        wm::load_matrix_sync(fb, b + (col ? kk : kk * ldb), ldb);
+        wm::mma_sync(acc, fa, fb, acc);
+    }
+}
+#endif
+
 template <typename T>
 __global__ void __launch_bounds__(ATT_TC_WARPS * 32)
     k_attention_tc(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
@@ -229,14 +252,7 @@ __global__ void __launch_bounds__(ATT_TC_WARPS * 32)
          * is k^T column-major with leading dimension d) */
         for (int n = 0; n < ATT_TC_BK; n += 16) {
             wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
-            wm::fill_fragment(acc, 0.0f);
-            for (int kk = 0; kk < d; kk += 16) {
-                wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> fa;
-                wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> fb;
-                wm::load_matrix_sync(fa, qw + kk, d);
-                wm::load_matrix_sync(fb, ks + n * d + kk, d);
-                wm::mma_sync(acc, fa, fb, acc);
-            }
+            att_tc_mma<T, wm::col_major>(acc, qw, d, ks + n * d, d, d);
             wm::store_matrix_sync(sw + n, acc, ATT_TC_BK, wm::mem_row_major);
         }
         __syncwarp();
@@ -268,14 +284,7 @@ __global__ void __launch_bounds__(ATT_TC_WARPS * 32)
         /* o = o * alpha + p [16][BK] . v tile [BK][d], 16 columns at a time */
         for (int c = 0; c < d; c += 16) {
             wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
-            wm::fill_fragment(acc, 0.0f);
-            for (int kk = 0; kk < ATT_TC_BK; kk += 16) {
-                wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> fa;
-                wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> fb;
-                wm::load_matrix_sync(fa, pw + kk, ATT_TC_BK);
-                wm::load_matrix_sync(fb, vs + kk * d + c, d);
-                wm::mma_sync(acc, fa, fb, acc);
-            }
+            att_tc_mma<T, wm::row_major>(acc, pw, ATT_TC_BK, vs + c, d, ATT_TC_BK);
             wm::store_matrix_sync(scw, acc, 16, wm::mem_row_major);
             __syncwarp();
             for (int e = lane; e < 256; e += 32) {
