@@ -378,7 +378,15 @@ idle() {
     while true; do
         sleep 1 &
         wait $! || true
-        kill -0 "$server_pid" 2>/dev/null || { server_pid=""; die "the server stopped (log: $LOG_DIR/server.log)"; }
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            local rc=0
+            wait "$server_pid" 2>/dev/null || rc=$?
+            server_pid=""
+            # Ctrl-C at a terminal signals the whole process group: the server
+            # can stop, cleanly, before this shell's INT trap runs
+            ((rc == 0)) && exit 130
+            die "the server stopped (exit status $rc; log: $LOG_DIR/server.log)"
+        fi
         if [[ -n "$worker_pid" ]] && ! kill -0 "$worker_pid" 2>/dev/null; then
             wait "$worker_pid" 2>/dev/null || true
             worker_pid=""
