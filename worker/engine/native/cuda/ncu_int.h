@@ -117,7 +117,7 @@ FB_MUSTCHECK fb_code ncu_launch_status(ncu_ctx *ctx, const char *what, fb_err *e
 /* ---- the cost planner's device timer (ncu_cost.c) ---- */
 
 /* Fills *t: the cost planner times a group's forms on the current device
- * with proto's dtype and flags (tf32, gelu_epilogue; proto outlives *t),
+ * with proto's dtype and flags (tf32, gelu_epilogue, tc_attention; proto outlives *t),
  * its device string naming the GPU, its compute capability, the driver and
  * those settings. */
 FB_MUSTCHECK fb_code ncu_cost_timer(const ncu_ctx *proto, struct gr_cost_timer *t, fb_err *err);

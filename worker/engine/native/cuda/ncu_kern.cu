@@ -490,7 +490,7 @@ extern "C" int ncu_convert_from(const void *src, float *dst, ncu_dtype t, size_t
     return (int)cudaGetLastError();
 }
 
-/* ---- a lead for the host (the cost planner's timing, ncu_cost.c) ---- */
+/* ---- a lead for the host (launches timed by events, ncu_events.c) ---- */
 
 __global__ void k_spin(unsigned long long ns)
 {

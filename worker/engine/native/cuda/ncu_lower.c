@@ -414,9 +414,13 @@ static fb_code lower_attention(ncu_ctx *ctx, int v, const nat_launch *src, fb_er
         return fb_err_set(err, FB_EUNSUPPORTED, "params.head_dim",
                           "fused CUDA attention takes head_dim <= %d and batch*heads <= 65535",
                           NCU_ATTN_MAX_D);
-    if (ctx->tc_attention) /* sets the tensor-core kernel's shared memory, outside any capture */
-        (void)ncu_attention_tc_fits(ctx->dtype, (int)src->d.attn.d);
-    return lower_same(ctx, v, src, ncu_k_attention, 4, err);
+    /* the first ask also sets the tensor-core kernel's shared memory, outside
+     * any capture; its launches are named so in the kernel rows */
+    bool tc = ctx->tc_attention && ncu_attention_tc_fits(ctx->dtype, (int)src->d.attn.d);
+    fb_code rc = lower_same(ctx, v, src, ncu_k_attention, 4, err);
+    if (!rc && tc)
+        ctx->plans[v].launches[ctx->plans[v].n - 1].name = "attention_wmma";
+    return rc;
 }
 
 /* ---- the model zoo (graph/gr_kern.h) ---- */
