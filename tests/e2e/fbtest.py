@@ -318,12 +318,19 @@ def main(test_fn, name):
 # imports torch (10 s of a 2-vCPU VM), wasted where a test runs native jobs only.
 NO_INDUCTOR = {"FUSIONBENCH_INDUCTOR": "0"}
 
-# A job that runs for several seconds on a 2-core CPU (default shapes: a
-# 512x1024x1024 GEMM with bias and GELU, eager and fused), for the tests that
-# interrupt a running job.  FB_E2E_LONG_ITERATIONS tunes it for other machines.
+# A job for the tests that interrupt a running job at once (default shapes: a
+# 512x1024x1024 GEMM with bias and GELU, eager and fused): its timing lasts
+# about a second on an idle 2-vCPU VM, more on a loaded one.
+# FB_E2E_LONG_ITERATIONS tunes it for other machines.
 LONG = {"workload": "gemm_bias_gelu", "warmup": 1,
         "iterations": int(os.environ.get("FB_E2E_LONG_ITERATIONS", "150")),
         "labels": {"kind": "long"}}
+# A job that runs well past a few seconds even on a fast machine: what is
+# checked while it runs must not race its end (a process that finished is as
+# gone as one killed).  No extra rounds (time_budget_s 0): its length is its
+# rounds', which must end within a drain's grace on a slow, loaded machine too
+# (with adaptive repetition, 10 x LONG's rounds ran past 120 s on a 2-vCPU VM).
+VERY_LONG = dict(LONG, iterations=4 * LONG["iterations"], params={"time_budget_s": 0})
 # A job that finishes well under two seconds.
 SMALL = {"workload": "gemm_bias_relu", "params": {"m": 64, "k": 64, "n": 64},
          "warmup": 2, "iterations": 20}

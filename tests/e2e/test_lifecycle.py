@@ -25,13 +25,7 @@ import fbtest  # noqa: E402
 from fbtest import check, check_eq, log  # noqa: E402
 
 FAST = ["--heartbeat-ms", "200"]
-# A job that runs well past a second's grace even on a fast machine (fbtest.LONG
-# takes about a second on an idle one): what is checked while it runs must not
-# race its end.  No extra rounds (time_budget_s 0): its length is its rounds',
-# which must end within the drains' grace on a slow, loaded machine too (with
-# adaptive repetition, 10 x LONG's rounds ran past 120 s on a 2-vCPU VM).
-VERY_LONG = dict(fbtest.LONG, iterations=4 * fbtest.LONG["iterations"],
-                 params={"time_budget_s": 0})
+VERY_LONG = fbtest.VERY_LONG  # runs well past a second's grace
 
 
 def worker_row(env, wid):
