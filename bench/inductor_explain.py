@@ -88,6 +88,13 @@ def row(model, batch, out, secs):
     rest = (fx.get("step") or {}).get("rest_ms")
     if rest is not None:
         parts.append("rest %+.3f" % rest)
+    it = (fx.get("step") or {}).get("interaction")
+    if it:
+        parts.append("interaction: %s%s (%d keep-tests%s)" % (
+            "any one of %s" % ", ".join(it["causes"]) if it["causes"] else "",
+            "".join("; together %s" % ", ".join(g) for g in it["together"]) or
+            ("" if it["causes"] else "none found"),
+            len(it["tests"]), ", budget" if it["stopped"] == "budget" else ""))
     return ("| %s | %d | %s / %s / %s | %d: %d won, %d lost, %d no difference, %d not measured "
             "| %s | %s [%s] | %s | %s | %s; %s over %d units | %s | %s | %s "
             "| %s (%.0f s explaining) |" % (

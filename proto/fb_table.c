@@ -227,6 +227,45 @@ static void tb_fmt(char *buf, size_t cap, double v, int digits, bool sign)
         snprintf(buf, cap, "-");
 }
 
+/* Prints the ids of the JSON array ids, comma separated, on one line. */
+static void tb_id_list(FILE *f, const cJSON *ids)
+{
+    const cJSON *id;
+    int n = 0;
+    cJSON_ArrayForEach(id, ids)
+    {
+        const char *s = cJSON_GetStringValue(id);
+        fprintf(f, "%s%s", n++ ? ", " : "", s ? s : "?");
+    }
+    fprintf(f, "\n");
+}
+
+/* Every decision undone at once lost, none alone: the keep-tests' finding
+ * (explain.py _interaction). */
+static void tb_inductor_interaction(FILE *f, const cJSON *it)
+{
+    const cJSON *g;
+    if (!cJSON_IsObject(it))
+        return;
+    fprintf(f,
+            "  the decisions' interaction (%d keep-tests%s): all undone at once is faster, none "
+            "alone is\n",
+            cJSON_GetArraySize(tb_get(it, "tests")),
+            strcmp(tb_str(it, "stopped", ""), "budget") == 0 ? ", stopped by the budget" : "");
+    if (cJSON_GetArraySize(tb_get(it, "causes")) > 0) {
+        fprintf(f, "    any one of these kept fused, everything else unfused, costs the loss: ");
+        tb_id_list(f, tb_get(it, "causes"));
+    }
+    cJSON_ArrayForEach(g, tb_get(it, "together"))
+    {
+        fprintf(f, "    these cost it kept together, neither half alone: ");
+        tb_id_list(f, g);
+    }
+    if (cJSON_GetArraySize(tb_get(it, "causes")) == 0 &&
+        cJSON_GetArraySize(tb_get(it, "together")) == 0)
+        fprintf(f, "    no kept set found\n");
+}
+
 /* The nofusion -> inductor step split by what the no-fusion rung switches
  * off: the fusion decisions undone at once, then each other knob alone. */
 static void tb_inductor_step(FILE *f, const cJSON *st)
@@ -251,6 +290,7 @@ static void tb_inductor_step(FILE *f, const cJSON *st)
     if (isfinite(tb_num(st, "rest_ms")))
         fprintf(f, "  the step's rest (interaction of all the parts): %+.3f ms\n",
                 tb_num(st, "rest_ms"));
+    tb_inductor_interaction(f, tb_get(st, "interaction"));
 }
 
 /* The inductor explanation's "fusions" (worker/engine/inductor/explain.py):

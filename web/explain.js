@@ -134,8 +134,23 @@ function fusionRow(e) {
     el("td", {}, e.kind), msCell(e.kernel_ms, 4), msCell(e.saved_ms, 4), el("td", {}, ciText(e.saved_ci95)),
     el("td", { class: "num" }, typeof e.predicted_shared_bytes === "number" ? String(e.predicted_shared_bytes) : "–"),
     el("td", {}, e.measured ? e.measured.replace(/_/g, " ") : "–"),
-    el("td", { title: e.evidence ? JSON.stringify(e.evidence).slice(0, 600) : "" }, e.reason || ""),
+    el("td", { title: e.evidence ? JSON.stringify(e.evidence).slice(0, 600) : "" },
+      e.reason || (e.interaction ? "interaction: " + (e.interaction === "cause" ? "a cause" : "kept together") : "")),
     el("td", {}, el("code", {}, e.kernel || "–")));
+}
+
+// Every decision undone at once lost, none alone: what keeping showed
+// (worker/engine/inductor/explain.py _interaction).
+function interactionText(it) {
+  const ids = (xs) => xs.join(", ");
+  const parts = [];
+  if ((it.causes || []).length)
+    parts.push("any one of " + it.causes.length + " kept fused, everything else unfused, costs the loss: " + ids(it.causes));
+  for (const g of it.together || [])
+    parts.push("these " + g.length + " cost it kept together, neither half alone: " + ids(g));
+  if (!parts.length) parts.push("no kept set found");
+  return parts.join("; ") + " (" + (it.tests || []).length + " keep-tests" +
+    (it.stopped === "budget" ? ", stopped by the budget" : "") + ")";
 }
 
 // From inductor-nofusion's median to inductor's: the fusions that won, lost,
@@ -209,6 +224,7 @@ function renderInductor(ex) {
         (p.part === "decisions" ? "; " + p.what : "")]);
     if (typeof (fx.step || {}).rest_ms === "number")
       items.push(["the step's rest", fx.step.rest_ms.toFixed(3) + " ms: the parts' interaction"]);
+    if ((fx.step || {}).interaction) items.push(["the decisions' interaction", interactionText(fx.step.interaction)]);
     if (all) items.push(["all lost undone", "recovers " + all.recovered_ms.toFixed(3) + " ms"]);
     items.push(["Inductor's cost model", (typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) +
       " over the fusions measured alone, " + (cm.bad_fusions || []).length + " predicted to help and measured to hurt" : "too few fusions measured alone") +

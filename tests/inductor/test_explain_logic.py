@@ -34,12 +34,14 @@ class Program:
         return None
 
 
-def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.0, groups=()):
+def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.0, groups=(),
+             extra=None):
     """effects[i]: what undoing decision i adds to the time (ms): > 0, the
     fusion saved that much (won); < 0, it cost that much (lost).  knobs:
     {name: what switching it off adds}; together: what undoing every decision
     at once adds beyond the sum of their effects (their interaction); groups:
-    the decisions that are C++ kernel groups (no prediction)."""
+    the decisions that are C++ kernel groups (no prediction); extra(undone):
+    what undoing the set of decision numbers undone adds besides."""
     ds = [{"id": "fuse-%012x" % i, "kind": "kernel_group" if i in groups else "vertical",
            "kernel": "k%d" % i, "members": [{"key": "a%d" % i}, {"key": "b%d" % i}],
            "predicted_shared_bytes": None if i in groups else 1000 * (i + 1)}
@@ -51,6 +53,8 @@ def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.
         ms = base_ms + sum(effects[int(x[5:], 16)] for x in (ids or []))
         if ids and len(ids) == len(effects):
             ms += together
+        if extra:
+            ms += extra({int(x[5:], 16) for x in (ids or [])})
         return {"fn": Program(ms), "codes": [], "kernels": [], "kernel_ops": {}, "took": True,
                 "externs": 0}
 
@@ -172,6 +176,43 @@ def inside():
             "no chunk of group testing mixes fusions and kernel groups (%s)" % tested)
     rho = out["cost_model"]["spearman_units"]
     c.check(rho is not None and rho > 0.8, "their rank correlation: %s" % rho)
+    # an interaction undoing finds no part of: a 0.5 ms loss that any one of
+    # decisions 2, 5 and 9 costs while the rest are unfused (undone one, or a
+    # chunk, the others still cost it); every decision undone at once is
+    # lost, none alone or in a chunk, and keeping what is kept names all three
+    cause = {2, 5, 9}
+    ctx, compiled = fake_ctx(explain, [0.0] * 15,
+                             extra=lambda u: -0.5 if cause <= u else 0.0)
+    out = explain.explain(ctx, budget_s=600, ladder_step=(-0.5, -0.55, -0.45))
+    it = out["step"].get("interaction")
+    c.check(out["counts"]["lost"] == 0 and out["step"]["parts"][0]["verdict"] == "lost",
+            "any one of three costs the loss: none lost, all at once lost (%s, %s)" %
+            (out["counts"], out["step"]["parts"][0]["verdict"]))
+    c.check(it is not None and sorted(it["causes"]) == ["fuse-%012x" % i for i in sorted(cause)]
+            and it["together"] == [] and it["stopped"] == "done",
+            "the interaction's causes: the three planted (%s)" % (it and it["causes"]))
+    c.check(sorted(e["id"] for e in out["fusions"] if e.get("interaction") == "cause") ==
+            ["fuse-%012x" % i for i in sorted(cause)], "the entries marked as causes")
+    c.check(it and all(t["holds"] == bool(cause & {int(i[5:], 16) for i in t["kept"]})
+                       for t in it["tests"]) and len(it["tests"]) < 2 * 15,
+            "each keep-test holds the loss exactly when it keeps a cause (%d tests)" %
+            len(it["tests"] if it else []))
+    # a loss that needs two of decisions 3, 8 and 13 kept together: no single
+    # cause; the smallest set that holds it while neither half does, whole
+    need = {3, 8, 13}
+    ctx, _ = fake_ctx(explain, [0.0] * 15,
+                      extra=lambda u: -0.5 if len(need - u) < 2 else 0.0)
+    out = explain.explain(ctx, budget_s=600)
+    it = out["step"].get("interaction") or {}
+    grp = it.get("together") or [[]]
+    c.check(it.get("causes") == [] and len(grp) == 1 and
+            len(need & {int(i[5:], 16) for i in grp[0]}) >= 2 and len(grp[0]) < 15,
+            "two of three kept together: one group holding two of them (%s, %s)" %
+            (it.get("causes"), it.get("together")))
+    # decisions lost alone: no interaction search
+    ctx, _ = fake_ctx(explain, [0.0, -0.4, 0.0])
+    out = explain.explain(ctx, budget_s=600)
+    c.check("interaction" not in out["step"], "a lost decision found alone: no interaction search")
     # a budget that runs out: the rest not measured, and said so
     ctx, compiled = fake_ctx(explain, [0.1] * 6)
     out = explain.explain(ctx, budget_s=0)

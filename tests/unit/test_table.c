@@ -210,7 +210,10 @@ static void test_table_inductor_fusions(void **state)
         "\"step\":{\"parts\":[{\"part\":\"decisions\",\"what\":\"all 2 fusion decisions "
         "undone at once\",\"saved_ms\":-1.25,\"ci95\":[-1.3,-1.2],\"verdict\":\"lost\"},"
         "{\"part\":\"knob\",\"what\":\"pattern_matcher=False\",\"saved_ms\":null,"
-        "\"ci95\":null,\"verdict\":\"not_measured\"}],\"decisions_interaction_ms\":-0.15},"
+        "\"ci95\":null,\"verdict\":\"not_measured\"}],\"decisions_interaction_ms\":-0.15,"
+        "\"interaction\":{\"causes\":[\"fuse-0123456789ab\",\"fuse-00000000000a\"],"
+        "\"together\":[[\"group-abcdef012345\",\"fuse-000000000001\"]],"
+        "\"tests\":[{},{},{}],\"stopped\":\"budget\"}},"
         "\"cost_model\":{\"spearman\":-0.5,\"bad_fusions\":[{\"id\":\"fuse-0123456789ab\"}],"
         "\"units\":[{},{},{}],\"spearman_units\":0.25},"
         "\"missed\":{\"top\":[{\"nodes\":[\"op1\",\"op4\"],\"shared_bytes\":4096,"
@@ -238,6 +241,12 @@ static void test_table_inductor_fusions(void **state)
                                 "        -1.250  [-1.300, -1.200]     lost\n"));
     assert_non_null(strstr(buf, "  pattern_matcher=False                 "
                                 "             -  -                    not_measured\n"));
+    assert_non_null(strstr(buf, "  the decisions' interaction (3 keep-tests, stopped by the "
+                                "budget): all undone at once is faster, none alone is\n"
+                                "    any one of these kept fused, everything else unfused, costs "
+                                "the loss: fuse-0123456789ab, fuse-00000000000a\n"
+                                "    these cost it kept together, neither half alone: "
+                                "group-abcdef012345, fuse-000000000001\n"));
     assert_non_null(strstr(buf, "  the decisions together minus their sum alone: -0.150 ms\n"));
     assert_null(strstr(buf, "the step's rest"));
     assert_non_null(strstr(buf, "all 1 lost fusions undone at once: +1.300 ms recovered "

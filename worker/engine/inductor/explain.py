@@ -21,6 +21,10 @@ After the job's timing, for the fusion decisions of the `inductor` rung
                fusions can be ranked by the audit);
   all lost     every lost decision undone at once: the speed Inductor would
                have had with a fusion policy that knew;
+  interaction  when every decision undone at once is faster but none is lost
+               alone or in a chunk: group testing of what is kept (everything
+               else undone) names the fusions any one of which, kept alone,
+               costs the loss, or the set that must be kept together;
   audit        Inductor's predicted benefit (score_fusion_memory) beside the
                measured saving: rank correlation over the decisions measured
                alone, and over every unit measured (a chunk within the noise
@@ -589,7 +593,71 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
     if ladder_step is not None and len(measured) == len(items):
         out["ladder_step_ms"] = ladder_step[0]
         out["rest_ms"] = ladder_step[0] - sum(measured)
+    if dec and dec["verdict"] == "lost" and len(ids) > 1 and \
+            not any(e["verdict"] == "lost" for e in entries):
+        out["interaction"] = _interaction(m, entries)
     return out
+
+
+def _interaction(m, entries):
+    """Every decision undone at once is faster, yet no decision or chunk undone
+    alone is: the loss lives in an interaction.  Found from the other side, by
+    group testing what is kept: a set C "holds the loss" when every decision
+    but C's undone is not `lost` against the job's compile (keeping C fused
+    alone keeps the loss).  All of them kept holds it, by definition; a set
+    that holds it is split in halves, each kept alone in turn; a half that
+    holds it is split again, down to single decisions: the causes, each of
+    which alone, everything else unfused, costs the loss (when any one of
+    several fusions is enough to cost it, undoing one of them changes
+    nothing, and these are what undoing finds no part of).  A set that holds
+    it while neither half alone does needs members of both kept together: a
+    group, reported whole.  Each keep-test is one counterfactual, within the
+    budget; entries get interaction "cause" or "together"."""
+    all_ids = [e["id"] for e in entries]
+    tests, causes, groups = [], [], []
+
+    def holds(kept):
+        keep = set(kept)
+        r = m.timed(lambda: m.ctx.compile_cf([i for i in all_ids if i not in keep]),
+                    {"kept": list(kept)})
+        if r is None:
+            return None
+        v = verdict(r["ci"][0], r["ci"][1], m.noise) if r["cf"]["took"] else "did_not_take"
+        h = v not in ("lost", "did_not_take")  # an undo that did not take shows nothing
+        tests.append({"kept": list(kept), "saved_ms": r["saved_ms"], "ci95": r["ci"],
+                      "verdict": v, "holds": h})
+        return h
+
+    stopped = [False]
+
+    def search(chunk):
+        if len(chunk) == 1:
+            causes.append(chunk[0])
+            return
+        half = len(chunk) // 2
+        found = False
+        for part in (chunk[:half], chunk[half:]):
+            h = holds(part)
+            if h is None:
+                stopped[0] = True
+                return
+            if h:
+                found = True
+                search(part)
+                if stopped[0]:
+                    return
+        if not found:
+            groups.append(list(chunk))
+
+    search(all_ids)
+    by_id = {e["id"]: e for e in entries}
+    for i in causes:
+        by_id[i]["interaction"] = "cause"
+    for g in groups:
+        for i in g:
+            by_id[i]["interaction"] = "together"
+    return {"causes": causes, "together": groups, "tests": tests,
+            "stopped": "budget" if stopped[0] else "done"}
 
 
 def _step_item(part, what, r, noise):
