@@ -214,6 +214,12 @@ supervise_worker() {
         child=0
         ((stopping)) && exit 0
         if ((rc == 0)); then
+            # Ctrl-C at a terminal reaches the worker and up.sh together, and
+            # up.sh's stop (SIGTERM here) follows within its second's look at
+            # the server; a drain through the API sends none
+            sleep 2 &
+            wait $! || true
+            ((stopping)) && exit 0
             say "the worker exited cleanly (drained?); not restarting it"
             exit 0
         fi

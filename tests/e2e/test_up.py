@@ -233,11 +233,14 @@ def t_stay_up(home):
                                                                        r.stdout[-800:]))
             log("help %-9s ok: %s" % (label, cmds[label]))
         # Ctrl-C at a terminal signals the whole process group, and the
-        # server may take it and stop before up.sh does: the server first,
-        # then the group, as such a Ctrl-C can land; up.sh stops the rest
-        # and says no error
+        # worker and the server may take it and stop before up.sh does: those
+        # two first, then the group, as such a Ctrl-C can land; up.sh stops
+        # the rest and says no error, nor that the worker drained
         server = [d for d in descendants(p.pid) if cmdline(d).endswith("fusionbench-server")]
-        check(len(server) == 1, "up.sh's server among its processes: %r" % server)
+        worker = [d for d in descendants(p.pid) if cmdline(d).endswith("fusionbench-worker")]
+        check(len(server) == 1 and len(worker) == 1,
+              "up.sh's server and worker among its processes: %r, %r" % (server, worker))
+        os.kill(worker[0], signal.SIGINT)
         os.kill(server[0], signal.SIGINT)
         time.sleep(2)  # up.sh looks at its server every second
         if p.poll() is None:
@@ -254,8 +257,9 @@ def t_stay_up(home):
     check(not port_open(port), "server still listening after Ctrl-C")
     check(not port_open(pg_port), "private PostgreSQL still running after Ctrl-C")
     err = open(err_path).read()
-    check("error:" not in err[err.index("running; Ctrl-C to stop"):],
-          "Ctrl-C stops up.sh without an error: %r" % err[-800:])
+    tail = err[err.index("running; Ctrl-C to stop"):]
+    check("error:" not in tail and "exited cleanly" not in tail,
+          "Ctrl-C stops up.sh without an error or a drained worker: %r" % err[-800:])
 
 
 def run(home, closed):
