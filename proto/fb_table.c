@@ -264,6 +264,13 @@ static void tb_inductor_interaction(FILE *f, const cJSON *it)
     if (cJSON_GetArraySize(tb_get(it, "causes")) == 0 &&
         cJSON_GetArraySize(tb_get(it, "together")) == 0)
         fprintf(f, "    no kept set found\n");
+    const cJSON *al = tb_get(tb_get(it, "evidence"), "allocated_per_call");
+    fprintf(f, "    reason: %s", tb_str(it, "reason", "unexplained"));
+    if (cJSON_IsObject(al))
+        fprintf(f, " (allocated at each call: %.1f MB fused, %.1f MB with every decision undone)",
+                tb_num(tb_get(al, "fused"), "bytes") / 1e6,
+                tb_num(tb_get(al, "all_undone"), "bytes") / 1e6);
+    fprintf(f, "\n");
 }
 
 /* The nofusion -> inductor step split by what the no-fusion rung switches

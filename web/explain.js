@@ -149,8 +149,11 @@ function interactionText(it) {
   for (const g of it.together || [])
     parts.push("these " + g.length + " cost it kept together, neither half alone: " + ids(g));
   if (!parts.length) parts.push("no kept set found");
+  const al = (it.evidence || {}).allocated_per_call;
+  const mb = (x) => ((x || {}).bytes / 1e6).toFixed(1) + " MB";
   return parts.join("; ") + " (" + (it.tests || []).length + " keep-tests" +
-    (it.stopped === "budget" ? ", stopped by the budget" : "") + ")";
+    (it.stopped === "budget" ? ", stopped by the budget" : "") + "). Reason: " + (it.reason || "unexplained").replace(/_/g, " ") +
+    (al ? " (allocated at each call: " + mb(al.fused) + " fused, " + mb(al.all_undone) + " with every decision undone)" : "");
 }
 
 // From inductor-nofusion's median to inductor's: the fusions that won, lost,

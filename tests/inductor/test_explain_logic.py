@@ -35,13 +35,14 @@ class Program:
 
 
 def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.0, groups=(),
-             extra=None):
+             extra=None, code=None):
     """effects[i]: what undoing decision i adds to the time (ms): > 0, the
     fusion saved that much (won); < 0, it cost that much (lost).  knobs:
     {name: what switching it off adds}; together: what undoing every decision
     at once adds beyond the sum of their effects (their interaction); groups:
     the decisions that are C++ kernel groups (no prediction); extra(undone):
-    what undoing the set of decision numbers undone adds besides."""
+    what undoing the set of decision numbers undone adds besides; code(undone):
+    the output code of that compile (the job's: code(set()))."""
     ds = [{"id": "fuse-%012x" % i, "kind": "kernel_group" if i in groups else "vertical",
            "kernel": "k%d" % i, "members": [{"key": "a%d" % i}, {"key": "b%d" % i}],
            "predicted_shared_bytes": None if i in groups else 1000 * (i + 1)}
@@ -53,12 +54,14 @@ def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.
         ms = base_ms + sum(effects[int(x[5:], 16)] for x in (ids or []))
         if ids and len(ids) == len(effects):
             ms += together
+        undone = {int(x[5:], 16) for x in (ids or [])}
         if extra:
-            ms += extra({int(x[5:], 16) for x in (ids or [])})
-        return {"fn": Program(ms), "codes": [], "kernels": [], "kernel_ops": {}, "took": True,
-                "externs": 0}
+            ms += extra(undone)
+        return {"fn": Program(ms), "codes": [code(undone)] if code else [], "kernels": [],
+                "kernel_ops": {}, "took": True, "externs": 0}
 
-    ctx = explain.Ctx(base_fn=Program(base_ms), decisions=ds, base_codes=[],
+    ctx = explain.Ctx(base_fn=Program(base_ms), decisions=ds,
+                      base_codes=[code(set())] if code else [],
                       compile_cf=compile_cf, clock=FakeClock(noise), inputs=(),
                       kernel_ms={"k%d" % i: float(len(effects) - i) for i in range(len(effects))},
                       base_ms=base_ms, knobs=[(k, False) for k in (knobs or {})],
@@ -181,8 +184,17 @@ def inside():
     # chunk, the others still cost it); every decision undone at once is
     # lost, none alone or in a chunk, and keeping what is kept names all three
     cause = {2, 5, 9}
+    # as whisper_tiny's softmax fusions did: any one of them kept needs a
+    # second 54 MB buffer, allocated at every call
+    def wrapper(undone):
+        big = "buf16 = empty_strided_cpu((1, 6, 1500, 1500), (13500000, 2250000, 1500, 1), " \
+              "torch.float32)\n" if cause - undone else ""
+        return "def call(args):\n    buf11 = empty_strided_cpu((6, 1500, 1500), (2250000, 1500, " \
+               "1), torch.float32)\n    " + big + "buf2 = empty_strided_cpu((1, 64), (64, 1), " \
+               "torch.int64)\n"
+
     ctx, compiled = fake_ctx(explain, [0.0] * 15,
-                             extra=lambda u: -0.5 if cause <= u else 0.0)
+                             extra=lambda u: -0.5 if cause <= u else 0.0, code=wrapper)
     out = explain.explain(ctx, budget_s=600, ladder_step=(-0.5, -0.55, -0.45))
     it = out["step"].get("interaction")
     c.check(out["counts"]["lost"] == 0 and out["step"]["parts"][0]["verdict"] == "lost",
@@ -193,6 +205,12 @@ def inside():
             "the interaction's causes: the three planted (%s)" % (it and it["causes"]))
     c.check(sorted(e["id"] for e in out["fusions"] if e.get("interaction") == "cause") ==
             ["fuse-%012x" % i for i in sorted(cause)], "the entries marked as causes")
+    al = it["evidence"]["allocated_per_call"] if it else {}
+    c.check(it and it["reason"] == "fresh_allocation" and
+            al["fused"]["bytes"] == 108000512 and al["all_undone"]["bytes"] == 54000512 and
+            al["fused"]["largest"] == 54000000,
+            "its reason: a buffer allocated at every call while any cause is kept (%s, %s)" %
+            (it and it["reason"], al))
     c.check(it and all(t["holds"] == bool(cause & {int(i[5:], 16) for i in t["kept"]})
                        for t in it["tests"]) and len(it["tests"]) < 2 * 15,
             "each keep-test holds the loss exactly when it keeps a cause (%d tests)" %
@@ -204,6 +222,8 @@ def inside():
                       extra=lambda u: -0.5 if len(need - u) < 2 else 0.0)
     out = explain.explain(ctx, budget_s=600)
     it = out["step"].get("interaction") or {}
+    c.check(it.get("reason") == "unexplained",
+            "no allocation to read (no output code): unexplained (%s)" % it.get("reason"))
     grp = it.get("together") or [[]]
     c.check(it.get("causes") == [] and len(grp) == 1 and
             len(need & {int(i[5:], 16) for i in grp[0]}) >= 2 and len(grp[0]) < 15,
@@ -235,6 +255,19 @@ def inside():
             % len(compiled))
     # reasons
     d = {"kind": "vertical"}
+    a, b = {"bytes": 3 << 20}, {"bytes": 1 << 20}
+    r, ev = explain.reason_of(d, "for(){ at::vec::a(in_ptr0[i]); }", ["for(){ at::vec::b(in_ptr0[i]); }"],
+                              2.0, 1.0, 0, 0, allocs=(a, b))
+    c.check(r == "fresh_allocation" and ev["allocated_per_call"]["fused"] is a,
+            "2 MiB more allocated at each call with the fusion: %s" % r)
+    r, _ = explain.reason_of(d, "for(){ at::vec::a(in_ptr0[i]); }", ["for(){ at::vec::b(in_ptr0[i]); }"],
+                             2.0, 1.0, 0, 0, allocs=(b, a))
+    c.check(r == "kernel_slowdown", "less allocated with the fusion: not the reason (%s)" % r)
+    c.check(explain.alloc_facts(["x = empty_strided_cpu((s0, 4), (4, 1), torch.float32)\n"
+                                 "y = empty_strided_cuda((2, 3), (3, 1), torch.float16)\n"
+                                 "z = empty_strided_cpu((0, 9), (9, 1), torch.float32)"]) ==
+            {"buffers": 2, "bytes": 12, "largest": 12, "symbolic": 1},
+            "allocations read from output code: symbolic sizes apart, an empty one 0 bytes")
     r, _ = explain.reason_of(d, "for(){ x = in_ptr0[i]; }", ["for(){ at::vec::Vectorized<float> a; }"],
                              2.0, 1.0, 0, 0)
     c.check(r == "lost_vectorization", "scalar fused loop, vectorized parts: %s" % r)

@@ -213,7 +213,9 @@ static void test_table_inductor_fusions(void **state)
         "\"ci95\":null,\"verdict\":\"not_measured\"}],\"decisions_interaction_ms\":-0.15,"
         "\"interaction\":{\"causes\":[\"fuse-0123456789ab\",\"fuse-00000000000a\"],"
         "\"together\":[[\"group-abcdef012345\",\"fuse-000000000001\"]],"
-        "\"tests\":[{},{},{}],\"stopped\":\"budget\"}},"
+        "\"tests\":[{},{},{}],\"stopped\":\"budget\",\"reason\":\"fresh_allocation\","
+        "\"evidence\":{\"allocated_per_call\":{\"fused\":{\"bytes\":184140000},"
+        "\"all_undone\":{\"bytes\":134820000}}}}},"
         "\"cost_model\":{\"spearman\":-0.5,\"bad_fusions\":[{\"id\":\"fuse-0123456789ab\"}],"
         "\"units\":[{},{},{}],\"spearman_units\":0.25},"
         "\"missed\":{\"top\":[{\"nodes\":[\"op1\",\"op4\"],\"shared_bytes\":4096,"
@@ -246,7 +248,9 @@ static void test_table_inductor_fusions(void **state)
                                 "    any one of these kept fused, everything else unfused, costs "
                                 "the loss: fuse-0123456789ab, fuse-00000000000a\n"
                                 "    these cost it kept together, neither half alone: "
-                                "group-abcdef012345, fuse-000000000001\n"));
+                                "group-abcdef012345, fuse-000000000001\n"
+                                "    reason: fresh_allocation (allocated at each call: 184.1 MB "
+                                "fused, 134.8 MB with every decision undone)\n"));
     assert_non_null(strstr(buf, "  the decisions together minus their sum alone: -0.150 ms\n"));
     assert_null(strstr(buf, "the step's rest"));
     assert_non_null(strstr(buf, "all 1 lost fusions undone at once: +1.300 ms recovered "

@@ -227,6 +227,47 @@ def kernel_sources(codes):
     return out
 
 
+# A buffer the compiled graph allocates at each call: empty_strided_cpu((sizes),
+# (strides), torch.dtype) in its output code (a buffer Inductor reuses in place
+# is a reinterpret_tensor of another and allocates nothing).
+_ALLOC_RE = re.compile(r"\bempty_strided_\w+\(\(([^()]*)\),\s*\(([^()]*)\),\s*(?:device=[^,]*,\s*)?"
+                       r"(?:dtype=)?torch\.(\w+)")
+_DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
+                "float64": 8, "double": 8, "int64": 8, "long": 8, "int32": 4, "int": 4,
+                "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+# Fresh bytes a call must allocate beyond the counterfactual's for the
+# allocation to count as evidence (glibc maps blocks past 32 MiB afresh at
+# every allocation, and the kernel zeroes them page by page).
+ALLOC_EVIDENCE_BYTES = 1 << 20
+
+
+def alloc_facts(codes):
+    """What the compiled graphs allocate at each call, from their output code:
+    {"buffers", "bytes", "largest"} over the allocations whose sizes are
+    numbers (a symbolic size is left out, counted in "symbolic")."""
+    n = total = largest = symbolic = 0
+    for code in codes:
+        for m in _ALLOC_RE.finditer(code):
+            try:
+                sizes = [int(x) for x in m.group(1).replace(" ", "").split(",") if x]
+                strides = [int(x) for x in m.group(2).replace(" ", "").split(",") if x]
+            except ValueError:
+                symbolic += 1
+                continue
+            span = 1 + sum((a - 1) * b for a, b in zip(sizes, strides)) if all(sizes) else 0
+            b = span * _DTYPE_BYTES.get(m.group(3), 4)
+            n, total, largest = n + 1, total + b, max(largest, b)
+    return {"buffers": n, "bytes": total, "largest": largest, "symbolic": symbolic}
+
+
+def fresh_allocation(base_alloc, cf_alloc):
+    """True when the job's compile allocates at least ALLOC_EVIDENCE_BYTES more
+    at each call than the counterfactual (fusion kept a buffer from being
+    reused in place)."""
+    return bool(base_alloc and cf_alloc and
+                base_alloc["bytes"] - cf_alloc["bytes"] >= ALLOC_EVIDENCE_BYTES)
+
+
 def code_facts(src):
     """What a kernel's generated code shows: loop nests, vectorized ones (C++:
     at::vec), loads (reads through an input pointer)."""
@@ -289,18 +330,22 @@ def _gpu_rule(gpu):
     return None
 
 
-def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gpu=None):
+def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gpu=None,
+              allocs=None):
     """The first rule that holds for a lost decision d, and the evidence.
 
     base_src: source of the kernel holding d in the job's compile; cf_srcs:
     sources of the kernels holding its members once undone; base_ms / cf_ms:
     their profiled times; *_externs: library calls (extern kernels) in each
     compile; gpu: (Triton metadata of the fused kernel, [of the unfused
-    ones]) on CUDA (triton_facts), else None."""
+    ones]) on CUDA (triton_facts), else None; allocs: (alloc_facts of the
+    job's compile, of the counterfactual's), or None."""
     bf = code_facts(base_src)
     cfs = [code_facts(s) for s in cf_srcs if s is not None]
     ev = {"fused_kernel": bf, "unfused_kernels": cfs, "fused_kernel_ms": base_ms,
           "unfused_kernels_ms": cf_ms, "extern_calls": [base_externs, cf_externs]}
+    if allocs:
+        ev["allocated_per_call"] = {"fused": allocs[0], "unfused": allocs[1]}
     if gpu:
         ev["triton"] = {"fused": gpu[0], "unfused": gpu[1]}
     if d.get("kind") in ("epilogue", "prologue") and cf_externs > base_externs:
@@ -316,6 +361,8 @@ def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gp
             return "lost_vectorization", ev
         if bf["loads"] > sum(f["loads"] for f in cfs):
             return "recompute", ev
+    if allocs and fresh_allocation(*allocs):
+        return "fresh_allocation", ev
     if base_ms is not None and cf_ms is not None and base_ms > cf_ms:
         return "kernel_slowdown", ev
     return "unexplained", ev
@@ -595,11 +642,11 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
         out["rest_ms"] = ladder_step[0] - sum(measured)
     if dec and dec["verdict"] == "lost" and len(ids) > 1 and \
             not any(e["verdict"] == "lost" for e in entries):
-        out["interaction"] = _interaction(m, entries)
+        out["interaction"] = _interaction(m, entries, r)
     return out
 
 
-def _interaction(m, entries):
+def _interaction(m, entries, all_undone):
     """Every decision undone at once is faster, yet no decision or chunk undone
     alone is: the loss lives in an interaction.  Found from the other side, by
     group testing what is kept: a set C "holds the loss" when every decision
@@ -612,9 +659,16 @@ def _interaction(m, entries):
     nothing, and these are what undoing finds no part of).  A set that holds
     it while neither half alone does needs members of both kept together: a
     group, reported whole.  Each keep-test is one counterfactual, within the
-    budget; entries get interaction "cause" or "together"."""
+    budget; entries get interaction "cause" or "together".
+
+    Its reason, from evidence: `fresh_allocation` when the job's compile
+    allocates at least ALLOC_EVIDENCE_BYTES more at each call than with every
+    decision undone, and so does each cause's keep-test (kept alone, it
+    brings the buffer back: a fused kernel that cannot write in place needs
+    one more buffer, however many fusions share it); else `unexplained`."""
     all_ids = [e["id"] for e in entries]
     tests, causes, groups = [], [], []
+    none_alloc = alloc_facts(all_undone["cf"]["codes"])
 
     def holds(kept):
         keep = set(kept)
@@ -625,7 +679,8 @@ def _interaction(m, entries):
         v = verdict(r["ci"][0], r["ci"][1], m.noise) if r["cf"]["took"] else "did_not_take"
         h = v not in ("lost", "did_not_take")  # an undo that did not take shows nothing
         tests.append({"kept": list(kept), "saved_ms": r["saved_ms"], "ci95": r["ci"],
-                      "verdict": v, "holds": h})
+                      "verdict": v, "holds": h,
+                      "allocated_bytes": alloc_facts(r["cf"]["codes"])["bytes"]})
         return h
 
     stopped = [False]
@@ -656,8 +711,15 @@ def _interaction(m, entries):
     for g in groups:
         for i in g:
             by_id[i]["interaction"] = "together"
+    base_alloc = alloc_facts(m.ctx.base_codes)
+    kept_alone = {t["kept"][0]: t["allocated_bytes"] for t in tests if len(t["kept"]) == 1}
+    fresh = fresh_allocation(base_alloc, none_alloc) and (causes or groups) and all(
+        kept_alone.get(i, base_alloc["bytes"]) - none_alloc["bytes"] >= ALLOC_EVIDENCE_BYTES
+        for i in causes)
     return {"causes": causes, "together": groups, "tests": tests,
-            "stopped": "budget" if stopped[0] else "done"}
+            "stopped": "budget" if stopped[0] else "done",
+            "reason": "fresh_allocation" if fresh else "unexplained",
+            "evidence": {"allocated_per_call": {"fused": base_alloc, "all_undone": none_alloc}}}
 
 
 def _step_item(part, what, r, noise):
@@ -694,7 +756,8 @@ def _reasons(ctx, lost, by_id):
         reason, ev = reason_of(d, base_src.get(d.get("kernel")),
                                [cf_src.get(k) for k in cf_kernels],
                                base_ms, cf_ms,
-                               ctx.base_externs, cf["externs"], gpu)
+                               ctx.base_externs, cf["externs"], gpu,
+                               (alloc_facts(ctx.base_codes), alloc_facts(cf["codes"])))
         ev["unfused_kernel_names"] = cf_kernels
         e["reason"], e["evidence"] = reason, ev
 
