@@ -215,6 +215,14 @@ def inside():
                        for t in it["tests"]) and len(it["tests"]) < 2 * 15,
             "each keep-test holds the loss exactly when it keeps a cause (%d tests)" %
             len(it["tests"] if it else []))
+    ctx, _ = fake_ctx(explain, [0.0] * 15, extra=lambda u: -0.5 if cause <= u else 0.0,
+                      code=wrapper)
+    ctx.device = "cuda"
+    it = explain.explain(ctx, budget_s=600)["step"].get("interaction") or {}
+    c.check(sorted(it.get("causes", [])) == ["fuse-%012x" % i for i in sorted(cause)] and
+            it.get("reason") == "unexplained",
+            "on a GPU (its caching allocator) the same allocations are no reason (%s)" %
+            it.get("reason"))
     # a loss that needs two of decisions 3, 8 and 13 kept together: no single
     # cause; the smallest set that holds it while neither half does, whole
     need = {3, 8, 13}
@@ -256,13 +264,14 @@ def inside():
     # reasons
     d = {"kind": "vertical"}
     a, b = {"bytes": 3 << 20}, {"bytes": 1 << 20}
-    r, ev = explain.reason_of(d, "for(){ at::vec::a(in_ptr0[i]); }", ["for(){ at::vec::b(in_ptr0[i]); }"],
-                              2.0, 1.0, 0, 0, allocs=(a, b))
+    vec_a, vec_b = "for(){ at::vec::a(in_ptr0[i]); }", ["for(){ at::vec::b(in_ptr0[i]); }"]
+    r, ev = explain.reason_of(d, vec_a, vec_b, 1.0, 2.0, 0, 0, allocs=(a, b))
     c.check(r == "fresh_allocation" and ev["allocated_per_call"]["fused"] is a,
-            "2 MiB more allocated at each call with the fusion: %s" % r)
-    r, _ = explain.reason_of(d, "for(){ at::vec::a(in_ptr0[i]); }", ["for(){ at::vec::b(in_ptr0[i]); }"],
-                             2.0, 1.0, 0, 0, allocs=(b, a))
-    c.check(r == "kernel_slowdown", "less allocated with the fusion: not the reason (%s)" % r)
+            "the fused kernel no slower, 2 MiB more allocated at each call: %s" % r)
+    r, _ = explain.reason_of(d, vec_a, vec_b, 2.0, 1.0, 0, 0, allocs=(a, b))
+    c.check(r == "kernel_slowdown", "the fused kernel slower: that first (%s)" % r)
+    r, _ = explain.reason_of(d, vec_a, vec_b, 1.0, 2.0, 0, 0, allocs=(b, a))
+    c.check(r == "unexplained", "less allocated with the fusion: not the reason (%s)" % r)
     c.check(explain.alloc_facts(["x = empty_strided_cpu((s0, 4), (4, 1), torch.float32)\n"
                                  "y = empty_strided_cuda((2, 3), (3, 1), torch.float16)\n"
                                  "z = empty_strided_cpu((0, 9), (9, 1), torch.float32)"]) ==

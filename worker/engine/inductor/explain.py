@@ -236,8 +236,9 @@ _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2
                 "float64": 8, "double": 8, "int64": 8, "long": 8, "int32": 4, "int": 4,
                 "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
 # Fresh bytes a call must allocate beyond the counterfactual's for the
-# allocation to count as evidence (glibc maps blocks past 32 MiB afresh at
-# every allocation, and the kernel zeroes them page by page).
+# allocation to count as evidence, on the CPU (glibc maps blocks past 32 MiB
+# afresh at every allocation, and the kernel zeroes them page by page; on a
+# GPU the caching allocator hands them back, and the rule is not applied).
 ALLOC_EVIDENCE_BYTES = 1 << 20
 
 
@@ -361,10 +362,10 @@ def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gp
             return "lost_vectorization", ev
         if bf["loads"] > sum(f["loads"] for f in cfs):
             return "recompute", ev
-    if allocs and fresh_allocation(*allocs):
-        return "fresh_allocation", ev
     if base_ms is not None and cf_ms is not None and base_ms > cf_ms:
         return "kernel_slowdown", ev
+    if allocs and fresh_allocation(*allocs):  # the loss outside the kernels
+        return "fresh_allocation", ev
     return "unexplained", ev
 
 
@@ -713,7 +714,9 @@ def _interaction(m, entries, all_undone):
             by_id[i]["interaction"] = "together"
     base_alloc = alloc_facts(m.ctx.base_codes)
     kept_alone = {t["kept"][0]: t["allocated_bytes"] for t in tests if len(t["kept"]) == 1}
-    fresh = fresh_allocation(base_alloc, none_alloc) and (causes or groups) and all(
+    # (on a GPU the caching allocator hands a call its buffers back: no cost)
+    fresh = m.ctx.device != "cuda" and fresh_allocation(base_alloc, none_alloc) and \
+        bool(causes or groups) and all(
         kept_alone.get(i, base_alloc["bytes"]) - none_alloc["bytes"] >= ALLOC_EVIDENCE_BYTES
         for i in causes)
     return {"causes": causes, "together": groups, "tests": tests,
@@ -757,6 +760,7 @@ def _reasons(ctx, lost, by_id):
                                [cf_src.get(k) for k in cf_kernels],
                                base_ms, cf_ms,
                                ctx.base_externs, cf["externs"], gpu,
+                               None if ctx.device == "cuda" else
                                (alloc_facts(ctx.base_codes), alloc_facts(cf["codes"])))
         ev["unfused_kernel_names"] = cf_kernels
         e["reason"], e["evidence"] = reason, ev
