@@ -35,14 +35,15 @@ class Program:
 
 
 def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.0, groups=(),
-             extra=None, code=None):
+             extra=None, code=None, took=None):
     """effects[i]: what undoing decision i adds to the time (ms): > 0, the
     fusion saved that much (won); < 0, it cost that much (lost).  knobs:
     {name: what switching it off adds}; together: what undoing every decision
     at once adds beyond the sum of their effects (their interaction); groups:
     the decisions that are C++ kernel groups (no prediction); extra(undone):
     what undoing the set of decision numbers undone adds besides; code(undone):
-    the output code of that compile (the job's: code(set()))."""
+    the output code of that compile (the job's: code(set())); took(undone):
+    whether that undo took (default: always)."""
     ds = [{"id": "fuse-%012x" % i, "kind": "kernel_group" if i in groups else "vertical",
            "kernel": "k%d" % i, "members": [{"key": "a%d" % i}, {"key": "b%d" % i}],
            "predicted_shared_bytes": None if i in groups else 1000 * (i + 1)}
@@ -58,7 +59,7 @@ def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.
         if extra:
             ms += extra(undone)
         return {"fn": Program(ms), "codes": [code(undone)] if code else [], "kernels": [],
-                "kernel_ops": {}, "took": True, "externs": 0}
+                "kernel_ops": {}, "took": took(undone) if took else True, "externs": 0}
 
     ctx = explain.Ctx(base_fn=Program(base_ms), decisions=ds,
                       base_codes=[code(set())] if code else [],
@@ -237,6 +238,13 @@ def inside():
             len(need & {int(i[5:], 16) for i in grp[0]}) >= 2 and len(grp[0]) < 15,
             "two of three kept together: one group holding two of them (%s, %s)" %
             (it.get("causes"), it.get("together")))
+    # the same, but one half's keep-test did not take: no group claimed
+    ctx, _ = fake_ctx(explain, [0.0] * 15, extra=lambda u: -0.5 if len(need - u) < 2 else 0.0,
+                      took=lambda u: u != set(range(15)) - {7, 8, 9, 10})
+    it = explain.explain(ctx, budget_s=600)["step"].get("interaction") or {}
+    c.check(it.get("together") == [] and
+            any(t["verdict"] == "did_not_take" for t in it.get("tests", [])),
+            "a keep-test that did not take: no group claimed from it (%s)" % it.get("together"))
     # decisions lost alone: no interaction search
     ctx, _ = fake_ctx(explain, [0.0, -0.4, 0.0])
     out = explain.explain(ctx, budget_s=600)

@@ -691,18 +691,19 @@ def _interaction(m, entries, all_undone):
             causes.append(chunk[0])
             return
         half = len(chunk) // 2
-        found = False
+        found = unknown = False
         for part in (chunk[:half], chunk[half:]):
             h = holds(part)
             if h is None:
                 stopped[0] = True
                 return
+            unknown = unknown or tests[-1]["verdict"] == "did_not_take"
             if h:
                 found = True
                 search(part)
                 if stopped[0]:
                     return
-        if not found:
+        if not found and not unknown:  # (an undo that did not take proves nothing)
             groups.append(list(chunk))
 
     search(all_ids)
