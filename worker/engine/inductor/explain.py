@@ -737,6 +737,8 @@ def _step_item(part, what, r, noise):
 
 def _reasons(ctx, lost, by_id):
     base_src = kernel_sources(ctx.base_codes)
+    # (on a GPU the caching allocator hands a call its buffers back: no rule)
+    base_alloc = None if ctx.device == "cuda" else alloc_facts(ctx.base_codes)
     for e in lost:
         r = e.get("_r")
         d = by_id[e["id"]]
@@ -761,8 +763,7 @@ def _reasons(ctx, lost, by_id):
                                [cf_src.get(k) for k in cf_kernels],
                                base_ms, cf_ms,
                                ctx.base_externs, cf["externs"], gpu,
-                               None if ctx.device == "cuda" else
-                               (alloc_facts(ctx.base_codes), alloc_facts(cf["codes"])))
+                               base_alloc and (base_alloc, alloc_facts(cf["codes"])))
         ev["unfused_kernel_names"] = cf_kernels
         e["reason"], e["evidence"] = reason, ev
 
