@@ -361,13 +361,11 @@ template <typename T> static void run_attention_tc(const nat_launch *l, cudaStre
 
 template <> void run_attention_tc<float>(const nat_launch *, cudaStream_t) {}
 
+/* The FMA kernel; the lowering picks ncu_k_attention_tc instead where
+ * att_tc_fits, once per plan, not per launch. */
 template <typename T> static void run_attention(const nat_launch *l, cudaStream_t s)
 {
     const nat_attn_desc *d = &l->d.attn;
-    if (ncu_st(l)->ctx->tc_attention && att_tc_fits<T>((int)d->d)) {
-        run_attention_tc<T>(l, s);
-        return;
-    }
     att_args a = {(int)d->s, (int)d->d, d->scale, d->causal};
     dim3 grid((unsigned)((a.s + ATT_BQ - 1) / ATT_BQ), (unsigned)d->bh);
     size_t shmem = sizeof(float) * (size_t)(ATT_BQ * a.d + ATT_BK * (a.d + 1) + ATT_BK * a.d);
@@ -392,4 +390,10 @@ extern "C" void ncu_k_attention(const nat_launch *l)
 {
     const ncu_lstate *st = ncu_st(l);
     NCU_DISPATCH(st->ctx->dtype, run_attention, l, st->ctx->stream);
+}
+
+extern "C" void ncu_k_attention_tc(const nat_launch *l)
+{
+    const ncu_lstate *st = ncu_st(l);
+    NCU_DISPATCH(st->ctx->dtype, run_attention_tc, l, st->ctx->stream);
 }

@@ -315,9 +315,12 @@ fb_code ncu_prepare(const fb_spec *spec, fb_instance **out, fb_err *err)
         goto out;
     double t0 = fb_now_ms();
     gr_cost_timer timer; /* the cost planner's groups timed on this device */
-    rc = ncu_cost_timer(ni->ctx, &timer, err);
+    bool cost = false;   /* only a job planned by cost times its groups here */
+    rc = gr_planner_from_spec(spec, true, &cost, err);
+    if (!rc && cost)
+        rc = ncu_cost_timer(ni->ctx, &timer, err);
     if (!rc)
-        rc = gr_ctx_build_on(spec, &timer, &ni->ctx->host, err);
+        rc = gr_ctx_build_on(spec, cost ? &timer : NULL, &ni->ctx->host, err);
     if (!rc)
         ni->ctx->host->cost_timer = NULL; /* timer was for the build */
     if (!rc)

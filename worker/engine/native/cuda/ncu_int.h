@@ -297,6 +297,9 @@ void ncu_k_bias_act(const nat_launch *l);
 /* NAT_D_ATTN: fused attention, head_dim <= NCU_ATTN_MAX_D. */
 #define NCU_ATTN_MAX_D 128
 void ncu_k_attention(const nat_launch *l);
+/* The same on the tensor cores (k_attention_tc): the lowering's choice where
+ * ncu_attention_tc_fits, made once per plan. */
+void ncu_k_attention_tc(const nat_launch *l);
 /* Whether attention of head dim d in dtype runs on the tensor cores when
  * ctx->tc_attention is set (16-bit storage, d a multiple of 16, compute
  * capability 8.0 or later, the shared memory to be had); the first call per

@@ -300,6 +300,11 @@ static void run_plan(const nat_plan *p, int n, const bool *want, double *acc, do
     }
 }
 
+static fb_code nomem(fb_err *err)
+{
+    return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner's times");
+}
+
 /* Each wanted group's time in each form, measured where the group runs in
  * the model: the plan of each form runs (run_plan) ROUNDS times or more in
  * alternating order, each launch timed, and a group's time in a round is its
@@ -321,7 +326,7 @@ static fb_code measure_all(const nat_ctx *m, const gr_cost_timer *tm, void *run,
     if (!acc || !lt) {
         free(acc);
         free(lt);
-        return fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the cost planner's times");
+        return nomem(err);
     }
     for (int i = 0; i < 3 * n; i++)
         best[i] = INFINITY;
@@ -558,10 +563,10 @@ static fb_code predict_or_measure(const nat_ctx *m, const gr_cost_timer *tm, voi
     bool *want = calloc((size_t)n + 1, sizeof *want);
     double *rs = NULL, buf[MAX_ROUNDS];
     int wanted = 0, np = 0, rounds = 0;
-    fb_code rc = pred && perr && best && pr && me && want ? FB_OK : FB_ENOMEM;
-    for (int k = 0; !rc && k < 3; k++)
-        if (!(lbest[k] = malloc(((size_t)m->plans[vs[k]].n + 1) * sizeof *lbest[k])))
-            rc = FB_ENOMEM;
+    bool ok = pred && perr && best && pr && me && want;
+    for (int k = 0; ok && k < 3; k++)
+        ok = (lbest[k] = malloc(((size_t)m->plans[vs[k]].n + 1) * sizeof *lbest[k])) != NULL;
+    fb_code rc = ok ? FB_OK : nomem(err);
     if (!rc && !tm)
         predict_all(m, cm, n, pred, perr);
     for (int i = 0; !rc && tm && i < 3 * n; i++) { /* no model of the device's times */
@@ -588,12 +593,9 @@ static fb_code predict_or_measure(const nat_ctx *m, const gr_cost_timer *tm, voi
         wanted += want[f];
     }
     if (!rc && wanted && !(rs = malloc((size_t)MAX_ROUNDS * 3 * ((size_t)n + 1) * sizeof *rs)))
-        rc = FB_ENOMEM;
-    if (!rc && wanted) {
+        rc = nomem(err);
+    if (!rc && wanted) /* err says what failed */
         rc = measure_all(m, tm, run, n, want, rs, &rounds, best, lbest, err);
-        if (rc) /* err says what failed */
-            goto out;
-    }
     for (int f = 0; !rc && wanted && f < n; f++) {
         if (!want[f])
             continue;
@@ -613,9 +615,6 @@ static fb_code predict_or_measure(const nat_ctx *m, const gr_cost_timer *tm, voi
         for (int i = 0; i < m->plans[vs[k]].n; i++)
             if (isfinite(lbest[k][i]))
                 (void)gr_cm_add(cm, &m->plans[vs[k]].launches[i], lbest[k][i]);
-    if (rc)
-        rc = fb_err_set(err, rc, NULL, "cannot allocate the cost planner's times");
-out:
     free(pred);
     free(perr);
     free(best);
