@@ -225,7 +225,8 @@ def inside():
             "on a GPU (its caching allocator) the same allocations are no reason (%s)" %
             it.get("reason"))
     # a loss that needs two of decisions 3, 8 and 13 kept together: no single
-    # cause; the smallest set that holds it while neither half does, whole
+    # cause; the set that holds it while neither half does, refined to the two
+    # members it needs
     need = {3, 8, 13}
     ctx, _ = fake_ctx(explain, [0.0] * 15,
                       extra=lambda u: -0.5 if len(need - u) < 2 else 0.0)
@@ -234,10 +235,15 @@ def inside():
     c.check(it.get("reason") == "unexplained",
             "no allocation to read (no output code): unexplained (%s)" % it.get("reason"))
     grp = it.get("together") or [[]]
-    c.check(it.get("causes") == [] and len(grp) == 1 and
-            len(need & {int(i[5:], 16) for i in grp[0]}) >= 2 and len(grp[0]) < 15,
-            "two of three kept together: one group holding two of them (%s, %s)" %
+    c.check(it.get("causes") == [] and len(grp) == 1 and len(grp[0]) == 2 and
+            {int(i[5:], 16) for i in grp[0]} < need and it.get("stopped") == "done",
+            "two of three kept together: one group of exactly two of them (%s, %s)" %
             (it.get("causes"), it.get("together")))
+    kept_sets = [{int(i[5:], 16) for i in t["kept"]} for t in it.get("tests", [])]
+    c.check(all(t["holds"] == (len(need & k) >= 2) for t, k in zip(it.get("tests", []), kept_sets))
+            and len(kept_sets) < 2 * 15,
+            "each keep-test holds exactly when it keeps two of the three (%d tests)" %
+            len(kept_sets))
     # the same, but one half's keep-test did not take: no group claimed
     ctx, _ = fake_ctx(explain, [0.0] * 15, extra=lambda u: -0.5 if len(need - u) < 2 else 0.0,
                       took=lambda u: u != set(range(15)) - {7, 8, 9, 10})

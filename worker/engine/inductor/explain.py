@@ -659,8 +659,11 @@ def _interaction(m, entries, all_undone):
     several fusions is enough to cost it, undoing one of them changes
     nothing, and these are what undoing finds no part of).  A set that holds
     it while neither half alone does needs members of both kept together: a
-    group, reported whole.  Each keep-test is one counterfactual, within the
-    budget; entries get interaction "cause" or "together".
+    group, then refined by keeping it less one member at a time, dropping each
+    member without which it still holds the loss, so that every member left is
+    needed (unless the budget ran out first: `stopped` says so).  Each
+    keep-test is one counterfactual, within the budget; entries get
+    interaction "cause" or "together".
 
     Its reason, from evidence: `fresh_allocation` when the job's compile
     allocates at least ALLOC_EVIDENCE_BYTES more at each call than with every
@@ -706,7 +709,30 @@ def _interaction(m, entries, all_undone):
         if not found and not unknown:  # (an undo that did not take proves nothing)
             groups.append(list(chunk))
 
+    def refine(group):
+        # each member whose keep-test without it still holds the loss is
+        # dropped: what is left needs every member (or as far as the budget went)
+        kept = list(group)
+        for x in group:
+            if len(kept) < 2 or stopped[0]:
+                break
+            trial = [i for i in kept if i != x]
+            h = holds(trial)
+            if h is None:
+                stopped[0] = True
+            elif h:
+                kept = trial
+        return kept
+
     search(all_ids)
+    refined = []
+    for g in groups:
+        g = g if stopped[0] else refine(g)
+        if len(g) == 1:
+            causes.append(g[0])  # (one kept alone holds it after all)
+        else:
+            refined.append(g)
+    groups = refined
     by_id = {e["id"]: e for e in entries}
     for i in causes:
         by_id[i]["interaction"] = "cause"
