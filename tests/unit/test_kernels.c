@@ -290,6 +290,10 @@ static void test_conv_1x1(void **state)
      * block's expand on a 1x1 plane, and 7x7 planes in blocks of 41 rows */
     run_conv((conv_case){shp(1, 20, 1, 1, 300, 1, 1, 1, 0, 1, 1), true, false, NAT_ACT_SIGMOID});
     run_conv((conv_case){shp(2, 16, 7, 7, 100, 1, 1, 1, 0, 1, 1), true, true, NAT_ACT_SILU});
+    /* more than 64 output channels at one image: tiles of a few output rows
+     * each, their epilogue rows apart (EfficientNet's head, 320 -> 1280 at 7x7) */
+    run_conv((conv_case){shp(1, 24, 7, 7, 101, 1, 1, 1, 0, 1, 1), true, false, NAT_ACT_SILU});
+    run_conv((conv_case){shp(1, 16, 9, 9, 70, 1, 1, 1, 0, 1, 1), true, true, NAT_ACT_HARDSWISH});
 }
 
 static void test_conv_stem_7x7(void **state)
@@ -329,6 +333,54 @@ static void test_act_vec(void **state)
             }
         }
     }
+}
+
+/* nat_epi_apply over short rows apart from each other (a GEMM tile's few
+ * columns of each output channel's plane: the rows' interleaved activation),
+ * bias per row and a residual, against float64: row counts around the 4
+ * rows it takes at a time and its 16-row blocks, columns around the 8 and 16
+ * lanes, and the columns between the rows (ldc) untouched. */
+static void test_epi_short_rows(void **state)
+{
+    const nat_act acts[] = {NAT_ACT_SILU, NAT_ACT_SIGMOID, NAT_ACT_HARDSWISH, NAT_ACT_RELU};
+    enum { LDC = 49, ROWS = 37 };
+    static float c[ROWS * LDC], in[ROWS * LDC], res[ROWS * LDC], bias[ROWS];
+    const int cols_of[] = {1, 7, 8, 15, 16, 17, 28, 33, 48};
+    const int rows_of[] = {1, 3, 4, 5, 13, 16, 17, 37};
+    for (int i = 0; i < ROWS * LDC; i++) {
+        in[i] = (float)((i * 37) % 101) * 0.2f - 10.0f;
+        res[i] = (float)((i * 11) % 13) * 0.1f - 0.6f;
+    }
+    for (int r = 0; r < ROWS; r++)
+        bias[r] = (float)r * 0.05f - 0.9f;
+    for (size_t k = 0; k < sizeof acts / sizeof acts[0]; k++)
+        for (size_t ci = 0; ci < sizeof cols_of / sizeof cols_of[0]; ci++)
+            for (size_t ri = 0; ri < sizeof rows_of / sizeof rows_of[0]; ri++)
+                for (int with_res = 0; with_res < 2; with_res++) {
+                    int cols = cols_of[ci], rows = rows_of[ri];
+                    memcpy(c, in, sizeof c);
+                    nat_epi e = {.bias = bias,
+                                 .bias_rows = true,
+                                 .res = with_res ? res : NULL,
+                                 .ldr = LDC,
+                                 .act = acts[k]};
+                    nat_epi_apply(c, LDC, 0, 0, rows, cols, &e);
+                    for (int r = 0; r < ROWS; r++)
+                        for (int j = 0; j < LDC; j++) {
+                            int i = r * LDC + j;
+                            if (r >= rows || j >= cols) {
+                                if (c[i] != in[i])
+                                    fail_msg("act %d, %d x %d: (%d, %d) written", acts[k], rows,
+                                             cols, r, j);
+                                continue;
+                            }
+                            float x = in[i] + bias[r] + (with_res ? res[i] : 0.0f);
+                            double ref = act_ref(x, acts[k]), err = fabs((double)c[i] - ref);
+                            if (err > 1e-5 * fabs(ref) && err > 1e-6)
+                                fail_msg("act %d, %d x %d at (%d, %d): %.9g, want %.9g", acts[k],
+                                         rows, cols, r, j, c[i], ref);
+                        }
+                }
 }
 
 /* nat_exp_sum (every softmax's exponentials, eager and fused) against
@@ -576,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_conv_depthwise),
         cmocka_unit_test(test_conv_depthwise_act_exact),
         cmocka_unit_test(test_act_vec),
+        cmocka_unit_test(test_epi_short_rows),
         cmocka_unit_test(test_exp_sum),
         cmocka_unit_test(test_conv_1x1),
         cmocka_unit_test(test_conv_stem_7x7),

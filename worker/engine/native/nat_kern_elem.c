@@ -364,7 +364,88 @@ static void act_vec8(float *x, int64_t n, int act)
     int64_t i = 0;
     VACT_CASES(V8_LOOP)
 }
+
+/* act over rows x cols at x (row stride ldx): short rows apart from each
+ * other (a GEMM epilogue's block of rows, each a
+ * tile's few columns of an output plane): four rows' vectors at a time, four
+ * independent exp chains.  One call per row of 28 floats left each call's
+ * two vectors waiting on their own exp's latency: a 1x1 convolution 320 ->
+ * 1280 at 7 x 7 with SiLU fused ran 0.46 ms against 0.40 for the convolution
+ * then the eager SiLU pass (one thread). */
+#define ROWS4(LOAD, ACT, STORE, A)                                                                 \
+    do {                                                                                           \
+        int64_t r = 0;                                                                             \
+        for (; r + 4 <= rows; r += 4) {                                                            \
+            float *p = x + r * ldx + j;                                                            \
+            V v0 = LOAD(p), v1 = LOAD(p + ldx), v2 = LOAD(p + 2 * ldx), v3 = LOAD(p + 3 * ldx);    \
+            v0 = ACT(v0, A);                                                                       \
+            v1 = ACT(v1, A);                                                                       \
+            v2 = ACT(v2, A);                                                                       \
+            v3 = ACT(v3, A);                                                                       \
+            STORE(p, v0);                                                                          \
+            STORE(p + ldx, v1);                                                                    \
+            STORE(p + 2 * ldx, v2);                                                                \
+            STORE(p + 3 * ldx, v3);                                                                \
+        }                                                                                          \
+        for (; r < rows; r++) {                                                                    \
+            float *p = x + r * ldx + j;                                                            \
+            STORE(p, ACT(LOAD(p), A));                                                             \
+        }                                                                                          \
+    } while (0)
+
+#define V16_LD(p)    _mm512_maskz_loadu_ps(m, (p))
+#define V16_ST(p, v) _mm512_mask_storeu_ps((p), m, (v))
+#define V16_ROWS(A)                                                                                \
+    do {                                                                                           \
+        for (int64_t j = 0; j < cols; j += 16) {                                                   \
+            __mmask16 m =                                                                          \
+                cols - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - j)) - 1u);         \
+            ROWS4(V16_LD, nat_act16, V16_ST, A);                                                   \
+        }                                                                                          \
+    } while (0)
+
+#define V8_LD(p)    _mm256_maskload_ps((p), m)
+#define V8_ST(p, v) _mm256_maskstore_ps((p), m, (v))
+#define V8_ROWS(A)                                                                                 \
+    do {                                                                                           \
+        for (int64_t j = 0; j < cols; j += 8) {                                                    \
+            __m256i m = nat_lanes8(cols - j < 8 ? cols - j : 8);                                   \
+            ROWS4(V8_LD, nat_act8, V8_ST, A);                                                      \
+        }                                                                                          \
+    } while (0)
+
+NAT_AVX512 static void act_rows16(float *x, int64_t ldx, int64_t rows, int64_t cols, int act)
+{
+    typedef __m512 V;
+    VACT_CASES(V16_ROWS)
+}
+
+static void act_rows8(float *x, int64_t ldx, int64_t rows, int64_t cols, int act)
+{
+    typedef __m256 V;
+    VACT_CASES(V8_ROWS)
+}
 #endif
+
+/* Rows shorter than this take act_rows's interleaved path, this many rows
+ * at a time (16 rows of 127 floats: 8 KiB, in L1). */
+#define ACT_ROWS_COLS  128
+#define ACT_ROWS_BLOCK 16
+
+static void act_rows(float *x, int64_t ldx, int64_t rows, int64_t cols, int act)
+{
+#ifdef NAT_VMATH
+    if (nat_vact_has(act) && cols < ACT_ROWS_COLS) {
+        if (nat_pw_available())
+            act_rows16(x, ldx, rows, cols, act);
+        else
+            act_rows8(x, ldx, rows, cols, act);
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < rows; r++)
+        nat_act_vec(x + r * ldx, cols, act);
+}
 
 void nat_act_vec(float *x, int64_t n, int act)
 {
@@ -414,10 +495,15 @@ NAT_SIMD_CLONES void nat_epi_apply(float *c, int64_t ldc, int64_t r0, int64_t c0
             for (int64_t j = 0; j < cols; j++)
                 x[j] += br;
         }
-        /* the rows since the last call are still in L1 */
-        if ((r + 1) % per == 0 || r + 1 == rows) {
-            int64_t r_first = r / per * per;
-            nat_act_vec(c + r_first * ldc, (r - r_first + 1) * cols, e->act);
+        /* the rows since the last call are still in L1; short rows apart
+         * from each other go ACT_ROWS_BLOCK at a time */
+        int64_t every = per > 1 || cols >= ACT_ROWS_COLS ? per : ACT_ROWS_BLOCK;
+        if ((r + 1) % every == 0 || r + 1 == rows) {
+            int64_t r_first = r / every * every;
+            if (per > 1)
+                nat_act_vec(c + r_first * ldc, (r - r_first + 1) * cols, e->act);
+            else
+                act_rows(c + r_first * ldc, ldc, r - r_first + 1, cols, e->act);
         }
     }
 }
