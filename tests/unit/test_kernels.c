@@ -296,6 +296,19 @@ static void test_conv_1x1(void **state)
     run_conv((conv_case){shp(1, 16, 9, 9, 70, 1, 1, 1, 0, 1, 1), true, true, NAT_ACT_HARDSWISH});
 }
 
+/* A small plane on one image splits its output channels among the threads
+ * (more than 64 of them: the packed path; where the machine has 2 or more
+ * cores): 3x3 with residual, stride 2 down to 7x7, a pointwise plane of 256
+ * (the limit), 101 channels (chunks of 64 and 37) and 5x5. */
+static void test_conv_channel_split(void **state)
+{
+    run_conv((conv_case){shp(1, 16, 9, 9, 80, 3, 3, 1, 1, 1, 1), true, true, NAT_ACT_SILU});
+    run_conv((conv_case){shp(1, 8, 14, 14, 70, 3, 3, 2, 1, 1, 1), true, false, NAT_ACT_RELU});
+    run_conv((conv_case){shp(1, 32, 16, 16, 96, 1, 1, 1, 0, 1, 1), false, true, NAT_ACT_NONE});
+    run_conv((conv_case){shp(1, 40, 7, 7, 101, 1, 1, 1, 0, 1, 1), true, true, NAT_ACT_SIGMOID});
+    run_conv((conv_case){shp(1, 6, 8, 8, 72, 5, 5, 1, 2, 1, 1), true, false, NAT_ACT_HARDSWISH});
+}
+
 static void test_conv_stem_7x7(void **state)
 {
     run_conv((conv_case){shp(2, 3, 32, 30, 8, 7, 7, 2, 3, 1, 1), true, false, NAT_ACT_RELU});
@@ -631,6 +644,7 @@ int main(void)
         cmocka_unit_test(test_epi_short_rows),
         cmocka_unit_test(test_exp_sum),
         cmocka_unit_test(test_conv_1x1),
+        cmocka_unit_test(test_conv_channel_split),
         cmocka_unit_test(test_conv_stem_7x7),
         cmocka_unit_test(test_conv_tiled),
         cmocka_unit_test(test_conv_workspace),

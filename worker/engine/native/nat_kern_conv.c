@@ -63,6 +63,7 @@ typedef struct conv_geom {
     int plane;      /* ho * wo */
     int tile_rows;  /* output rows per tile */
     int ntiles;     /* tiles per (image, group) */
+    int csplit;     /* channel chunks per tile (packed, small planes): 1 or the slots */
     size_t slot;    /* workspace floats per thread */
     bool direct;    /* depthwise loop kernel */
     bool pointwise; /* 1x1 stride 1 no pad: no im2col */
@@ -196,9 +197,24 @@ static void conv_geom_implicit(conv_geom *g, const nat_conv_shape *s)
     g->shared += (size_t)s->n * s->ci * g->hp * g->wp + CONV_PAD_SLACK;
 }
 
+/* A small plane on few images splits its output channels among the threads,
+ * not its rows: tiles of a few output rows each leave every channel's row of
+ * the plane to two threads, writing the same cache lines of the output at
+ * once (7 x 7: 28 and 21 of each row's 49 floats), and each tile's GEMM
+ * computes a whole panel of 32 columns for its 21 or 28.  Each thread then
+ * lays out the whole plane's input (at most CONV_SPLIT_PLANE columns) and
+ * multiplies its own channels. */
+#define CONV_SPLIT_PLANE 256
+static bool conv_by_channels(const nat_conv_shape *s, const conv_geom *g)
+{
+    int slots = conv_slots();
+    return slots > 1 && g->ntiles > 1 && (int64_t)s->n * s->groups < slots &&
+           g->plane <= CONV_SPLIT_PLANE && g->cog >= 32 * slots;
+}
+
 static conv_geom conv_geom_of(const nat_conv_shape *s)
 {
-    conv_geom g = {0};
+    conv_geom g = {.csplit = 1};
     g.cig = s->ci / s->groups;
     g.cog = s->co / s->groups;
     g.kdim = g.cig * s->kh * s->kw;
@@ -218,6 +234,8 @@ static conv_geom conv_geom_of(const nat_conv_shape *s)
         return g;
     }
     g.ntiles = conv_tile_count(s, (int64_t)g.kdim * s->wo, CONV_COL_TARGET, conv_slots());
+    if (g.packed && conv_by_channels(s, &g))
+        g.csplit = conv_slots(), g.ntiles = 1;
     g.tile_rows = (s->ho + g.ntiles - 1) / g.ntiles;
     g.ntiles = (s->ho + g.tile_rows - 1) / g.tile_rows;
     if (g.packed) /* whole panels of 32 pixels, the last one zero-padded */
@@ -472,19 +490,20 @@ __attribute__((target("avx512f"))) static void im2col_panels(float *dst, const f
 
 /* The epilogue of group grp's GEMM whose output starts at out + o_off: bias
  * per output channel (a row of the GEMM), residual laid out as out. */
-static nat_epi conv_epi(const nat_conv_args *a, const conv_geom *g, int grp, size_t o_off)
+static nat_epi conv_epi(const nat_conv_args *a, const conv_geom *g, int grp, size_t o_off, int c_lo)
 {
-    return (nat_epi){.bias = a->bias != NULL ? a->bias + (size_t)grp * g->cog : NULL,
+    return (nat_epi){.bias = a->bias != NULL ? a->bias + (size_t)grp * g->cog + c_lo : NULL,
                      .bias_rows = true,
                      .res = a->res != NULL ? a->res + o_off : NULL,
                      .ldr = g->plane,
                      .act = a->act};
 }
 
-/* One tile: image b, group grp, output rows [oy0, oy0+rows); col is this
- * thread's workspace slot (unused on the pointwise path). */
+/* One tile: image b, group grp, output rows [oy0, oy0+rows), channel chunk
+ * chunk of g->csplit; col is this thread's workspace slot (unused on the
+ * pointwise path). */
 static void conv_gemm_tile(const nat_conv_args *a, const conv_geom *g, int b, int grp, int oy0,
-                           int rows, float *col)
+                           int rows, int chunk, float *col)
 {
     const nat_conv_shape *s = a->s;
     size_t img_in = (size_t)s->ci * s->h * s->w;
@@ -494,13 +513,21 @@ static void conv_gemm_tile(const nat_conv_args *a, const conv_geom *g, int b, in
     int cols = rows * s->wo;
     const float *bm = col;
     int ldb = cols;
-    nat_epi epi = conv_epi(a, g, grp, o_off);
     if (g->packed) { /* the epilogue runs inside, on blocks of channels in cache */
+        /* this chunk's channels: whole blocks of 16, the last chunk the rest */
+        int per = (g->cog / g->csplit + 15) / 16 * 16;
+        int c_lo = chunk * per < g->cog ? chunk * per : g->cog;
+        int c_hi = chunk + 1 == g->csplit || c_lo + per > g->cog ? g->cog : c_lo + per;
+        if (c_hi <= c_lo)
+            return;
+        nat_epi epi = conv_epi(a, g, grp, o_off + (size_t)c_lo * g->plane, c_lo);
         im2col_panels(col, in, s, g->cig, g->kdim, oy0, rows, g->pointwise);
-        nat_pw_gemm(wg, g->kdim, col, a->out + o_off, g->plane, g->cog, g->kdim, 0, cols, false,
-                    &epi);
+        nat_pw_gemm(wg + (size_t)c_lo * g->kdim, g->kdim, col,
+                    a->out + o_off + (size_t)c_lo * g->plane, g->plane, c_hi - c_lo, g->kdim, 0,
+                    cols, false, &epi);
         return;
     }
+    nat_epi epi = conv_epi(a, g, grp, o_off, 0);
     if (g->pointwise) {
         bm = in + (size_t)oy0 * s->wo;
         ldb = g->plane;
@@ -552,7 +579,7 @@ static void implicit_tile(const nat_conv_args *a, const conv_geom *g, const int6
     size_t o_off = ((size_t)b * s->co + (size_t)grp * g->cog) * g->plane + (size_t)oy0 * s->wo;
     size_t first_plane = (size_t)b * s->ci + (size_t)grp * g->cig;
     const float *wg = a->w + (size_t)grp * g->cog * g->kdim;
-    nat_epi epi = conv_epi(a, g, grp, o_off);
+    nat_epi epi = conv_epi(a, g, grp, o_off, 0);
     if (g->pointwise) {
         const float *bsrc = a->in + first_plane * g->plane + (size_t)oy0 * s->wo;
         nat_pw_gemm_offsets(wg, g->kdim, bsrc, koff, a->out + o_off, g->plane, g->cog, g->kdim,
@@ -568,7 +595,7 @@ static void implicit_tile(const nat_conv_args *a, const conv_geom *g, const int6
 static void conv_gemm(const nat_conv_args *a, const conv_geom *g)
 {
     const nat_conv_shape *s = a->s;
-    int64_t items = (int64_t)s->n * s->groups * g->ntiles;
+    int64_t items = (int64_t)s->n * s->groups * g->ntiles * g->csplit;
     int64_t *koff = g->implicit ? (int64_t *)a->ws : NULL; /* 64-byte aligned (nat_buf) */
     float *padded = g->implicit ? a->ws + 2 * (size_t)g->kdim : NULL;
     float *slots = a->ws != NULL ? a->ws + g->shared : NULL;
@@ -587,15 +614,16 @@ static void conv_gemm(const nat_conv_args *a, const conv_geom *g)
         } /* the for's barrier: the padded input is whole */
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < items; it++) {
-            int t = (int)(it % g->ntiles);
-            int64_t bg = it / g->ntiles;
+            int chunk = (int)(it % g->csplit);
+            int t = (int)(it / g->csplit % g->ntiles);
+            int64_t bg = it / g->csplit / g->ntiles;
             int oy0 = t * g->tile_rows;
             int rows = s->ho - oy0 < g->tile_rows ? s->ho - oy0 : g->tile_rows;
             int b = (int)(bg / s->groups), grp = (int)(bg % s->groups);
             if (g->implicit)
                 implicit_tile(a, g, koff, padded, b, grp, oy0, rows);
             else
-                conv_gemm_tile(a, g, b, grp, oy0, rows, col);
+                conv_gemm_tile(a, g, b, grp, oy0, rows, chunk, col);
         }
     }
     openblas_set_num_threads(blas_threads);
