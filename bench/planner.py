@@ -3,7 +3,7 @@
 
     python3 bench/planner.py --bin build/worker/fusionbench-run \
         [--models resnet50,efficientnet_b0] [--batch 1,8] [--threads 1,2] \
-        [--rounds 2] [--iterations 10] [--param image=112] [--json-dir DIR] > planner.md
+        [--rounds 2] [--iterations 10] [--param image=112] [--json-dir DIR] [--bound] > planner.md
 
 For each model, batch and thread count, fusionbench-run runs the job under
 `params.planner` "rules" and "cost" in alternating order (rules first in odd
@@ -26,7 +26,11 @@ error against them; its deciding time cold and cached; the plan build time
 of each planner; and
 the ceiling of any planner: the share of eager's profiled time in launches
 other than GEMMs and convolutions (elementwise, reductions, normalizations),
-and eager/fused if fusion made all of it free.
+and eager/fused if fusion made all of it free.  With --bound, one more rules
+run per configuration, explained: the rules' losing groups, all of them undone
+at once against the rules' plan, and from the recovered time's upper 95% bound
+the cap on what any plan of the rules' groups (the cost planner's among them)
+could gain over the rules.
 Needs only python3.  Takes the CPU: run nothing else meanwhile."""
 import argparse
 import json
@@ -42,10 +46,12 @@ MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "vgg16",
 PLANNERS = ("rules", "cost")
 
 
-def run_one(args, model, batch, threads, planner, cache):
+def run_one(args, model, batch, threads, planner, cache, explain=False):
     cmd = [args.bin, model, "--json", "--iterations", str(args.iterations), "--warmup",
            str(args.warmup), "--threads", str(threads), "--batch", str(batch),
            "--param", "planner=" + planner, "--timeout", str(args.timeout)]
+    if explain:
+        cmd.append("--explain")
     for p in args.param:
         cmd += ["--param", p]
     env = dict(os.environ, FUSIONBENCH_PLAN_CACHE=cache)
@@ -90,7 +96,38 @@ def config(args, model, batch, threads, cache_dir):
         order = PLANNERS if rnd % 2 == 0 else tuple(reversed(PLANNERS))
         for planner in order:
             runs[planner].append(run_one(args, model, batch, threads, planner, cache))
+    if args.bound:
+        runs["bound"] = [run_one(args, model, batch, threads, "rules", cache, explain=True)]
     return runs
+
+
+def bound(runs):
+    """What any plan that keeps, splits or unfuses the rules' groups could
+    gain over the rules, measured: the explanation of the rules' plan names
+    the groups that lost (fused slower than their own launches unfused), and
+    undoes them all at once against the rules' plan.  The cost planner's plans
+    lie in that space (it decides only among the rules' groups), so the
+    recovered time's upper 95% bound over the rules' fused time caps its gain
+    (a split form, between fused and unfused, is not tried by the
+    explanation: the cap assumes it gains no more than unfusing)."""
+    if "bound" not in runs:
+        return None
+    ex = runs["bound"][0]["doc"]["result"]["explain"]
+    w, allu = ex["waterfall"], ex.get("all_lost_undone")
+    out = {"lost": ex["summary"]["lost"], "lost_ms": w["lost_ms"],
+           "within_noise_ms": w["within_noise_ms"], "fused_ms": w["fused_ms"],
+           "recovered_ms": 0.0, "recovered_ci95": [0.0, 0.0], "verdict": "none lost"}
+    if not allu:  # one lost group: its own counterfactual is the undo of all
+        one = [g.get("counterfactual") for g in ex.get("groups", []) if g.get("verdict") == "lost"]
+        allu = one[0] if len(one) == 1 else None
+        if len(one) == 1 and not allu:
+            out["verdict"] = "not undone"
+    if allu:
+        out.update(fused_ms=allu["fused_ms"], recovered_ms=allu["recovered_ms"],
+                   recovered_ci95=allu["recovered_ci95"], verdict=allu["verdict"])
+    hi = max(out["recovered_ci95"][1], 0.0)
+    out["cap"] = out["fused_ms"] / (out["fused_ms"] - hi) if hi < out["fused_ms"] else float("inf")
+    return out
 
 
 def summary(model, batch, threads, runs):
@@ -125,6 +162,7 @@ def summary(model, batch, threads, runs):
         "decide_ms_cached": statistics.median(cached) if cached else None,
         "plan_ms_rules": plan_r, "plan_ms_cost_cached": plan_c,
         "plan_ms_cost_cold": c[0]["plan_ms"] if c else None,
+        "bound": bound(runs),
     }
 
 
@@ -142,7 +180,15 @@ def fmt_row(s):
             f"{s['speedup']['rules']:.3f} {verd('rules')} | {s['speedup']['cost']:.3f} {verd('cost')} | "
             f"{s['gain']:.3f} | {100 * s['memory_share']:.0f}% {s['ceiling']:.2f} | {g['kept']}/{g['split']}/{g['unfused']} of {g['groups']} | "
             f"{how} | {acc} | {s['decide_ms_cold']:.0f} / {cached} | {s['plan_ms_rules']:.0f} / "
-            f"{s['plan_ms_cost_cold']:.0f} / {planc} |")
+            f"{s['plan_ms_cost_cold']:.0f} / {planc} |" + fmt_bound(s["bound"]))
+
+
+def fmt_bound(b):
+    if b is None:
+        return ""
+    lo, hi = b["recovered_ci95"]
+    return (f" {b['lost']}, {b['lost_ms']:+.3f} | {b['recovered_ms']:+.3f} [{lo:+.3f}, {hi:+.3f}] "
+            f"{b['verdict']} of {b['fused_ms']:.2f} | {b['cap']:.3f} |")
 
 
 HEADER = ("| model | batch | threads | eager ms | rules: eager/fused, verdicts | "
@@ -151,6 +197,9 @@ HEADER = ("| model | batch | threads | eager ms | rules: eager/fused, verdicts |
           "median error (pairs) | "
           "deciding ms cold / cached | plan ms rules / cost cold / cost cached |\n"
           "|---|---:|---:|---:|---|---|---:|---:|---|---|---|---:|---:|")
+# --bound: the explanation of the rules' plan (bound() above)
+HEADER_BOUND = (" rules' lost groups, ms | all lost undone: recovered ms [95% CI], of fused ms "
+                "| cap on any plan over rules |", "---|---|---:|")
 
 
 def main():
@@ -165,6 +214,9 @@ def main():
     ap.add_argument("--timeout", type=int, default=1200, help="each run's limit, seconds")
     ap.add_argument("--param", action="append", default=[], help="key=value for every run")
     ap.add_argument("--json-dir", help="write each configuration's runs here")
+    ap.add_argument("--bound", action="store_true",
+                    help="one more rules run per configuration, explained: the most any plan "
+                         "of the rules' groups could gain over the rules, measured")
     args = ap.parse_args()
     if args.rounds < 2:
         ap.error("--rounds must be at least 2 (a cold and a cached cost run)")
@@ -176,7 +228,11 @@ def main():
     cmd = os.environ.get("FB_BENCH_COMMAND") or " ".join(["python3", "bench/planner.py"] + sys.argv[1:])
     print(f"`{cmd}`: {args.rounds} runs per planner, alternating, {args.iterations} iterations "
           f"each; verdicts F faster, = no difference, S slower.\n")
-    print(HEADER, flush=True)
+    head = HEADER
+    if args.bound:
+        top, rule = head.split("\n")
+        head = top + HEADER_BOUND[0] + "\n" + rule + HEADER_BOUND[1]
+    print(head, flush=True)
     out, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="fb-planner-") as cache_dir:
         for m in models:

@@ -5,7 +5,8 @@ PyTorch eager / torch.compile (Inductor's C++ backend) side by side.
     PY=$(scripts/venv.sh)   # the project venv's python
     $PY bench/zoo.py --bin build/worker/fusionbench-run --threads 2 \
         [--models resnet50,bert_base] [--ablation resnet50,bert_base] \
-        [--torch resnet50,mobilenet_v2,bert_base] [--batch 1] [--iterations 10] [--rounds 3] > zoo.md
+        [--torch resnet50,mobilenet_v2,bert_base] [--batch 1] [--iterations 10] [--rounds 3] \
+        [--bin-before OLD/worker/fusionbench-run] > zoo.md
 
 Native figures come from fusionbench-run --json (its own warmup, interleaved
 rounds, accuracy gate, profiled iteration): median latency, speedup, kernels per
@@ -100,6 +101,14 @@ def torch_model(name, batch=1):
     if name == "gpt2":
         m = transformers.GPT2Model(transformers.GPT2Config(attn_implementation="eager")).eval()
         return m, (torch.randint(0, 50257, (batch, 128)),)
+    if name == "whisper_tiny":
+        # the native model: Whisper-tiny's encoder (4 layers, width 384, 6
+        # heads) over an 80-bin log-mel of 3000 frames, last_hidden_state
+        cfg = transformers.WhisperConfig(d_model=384, encoder_layers=4, encoder_attention_heads=6,
+                                         encoder_ffn_dim=1536, num_mel_bins=80,
+                                         max_source_positions=1500, attn_implementation="eager")
+        m = transformers.models.whisper.modeling_whisper.WhisperEncoder(cfg).eval()
+        return m, (torch.randn(batch, 80, 3000),)
     raise SystemExit(f"no PyTorch peer for {name}")
 
 
@@ -137,23 +146,35 @@ class TorchSide:
         return te, tc
 
 
-def table_torch(binary, models, threads, iters, warmup, rounds, batch=1):
+def table_torch(binary, models, threads, iters, warmup, rounds, batch=1, before=None):
     """Ours and PyTorch in alternating rounds (ours first in odd rounds, PyTorch
     first in even ones), each side's raw samples pooled over the rounds: a burst
-    of load from elsewhere then hits both sides, not one."""
+    of load from elsewhere then hits both sides, not one.  With before (another
+    build's fusionbench-run), it runs in every round too, beside ours: its
+    fused time against the same torch.compile samples."""
     print(f"{threads} thread(s), batch {batch}: {rounds} rounds of {iters} iterations per side,"
           " alternating; medians of the pooled samples.\n")
-    print("| model | native eager ms | native fused ms | PyTorch eager ms | torch.compile ms |"
-          " compile s | native eager / PyTorch eager | native fused / compile |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    if before:
+        print(f"Before: `{before}`; after: `{binary}`, in the same rounds.\n")
+        print("| model | native eager ms | native fused ms before | after | PyTorch eager ms |"
+              " torch.compile ms | compile s | native eager / PyTorch eager |"
+              " native fused / compile before | after |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    else:
+        print("| model | native eager ms | native fused ms | PyTorch eager ms | torch.compile ms |"
+              " compile s | native eager / PyTorch eager | native fused / compile |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for m in models:
         side = TorchSide(m, threads, warmup, batch)
-        ne, nf, pe, pc = [], [], [], []
+        ne, nf, pe, pc, bf = [], [], [], [], []
         for rnd in range(rounds):
             def ours():
                 r = native(binary, m, threads, iters, warmup, batch=batch)
                 ne.extend(r["eager"]["samples_ms"])
                 nf.extend(r["fused"]["samples_ms"])
+                if before:
+                    bf.extend(native(before, m, threads, iters, warmup,
+                                     batch=batch)["fused"]["samples_ms"])
 
             def theirs():
                 e, c = side.measure(iters)
@@ -162,8 +183,14 @@ def table_torch(binary, models, threads, iters, warmup, rounds, batch=1):
             for step in ((ours, theirs) if rnd % 2 == 0 else (theirs, ours)):
                 step()
         ne, nf, pe, pc = (statistics.median(x) for x in (ne, nf, pe, pc))
-        print(f"| {m} | {ne:.1f} | {nf:.1f} | {pe:.1f} | {pc:.1f} | {side.compile_s:.0f} |"
-              f" {ne / pe:.2f} | {nf / pc:.2f} |", flush=True)
+        if before:
+            bf = statistics.median(bf)
+            print(f"| {m} | {ne:.1f} | {bf:.1f} | {nf:.1f} | {pe:.1f} | {pc:.1f} |"
+                  f" {side.compile_s:.0f} | {ne / pe:.2f} | {bf / pc:.2f} | {nf / pc:.2f} |",
+                  flush=True)
+        else:
+            print(f"| {m} | {ne:.1f} | {nf:.1f} | {pe:.1f} | {pc:.1f} | {side.compile_s:.0f} |"
+                  f" {ne / pe:.2f} | {nf / pc:.2f} |", flush=True)
 
 
 def main():
@@ -179,6 +206,9 @@ def main():
                     help="batch size of the PyTorch side-by-side table (both sides)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating rounds of the PyTorch side-by-side table")
+    ap.add_argument("--bin-before",
+                    help="another build's fusionbench-run, run beside --bin in the PyTorch "
+                         "table's rounds (its fused time against the same torch.compile)")
     a = ap.parse_args()
     pick = lambda s: [x for x in s.split(",") if x]  # noqa: E731
     if pick(a.models):
@@ -187,7 +217,8 @@ def main():
         table_ablation(a.bin, m, a.threads, a.iterations, a.warmup)
     if pick(a.torch):
         print()
-        table_torch(a.bin, pick(a.torch), a.threads, a.iterations, a.warmup, a.rounds, a.batch)
+        table_torch(a.bin, pick(a.torch), a.threads, a.iterations, a.warmup, a.rounds, a.batch,
+                    a.bin_before)
     return 0
 
 
