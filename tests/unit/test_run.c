@@ -257,6 +257,31 @@ static void test_native_gemm_bias_relu(void **state)
     fb_spec_free(&spec);
 }
 
+/* OpenBLAS's fallback core is replaced only where the CPU can run better. */
+static void test_blas_core_for_cpu(void **state)
+{
+    (void)state;
+    assert_null(fb_blas_core_for_cpu(NULL));
+    assert_null(fb_blas_core_for_cpu("SkylakeX"));
+    assert_null(fb_blas_core_for_cpu("Haswell"));
+    const char *want = fb_blas_core_for_cpu("Prescott");
+    assert_true(want == fb_blas_core_for_cpu("PRESCOTT"));
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (avx512)
+        assert_string_equal(want, "SkylakeX");
+    else if (avx2)
+        assert_string_equal(want, "Haswell");
+    else
+        assert_null(want);
+#else
+    assert_null(want);
+#endif
+}
+
 static void test_native_speedup_json(void **state)
 {
     static const char *const rev[] = {"fused", "eager", NULL};
@@ -559,6 +584,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_native_gemm_bias_relu),
         cmocka_unit_test(test_native_speedup_json),
+        cmocka_unit_test(test_blas_core_for_cpu),
         cmocka_unit_test(test_unknown_workload_and_engine),
         cmocka_unit_test(test_bad_param_names_field),
         cmocka_unit_test(test_interleaved_order),

@@ -1,6 +1,7 @@
 /* fusionbench-worker: the queue daemon (docs/DESIGN.md "Queue and reliability").
  * One worker per device; each job runs in a child process. */
 #include "fb_log.h"
+#include "fb_run.h"
 #include "wk_loop.h"
 #include "wk_opts.h"
 
@@ -10,6 +11,7 @@ int main(int argc, char **argv)
     int rc;
 
     fb_log_init("fusionbench-worker");
+    fb_blas_fix_core(argv); /* before the job children it forks */
     rc = wk_opts_parse(argc, argv, &cfg);
     if (rc != 0)
         return rc < 0 ? 0 : rc;

@@ -499,6 +499,7 @@ int main(int argc, char **argv)
     int rc;
 
     fb_log_init("fusionbench-run");
+    fb_blas_fix_core(argv);
     fb_spec_init(&spec);
     rc = parse_args(&o, argc, argv);
     if (rc)

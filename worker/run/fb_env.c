@@ -3,9 +3,12 @@
 #include "fb_run.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -68,6 +71,35 @@ static void blas_info(char *dst, size_t cap)
     }
     snprintf(version, sizeof version, "%.*s", (int)len, cfg);
     snprintf(dst, cap, "%s%s%s", version, core ? " " : "", core ? core : "");
+}
+
+const char *fb_blas_core_for_cpu(const char *core)
+{
+    if (!core || strcasecmp(core, "prescott") != 0)
+        return NULL;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "Haswell";
+#endif
+    return NULL;
+}
+
+void fb_blas_fix_core(char **argv)
+{
+    if (getenv("OPENBLAS_CORETYPE")) /* set by the user, or by the exec below */
+        return;
+    const char *core = openblas_get_corename(), *want = fb_blas_core_for_cpu(core);
+    if (!want || setenv("OPENBLAS_CORETYPE", want, 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    fb_warn("OpenBLAS runs its %s kernels on a CPU that has %s's: cannot run again with "
+            "OPENBLAS_CORETYPE=%s (%s)",
+            core, want, want, strerror(errno));
+    unsetenv("OPENBLAS_CORETYPE");
 }
 
 /* The current GPU's name, UUID and stack versions; on failure the fields stay

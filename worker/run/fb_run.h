@@ -32,6 +32,20 @@ double fb_run_tolerance(const char *dtype, bool tf32);
  * when ref is all zero and out is not, NaN when any value is NaN. */
 double fb_max_rel_error(const float *out, const float *ref, size_t n);
 
+/* OpenBLAS picks its kernels when it loads, before main, from the CPU models
+ * it knows; a model newer than its table gets the "Prescott" fallback (SSE3
+ * kernels): OpenBLAS 0.3.21 on an Emerald Rapids VM (model 207) ran eager
+ * whisper_tiny's batched GEMMs at half speed (754 -> 381 ms with the right
+ * core).  fb_blas_core_for_cpu: the core to name instead, from the CPU's
+ * features ("SkylakeX" with AVX-512 F/BW/VL/DQ, "Haswell" with AVX2 and
+ * FMA), NULL where core is not that fallback or the CPU has neither.
+ * fb_blas_fix_core: called first in main; where OPENBLAS_CORETYPE is unset
+ * and fb_blas_core_for_cpu names a core, sets it and runs this program again
+ * (/proc/self/exe, the same argv); returns where nothing is to be done or
+ * the exec failed (a warning; the run goes on with the fallback). */
+const char *fb_blas_core_for_cpu(const char *core);
+void fb_blas_fix_core(char **argv);
+
 /* Fills env with what this process can see (CPU model, threads, BLAS, hostname,
  * git revision; GPU fields when the device is CUDA). */
 void fb_env_capture(fb_env *env, const char *device);

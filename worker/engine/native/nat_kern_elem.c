@@ -365,13 +365,14 @@ static void act_vec8(float *x, int64_t n, int act)
     VACT_CASES(V8_LOOP)
 }
 
-/* act over rows x cols at x (row stride ldx): short rows apart from each
- * other (a GEMM epilogue's block of rows, each a
- * tile's few columns of an output plane): four rows' vectors at a time, four
- * independent exp chains.  One call per row of 28 floats left each call's
- * two vectors waiting on their own exp's latency: a 1x1 convolution 320 ->
- * 1280 at 7 x 7 with SiLU fused ran 0.46 ms against 0.40 for the convolution
- * then the eager SiLU pass (one thread). */
+/* act over rows x cols at x (row stride ldx), for short rows apart from
+ * each other (a GEMM epilogue's block of rows, each a tile's few columns of
+ * an output plane): four rows' vectors at a time, four independent exp
+ * chains.  One call per row of 28 floats left each call's two vectors
+ * waiting on their own exp's latency: a 1x1 convolution 320 -> 1280 at 7 x 7
+ * with SiLU fused ran 0.46 ms against 0.40 for the convolution then the
+ * eager SiLU pass (one thread).  ROWS4 reads x, ldx, rows, the column j and
+ * its lane mask m from the loop around it. */
 #define ROWS4(LOAD, ACT, STORE, A)                                                                 \
     do {                                                                                           \
         int64_t r = 0;                                                                             \
