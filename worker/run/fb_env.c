@@ -93,12 +93,17 @@ void fb_blas_fix_core(char **argv)
     if (getenv("OPENBLAS_CORETYPE")) /* set by the user, or by the exec below */
         return;
     const char *core = openblas_get_corename(), *want = fb_blas_core_for_cpu(core);
-    if (!want || setenv("OPENBLAS_CORETYPE", want, 1) != 0)
+    char self[4096];
+    /* the binary's own path, not /proc/self/exe: the process keeps its name
+     * (comm is the executed file's name; ps, top and the tests read it) */
+    ssize_t n = want ? readlink("/proc/self/exe", self, sizeof self - 1) : -1;
+    if (n <= 0 || (size_t)n >= sizeof self - 1 || setenv("OPENBLAS_CORETYPE", want, 1) != 0)
         return;
-    execv("/proc/self/exe", argv);
+    self[n] = '\0';
+    execv(self, argv);
     fb_warn("OpenBLAS runs its %s kernels on a CPU that has %s's: cannot run again with "
-            "OPENBLAS_CORETYPE=%s (%s)",
-            core, want, want, strerror(errno));
+            "OPENBLAS_CORETYPE=%s (%s: %s)",
+            core, want, want, self, strerror(errno));
     unsetenv("OPENBLAS_CORETYPE");
 }
 

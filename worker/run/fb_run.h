@@ -41,8 +41,9 @@ double fb_max_rel_error(const float *out, const float *ref, size_t n);
  * FMA), NULL where core is not that fallback or the CPU has neither.
  * fb_blas_fix_core: called first in main; where OPENBLAS_CORETYPE is unset
  * and fb_blas_core_for_cpu names a core, sets it and runs this program again
- * (/proc/self/exe, the same argv); returns where nothing is to be done or
- * the exec failed (a warning; the run goes on with the fallback). */
+ * (the file /proc/self/exe links to, so the process keeps its name; the same
+ * argv); returns where nothing is to be done or the exec failed (a warning;
+ * the run goes on with the fallback). */
 const char *fb_blas_core_for_cpu(const char *core);
 void fb_blas_fix_core(char **argv);
 
