@@ -245,8 +245,4 @@ def chain_wins():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except fbtest.TestFailure as e:
-        print("explain_cpu: FAILED: %s" % e, flush=True)
-        sys.exit(1)
+    fbtest.main_plain(main, "explain_cpu")

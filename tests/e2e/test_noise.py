@@ -75,8 +75,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except fbtest.TestFailure as e:
-        print("noise: FAILED: %s" % e, flush=True)
-        sys.exit(1)
+    fbtest.main_plain(main, "noise")

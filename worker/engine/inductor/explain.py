@@ -407,6 +407,14 @@ class Ctx:
         self.compile_knob = None
         self.base_ms = float("nan")
         self.__dict__.update(kw)
+        self._base_alloc = None
+
+    def base_alloc(self):
+        """alloc_facts of the job's compile, parsed once (the lost decisions'
+        reasons and the interaction both read it)."""
+        if self._base_alloc is None:
+            self._base_alloc = alloc_facts(self.base_codes)
+        return self._base_alloc
 
 
 class _Measure:
@@ -739,7 +747,7 @@ def _interaction(m, entries, all_undone):
     for g in groups:
         for i in g:
             by_id[i]["interaction"] = "together"
-    base_alloc = alloc_facts(m.ctx.base_codes)
+    base_alloc = m.ctx.base_alloc()
     kept_alone = {t["kept"][0]: t["allocated_bytes"] for t in tests if len(t["kept"]) == 1}
     # (on a GPU the caching allocator hands a call its buffers back: no cost)
     fresh = m.ctx.device != "cuda" and fresh_allocation(base_alloc, none_alloc) and \
@@ -764,7 +772,7 @@ def _step_item(part, what, r, noise):
 def _reasons(ctx, lost, by_id):
     base_src = kernel_sources(ctx.base_codes)
     # (on a GPU the caching allocator hands a call its buffers back: no rule)
-    base_alloc = None if ctx.device == "cuda" else alloc_facts(ctx.base_codes)
+    base_alloc = None if ctx.device == "cuda" else ctx.base_alloc()
     for e in lost:
         r = e.get("_r")
         d = by_id[e["id"]]
