@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fb_cpu.h"
 #include "fb_spec.h"
 #include "gr_plan.h"
 #include "gr_st.h"
@@ -72,6 +73,14 @@ int main(int argc, char **argv)
     if (argc < 4) {
         fprintf(stderr, "usage: zoo_parity MODEL DIR PARAMS_JSON [BATCH]\n");
         return 2;
+    }
+    /* the kernels checked: under FUSIONBENCH_NATIVE_ISA=avx2 (the _avx2
+     * tests) the narrow ones, or the check would pass on the wide ones again */
+    const char *isa = getenv(FB_CPU_ISA_ENV);
+    printf("native kernels: %s\n", fb_cpu_wide() ? "16 lanes (AVX-512)" : "8 lanes (AVX2)");
+    if (isa && strcmp(isa, "avx2") == 0 && fb_cpu_wide()) {
+        fprintf(stderr, "%s=avx2 did not take: the wide kernels run\n", FB_CPU_ISA_ENV);
+        return 1;
     }
     const char *tol_s = getenv("FB_PARITY_TOL");
     double tol = tol_s ? strtod(tol_s, NULL) : 1e-4;

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdbool.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,24 @@ static nat_conv_shape shp(int n, int ci, int h, int w, int co, int kh, int kw, i
 {
     nat_conv_shape s = {n, ci, h, w, co, kh, kw, st, st, pad, pad, dil, dil, groups, 0, 0, true};
     return s;
+}
+
+/* The kernels this run checks: the 16-lane ones where the CPU has AVX-512F,
+ * the 8-lane and OpenBLAS ones an AVX2-only CPU runs under
+ * FUSIONBENCH_NATIVE_ISA=avx2 (unit.test_kernels_avx2: without this check a
+ * variable that did not take would pass it on the wide kernels again). */
+static void test_isa_in_use(void **state)
+{
+    (void)state;
+    const char *v = getenv("FUSIONBENCH_NATIVE_ISA");
+    __builtin_cpu_init();
+    bool has = __builtin_cpu_supports("avx512f");
+    if (v && strcmp(v, "avx2") == 0)
+        assert_false(nat_pw_available());
+    else
+        assert_int_equal(nat_pw_available(), has);
+    print_message("native kernels: %s\n",
+                  nat_pw_available() ? "16 lanes (AVX-512)" : "8 lanes (AVX2)");
 }
 
 static void test_conv_3x3(void **state)
@@ -632,6 +651,7 @@ static void test_attention_causal_first_row(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_in_use),
         cmocka_unit_test(test_conv_3x3),
         cmocka_unit_test(test_conv_stride2_nonsquare),
         cmocka_unit_test(test_conv_stride1_shapes),

@@ -261,11 +261,13 @@ static void test_native_gemm_bias_relu(void **state)
 static void test_blas_core_for_cpu(void **state)
 {
     (void)state;
-    assert_null(fb_blas_core_for_cpu(NULL));
-    assert_null(fb_blas_core_for_cpu("SkylakeX"));
-    assert_null(fb_blas_core_for_cpu("Haswell"));
-    const char *want = fb_blas_core_for_cpu("Prescott");
-    assert_true(want == fb_blas_core_for_cpu("PRESCOTT"));
+    assert_null(fb_blas_core_for_cpu(NULL, false));
+    assert_null(fb_blas_core_for_cpu(NULL, true));
+    assert_null(fb_blas_core_for_cpu("SkylakeX", false));
+    assert_null(fb_blas_core_for_cpu("Haswell", false));
+    assert_null(fb_blas_core_for_cpu("Haswell", true)); /* already an AVX2 CPU's */
+    const char *want = fb_blas_core_for_cpu("Prescott", false);
+    assert_true(want == fb_blas_core_for_cpu("PRESCOTT", false));
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -277,6 +279,14 @@ static void test_blas_core_for_cpu(void **state)
         assert_string_equal(want, "Haswell");
     else
         assert_null(want);
+    /* narrowed: OpenBLAS's AVX2 kernels too, from the fallback or the wide ones */
+    const char *narrow = fb_blas_core_for_cpu("SkylakeX", true);
+    if (avx2) {
+        assert_string_equal(narrow, "Haswell");
+        assert_string_equal(fb_blas_core_for_cpu("Prescott", true), "Haswell");
+    } else {
+        assert_null(narrow);
+    }
 #else
     assert_null(want);
 #endif

@@ -47,7 +47,9 @@ static void usage(FILE *f)
                "and the cost model's calibration are kept in $FUSIONBENCH_PLAN_CACHE (default\n"
                "$XDG_CACHE_HOME or ~/.cache, /fusionbench/plan-cache.json; \"off\": none),\n"
                "per machine and build; FUSIONBENCH_PLANNER=rules makes the fixed rules the\n"
-               "default of jobs that name no params.planner.\n"
+               "default of jobs that name no params.planner.  FUSIONBENCH_NATIVE_ISA=avx2\n"
+               "runs the native CPU kernels an AVX2-only CPU runs, on any CPU (the device\n"
+               "name of its results says so; avx512 insists on the wide ones; auto).\n"
                "The inductor engine's probe (what the venv's torch offers) is kept in\n"
                "$FUSIONBENCH_PROBE_CACHE (default $XDG_CACHE_HOME or ~/.cache,\n"
                "/fusionbench/inductor-probe; \"off\": none) until that Python changes.\n");

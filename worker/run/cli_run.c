@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "fb_cpu.h"
 #include "fb_engines.h"
 #include "fb_parse.h"
 #include "fb_log.h"
@@ -45,6 +46,8 @@ static void usage(FILE *f)
                "--dry-run checks the arguments against the catalog (the workload, its device,\n"
                "dtype and variants) and prints the job spec that would run, as JSON; it runs\n"
                "nothing, so it needs no device.\n"
+               "FUSIONBENCH_NATIVE_ISA=avx2 runs the native CPU kernels an AVX2-only CPU\n"
+               "runs (8 lanes, OpenBLAS GEMMs), on any CPU; the result's device name says so.\n"
                "Exit status: 0 all variants ok, 1 a variant or the run failed, 2 bad arguments.\n"
                "--catalog-json prints the catalog built into this build (the native engine on\n"
                "every device it was built for) as JSON: the server's built-in catalog.\n");
@@ -502,6 +505,8 @@ int main(int argc, char **argv)
     fb_blas_fix_core(argv);
     fb_spec_init(&spec);
     rc = parse_args(&o, argc, argv);
+    if (!rc)
+        rc = fb_cpu_isa_cli();
     if (rc)
         goto out;
     if (!o.engine)

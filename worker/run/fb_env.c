@@ -13,6 +13,7 @@
 
 #include <cblas.h>
 
+#include "fb_cpu.h"
 #include "fb_engines.h"
 #include "fb_git_sha.h"
 #include "fb_gpu.h"
@@ -73,17 +74,24 @@ static void blas_info(char *dst, size_t cap)
     snprintf(dst, cap, "%s%s%s", version, core ? " " : "", core ? core : "");
 }
 
-const char *fb_blas_core_for_cpu(const char *core)
+const char *fb_blas_core_for_cpu(const char *core, bool narrow)
 {
-    if (!core || strcasecmp(core, "prescott") != 0)
+    if (!core)
         return NULL;
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (narrow) /* an AVX2-only CPU's kernels: OpenBLAS's too */
+        return avx2 && strcasecmp(core, "haswell") != 0 ? "Haswell" : NULL;
+    if (strcasecmp(core, "prescott") != 0)
+        return NULL;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
         return "SkylakeX";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (avx2)
         return "Haswell";
+#else
+    (void)narrow;
 #endif
     return NULL;
 }
@@ -92,7 +100,8 @@ void fb_blas_fix_core(char **argv)
 {
     if (getenv("OPENBLAS_CORETYPE")) /* set by the user, or by the exec below */
         return;
-    const char *core = openblas_get_corename(), *want = fb_blas_core_for_cpu(core);
+    const char *core = openblas_get_corename();
+    const char *want = fb_blas_core_for_cpu(core, fb_cpu_narrowed());
     char self[4096];
     /* the binary's own path, not /proc/self/exe: the process keeps its name
      * (comm is the executed file's name; ps, top and the tests read it) */
@@ -142,6 +151,10 @@ void fb_env_capture(fb_env *env, const char *device)
 {
     memset(env, 0, sizeof *env);
     cpu_model(env->cpu, sizeof env->cpu);
+    if (fb_cpu_narrowed()) { /* another machine's kernels: its own history series */
+        size_t len = strlen(env->cpu);
+        snprintf(env->cpu + len, sizeof env->cpu - len, " (kernels: avx2, %s)", FB_CPU_ISA_ENV);
+    }
     blas_info(env->blas, sizeof env->blas);
     env->threads = omp_get_max_threads();
     snprintf(env->fusionbench, sizeof env->fusionbench, "%s", FB_GIT_SHA);

@@ -38,13 +38,15 @@ double fb_max_rel_error(const float *out, const float *ref, size_t n);
  * whisper_tiny's batched GEMMs at half speed (754 -> 381 ms with the right
  * core).  fb_blas_core_for_cpu: the core to name instead, from the CPU's
  * features ("SkylakeX" with AVX-512 F/BW/VL/DQ, "Haswell" with AVX2 and
- * FMA), NULL where core is not that fallback or the CPU has neither.
+ * FMA), NULL where core is not that fallback or the CPU has neither; with
+ * narrow (FUSIONBENCH_NATIVE_ISA=avx2 on an AVX-512 CPU, fb_cpu.h: the
+ * kernels an AVX2-only CPU runs) "Haswell" unless core is already that.
  * fb_blas_fix_core: called first in main; where OPENBLAS_CORETYPE is unset
  * and fb_blas_core_for_cpu names a core, sets it and runs this program again
  * (the file /proc/self/exe links to, so the process keeps its name; the same
  * argv); returns where nothing is to be done or the exec failed (a warning;
  * the run goes on with the fallback). */
-const char *fb_blas_core_for_cpu(const char *core);
+const char *fb_blas_core_for_cpu(const char *core, bool narrow);
 void fb_blas_fix_core(char **argv);
 
 /* Fills env with what this process can see (CPU model, threads, BLAS, hostname,

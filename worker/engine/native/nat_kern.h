@@ -45,7 +45,8 @@ void nat_epi_apply(float *c, int64_t ldc, int64_t r0, int64_t c0, int64_t rows, 
 
 /* ---- GEMM against a weight packed once (nat_kern_pgemm.c, AVX-512) ---- */
 
-/* Whether this CPU runs nat_pw_gemm (AVX-512F); callers use OpenBLAS if not. */
+/* Whether the 16-lane kernels run here: AVX-512F, and FUSIONBENCH_NATIVE_ISA
+ * not "avx2" (fb_cpu.h); callers use OpenBLAS and 8 lanes if not. */
 bool nat_pw_available(void);
 /* Floats of the packed form of an n-column weight with k rows of reduction. */
 int64_t nat_pw_floats(int64_t n, int64_t k);

@@ -22,7 +22,8 @@
  * cache (12 rows of a 512-column tile: 24 KiB), instead of as a second pass
  * over the whole output.
  *
- * Where AVX-512 is missing (nat_pw_available() false) the callers keep the
+ * Where AVX-512 is missing, or FUSIONBENCH_NATIVE_ISA=avx2 narrows the
+ * kernels (fb_cpu.h; nat_pw_available() false), the callers keep the
  * OpenBLAS path. */
 #include <assert.h>
 #include <immintrin.h>
@@ -30,6 +31,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "fb_cpu.h"
 #include "nat_kern_cpu.h"
 
 #define NR 32
@@ -40,12 +42,7 @@
 
 bool nat_pw_available(void)
 {
-    static int have = -1;
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    }
-    return have == 1;
+    return fb_cpu_wide(); /* AVX-512F, unless FUSIONBENCH_NATIVE_ISA says avx2 */
 }
 
 int64_t nat_pw_floats(int64_t n, int64_t k)
