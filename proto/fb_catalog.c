@@ -3,6 +3,7 @@
  * or 0, as everywhere in the API. */
 #include "fb_catalog.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static bool cat_put(cJSON *o, const char *key, cJSON *item)
@@ -39,6 +40,28 @@ static cJSON *cat_list(const char *const *names, int max)
     return arr;
 }
 
+/* The words of a space-separated list as an array of strings. */
+static cJSON *cat_words(const char *list)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (const char *p = list; arr && *p;) {
+        size_t n = strcspn(p, " ");
+        cJSON *s = NULL;
+        if (n > 0) {
+            char word[FB_NAME_MAX];
+            snprintf(word, sizeof word, "%.*s", (int)n, p);
+            s = cJSON_CreateString(word);
+            if (!s || !cJSON_AddItemToArray(arr, s)) {
+                cJSON_Delete(s);
+                cJSON_Delete(arr);
+                return NULL;
+            }
+        }
+        p += n + (p[n] == ' ');
+    }
+    return arr;
+}
+
 cJSON *fb_workload_info_to_json(const fb_workload_info *w)
 {
     cJSON *o = cJSON_CreateObject();
@@ -49,12 +72,64 @@ cJSON *fb_workload_info_to_json(const fb_workload_info *w)
               cat_put(o, "dtypes", cat_list(w->dtypes, FB_MAX_DTYPES)) &&
               cat_put(o, "variants", cat_list(w->variants, FB_MAX_VARIANTS)) &&
               cat_put(o, "description", cat_str(w->description)) &&
-              cat_put(o, "default_batch_size", cat_pos(w->default_batch_size));
+              cat_put(o, "default_batch_size", cat_pos(w->default_batch_size)) &&
+              (!w->params || cat_put(o, "params", cat_words(w->params)));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
     }
     return o;
+}
+
+static bool has_word(const cJSON *arr, const char *key)
+{
+    const cJSON *v;
+    cJSON_ArrayForEach(v, arr)
+    {
+        if (cJSON_IsString(v) && strcmp(v->valuestring, key) == 0)
+            return true;
+    }
+    return false;
+}
+
+fb_code fb_catalog_params_check(const cJSON *entry, const cJSON *params, fb_err *err)
+{
+    const cJSON *allowed = cJSON_GetObjectItemCaseSensitive(entry, "params"), *p, *v;
+    if (!cJSON_IsArray(allowed) || !params)
+        return FB_OK;
+    cJSON_ArrayForEach(p, params)
+    {
+        if (!p->string || has_word(allowed, p->string))
+            continue;
+        char field[FB_ERR_FIELD_MAX], list[FB_ERR_MSG_MAX / 2] = "";
+        size_t len = 0;
+        cJSON_ArrayForEach(v, allowed)
+        {
+            if (cJSON_IsString(v) && len < sizeof list)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "",
+                                        v->valuestring);
+        }
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "name"));
+        const char *engine =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "engine"));
+        snprintf(field, sizeof field, "params.%.60s", p->string);
+        return fb_err_set(
+            err, FB_EINVAL, field, "%s is not a parameter of %s (engine %s), which takes: %s",
+            field, name ? name : "this workload", engine ? engine : "?", list[0] ? list : "none");
+    }
+    return FB_OK;
+}
+
+fb_code fb_workload_params_check(const fb_workload_info *w, const cJSON *params, fb_err *err)
+{
+    if (!w || !w->params || !params)
+        return FB_OK;
+    cJSON *entry = fb_workload_info_to_json(w);
+    if (!entry)
+        return fb_err_set(err, FB_ENOMEM, NULL, "no memory to check params");
+    fb_code rc = fb_catalog_params_check(entry, params, err);
+    cJSON_Delete(entry);
+    return rc;
 }
 
 cJSON *fb_device_info_to_json(const fb_device_info *d)

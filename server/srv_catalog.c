@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fb_catalog.h"
+
 #define OFFER_LIST_MAX 256 /* the "(offered: ...)" part of a message */
 
 static bool str_is(const cJSON *item, const char *key, const char *want)
@@ -186,6 +188,23 @@ static fb_code check_memory(const cJSON *entry, const fb_spec *spec, fb_err *err
                       budget_text, spec->device);
 }
 
+void srv_catalog_keep_params(const cJSON *catalog, fb_spec *spec)
+{
+    const cJSON *entry = cJSON_IsArray(catalog) && spec->params
+                             ? find_entry(catalog, spec->workload, spec->engine)
+                             : NULL;
+    const cJSON *allowed = cJSON_GetObjectItemCaseSensitive(entry, "params");
+    if (!cJSON_IsArray(allowed))
+        return;
+    cJSON *p = spec->params->child;
+    while (p) {
+        cJSON *next = p->next;
+        if (p->string && !array_has(entry, "params", p->string))
+            cJSON_Delete(cJSON_DetachItemViaPointer(spec->params, p));
+        p = next;
+    }
+}
+
 fb_code srv_catalog_resolve(const cJSON *catalog, fb_spec *spec, fb_err *err)
 {
     const char *variants[FB_MAX_VARIANTS + 1];
@@ -210,6 +229,8 @@ fb_code srv_catalog_resolve(const cJSON *catalog, fb_spec *spec, fb_err *err)
         rc = check_variants(entry, spec, err);
     if (!rc)
         rc = fb_spec_check_unfuse(spec, err);
+    if (!rc) /* a key the workload does not take would be ignored: refused */
+        rc = fb_catalog_params_check(entry, spec->params, err);
     if (rc)
         return rc;
     snprintf(device, sizeof device, "%s", spec->device);

@@ -16,7 +16,14 @@
  * the entry.  Errors name the field:
  *   FB_ENOTFOUND    "workload": no live worker offers it (→ 422 unknown_workload)
  *   FB_EUNSUPPORTED "engine" / "device" / "dtype" / "variants[i]" (→ 422 unsupported)
- *   FB_EINVAL       the catalog is not an array. */
+ *   FB_EINVAL       "params.KEY": a key the entry's "params" does not declare
+ *                   (fb_catalog_params_check; an entry without "params": any);
+ *                   the catalog is not an array. */
 FB_MUSTCHECK fb_code srv_catalog_resolve(const cJSON *catalog, fb_spec *spec, fb_err *err);
+
+/* A suite's params are shared by its workloads: drops from spec->params the
+ * keys its workload's entry (for spec->engine, or the default one) does not
+ * declare, before srv_catalog_resolve.  No entry or no "params": nothing. */
+void srv_catalog_keep_params(const cJSON *catalog, fb_spec *spec);
 
 #endif

@@ -134,10 +134,12 @@ static fb_code build_job(srv_req *r, const char *in, const cJSON *catalog, const
 {
     srv_model_refusal why;
     fb_code rc = fb_spec_parse(in, strlen(in), spec, err);
-    if (!rc && srv_models_is_job(spec->workload)) /* an uploaded model */
+    if (!rc && srv_models_is_job(spec->workload)) { /* an uploaded model */
         rc = srv_models_job(r, spec, &why, err);
-    else if (!rc)
+    } else if (!rc) {
+        srv_catalog_keep_params(catalog, spec); /* the suite's params its workload takes */
         rc = srv_catalog_resolve(catalog, spec, err);
+    }
     if (!rc)
         rc = srv_jobs_admit(spec, u, err);
     if (rc)
@@ -209,6 +211,24 @@ static bool build_all(srv_req *r, const cJSON *body, const cJSON *names, const i
                                 w->valuestring, err.msg);
                 return false;
             }
+        }
+    }
+    /* each job kept the params its workload takes (srv_catalog_keep_params);
+     * one that none took would be ignored everywhere: refused */
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(body, "params"))
+    {
+        bool taken = false;
+        for (int j = 0; j < b->n && !taken; j++)
+            taken = cJSON_GetObjectItemCaseSensitive(b->specs[j].params, p->string) != NULL;
+        if (!taken) {
+            char field[FB_ERR_FIELD_MAX];
+            snprintf(field, sizeof field, "params.%.60s", p->string);
+            srv_reply_error(r, 400, "invalid_argument", field,
+                            "%s is a parameter of none of the suite's workloads (GET "
+                            "/api/v1/workloads lists each one's params)",
+                            field);
+            return false;
         }
     }
     return true;

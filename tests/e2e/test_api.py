@@ -295,14 +295,22 @@ def t_outside_text(env, done_id):
     for n in ("1.7976931348623157e308", "-1.7976931348623157e308", "1e309"):
         check_error(env.post("/api/v1/jobs", raw=b'{"workload":"softmax","params":{"x":[%s]}}'
                              % n.encode()), 400, "invalid_argument", "params", "params " + n)
-    # 1e308 fits and comes back as itself, not as null
-    st, _, job = env.post("/api/v1/jobs", {"workload": "softmax", "priority": -100,
-                                           "params": {"x": [1e308, -1e308, 5e-324]}})
+    # 1e308 fits and comes back as itself, not as null (inside params.graph:
+    # the one param whose value is any JSON until a worker reads it)
+    st, _, job = env.post("/api/v1/jobs", {"workload": "graph", "priority": -100,
+                                           "params": {"graph": {"x": [1e308, -1e308, 5e-324]}}})
     check_eq(st, 201, "params within +/-1e308")
-    check_eq(env.get("/api/v1/jobs/%d" % job["id"])[2]["spec"]["params"]["x"],
+    check_eq(env.get("/api/v1/jobs/%d" % job["id"])[2]["spec"]["params"]["graph"]["x"],
              [1e308, -1e308, 5e-324], "params numbers stored")
     check(env.post("/api/v1/jobs/%d/cancel" % job["id"])[0] in (200, 409), "cancel")
     env.wait_job(job["id"])
+    # a param the workload does not take would be ignored: 400 naming it and
+    # what the workload takes (image_size is the inductor engine's name)
+    resp = env.post("/api/v1/jobs", {"workload": "resnet18", "params": {"image_size": 112}})
+    check_error(resp, 400, "invalid_argument", "params.image_size", "a param resnet18 lacks")
+    msg = resp[2]["error"]["message"]
+    check("resnet18 (engine native)" in msg and "image, classes" in msg, "names what it takes: %r"
+          % msg)
     # since: the finished job's point, bracketed by times written 17:41 behind UTC
     st, _, page = env.get("/api/v1/results?workload=gemm_bias_relu&limit=500")
     pts = [p for s in page["items"] for p in s["series"] if p["job_id"] == done_id]

@@ -28,11 +28,17 @@ def suite_api(env):
     check_eq(st, 422, "unknown variant")
     st, _, b = env.post("/api/v1/suites", {"workloads": ["softmax"], "junk": "x" * 100000})
     check_eq((st, b["error"]["field"]), (400, "junk"), "an unknown member is refused, named")
+    # a param none of the workloads takes would be ignored by every job
+    st, _, b = env.post("/api/v1/suites", {"workloads": ["softmax", "layernorm"],
+                                           "params": {"rows": 8, "image": 64}})
+    check_eq((st, b["error"]["field"]), (400, "params.image"), "a param no workload takes")
     check_eq(env.get("/api/v1/suites")[2]["items"], [], "nothing stored for refused suites")
 
+    # params are shared: each job keeps those its workload takes
     st, hd, s = env.post("/api/v1/suites", {
         "name": "e2e", "workloads": ["gemm_bias_relu", "softmax"], "batch_sizes": [1, 2],
-        "variants": ["eager", "fused"], "warmup": 1, "iterations": 8})
+        "variants": ["eager", "fused"], "warmup": 1, "iterations": 8,
+        "params": {"m": 256, "k": 256, "n": 256, "rows": 512, "threads": 1}})
     check_eq(st, 201, "POST /suites status: %s" % s)
     check(hd["Location"] == "/api/v1/suites/%d" % s["id"], "Location header")
     check_eq(s["progress"]["total"], 4, "jobs in suite (2 workloads x 2 batch sizes)")
@@ -43,6 +49,9 @@ def suite_api(env):
         j = env.wait_job(r["job_id"], timeout=120)
         check_eq(j["state"], "succeeded", "suite job %d" % r["job_id"])
         check_eq(j["spec"]["labels"].get("suite"), "e2e", "suite label on job")
+        check_eq(j["spec"]["params"], {"m": 256, "k": 256, "n": 256, "threads": 1}
+                 if r["workload"] == "gemm_bias_relu" else {"rows": 512, "threads": 1},
+                 "the params %s takes" % r["workload"])
     st, _, s = env.get("/api/v1/suites/%d" % s["id"])
     check_eq(st, 200, "GET suite")
     check_eq(s["progress"]["done"], 4, "suite done")

@@ -4,6 +4,7 @@
 its timeout_s fails with code "timeout" and the worker goes on; a running job that
 is canceled ends canceled."""
 
+import json
 import os
 import sys
 
@@ -106,12 +107,37 @@ def t_spec_without_defaults(env, w):
                                                                   err.get("message")))
 
 
+def t_param_not_taken(env, w):
+    """A param the workload does not take is refused at submit (docs/API.md);
+    one queued past that check (by hand here: a job from an older server, or
+    a catalog that declared no params) fails at the worker, naming it, and
+    is not retried: run, it would have been ignored."""
+    spec = dict(fbtest.SMALL, params=dict(fbtest.SMALL["params"], image_size=112))
+    st, _, body = env.post("/api/v1/jobs", spec)
+    check_eq((st, body["error"]["field"]), (400, "params.image_size"), "refused at submit")
+    done = env.wait_job(env.submit(fbtest.SMALL)["id"], timeout=30)  # its resolved spec
+    check_eq(done["state"], "succeeded", "the same job without it")
+    stored = dict(done["spec"], params=dict(done["spec"]["params"], image_size=112))
+    rows = env.sql("INSERT INTO jobs (spec, workload, engine, device, dtype, batch_size, timeout_s)"
+                   " VALUES ('%s'::jsonb, 'gemm_bias_relu', 'native', 'cpu', 'float32', 1, 60)"
+                   " RETURNING id" % json.dumps(stored))
+    job = env.wait_job(int(rows[0][0]), timeout=60)
+    err = job.get("error") or {}
+    check_eq(job["state"], "failed", "a queued job with a param its workload lacks")
+    check("params.image_size is not a parameter of gemm_bias_relu" in (err.get("message") or ""),
+          "the error names the param: %r" % err)
+    check_eq(job["attempt"], 1, "not retried")
+    log("a param the workload lacks, queued: failed (%s: %s)" % (err.get("code"),
+                                                                err.get("message")))
+
+
 def run(env):
     env.start_server()
     w = t_sigterm_releases(env)
     t_timeout(env, w)
     t_cancel_running(env, w)
     t_spec_without_defaults(env, w)
+    t_param_not_taken(env, w)
     w.terminate()
     w.wait(timeout=30)
     t_memory_budget(env)

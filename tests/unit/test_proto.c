@@ -1063,7 +1063,45 @@ static void test_catalog_workload(void **state)
     j = fb_workload_info_to_json(&w);
     assert_null_at(j, "description");
     assert_null_at(j, "domain");
+    assert_null(cJSON_GetObjectItem(j, "params")); /* undeclared: absent, not [] */
     cJSON_Delete(j);
+}
+
+/* Declared params: the entry lists them, a job's key outside them is refused
+ * naming it and the list; an undeclared list or no params lets all pass. */
+static void test_catalog_params(void **state)
+{
+    (void)state;
+    fb_workload_info w = {.name = "softmax", .engine = "native", .params = "rows cols  threads"};
+    cJSON *j = fb_workload_info_to_json(&w);
+    const cJSON *arr = cJSON_GetObjectItem(j, "params");
+    assert_int_equal(cJSON_GetArraySize(arr), 3); /* the double space is no empty name */
+    assert_string_equal(cJSON_GetArrayItem(arr, 0)->valuestring, "rows");
+    assert_string_equal(cJSON_GetArrayItem(arr, 2)->valuestring, "threads");
+    cJSON_Delete(j);
+
+    fb_err err;
+    fb_err_clear(&err);
+    cJSON *ok = cJSON_Parse("{\"rows\": 8, \"threads\": 2}");
+    cJSON *bad = cJSON_Parse("{\"rows\": 8, \"image_size\": 112}");
+    cJSON *empty = cJSON_CreateObject();
+    assert_int_equal(fb_workload_params_check(&w, ok, &err), FB_OK);
+    assert_int_equal(fb_workload_params_check(&w, empty, &err), FB_OK);
+    assert_int_equal(fb_workload_params_check(&w, NULL, &err), FB_OK);
+    assert_int_equal(fb_workload_params_check(&w, bad, &err), FB_EINVAL);
+    assert_string_equal(err.field, "params.image_size");
+    assert_string_equal(err.msg, "params.image_size is not a parameter of softmax (engine native), "
+                                 "which takes: rows, cols, threads");
+    w.params = NULL; /* not declared: anything goes (the inductor engine's) */
+    assert_int_equal(fb_workload_params_check(&w, bad, &err), FB_OK);
+    w.params = ""; /* declared as none */
+    fb_err_clear(&err);
+    assert_int_equal(fb_workload_params_check(&w, ok, &err), FB_EINVAL);
+    assert_string_equal(err.field, "params.rows");
+    assert_non_null(strstr(err.msg, "which takes: none"));
+    cJSON_Delete(ok);
+    cJSON_Delete(bad);
+    cJSON_Delete(empty);
 }
 
 static void test_catalog_device(void **state)
@@ -1218,6 +1256,7 @@ int main(void)
         cmocka_unit_test(test_result_json_helpers),
         cmocka_unit_test(test_kernel_rows),
         cmocka_unit_test(test_catalog_workload),
+        cmocka_unit_test(test_catalog_params),
         cmocka_unit_test(test_catalog_device),
         cmocka_unit_test(test_schema_matches_decoder),
     };

@@ -327,7 +327,8 @@ static const char catalog_text[] =
     "\"variants\":[\"eager\",\"fused\"],\"description\":\"d\",\"default_batch_size\":4},"
     "{\"name\":\"softmax\",\"engine\":\"native\",\"domain\":\"pattern\","
     "\"devices\":[\"cpu\"],\"dtypes\":[\"float32\"],"
-    "\"variants\":[\"eager\",\"fused\"],\"description\":\"d\",\"default_batch_size\":1},"
+    "\"variants\":[\"eager\",\"fused\"],\"description\":\"d\",\"default_batch_size\":1,"
+    "\"params\":[\"rows\",\"cols\",\"threads\",\"unfuse\"]},"
     "{\"name\":\"resnet18\",\"engine\":\"inductor\",\"domain\":\"vision\","
     "\"devices\":[\"cuda\"],\"dtypes\":[\"float16\"],"
     "\"variants\":[\"eager\",\"inductor\"],\"description\":\"d\",\"default_batch_size\":8,"
@@ -413,6 +414,38 @@ static void test_catalog_unfuse(void **state)
             f, "{\"workload\":\"gemm_bias_gelu\",\"params\":{\"unfuse\":[\"fuse-0123456789ab\"]}}"),
         FB_EINVAL);
     assert_string_equal(f->err.field, "params.unfuse[0]");
+}
+
+/* A key the entry's "params" does not list is refused at submit, naming it;
+ * an entry without "params" (resnet18 on inductor here) takes any.  A suite
+ * first keeps only the keys its workload's entry lists. */
+static void test_catalog_params(void **state)
+{
+    cat_fixture *f = *state;
+    assert_int_equal(resolve_text(f, "{\"workload\":\"softmax\",\"params\":{\"rows\":8}}"), FB_OK);
+    fb_spec_free(&f->spec);
+    assert_int_equal(
+        resolve_text(f, "{\"workload\":\"softmax\",\"params\":{\"rows\":8,\"image\":64}}"),
+        FB_EINVAL);
+    assert_string_equal(f->err.field, "params.image");
+    assert_non_null(strstr(f->err.msg, "not a parameter of softmax (engine native)"));
+    assert_non_null(strstr(f->err.msg, "rows, cols, threads, unfuse"));
+    fb_spec_free(&f->spec);
+    assert_int_equal(resolve_text(f, "{\"workload\":\"resnet18\",\"params\":{\"anything\":1}}"),
+                     FB_OK);
+    fb_spec_free(&f->spec);
+    /* a suite's shared params: softmax keeps rows, drops m; resnet18 keeps both */
+    static const char text[] = "{\"workload\":\"softmax\",\"params\":{\"m\":8,\"rows\":8}}";
+    assert_int_equal(fb_spec_parse(text, strlen(text), &f->spec, &f->err), FB_OK);
+    srv_catalog_keep_params(f->catalog, &f->spec);
+    assert_int_equal(cJSON_GetArraySize(f->spec.params), 1);
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(f->spec.params, "rows"));
+    assert_int_equal(srv_catalog_resolve(f->catalog, &f->spec, &f->err), FB_OK);
+    fb_spec_free(&f->spec);
+    static const char text2[] = "{\"workload\":\"resnet18\",\"params\":{\"m\":8,\"rows\":8}}";
+    assert_int_equal(fb_spec_parse(text2, strlen(text2), &f->spec, &f->err), FB_OK);
+    srv_catalog_keep_params(f->catalog, &f->spec);
+    assert_int_equal(cJSON_GetArraySize(f->spec.params), 2);
 }
 
 /* Admission by memory: a job whose input alone is over the largest worker's
@@ -585,6 +618,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_catalog_cpu_only, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_other_engine, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_unfuse, cat_setup, cat_teardown),
+        cmocka_unit_test_setup_teardown(test_catalog_params, cat_setup, cat_teardown),
         cmocka_unit_test_setup_teardown(test_catalog_memory, cat_setup, cat_teardown),
         cmocka_unit_test(test_input_bytes),
         cmocka_unit_test_setup_teardown(test_catalog_registered_devices, cat_setup, cat_teardown),

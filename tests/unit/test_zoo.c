@@ -93,6 +93,52 @@ static int64_t buf_floats(const nat_ctx *ctx, const char *name)
     return -1;
 }
 
+/* ---- the params each workload declares (its catalog entry's "params") ---- */
+
+/* Every param a workload declares as its own is one its build reads: given
+ * true (no size, file or graph is a boolean) the build fails naming it.  A
+ * declared param nothing read would be accepted at submit and ignored. */
+static void check_declared_read(const nat_pattern *pat)
+{
+    char own[512];
+    snprintf(own, sizeof own, "%s", pat->info.params);
+    char *eng = strstr(own, NAT_PARAMS_ENGINE); /* the engine's, read elsewhere */
+    assert_non_null(eng);
+    *eng = '\0';
+    int n = 0;
+    for (char *save = NULL, *key = strtok_r(own, " ", &save); key;
+         key = strtok_r(NULL, " ", &save), n++) {
+        char params[128], want[80];
+        snprintf(params, sizeof params, "{\"%s\": true}", key);
+        snprintf(want, sizeof want, "params.%s", key);
+        fb_spec spec;
+        fb_err err = {0};
+        nat_ctx *ctx = NULL;
+        make_spec(&spec, pat->info.name, params, 1);
+        fb_code rc = gr_ctx_build(&spec, &ctx, &err);
+        if (rc != FB_EINVAL || strncmp(err.field, want, strlen(want)) != 0)
+            fail_msg("%s: params.%s declared, and a build given true for it answered %d (%s: %s)",
+                     pat->info.name, key, rc, err.field, err.msg);
+        nat_ctx_free(ctx);
+        fb_spec_free(&spec);
+    }
+    assert_true(n >= 1);
+}
+
+static void test_declared_params_are_read(void **state)
+{
+    (void)state;
+    for (int i = 0; nat_patterns[i]; i++)
+        check_declared_read(nat_patterns[i]);
+    for (int i = 0; gr_models[i]; i++)
+        check_declared_read(gr_models[i]);
+    /* the sizes a model's config lacks are not its params: resnet18 has no seq */
+    const nat_pattern *r18 = gr_workload_find("resnet18");
+    assert_non_null(r18);
+    assert_null(strstr(r18->info.params, "seq"));
+    assert_non_null(strstr(r18->info.params, "image classes"));
+}
+
 /* ---- models ---- */
 
 static void test_models_fused_match_eager(void **state)
@@ -664,6 +710,7 @@ int main(void)
      * tests/models/test_planner.py), and the rules plan without timing */
     setenv("FUSIONBENCH_PLANNER", "rules", 1);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_declared_params_are_read),
         cmocka_unit_test(test_models_fused_match_eager),
         cmocka_unit_test(test_resnet18_counts_and_memory),
         cmocka_unit_test(test_disable_rules),

@@ -139,9 +139,15 @@ static fb_code child_spec(const char *spec_json, const wk_config *cfg, fb_spec *
     if (!eng)
         return fb_err_set(err, FB_EUNSUPPORTED, "engine", "engine '%s' is not in this worker",
                           spec->engine);
-    if (!fb_engine_workload(eng, spec->device, spec->workload))
+    const fb_workload_info *w = fb_engine_workload(eng, spec->device, spec->workload);
+    if (!w)
         return fb_err_set(err, FB_EUNSUPPORTED, "workload", "unknown workload '%s' on %s",
                           spec->workload, spec->device);
+    /* the server refused these at submit where the catalog it read declared
+     * them; a job queued before (or from an older catalog) fails here */
+    rc = fb_workload_params_check(w, spec->params, err);
+    if (rc != FB_OK)
+        return rc;
     /* --threads is the worker's default; a job that names params.threads wins. */
     if (cfg->threads > 0 && !cJSON_GetObjectItemCaseSensitive(spec->params, "threads") &&
         !cJSON_AddNumberToObject(spec->params, "threads", cfg->threads))

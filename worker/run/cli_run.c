@@ -37,6 +37,8 @@ static void usage(FILE *f)
                "       fusionbench-run --catalog-json\n"
                "Runs one benchmark locally (warmup, interleaved timed rounds, accuracy gate,\n"
                "one profiled iteration) and prints a table, or JSON with --json.\n"
+               "--param key=value: one of the params the workload takes (--catalog-json lists\n"
+               "them per workload; any other key is refused).\n"
                "--roofline first measures this machine's limits on the job's threads (a\n"
                "triad's bandwidth, our GEMM's FLOP rate; half a second) into the result.\n"
                "--explain also explains every fusion group (docs/EXPLAIN.md): why each won\n"
@@ -360,6 +362,17 @@ static int check_offered(const fb_workload_info *w, const fb_spec *spec)
     return CLI_EXIT_USAGE;
 }
 
+/* A spec's error: its message where that names the field already. */
+static int bad_spec(const fb_err *err)
+{
+    size_t n = strlen(err->field);
+    if (n && strncmp(err->msg, err->field, n) == 0) {
+        fprintf(stderr, "fusionbench-run: %s\n", err->msg);
+        return CLI_EXIT_USAGE;
+    }
+    return fb_cli_bad_arg(err->field, err->msg);
+}
+
 /* Fills spec from the options and the catalog's defaults. */
 static int build_spec(cli_opts *o, fb_spec *spec)
 {
@@ -397,8 +410,9 @@ static int build_spec(cli_opts *o, fb_spec *spec)
     if (!rc) {
         fb_err err;
         fb_err_clear(&err);
-        if (fb_spec_check_unfuse(spec, &err) != FB_OK)
-            rc = fb_cli_bad_arg(err.field, err.msg);
+        if (fb_spec_check_unfuse(spec, &err) != FB_OK ||
+            fb_workload_params_check(w, spec->params, &err) != FB_OK)
+            rc = bad_spec(&err);
     }
     return rc ? rc : check_offered(w, spec);
 }

@@ -149,6 +149,15 @@ bool nat_plan_check(const nat_plan *plan, int *bad);
 /* Runs variant v's plan on the CPU, in order. */
 void nat_plan_run(const nat_plan *plan);
 
+/* The params every native job may name, beyond its workload's own (the
+ * catalog's "params"; any other key is refused: docs/API.md): the run's
+ * (tf32, time_budget_s: fb_run.c), the engine's (threads, seed, planner,
+ * disable_rules, unfuse, gemm) and the CUDA lowering's (gelu_epilogue,
+ * tc_attention; no effect on the CPU). */
+#define NAT_PARAMS_ENGINE                                                                          \
+    "threads seed planner disable_rules unfuse gemm tf32 time_budget_s gelu_epilogue "             \
+    "tc_attention"
+
 /* A pattern of the suite.  build() reads params (shapes) from the spec with
  * fb_spec_param_int (so bad params name "params.<key>"), allocates buffers, fills
  * inputs and weights, and records the eager and fused plans and their outputs.

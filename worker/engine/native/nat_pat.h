@@ -58,12 +58,13 @@ FB_MUSTCHECK fb_code nat_pat_reduce(nat_ctx *ctx, int v, const char *op, int red
                                     float *out, int64_t rows, int64_t cols, fb_err *err);
 
 /* Fills a pattern's catalog entry: engine native, domain pattern, cpu, float32,
- * variants eager and fused, default batch 1. */
-#define NAT_PAT_INFO(NAME, DESC)                                                                   \
+ * variants eager and fused, default batch 1; PARAMS the pattern's own params
+ * (space-separated), the engine's added (NAT_PARAMS_ENGINE). */
+#define NAT_PAT_INFO(NAME, DESC, PARAMS)                                                           \
     {                                                                                              \
         .name = NAME, .engine = "native", .domain = "pattern", .description = DESC,                \
         .default_batch_size = 1, .devices = {"cpu", NULL}, .dtypes = {"float32", NULL},            \
-        .variants = {"eager", "fused", NULL},                                                      \
+        .variants = {"eager", "fused", NULL}, .params = PARAMS " " NAT_PARAMS_ENGINE,              \
     }
 
 #endif

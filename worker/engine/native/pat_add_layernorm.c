@@ -7,7 +7,8 @@ static fb_code build(nat_ctx *ctx, const fb_spec *spec, fb_err *err)
 }
 
 const nat_pattern nat_pat_add_layernorm = {
-    .info = NAT_PAT_INFO("add_layernorm", "LayerNorm(x + residual) from primitives (10 ops)"),
+    .info = NAT_PAT_INFO("add_layernorm", "LayerNorm(x + residual) from primitives (10 ops)",
+                         "rows cols"),
     .build = build,
     .reference = nat_pat_ln_reference,
 };

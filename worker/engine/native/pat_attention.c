@@ -197,7 +197,8 @@ static void reference(const nat_ctx *ctx, double *out)
 }
 
 const nat_pattern nat_pat_attention = {
-    .info = NAT_PAT_INFO("attention", "softmax(q k^T / sqrt(d) [+ causal mask]) v"),
+    .info = NAT_PAT_INFO("attention", "softmax(q k^T / sqrt(d) [+ causal mask]) v",
+                         "heads seq head_dim causal"),
     .build = build,
     .reference = reference,
 };

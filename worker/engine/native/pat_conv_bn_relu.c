@@ -139,7 +139,8 @@ static void reference(const nat_ctx *ctx, double *out)
 }
 
 const nat_pattern nat_pat_conv_bn_relu = {
-    .info = NAT_PAT_INFO("conv_bn_relu", "conv3x3 -> BatchNorm (inference) -> ReLU, NCHW"),
+    .info = NAT_PAT_INFO("conv_bn_relu", "conv3x3 -> BatchNorm (inference) -> ReLU, NCHW",
+                         "channels height width"),
     .build = build,
     .reference = reference,
 };

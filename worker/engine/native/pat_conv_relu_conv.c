@@ -117,7 +117,8 @@ static void reference(const nat_ctx *ctx, double *out)
 }
 
 const nat_pattern nat_pat_conv_relu_conv = {
-    .info = NAT_PAT_INFO("conv_relu_conv", "conv3x3 -> ReLU -> conv3x3, NCHW"),
+    .info =
+        NAT_PAT_INFO("conv_relu_conv", "conv3x3 -> ReLU -> conv3x3, NCHW", "channels height width"),
     .build = build,
     .reference = reference,
 };

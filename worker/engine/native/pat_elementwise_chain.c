@@ -97,7 +97,8 @@ static void reference(const nat_ctx *ctx, double *out)
 }
 
 const nat_pattern nat_pat_elementwise_chain = {
-    .info = NAT_PAT_INFO("elementwise_chain", "relu(x * a + b) * sigmoid(y) + x: an element chain"),
+    .info = NAT_PAT_INFO("elementwise_chain", "relu(x * a + b) * sigmoid(y) + x: an element chain",
+                         "n"),
     .build = build,
     .reference = reference,
 };

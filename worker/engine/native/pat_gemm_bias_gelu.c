@@ -13,7 +13,7 @@ static void reference(const nat_ctx *ctx, double *out)
 
 const nat_pattern nat_pat_gemm_bias_gelu = {
     .info = NAT_PAT_INFO("gemm_bias_gelu",
-                         "gelu(x @ w + b): GEMM with a bias+GELU (exact, erf) epilogue"),
+                         "gelu(x @ w + b): GEMM with a bias+GELU (exact, erf) epilogue", "m k n"),
     .build = build,
     .reference = reference,
 };

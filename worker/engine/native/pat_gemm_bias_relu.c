@@ -12,7 +12,8 @@ static void reference(const nat_ctx *ctx, double *out)
 }
 
 const nat_pattern nat_pat_gemm_bias_relu = {
-    .info = NAT_PAT_INFO("gemm_bias_relu", "relu(x @ w + b): GEMM with a bias+ReLU epilogue"),
+    .info =
+        NAT_PAT_INFO("gemm_bias_relu", "relu(x @ w + b): GEMM with a bias+ReLU epilogue", "m k n"),
     .build = build,
     .reference = reference,
 };

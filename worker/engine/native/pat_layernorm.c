@@ -7,7 +7,8 @@ static fb_code build(nat_ctx *ctx, const fb_spec *spec, fb_err *err)
 }
 
 const nat_pattern nat_pat_layernorm = {
-    .info = NAT_PAT_INFO("layernorm", "LayerNorm over the last dim from primitives (9 ops)"),
+    .info = NAT_PAT_INFO("layernorm", "LayerNorm over the last dim from primitives (9 ops)",
+                         "rows cols"),
     .build = build,
     .reference = nat_pat_ln_reference,
 };

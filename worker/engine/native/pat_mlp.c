@@ -226,7 +226,8 @@ static void reference(const nat_ctx *ctx, double *out)
 }
 
 const nat_pattern nat_pat_mlp = {
-    .info = NAT_PAT_INFO("mlp", "linear -> bias -> GELU -> linear -> bias (transformer MLP)"),
+    .info = NAT_PAT_INFO("mlp", "linear -> bias -> GELU -> linear -> bias (transformer MLP)",
+                         "m d h mlp_split"),
     .build = build,
     .reference = reference,
 };

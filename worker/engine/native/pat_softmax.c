@@ -99,7 +99,8 @@ static void reference(const nat_ctx *ctx, double *out)
 
 const nat_pattern nat_pat_softmax = {
     .info = NAT_PAT_INFO("softmax",
-                         "softmax over the last dim from primitives (amax, sub, exp, sum, div)"),
+                         "softmax over the last dim from primitives (amax, sub, exp, sum, div)",
+                         "rows cols"),
     .build = build,
     .reference = reference,
 };

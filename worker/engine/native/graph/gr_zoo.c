@@ -533,7 +533,11 @@ static const zoo_model m_gpt2 = {
     {.seq = 128, .layers = 12, .hidden = 768, .heads = 12, .inter = 3072, .vocab = 50257},
     gr_gpt2};
 
-#define ZOO_ENTRY(VAR, MODEL, NAME, DOMAIN, DESC)                                                  \
+/* The params a model takes: the sizes its config has (cfg_from_spec reads
+ * those with a default), the files, and the engine's. */
+#define ZOO_IMG_PARAMS "image classes"
+#define ZOO_TXT_PARAMS "seq layers hidden heads inter vocab"
+#define ZOO_ENTRY(VAR, MODEL, NAME, DOMAIN, DESC, PARAMS)                                          \
     static fb_code build_##VAR(nat_ctx *ctx, const fb_spec *spec, fb_err *err)                     \
     {                                                                                              \
         return zoo_build(MODEL, ctx, spec, err);                                                   \
@@ -546,27 +550,34 @@ static const zoo_model m_gpt2 = {
                  .default_batch_size = 1,                                                          \
                  .devices = {"cpu", NULL},                                                         \
                  .dtypes = {"float32", NULL},                                                      \
-                 .variants = {"eager", "fused", NULL}},                                            \
+                 .variants = {"eager", "fused", NULL},                                             \
+                 .params = PARAMS " weights input " NAT_PARAMS_ENGINE},                            \
         .build = build_##VAR,                                                                      \
     }
 
-ZOO_ENTRY(z_resnet18, &m_resnet18, "resnet18", "vision", "ResNet-18 (torchvision), 224x224");
-ZOO_ENTRY(z_resnet50, &m_resnet50, "resnet50", "vision", "ResNet-50 v1.5 (torchvision), 224x224");
+ZOO_ENTRY(z_resnet18, &m_resnet18, "resnet18", "vision", "ResNet-18 (torchvision), 224x224",
+          ZOO_IMG_PARAMS);
+ZOO_ENTRY(z_resnet50, &m_resnet50, "resnet50", "vision", "ResNet-50 v1.5 (torchvision), 224x224",
+          ZOO_IMG_PARAMS);
 ZOO_ENTRY(z_mobilenet_v2, &m_mobilenet_v2, "mobilenet_v2", "vision",
-          "MobileNetV2 (torchvision), 224x224");
-ZOO_ENTRY(z_vgg16, &m_vgg16, "vgg16", "vision", "VGG-16 (torchvision), 224x224");
+          "MobileNetV2 (torchvision), 224x224", ZOO_IMG_PARAMS);
+ZOO_ENTRY(z_vgg16, &m_vgg16, "vgg16", "vision", "VGG-16 (torchvision), 224x224", ZOO_IMG_PARAMS);
 ZOO_ENTRY(z_mnv3, &m_mnv3, "mobilenet_v3_large", "vision",
-          "MobileNetV3-Large (torchvision), 224x224");
+          "MobileNetV3-Large (torchvision), 224x224", ZOO_IMG_PARAMS);
 ZOO_ENTRY(z_effnet, &m_effnet, "efficientnet_b0", "vision",
-          "EfficientNet-B0 (torchvision), 224x224");
+          "EfficientNet-B0 (torchvision), 224x224", ZOO_IMG_PARAMS);
 ZOO_ENTRY(z_convnext, &m_convnext, "convnext_tiny", "vision",
-          "ConvNeXt-Tiny (torchvision), 224x224");
+          "ConvNeXt-Tiny (torchvision), 224x224", ZOO_IMG_PARAMS);
 ZOO_ENTRY(z_whisper, &m_whisper, "whisper_tiny", "speech",
-          "Whisper-tiny encoder (transformers), 80-bin log-mel of 3000 frames");
-ZOO_ENTRY(z_vit, &m_vit, "vit_b_16", "vision", "ViT-B/16 (torchvision), 224x224");
-ZOO_ENTRY(z_bert, &m_bert, "bert_base", "nlp", "BERT-base encoder (transformers), seq 128");
-ZOO_ENTRY(z_gpt2, &m_gpt2, "gpt2", "nlp", "GPT-2 124M (transformers), prefill of 128 tokens");
-ZOO_ENTRY(z_graph, NULL, "graph", "custom", "A user's graph from params.graph");
+          "Whisper-tiny encoder (transformers), 80-bin log-mel of 3000 frames",
+          "frames layers hidden heads inter");
+ZOO_ENTRY(z_vit, &m_vit, "vit_b_16", "vision", "ViT-B/16 (torchvision), 224x224",
+          ZOO_IMG_PARAMS " layers hidden heads inter");
+ZOO_ENTRY(z_bert, &m_bert, "bert_base", "nlp", "BERT-base encoder (transformers), seq 128",
+          ZOO_TXT_PARAMS);
+ZOO_ENTRY(z_gpt2, &m_gpt2, "gpt2", "nlp", "GPT-2 124M (transformers), prefill of 128 tokens",
+          ZOO_TXT_PARAMS);
+ZOO_ENTRY(z_graph, NULL, "graph", "custom", "A user's graph from params.graph", "graph");
 
 const nat_pattern *const gr_models[] = {
     &z_resnet18, &z_resnet50, &z_mobilenet_v2, &z_mnv3,    &z_vgg16, &z_effnet, &z_convnext,
