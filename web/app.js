@@ -437,8 +437,29 @@ async function submitJob(w) {
   } catch (e) { setStatus("submit failed: " + e.message, true); }
 }
 
+// The params every entry of an engine lists are the engine's: shown once
+// below the table; each row shows its own.  An entry without "params" takes
+// any key (its engine does not declare them).
+function engineParams(items) {
+  const common = {};
+  for (const w of items) {
+    if (!Array.isArray(w.params)) continue;
+    const mine = new Set(w.params);
+    common[w.engine] = common[w.engine] ? common[w.engine].filter((p) => mine.has(p)) : [...w.params];
+  }
+  return common;
+}
+
 async function loadCatalog() {
   const page = await api("/workloads");
+  const common = engineParams(page.items);
+  const note = document.getElementById("catalog-engine-params");
+  note.replaceChildren(...Object.keys(common).sort().flatMap((e) => [
+    "Every ", el("code", {}, e), " workload also takes ",
+    ...common[e].flatMap((p, i) => [i ? ", " : "", el("code", {}, p)]), ". "]),
+    "A param a workload does not list is refused at submit; where it lists none, any is passed to its engine.");
+  const own = (w) => !Array.isArray(w.params) ? el("span", { class: "muted" }, "any")
+    : w.params.filter((p) => !common[w.engine].includes(p)).join(", ") || "–";
   fillTable("catalog-table", page.items.map((w) => el("tr", {},
     el("td", {}, el("code", {}, w.name)), el("td", {}, w.engine), el("td", {}, w.domain || "–"),
     el("td", {}, (w.devices || []).join(", ")),
@@ -446,7 +467,7 @@ async function loadCatalog() {
       : el("span", { class: "muted", title: "jobs wait in the queue until a worker for it starts" }, "none now")),
     el("td", {}, (w.dtypes || []).join(", ")),
     el("td", {}, (w.variants || []).join(", ")), el("td", { class: "num" }, fmtNum(w.default_batch_size)),
-    el("td", {}, w.description || ""),
+    el("td", {}, w.description || ""), el("td", {}, own(w)),
     el("td", {}, el("button", { type: "button", onclick: () => submitJob(w) }, "Submit")))));
 }
 

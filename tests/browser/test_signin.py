@@ -36,8 +36,13 @@ def test(env):
             page.click("#signin-form button[type=submit]")
             page.wait_for_selector("#signin", state="hidden", timeout=15000)
             page.wait_for_selector("#catalog-table tbody tr", timeout=15000)
-            page.locator("#catalog-table tbody tr", has_text="softmax").first.locator(
-                "button").click()
+            # each native row lists its own params, the engine's once below
+            row = page.locator("#catalog-table tbody tr:has(td:first-child code:text-is('softmax'))")
+            check_eq(row.locator("td").nth(9).inner_text(), "rows, cols", "softmax's params")
+            note = page.inner_text("#catalog-engine-params")
+            check("Every native workload also takes threads, seed, planner" in note,
+                  "the engine's params: %r" % note)
+            row.locator("button").click()
             page.wait_for_url("**/#/jobs/*", timeout=15000)
             jid = int(page.url.rsplit("/", 1)[1])
             hdrs = {"Authorization": "Bearer " + token}
