@@ -60,6 +60,22 @@ def main():
         check(r.returncode == 0, "%s %s: %s" % (workload, params, r.stderr[-300:]))
         got = json.loads(r.stdout)["params"]
         check_eq(sorted(got), sorted(p.split("=")[0] for p in params), "%s's params" % workload)
+    # the inductor engine's models declare theirs through its probe (where
+    # this machine's Python offers the engine)
+    ind = cat.get(("resnet18", "inductor"))
+    r = run(["--list"])
+    if "inductor" not in r.stdout:
+        log("the inductor engine is not offered here: its params not checked")
+    else:
+        r = run(["resnet18", "--engine", "inductor", "--param", "image=64", "--dry-run"])
+        want = ("fusionbench-run: params.image is not a parameter of resnet18 (engine inductor), "
+                "which takes: image_size, num_classes, unfuse, time_budget_s, tf32, "
+                "keep_output_code, threads")
+        check(r.returncode == 2 and r.stderr.strip() == want,
+              "inductor resnet18 --param image=64: exit %d, %r" % (r.returncode, r.stderr))
+        r = run(["resnet18", "--engine", "inductor", "--param", "image_size=64", "--dry-run"])
+        check(r.returncode == 0, "inductor resnet18 image_size: %s" % r.stderr[-300:])
+    check(ind is None, "--catalog-json is the native engine's alone")
     print("run_params: PASSED", flush=True)
 
 

@@ -55,7 +55,7 @@ PLANTED = {
 def register(name):
     cls, inputs = PLANTED[name]
     models.MODELS["planted_" + name] = ("test", "planted (tests)",
-                                         lambda batch, params: (cls().eval(), inputs(batch)))
+                                         lambda batch, params: (cls().eval(), inputs(batch)), ())
     return "planted_" + name
 
 

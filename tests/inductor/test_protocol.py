@@ -115,6 +115,16 @@ def main():
         c.check(m in names, "probe lists %s (native zoo names)" % m)
     c.check(probe.get("variants", [])[:1] == ["eager"] and len(probe.get("variants", [])) == 6,
             "probe: the six rungs")
+    # the params each model's builder reads and the runner's (the catalog's
+    # "params": a job naming another is refused at submit)
+    by = {m["name"]: m for m in probe.get("models", [])}
+    c.check(by.get("resnet18", {}).get("params") == ["image_size", "num_classes"] and
+            by.get("bert_base", {}).get("params") == ["seq_len", "layers", "hidden", "heads"] and
+            "mel_frames" in by.get("whisper_tiny", {}).get("params", []),
+            "probe: each model's params (%r)" % {n: by.get(n, {}).get("params")
+                                                 for n in ("resnet18", "bert_base")})
+    c.check(probe.get("params") == ["unfuse", "time_budget_s", "tf32", "keep_output_code"],
+            "probe: the runner's params (%r)" % probe.get("params"))
     probe_cache(c, py, cache, probe, mods)
     shutil.rmtree(cache, ignore_errors=True)
 

@@ -17,8 +17,13 @@
 #define IND_DESC_MAX         128
 #define IND_PROBE_TIMEOUT_MS 120000.0
 
+#define IND_PARAMS_MAX 512
+
 typedef struct ind_model {
     char name[FB_NAME_MAX], domain[16], desc[IND_DESC_MAX];
+    /* the params a job of it may name, space-separated (its builder's, the
+     * runner's, threads), or "" where the probe listed none (then any) */
+    char params[IND_PARAMS_MAX];
 } ind_model;
 
 /* What the probe found, once per process (the worker's parent probes at
@@ -53,6 +58,40 @@ static void fill_info(fb_workload_info *w, const ind_model *m, const char *devic
     w->dtypes[2] = strcmp(device, "cuda") == 0 ? "float16" : NULL;
     for (int i = 0; vs[i] && i < FB_MAX_VARIANTS; i++)
         w->variants[i] = vs[i];
+    w->params = m->params[0] ? m->params : NULL;
+}
+
+/* Appends the names of the string array arr to dst (space-separated); false
+ * when arr is not an array of valid names or they do not fit. */
+static bool add_names(char *dst, size_t cap, const cJSON *arr)
+{
+    const cJSON *v;
+    if (!cJSON_IsArray(arr))
+        return false;
+    cJSON_ArrayForEach(v, arr)
+    {
+        size_t len = strlen(dst);
+        if (!cJSON_IsString(v) || !fb_name_valid(v->valuestring) ||
+            (size_t)snprintf(dst + len, cap - len, "%s%s", len ? " " : "", v->valuestring) >=
+                cap - len)
+            return false;
+    }
+    return true;
+}
+
+/* A model's params: its builder's and the runner's (the probe's lists) and
+ * threads (every job may name it: the worker's --threads); "" when the probe
+ * lists none. */
+static void model_params(ind_model *im, const cJSON *m, const cJSON *probe)
+{
+    im->params[0] = '\0';
+    if (!add_names(im->params, sizeof im->params, cJSON_GetObjectItemCaseSensitive(m, "params")) ||
+        !add_names(im->params, sizeof im->params,
+                   cJSON_GetObjectItemCaseSensitive(probe, "params")) ||
+        strlen(im->params) + sizeof " threads" > sizeof im->params)
+        im->params[0] = '\0';
+    else
+        strcat(im->params, im->params[0] ? " threads" : "threads");
 }
 
 static void copy_str(char *dst, size_t cap, const cJSON *o, const char *key)
@@ -76,6 +115,7 @@ static void probe_models(const cJSON *probe)
         copy_str(im->desc, sizeof im->desc, m, "description");
         if (!fb_name_valid(im->name))
             continue;
+        model_params(im, m, probe);
         fill_info(&ind_cat.cpu[ind_cat.n], im, "cpu");
         fill_info(&ind_cat.gpu[ind_cat.n], im, "cuda");
         ind_cat.n++;

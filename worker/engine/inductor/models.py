@@ -273,25 +273,35 @@ def _tiny_cnn(batch, params):
     return model, (image(batch, size),)
 
 
-# name → (domain, description, builder)
+# The params each kind of builder reads (the catalog lists them with the
+# runner's: a job naming any other is refused, docs/API.md).
+_IMAGE = ("image_size", "num_classes")
+_TEXT = ("seq_len", "layers", "hidden", "heads")
+
+# name → (domain, description, builder, params)
 MODELS = {
-    "resnet18": ("vision", "torchvision ResNet-18", _tv("resnet18")),
-    "resnet50": ("vision", "torchvision ResNet-50", _tv("resnet50")),
-    "mobilenet_v2": ("vision", "torchvision MobileNetV2", _tv("mobilenet_v2")),
-    "mobilenet_v3_large": ("vision", "torchvision MobileNetV3-Large", _tv("mobilenet_v3_large")),
-    "vgg16": ("vision", "torchvision VGG-16", _tv("vgg16")),
-    "efficientnet_b0": ("vision", "torchvision EfficientNet-B0", _tv("efficientnet_b0")),
-    "convnext_tiny": ("vision", "torchvision ConvNeXt-Tiny", _tv("convnext_tiny")),
-    "vit_b_16": ("vision", "torchvision ViT-B/16", _tv("vit_b_16")),
-    "swin_t": ("vision", "torchvision Swin-T", _tv("swin_t")),
-    "bert_base": ("nlp", "transformers BertModel (bert-base config)", _bert),
-    "gpt2": ("nlp", "transformers GPT2Model (gpt2 config)", _gpt2),
-    "t5_small_encoder": ("nlp", "transformers T5EncoderModel (t5-small config)", _t5),
-    "wav2vec2_base": ("speech", "wav2vec2-base (transformers Wav2Vec2Config)", _wav2vec2),
-    "whisper_tiny": ("speech", "transformers Whisper encoder (whisper-tiny config)", _whisper),
-    "timm_resnet50d": ("vision", "timm resnet50d", _timm("resnet50d")),
-    "timm_vit_small": ("vision", "timm vit_small_patch16_224", _timm("vit_small_patch16_224")),
-    "tiny_cnn": ("test", "two conv+bn+relu blocks and a linear head (tests)", _tiny_cnn),
+    "resnet18": ("vision", "torchvision ResNet-18", _tv("resnet18"), _IMAGE),
+    "resnet50": ("vision", "torchvision ResNet-50", _tv("resnet50"), _IMAGE),
+    "mobilenet_v2": ("vision", "torchvision MobileNetV2", _tv("mobilenet_v2"), _IMAGE),
+    "mobilenet_v3_large": ("vision", "torchvision MobileNetV3-Large", _tv("mobilenet_v3_large"),
+                           _IMAGE),
+    "vgg16": ("vision", "torchvision VGG-16", _tv("vgg16"), _IMAGE),
+    "efficientnet_b0": ("vision", "torchvision EfficientNet-B0", _tv("efficientnet_b0"), _IMAGE),
+    "convnext_tiny": ("vision", "torchvision ConvNeXt-Tiny", _tv("convnext_tiny"), _IMAGE),
+    "vit_b_16": ("vision", "torchvision ViT-B/16", _tv("vit_b_16"), _IMAGE),
+    "swin_t": ("vision", "torchvision Swin-T", _tv("swin_t"), _IMAGE),
+    "bert_base": ("nlp", "transformers BertModel (bert-base config)", _bert, _TEXT),
+    "gpt2": ("nlp", "transformers GPT2Model (gpt2 config)", _gpt2, _TEXT),
+    "t5_small_encoder": ("nlp", "transformers T5EncoderModel (t5-small config)", _t5, _TEXT),
+    "wav2vec2_base": ("speech", "wav2vec2-base (transformers Wav2Vec2Config)", _wav2vec2,
+                      ("audio_s",)),
+    "whisper_tiny": ("speech", "transformers Whisper encoder (whisper-tiny config)", _whisper,
+                     ("mel_frames", "layers", "hidden", "heads", "audio_s")),
+    "timm_resnet50d": ("vision", "timm resnet50d", _timm("resnet50d"), _IMAGE),
+    "timm_vit_small": ("vision", "timm vit_small_patch16_224", _timm("vit_small_patch16_224"),
+                       _IMAGE),
+    "tiny_cnn": ("test", "two conv+bn+relu blocks and a linear head (tests)", _tiny_cnn,
+                 ("image_size", "channels", "num_classes")),
 }
 
 

@@ -98,9 +98,10 @@ def probe():
     return {"type": "probe", "protocol": PROTOCOL, "python": sys.version.split()[0],
             "torch": torch.__version__, "triton": triton_v, "compile": ok,
             "compile_reason": why, "cuda": cuda, "libraries": libs,
-            "models": [{"name": n, "domain": m[0], "description": m[1]}
+            "models": [{"name": n, "domain": m[0], "description": m[1],
+                        "params": list(m[3]) if len(m) > 3 else None}
                        for n, m in sorted(models.MODELS.items())],
-            "variants": list(ladder.VARIANTS)}
+            "params": list(RUNNER_PARAMS), "variants": list(ladder.VARIANTS)}
 
 
 def cached_probe():
@@ -116,6 +117,14 @@ def cached_probe():
     probecache.store(HERE, PROTOCOL, line)
     line["cached"] = False
     return line
+
+
+# The params the runner reads for every model (beyond its builder's: the
+# probe lists both, the worker adds threads, and a job naming any other is
+# refused at submit): params.unfuse (the counterfactual rung), time_budget_s
+# (adaptive rounds, the explanation), tf32 (the tolerance),
+# keep_output_code (the generated code kept).
+RUNNER_PARAMS = ("unfuse", "time_budget_s", "tf32", "keep_output_code")
 
 
 # ---- request ----
