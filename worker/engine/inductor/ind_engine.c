@@ -189,6 +189,7 @@ static const fb_workload_info *ind_uploaded(const char *device)
     up[k].domain = "user";
     up[k].description = "An uploaded model (a torch.export archive)";
     up[k].default_batch_size = 1;
+    up[k].params = NULL; /* not the zoo model's: any (the server sets params.model) */
     return &up[k];
 }
 
