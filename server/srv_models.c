@@ -477,6 +477,8 @@ static fb_code model_entry(srv_req *r, const char *workload, const char *engine,
         cJSON_ReplaceItemInObjectCaseSensitive(entry, "description", cJSON_CreateString(desc));
         cJSON_ReplaceItemInObjectCaseSensitive(entry, "default_batch_size",
                                                cJSON_CreateNumber(batch));
+        /* the zoo model's params are not the upload's: it takes any */
+        cJSON_DeleteItemFromObjectCaseSensitive(entry, "params");
         cJSON_AddItemToArray(arr, entry);
     }
     cJSON_Delete(cat);

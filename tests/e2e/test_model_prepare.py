@@ -330,10 +330,14 @@ def native_jobs(env, ids):
 def jobs(env, ids):
     """Jobs of uploaded models: model:NAME resolved at submit to model.<id>,
     run by the inductor engine on the uploaded archive; the refusals."""
+    # a param: an uploaded model's entry takes any (it is made from a zoo
+    # model's, whose own list it must not keep)
     st, _, j = submit(env, {"workload": "model:good", "variants": ["eager", "inductor"],
-                            "batch_size": 4, "warmup": 1, "iterations": 5})
+                            "batch_size": 4, "warmup": 1, "iterations": 5,
+                            "params": {"seed": 3}})
     check_eq(st, 201, "submit model:good (%s)" % j)
     spec = j["spec"]
+    check_eq(spec["params"].get("seed"), 3, "params.seed kept")
     check_eq((spec["workload"], spec["engine"], spec["batch_size"], spec["params"]["model"]),
              ("model.%d" % ids["good"], "inductor", 4,
               {"id": ids["good"], "name": "good", "owner": None,
