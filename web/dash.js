@@ -65,13 +65,21 @@ async function latestSuites() {
   return byDevice;
 }
 
+// A significant slowdown: the verdict "slower" (or, for a result without a
+// verdict, a speedup under 1); a speedup under 1 whose interval holds 1 is
+// no difference, counted and coloured as such.
+function isSlower(f) {
+  return f.change === "slower" || (!f.change && f.speedup !== null && f.speedup !== undefined &&
+    f.speedup < 1);
+}
+
 // Bars by verdict (docs/METHOD.md): faster blue, slower red, no significant
 // difference grey; the tooltip gives the 95% interval and says unstable.
 function speedupChart(rows) {
   const fs = rows.map((r) => variantOf(r, "fused"));
   const sp = fs.map((f) => f.speedup);
   const colour = (f) => f.change === "no_difference" ? COLORS.eager
-    : f.change === "slower" || (!f.change && f.speedup !== null && f.speedup < 1) ? COLORS.bad : COLORS.fused;
+    : isSlower(f) ? COLORS.bad : COLORS.fused;
   const tip = (i) => {
     const f = fs[i], e = variantOf(rows[i], "eager"), ci = f.speedup_ci95;
     return fmtX(sp[i]) + (Array.isArray(ci) ? " [" + ci[0].toFixed(2) + "–" + ci[1].toFixed(2) + "]" : "") +
@@ -165,7 +173,7 @@ async function loadOverview() {
   document.getElementById("ov-cards").replaceChildren(
     kpi("geometric mean speedup (fused), 95% CI", fmtGeomean(fused), "#/suites/" + suite.id),
     kpi("pass rate", fused.pass_rate !== null && fused.pass_rate !== undefined ? (fused.pass_rate * 100).toFixed(0) + "% (" + fused.passed + "/" + fused.total + ")" : "–", "#/suites/" + suite.id),
-    kpi("slowdowns", String(rows.filter((r) => variantOf(r, "fused").speedup < 1).length), "#/suites/" + suite.id),
+    kpi("slowdowns (significant)", String(rows.filter((r) => isSlower(variantOf(r, "fused"))).length), "#/suites/" + suite.id),
     kpi("jobs done", suite.progress.done + " / " + suite.progress.total, "#/suites/" + suite.id));
   speedupChart(rows);
   kernelsChart(rows);

@@ -96,6 +96,16 @@ def overview(env, page, shots):
         check(n >= 3 if cid != "chart-groups" else n >= 2, "%s drew %d points" % (cid, n))
     kpi = page.inner_text("#ov-cards")
     check("geometric mean speedup" in kpi and "×" in kpi, "speedup card: %r" % kpi)
+    # the slowdowns card counts the suite's "slower" verdicts, as the red bars
+    # do (a speedup under 1 within noise is no difference, grey)
+    suite = env.get("/api/v1/suites?limit=1")[2]["items"][0]
+    rows = env.get("/api/v1/suites/%d" % suite["id"])[2]["rows"]
+    slower = 0
+    for r in rows:
+        res = env.job(r["job_id"]).get("result") or {}
+        slower += (res.get("comparison") or {}).get("change", {}).get("fused") == "slower"
+    card = page.locator("#ov-cards > *", has_text="slowdowns (significant)").inner_text()
+    check_eq(card.split()[0], str(slower), "slowdowns card against the verdicts (%r)" % card)
     # Every model links to its job.
     links = page.eval_on_selector_all("#ov-table tbody tr td:first-child a", "as => as.map(a => a.getAttribute('href'))")
     check(all(h.startswith("#/jobs/") for h in links) and len(links) == 3, "model links: %r" % links)
