@@ -353,20 +353,95 @@ void cl_fmt_workers(FILE *f, const cJSON *list)
     }
 }
 
+static bool has_name(const cJSON *arr, const char *name)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, as_arr(arr))
+    {
+        if (cJSON_IsString(e) && strcmp(e->valuestring, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether every entry of engine that lists params lists name: the engine's
+ * own params, printed once below the table rather than on every row. */
+static bool engine_wide(const cJSON *list, const char *engine, const char *name)
+{
+    const cJSON *w;
+    cJSON_ArrayForEach(w, items(list))
+    {
+        const cJSON *ps = get(w, "params");
+        if (cJSON_IsArray(ps) && strcmp(str(w, "engine", ""), engine) == 0 && !has_name(ps, name))
+            return false;
+    }
+    return true;
+}
+
+/* The params of w that are not its engine's ("-" none, "any" undeclared). */
+static void own_params(char *buf, size_t cap, const cJSON *list, const cJSON *w)
+{
+    const cJSON *ps = get(w, "params"), *e;
+    size_t len = 0;
+    snprintf(buf, cap, "%s", cJSON_IsArray(ps) ? "-" : "any");
+    cJSON_ArrayForEach(e, as_arr(ps))
+    {
+        if (!cJSON_IsString(e) || engine_wide(list, str(w, "engine", ""), e->valuestring) ||
+            len >= cap)
+            continue;
+        int n = snprintf(buf + len, cap - len, "%s%s", len ? "," : "", e->valuestring);
+        if (n < 0)
+            break;
+        len += (size_t)n;
+    }
+}
+
 void cl_fmt_workloads(FILE *f, const cJSON *list)
 {
     const cJSON *w;
-    char dev[128], vars[256], batch[24];
+    char dev[128], vars[256], batch[24], params[256];
 
-    fprintf(f, "%-26s %-9s %-9s %-12s %5s %s\n", "NAME", "ENGINE", "DOMAIN", "DEVICES", "BATCH",
-            "VARIANTS");
+    fprintf(f, "%-26s %-9s %-9s %-12s %5s %-56s %s\n", "NAME", "ENGINE", "DOMAIN", "DEVICES",
+            "BATCH", "VARIANTS", "PARAMS");
     cJSON_ArrayForEach(w, items(list))
     {
         join(dev, sizeof dev, get(w, "devices"));
         join(vars, sizeof vars, get(w, "variants"));
         fmt_int(batch, sizeof batch, num(w, "default_batch_size"));
-        fprintf(f, "%-26s %-9s %-9s %-12s %5s %s\n", str(w, "name", "?"), str(w, "engine", "-"),
-                str(w, "domain", "-"), dev, batch, vars);
+        own_params(params, sizeof params, list, w);
+        fprintf(f, "%-26s %-9s %-9s %-12s %5s %-56s %s\n", str(w, "name", "?"),
+                str(w, "engine", "-"), str(w, "domain", "-"), dev, batch, vars, params);
+    }
+    /* each engine's own params, once, from its first entry that lists some */
+    cJSON_ArrayForEach(w, items(list))
+    {
+        const cJSON *ps = get(w, "params"), *e, *v;
+        const char *engine = str(w, "engine", "");
+        bool first = true;
+        cJSON_ArrayForEach(v, items(list))
+        {
+            if (v == w)
+                break;
+            first = first &&
+                    !(cJSON_IsArray(get(v, "params")) && strcmp(str(v, "engine", ""), engine) == 0);
+        }
+        if (!cJSON_IsArray(ps) || !first)
+            continue;
+        char all[512];
+        size_t len = 0;
+        all[0] = '\0';
+        cJSON_ArrayForEach(e, ps)
+        {
+            if (!cJSON_IsString(e) || !engine_wide(list, engine, e->valuestring) ||
+                len >= sizeof all)
+                continue;
+            int n = snprintf(all + len, sizeof all - len, "%s%s", len ? "," : "", e->valuestring);
+            if (n < 0)
+                break;
+            len += (size_t)n;
+        }
+        if (all[0])
+            fprintf(f, "every %s workload also takes: %s\n", engine, all);
     }
 }
 

@@ -333,6 +333,22 @@ static void test_tables(void **state)
     assert_non_null(
         strstr(out, "           fusionbench submit model.9 --engine native --explain --wait\n"));
     free(out);
+    /* the catalog: each workload's own params, the engine's once below;
+     * "any" for an entry that declares none */
+    out = print_to_string(cl_fmt_workloads,
+                          "{\"items\":[{\"name\":\"softmax\",\"engine\":\"native\","
+                          "\"params\":[\"rows\",\"cols\",\"threads\",\"seed\"]},"
+                          "{\"name\":\"resnet18\",\"engine\":\"native\",\"params\":"
+                          "[\"image\",\"threads\",\"seed\"]},{\"name\":\"resnet18\","
+                          "\"engine\":\"inductor\"},{\"name\":\"model.3\",\"engine\":"
+                          "\"native\",\"params\":[\"threads\",\"seed\"]}]}");
+    assert_non_null(strstr(out, " rows,cols\n"));
+    assert_non_null(strstr(out, " image\n"));
+    assert_non_null(strstr(out, " any\n"));
+    assert_non_null(strstr(out, " -\n")); /* only the engine's */
+    assert_non_null(strstr(out, "\nevery native workload also takes: threads,seed\n"));
+    assert_null(strstr(out, "every inductor"));
+    free(out);
     /* Wrong shapes print, never crash. */
     const char *bad[] = {"null", "[]", "{\"items\": {}}", "{\"items\": [1, null, {\"spec\": 3}]}",
                          "{\"rows\": [{\"variants\": [1]}], \"progress\": 5}"};
