@@ -8,6 +8,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fbparams  # noqa: E402  (a --param goes to the workloads that take it)
+
 # The zoo at sizes a 2-core VM explains in seconds each, and the patterns at
 # their defaults.
 ZOO = [("resnet18", ["image=112"]), ("resnet50", ["image=112"]), ("mobilenet_v2", ["image=112"]),
@@ -110,6 +113,7 @@ def main():
     if a.workloads:
         want = a.workloads.split(",")
         todo = [(w, p) for w, p in todo if w in want]
+    todo = [(w, fbparams.for_workload(a.bin, w, p)) for w, p in todo]
     llc = int(a.llc_mb * (1 << 20)) if a.llc_mb else llc_bytes()
     lines, dump, env = [HEADER], {}, None
     for w, p in todo:

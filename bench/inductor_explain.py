@@ -37,6 +37,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "engine", "inductor"))
 from explain import spearman  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fbparams  # noqa: E402  (a --param goes to the models that take it)
+
 MODELS = ["resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny", "vit_b_16",
           "bert_base", "gpt2", "whisper_tiny", "wav2vec2_base"]
 
@@ -46,7 +49,7 @@ def run(binary, model, batch, budget, threads, params, iterations, ladder_s):
            "--threads", str(threads), "--iterations", str(iterations), "--warmup", "3",
            "--variants", "eager,inductor-nofusion,inductor", "--explain",
            "--param", "time_budget_s=%d" % budget, "--timeout", str(budget + ladder_s)]
-    for p in params:
+    for p in fbparams.for_workload(binary, model, params, "inductor"):
         cmd += ["--param", p]
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, check=False)

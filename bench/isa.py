@@ -17,6 +17,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fbparams  # noqa: E402  (a --param goes to the models that take it)
+
 WIDTHS = (("auto", "AVX-512"), ("avx2", "AVX2"))
 
 
@@ -25,7 +28,7 @@ def run_one(a, model, isa):
     env["FUSIONBENCH_NATIVE_ISA"] = isa
     cmd = [a.bin, model, "--threads", str(a.threads), "--iterations", str(a.iterations),
            "--warmup", str(a.warmup), "--json"]
-    for p in a.param:
+    for p in fbparams.for_workload(a.bin, model, a.param):
         cmd += ["--param", p]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=a.timeout)
     if r.returncode not in (0, 1):
@@ -46,7 +49,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=900, help="each run's limit, seconds")
-    ap.add_argument("--param", action="append", default=[], help="key=value for every run")
+    ap.add_argument("--param", action="append", default=[], help="key=value for every model that takes it")
     a = ap.parse_args()
     models = [m for m in a.models.split(",") if m]
     runs = {}

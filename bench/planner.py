@@ -41,6 +41,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fbparams  # noqa: E402
+
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "vgg16",
           "efficientnet_b0", "convnext_tiny", "vit_b_16", "bert_base", "gpt2", "whisper_tiny"]
 PLANNERS = ("rules", "cost")
@@ -52,7 +55,7 @@ def run_one(args, model, batch, threads, planner, cache, explain=False):
            "--param", "planner=" + planner, "--timeout", str(args.timeout)]
     if explain:
         cmd.append("--explain")
-    for p in args.param:
+    for p in fbparams.for_workload(args.bin, model, args.param):
         cmd += ["--param", p]
     env = dict(os.environ, FUSIONBENCH_PLAN_CACHE=cache)
     t0 = time.monotonic()
@@ -212,7 +215,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=1200, help="each run's limit, seconds")
-    ap.add_argument("--param", action="append", default=[], help="key=value for every run")
+    ap.add_argument("--param", action="append", default=[], help="key=value for every run of a model that takes it")
     ap.add_argument("--json-dir", help="write each configuration's runs here")
     ap.add_argument("--bound", action="store_true",
                     help="one more rules run per configuration, explained: the most any plan "
