@@ -125,6 +125,20 @@ static void check_declared_read(const nat_pattern *pat)
     assert_true(n >= 1);
 }
 
+/* The kernels this run checks: under FUSIONBENCH_NATIVE_ISA=avx2
+ * (unit.test_zoo_avx2) the 8-lane ones, or the models would be checked on the
+ * wide kernels again. */
+static void test_isa_in_use(void **state)
+{
+    (void)state;
+    const char *v = getenv("FUSIONBENCH_NATIVE_ISA");
+    __builtin_cpu_init();
+    if (v && strcmp(v, "avx2") == 0)
+        assert_false(nat_pw_available());
+    else
+        assert_int_equal(nat_pw_available(), __builtin_cpu_supports("avx512f") != 0);
+}
+
 static void test_declared_params_are_read(void **state)
 {
     (void)state;
@@ -710,6 +724,7 @@ int main(void)
      * tests/models/test_planner.py), and the rules plan without timing */
     setenv("FUSIONBENCH_PLANNER", "rules", 1);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_in_use),
         cmocka_unit_test(test_declared_params_are_read),
         cmocka_unit_test(test_models_fused_match_eager),
         cmocka_unit_test(test_resnet18_counts_and_memory),
