@@ -30,7 +30,7 @@ int fb_cpu_isa_cli(void);
 
 /* The 16-lane kernels run in this process: the CPU has AVX-512F and the
  * variable does not say "avx2" (an invalid value counts as unset here; the
- * programs' fb_cpu_isa_check refused it first).  Decided once. */
+ * programs' fb_cpu_isa_cli refused it first).  Decided once. */
 bool fb_cpu_wide(void);
 
 /* True when the variable made the kernels narrower than the CPU allows, so
