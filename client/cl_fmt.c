@@ -412,23 +412,18 @@ void cl_fmt_workloads(FILE *f, const cJSON *list)
         fprintf(f, "%-26s %-9s %-9s %-12s %5s %-56s %s\n", str(w, "name", "?"),
                 str(w, "engine", "-"), str(w, "domain", "-"), dev, batch, vars, params);
     }
-    /* each engine's own params, once, from its first entry that lists some */
+    /* each engine's own params, once: from its first entry that lists some */
+    char seen[256] = "|";
     cJSON_ArrayForEach(w, items(list))
     {
-        const cJSON *ps = get(w, "params"), *e, *v;
+        const cJSON *ps = get(w, "params"), *e;
         const char *engine = str(w, "engine", "");
-        bool first = true;
-        cJSON_ArrayForEach(v, items(list))
-        {
-            if (v == w)
-                break;
-            first = first &&
-                    !(cJSON_IsArray(get(v, "params")) && strcmp(str(v, "engine", ""), engine) == 0);
-        }
-        if (!cJSON_IsArray(ps) || !first)
-            continue;
-        char all[512];
+        char tag[96], all[512];
         size_t len = 0;
+        snprintf(tag, sizeof tag, "|%s|", engine);
+        if (!cJSON_IsArray(ps) || strstr(seen, tag))
+            continue;
+        snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s", tag + 1);
         all[0] = '\0';
         cJSON_ArrayForEach(e, ps)
         {

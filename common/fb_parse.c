@@ -20,7 +20,11 @@ bool fb_parse_int(const char *s, int lo, int hi, int *out)
 
 int fb_cli_bad_arg(const char *arg, const char *why)
 {
-    fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, arg, why);
+    size_t n = arg ? strlen(arg) : 0;
+    if (n == 0 || strncmp(why, arg, n) == 0) /* the message names it already */
+        fprintf(stderr, "%s: %s\n", program_invocation_short_name, why);
+    else
+        fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, arg, why);
     return FB_EXIT_USAGE;
 }
 

@@ -15,7 +15,9 @@ bool fb_parse_int(const char *s, int lo, int hi, int *out);
 #define FB_EXIT_USAGE 2
 
 /* A bad command-line argument: "PROGRAM: ARG: WHY" on stderr (PROGRAM is the
- * name the program was started by).  Returns FB_EXIT_USAGE. */
+ * name the program was started by; "PROGRAM: WHY" where WHY begins with ARG,
+ * as an fb_err's message often names its field, or ARG is empty).  Returns
+ * FB_EXIT_USAGE. */
 int fb_cli_bad_arg(const char *arg, const char *why);
 
 /* fb_parse_int for the value s of the option arg: 0, or fb_cli_bad_arg's

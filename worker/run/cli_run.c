@@ -362,17 +362,6 @@ static int check_offered(const fb_workload_info *w, const fb_spec *spec)
     return CLI_EXIT_USAGE;
 }
 
-/* A spec's error: its message where that names the field already. */
-static int bad_spec(const fb_err *err)
-{
-    size_t n = strlen(err->field);
-    if (n && strncmp(err->msg, err->field, n) == 0) {
-        fprintf(stderr, "fusionbench-run: %s\n", err->msg);
-        return CLI_EXIT_USAGE;
-    }
-    return fb_cli_bad_arg(err->field, err->msg);
-}
-
 /* Fills spec from the options and the catalog's defaults. */
 static int build_spec(cli_opts *o, fb_spec *spec)
 {
@@ -412,7 +401,7 @@ static int build_spec(cli_opts *o, fb_spec *spec)
         fb_err_clear(&err);
         if (fb_spec_check_unfuse(spec, &err) != FB_OK ||
             fb_workload_params_check(w, spec->params, &err) != FB_OK)
-            rc = bad_spec(&err);
+            rc = fb_cli_bad_arg(err.field, err.msg);
     }
     return rc ? rc : check_offered(w, spec);
 }
