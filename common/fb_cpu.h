@@ -2,9 +2,11 @@
  *
  * The kernels are built for x86-64-v3 (AVX2 and FMA); their 16-lane forms
  * (packed GEMM, the packed and Winograd convolutions, the 16-lane math) run
- * where the CPU has AVX-512F, chosen at run time.  FUSIONBENCH_NATIVE_ISA
- * narrows that choice: "avx2" runs the 8-lane kernels and the OpenBLAS paths
- * an AVX2-only CPU runs, on any CPU (so the tests check those paths on an
+ * where the CPU has AVX-512F, chosen at run time, and with them our packed
+ * GEMM is the default (elsewhere OpenBLAS, or its 8-lane form when a job asks:
+ * nat_kern.h, nat_pw_default).  FUSIONBENCH_NATIVE_ISA narrows that choice:
+ * "avx2" runs the 8-lane kernels and the OpenBLAS paths an AVX2-only CPU
+ * runs, on any CPU (so the tests check those paths on an
  * AVX-512 machine, and a lab can measure what its AVX2 nodes would); "avx512"
  * insists on the wide kernels (an error where the CPU lacks them); unset,
  * empty or "auto" lets the CPU decide. */

@@ -4,7 +4,8 @@ AVX2-only CPU runs, on any CPU, and says so (common/fb_cpu.h).
 
 Checked: under avx2 a convolutional model and a transformer layer run both
 variants through the accuracy gate (status ok, fused within tolerance of
-eager); on a CPU with AVX-512 the result's env.cpu and device name carry
+eager), their GEMMs on OpenBLAS unless params.gemm asks for our packed
+GEMM, whose 8-lane form then runs them; on a CPU with AVX-512 the result's env.cpu and device name carry
 "(kernels: avx2, FUSIONBENCH_NATIVE_ISA)", so its results form their own
 history series, and a plain run's do not, and OpenBLAS ran its Haswell
 kernels; a value that is none of avx2,
@@ -48,19 +49,36 @@ def model(name, params, isa):
     r = run(args, isa)
     check(r.returncode == 0, "%s under %s: exit %d: %s" % (name, isa, r.returncode,
                                                           r.stderr[-600:]))
-    res = json.loads(r.stdout)["result"]
+    doc = json.loads(r.stdout)
+    res = doc["result"]
     for v in res["variants"]:
         check(v["status"] == "ok", "%s under %s: %s %s" % (name, isa, v["name"], v["status"]))
     log("%s under %s: %s" % (name, isa, ", ".join(
         "%s %.3f ms" % (v["name"], v["latency_ms"]["median"]) for v in res["variants"])))
-    return res["env"]
+    return res["env"], doc["kernels"]
+
+
+def impls(kernels, names):
+    """The impls the profiled launches named in names ran on, both variants."""
+    return {k["impl"] for v in ("eager", "fused") for k in kernels[v] if k["name"] in names}
 
 
 def main():
     wide = avx512()
     for name, params in (("mobilenet_v3_large", ["image=64"]),
                          ("bert_base", ["layers=1", "seq=32"])):
-        env = model(name, params, "avx2")
+        env, kernels = model(name, params, "avx2")
+        # 8 lanes: OpenBLAS's GEMMs unless params.gemm asks for ours, which
+        # then runs both the convolutions (im2col into its panels) and the
+        # linear layers (nat_kern.h, nat_pw_default)
+        kinds = ("conv2d", "conv_fused") if name == "mobilenet_v3_large" else (
+            "linear", "linear_fused", "mlp_fused")
+        got = impls(kernels, kinds)
+        check("openblas" in got and "packed_gemm" not in got,
+              "%s's GEMMs under avx2: %s" % (name, sorted(got)))
+        got = impls(model(name, params + ["gemm=packed"], "avx2")[1], kinds)
+        check("packed_gemm" in got and "openblas" not in got,
+              "%s's GEMMs under avx2 with gemm=packed: %s" % (name, sorted(got)))
         if wide:
             check(env["cpu"].endswith(SUFFIX), "env.cpu under avx2: %r" % env["cpu"])
             check(env["device_name"] == env["cpu"], "device name under avx2: %r"
@@ -69,10 +87,10 @@ def main():
             check(env["blas"].endswith(" Haswell"), "env.blas under avx2: %r" % env["blas"])
         else:
             check(SUFFIX not in env["cpu"], "an AVX2 CPU named narrowed: %r" % env["cpu"])
-    plain = model("mobilenet_v3_large", ["image=64"], None)
+    plain = model("mobilenet_v3_large", ["image=64"], None)[0]
     check(SUFFIX not in plain["cpu"], "a plain run's env.cpu: %r" % plain["cpu"])
     if wide:
-        check(model("mobilenet_v3_large", ["image=64"], "avx512")["cpu"] == plain["cpu"],
+        check(model("mobilenet_v3_large", ["image=64"], "avx512")[0]["cpu"] == plain["cpu"],
               "avx512 on an AVX-512 CPU is the plain run")
     else:
         r = run(["softmax", "--iterations", "1"], "avx512")

@@ -189,11 +189,13 @@ static void test_isa_in_use(void **state)
     __builtin_cpu_init();
     bool has = __builtin_cpu_supports("avx512f");
     if (v && strcmp(v, "avx2") == 0)
-        assert_false(nat_pw_available());
+        assert_false(nat_v16_available());
     else
-        assert_int_equal(nat_pw_available(), has);
+        assert_int_equal(nat_v16_available(), has);
+    /* our packed GEMM by default (params.gemm "auto") on 16 lanes only */
+    assert_int_equal(nat_pw_default(), nat_v16_available());
     print_message("native kernels: %s\n",
-                  nat_pw_available() ? "16 lanes (AVX-512)" : "8 lanes (AVX2)");
+                  nat_v16_available() ? "16 lanes (AVX-512)" : "8 lanes (AVX2)");
 }
 
 static void test_conv_3x3(void **state)
@@ -257,7 +259,7 @@ static void test_conv_winograd(void **state)
     assert_true(nat_conv_shape_finish(&small));
     assert_int_equal(nat_conv2d_prep_floats(&small), 0); /* 16 tiles: not Winograd */
     small.n = 2;
-    assert_true((nat_conv2d_prep_floats(&small) > 0) == nat_pw_available());
+    assert_true((nat_conv2d_prep_floats(&small) > 0) == nat_v16_available()); /* Winograd */
     run_conv((conv_case){shp(1, 32, 7, 7, 48, 3, 3, 1, 1, 1, 1), true, false, NAT_ACT_RELU});
 }
 
@@ -480,8 +482,12 @@ static void test_conv_workspace(void **state)
     assert_true(nat_conv_shape_finish(&s));
     assert_int_equal(s.ho, 10);
     assert_int_equal(nat_conv2d_workspace(&s, false), 0); /* pointwise on OpenBLAS: direct GEMM */
-    s.blas = false; /* our GEMM reads the plane in place: only its row table (8 int64) */
-    assert_int_equal(nat_conv2d_workspace(&s, false), nat_pw_available() ? 2 * 8 : 0);
+    s.blas = false;
+    size_t pws = nat_conv2d_workspace(&s, false);
+    if (nat_v16_available()) /* our GEMM reads the plane in place: only its row table (8 int64) */
+        assert_int_equal(pws, 2 * 8);
+    else /* 8 lanes: each thread's tile copied into whole panels of 32 pixels */
+        assert_true(pws > 0 && pws % (8 * 32) == 0);
     s = shp(1, 8, 10, 10, 8, 3, 3, 1, 1, 1, 8);
     assert_true(nat_conv_shape_finish(&s));
     assert_int_equal(nat_conv2d_workspace(&s, false), 0); /* depthwise: loop kernel */
@@ -495,7 +501,7 @@ static void test_conv_workspace(void **state)
     assert_int_equal(ws % row, 0);
     assert_true(ws <= row * 10 * 256); /* no more than the whole image per thread */
     s.blas = false; /* stride 1 on our GEMM: row table, padded input, per-thread output tiles */
-    if (nat_pw_available()) {
+    {
         size_t table = 2 * 8 * 9, padded = (size_t)8 * 12 * 14;
         ws = nat_conv2d_workspace(&s, false);
         assert_true(ws > table + padded);

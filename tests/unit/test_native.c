@@ -31,6 +31,9 @@ static const pat_case cases[] = {
     /* k past the packed GEMM's k block (256), a partial last panel */
     {"gemm_bias_relu", "{\"m\":300,\"k\":300,\"n\":70}", 3, 1, 1, 3},
     {"mlp", "{\"m\":300,\"d\":40,\"h\":280}", 5, 1, 1, 5},
+    /* our GEMM asked for (on 8 lanes too), and left to the default */
+    {"gemm_bias_relu", "{\"m\":300,\"k\":300,\"n\":70,\"gemm\":\"packed\"}", 3, 1, 1, 3},
+    {"mlp", "{\"m\":300,\"d\":40,\"h\":280,\"gemm\":\"auto\"}", 5, 1, 1, 5},
     /* the same on OpenBLAS (params.gemm) */
     {"gemm_bias_gelu", "{\"m\":300,\"k\":300,\"n\":70,\"gemm\":\"openblas\"}", 3, 1, 1, 3},
     {"mlp", "{\"m\":300,\"d\":40,\"h\":280,\"gemm\":\"openblas\"}", 5, 1, 1, 5},

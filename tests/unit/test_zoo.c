@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "fb_cpu.h"
 #include "gr.h"
 #include "gr_cost.h"
 #include "gr_input.h"
@@ -134,9 +135,9 @@ static void test_isa_in_use(void **state)
     const char *v = getenv("FUSIONBENCH_NATIVE_ISA");
     __builtin_cpu_init();
     if (v && strcmp(v, "avx2") == 0)
-        assert_false(nat_pw_available());
+        assert_false(nat_v16_available());
     else
-        assert_int_equal(nat_pw_available(), __builtin_cpu_supports("avx512f") != 0);
+        assert_int_equal(nat_v16_available(), __builtin_cpu_supports("avx512f") != 0);
 }
 
 static void test_declared_params_are_read(void **state)
@@ -339,6 +340,8 @@ static void test_planner_choices(void **state)
     unsetenv("FUSIONBENCH_BUILD_ID");
     assert_non_null(strstr(c1, "build-a"));
     assert_non_null(strstr(c1, "threads 1|packed"));
+    /* the kernels' width: a narrowed run (unit.test_zoo_avx2) keys its own */
+    assert_non_null(strstr(c1, fb_cpu_wide() ? "|packed|16 lanes" : "|packed|8 lanes"));
     gr_cost_key("conv", c1, k1);
     gr_cost_key("conv", c2, k2);
     gr_cost_key("conv", c3, k3);
@@ -603,8 +606,6 @@ static void test_linear_tilings(void **state)
         for (size_t ni = 0; ni < 2; ni++)
             for (int wt = 0; wt < 4; wt++) { /* bit 0: [n,k] weight; bit 1: packed */
                 int64_t m = ms[mi], n = ns[ni], k = mi == 1 ? 300 : 37; /* > KC: k blocks */
-                if ((wt & 2) && !nat_pw_available())
-                    continue;
                 float *a = rand_vec(m * k, &seed), *w = rand_vec(n * k, &seed);
                 float *bias = rand_vec(n, &seed), *res = rand_vec(m * n, &seed);
                 float *out = calloc((size_t)(m * n), sizeof *out);
@@ -639,8 +640,6 @@ static void test_mlp_modes(void **state)
     int64_t m = 70, d = 48, h = 288; /* the second GEMM's k = h crosses a k block (256) */
     for (int64_t mode = GR_MLP_COLUMNS; mode <= GR_MLP_ROWS; mode++)
         for (int64_t bits = 0; bits < 8; bits++) { /* bit 2: packed weights */
-            if ((bits & 4) && !nat_pw_available())
-                continue;
             float *x = rand_vec(m * d, &seed), *w1 = rand_vec(d * h, &seed);
             float *b1 = rand_vec(h, &seed), *w2 = rand_vec(h * d, &seed);
             float *b2 = rand_vec(d, &seed), *out = calloc((size_t)(m * d), sizeof *out);

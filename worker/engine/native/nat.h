@@ -50,7 +50,7 @@ typedef void (*nat_kernel_fn)(const struct nat_launch *l);
 typedef enum nat_impl {
     NAT_IMPL_AUTO,        /* a CPU launch: by its descriptor (nat_launch_impl) */
     NAT_IMPL_LOOP,        /* our own loop kernel */
-    NAT_IMPL_PACKED_GEMM, /* our packed-panel GEMM (nat_pw_gemm, AVX-512) */
+    NAT_IMPL_PACKED_GEMM, /* our packed-panel GEMM (nat_pw_gemm) */
     NAT_IMPL_WINOGRAD,    /* our Winograd F(2x2, 3x3) over packed GEMMs */
     NAT_IMPL_OPENBLAS,
     NAT_IMPL_CUBLASLT,
@@ -179,11 +179,13 @@ FB_MUSTCHECK fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *sp
                                        const struct gr_cost_timer *timer, nat_ctx **out,
                                        fb_err *err);
 
-/* params.gemm: "packed" (the default: constant weights packed once, when the
- * plan is built, for our AVX-512 GEMM, where the CPU has it) or "openblas"
- * (OpenBLAS on the weights as stored, repacking them on every call).  *pack:
- * whether to pack (false too when the CPU lacks AVX-512, and for device
- * "cuda", whose lowering reads the weights as stored). */
+/* params.gemm: "auto" (the default: nat_pw_default), "packed" (our packed
+ * GEMM, on 16 or 8 lanes: the convolutions' im2col written into its panels,
+ * constant linear weights packed once, when the plan is built) or
+ * "openblas" (OpenBLAS everywhere, on the weights as stored, repacking them
+ * on every call).  *pack: whether our GEMM runs (false for device "cuda",
+ * whose lowering reads the weights as stored); the convolutions take
+ * nat_conv_shape.blas = !*pack. */
 FB_MUSTCHECK fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, fb_err *err);
 void nat_ctx_free(nat_ctx *ctx);
 

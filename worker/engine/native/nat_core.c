@@ -195,13 +195,17 @@ int64_t nat_ctx_variant_bytes(const nat_ctx *ctx, int v)
 
 fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, fb_err *err)
 {
-    *pack = nat_pw_available() && strcmp(spec->device, "cuda") != 0;
+    bool cpu = strcmp(spec->device, "cuda") != 0;
     const cJSON *j = spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "gemm") : NULL;
-    if (!j || (cJSON_IsString(j) && strcmp(j->valuestring, "packed") == 0))
-        return FB_OK;
-    if (cJSON_IsString(j) && strcmp(j->valuestring, "openblas") == 0) {
-        *pack = false;
+    const char *v = cJSON_IsString(j) ? j->valuestring : NULL;
+    if (!j || (v && strcmp(v, "auto") == 0)) {
+        *pack = cpu && nat_pw_default();
         return FB_OK;
     }
-    return fb_err_set(err, FB_EINVAL, "params.gemm", "must be \"packed\" or \"openblas\"");
+    if (v && (strcmp(v, "packed") == 0 || strcmp(v, "openblas") == 0)) {
+        *pack = cpu && v[0] == 'p';
+        return FB_OK;
+    }
+    return fb_err_set(err, FB_EINVAL, "params.gemm",
+                      "must be \"auto\", \"packed\" or \"openblas\"");
 }

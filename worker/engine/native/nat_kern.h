@@ -43,11 +43,21 @@ typedef struct nat_epi {
 void nat_epi_apply(float *c, int64_t ldc, int64_t r0, int64_t c0, int64_t rows, int64_t cols,
                    const nat_epi *e);
 
-/* ---- GEMM against a weight packed once (nat_kern_pgemm.c, AVX-512) ---- */
+/* ---- GEMM against a weight packed once (nat_kern_pgemm.c) ---- */
 
 /* Whether the 16-lane kernels run here: AVX-512F, and FUSIONBENCH_NATIVE_ISA
- * not "avx2" (fb_cpu.h); callers use OpenBLAS and 8 lanes if not. */
-bool nat_pw_available(void);
+ * not "avx2" (fb_cpu.h); callers use 8 lanes if not. */
+bool nat_v16_available(void);
+/* Whether a job that leaves params.gemm to us ("auto") runs our packed GEMM
+ * (the convolutions, the linear layers; the attention's GEMMs always follow
+ * this): on 16 lanes.  On 8 OpenBLAS, unless the job asks for "packed": on
+ * one core of an AMD EPYC 7003 (AVX2, a shared VM) ours ran 5-15% behind
+ * OpenBLAS on BERT's GEMMs and 10-35% on convolutions with a long reduction
+ * at 14 x 14 and 28 x 28 (3x3 on 128 and 256 channels), ahead at 7 x 7 and on
+ * short reductions (16 -> 96 channels at 112 x 112), and whole models came
+ * out from 19% faster to 12% slower from one run to the next
+ * (docs/BENCHMARKS.md). */
+bool nat_pw_default(void);
 /* Floats of the packed form of an n-column weight with k rows of reduction. */
 int64_t nat_pw_floats(int64_t n, int64_t k);
 /* Packs w ([n, k] when w_trans, PyTorch's nn.Linear layout; else [k, n]) into
@@ -79,7 +89,7 @@ typedef struct nat_conv_shape {
     int groups; /* ci and co divisible by groups */
     int ho, wo; /* output size: filled by nat_conv_shape_finish */
     bool blas;  /* the GEMMs on OpenBLAS (params.gemm "openblas"); else packed
-                   panels for nat_pw_gemm where the CPU has AVX-512 */
+                   panels for nat_pw_gemm */
 } nat_conv_shape;
 
 /* Computes ho and wo; returns false when the shape is impossible (non-positive

@@ -9,7 +9,8 @@
  * time, in a per-thread stack buffer.  The scale rides in the score GEMM's
  * alpha; the exponentials are nat_exp_sum's, the eager softmax's.
  *
- * The two GEMMs of a block: where the CPU has AVX-512, our packed GEMM
+ * The two GEMMs of a block: where our GEMM is the default (nat_pw_default:
+ * AVX-512; the attention takes no params.gemm), our packed GEMM
  * (nat_pw_gemm) on the key and value blocks packed into its panels by the
  * thread that uses them (the query block pre-scaled once); OpenBLAS packed
  * them again inside each of its calls (0.89x of torch.compile on the
@@ -191,7 +192,7 @@ NAT_SIMD_CLONES void nat_attention_fused(const float *q, const float *k, const f
     int64_t items = (int64_t)bh * nqb;
     int blas_threads = openblas_get_num_threads();
     openblas_set_num_threads(1);
-    bool packed = nat_pw_available();
+    bool packed = nat_pw_default();
 #pragma omp parallel
     {
         attn_tile t;

@@ -8,8 +8,9 @@
  *  - 3x3 stride 1 (groups 1, 16 channels and more) where the CPU has AVX-512:
  *    Winograd F(2x2, 3x3), 16 GEMMs of 16/36 the multiply-adds
  *    (nat_kern_wino.c);
- *  - stride 1 where the CPU has AVX-512 (and params.gemm is not "openblas"):
- *    no im2col at all.  The input is copied once with its padding into a
+ *  - stride 1 on our packed GEMM (params.gemm "packed", or "auto" where the
+ *    CPU has AVX-512: nat_pw_default; on 8 lanes not for 1x1, see
+ *    conv_geom_of): no im2col at all.  The input is copied once with its padding into a
  *    buffer whose rows are w + 2 pad wide; then output pixel (oy, ox) reads
  *    input (oy + ky, ox + kx) at a fixed offset from "virtual pixel"
  *    oy * (w + 2 pad) + ox, for every (c, ky, kx), so the reduction row
@@ -23,11 +24,12 @@
  *    channels and wide rows (CONV_IMPL_CO_MAX, CONV_IMPL_JUNK_MAX);
  *  - otherwise (strides of 2 and more, the other stride-1 shapes): im2col into
  *    a per-thread column tile of a few output rows, then one GEMM per tile.
- *    Where the CPU has AVX-512, im2col writes the tile straight into the panel
- *    layout of our packed GEMM (nat_pw_gemm: 32 output pixels x K per panel)
- *    and the weights are read in place; elsewhere OpenBLAS on the row-major
- *    im2col tile (the 1x1 path with the input plane as B), which packs both
- *    operands again inside every call.
+ *    On our packed GEMM, im2col writes the tile straight into its panel
+ *    layout (nat_pw_gemm: 32 output pixels x K per panel;
+ *    nat_kern_conv_panels.inc, for 16 and 8 lanes) and the weights are read
+ *    in place; on OpenBLAS ("openblas", or "auto" without AVX-512) im2col
+ *    makes a row-major tile (the 1x1 path takes the input plane as B), and
+ *    OpenBLAS packs both operands again inside every call.
  * The epilogue (bias, residual, activation) runs on each output tile right after
  * the GEMM that produced it, while the tile is still in cache.
  *
@@ -222,12 +224,16 @@ static conv_geom conv_geom_of(const nat_conv_shape *s)
     g.direct = g.cig == 1 && s->groups > 1;
     g.pointwise = s->kh == 1 && s->kw == 1 && s->stride_h == 1 && s->stride_w == 1 &&
                   s->pad_h == 0 && s->pad_w == 0;
-    g.packed = !g.direct && !s->blas && nat_pw_available();
+    g.packed = !g.direct && !s->blas;
     /* Stride 1, few output channels (the copy im2col makes costs about 1/co
      * of the GEMM: with more, the aligned panels it makes pay for it), and
-     * few pad columns computed and dropped. */
+     * few pad columns computed and dropped.  Not 1x1 on 8 lanes, whose tile
+     * reads each panel as two halves from kdim rows of the input planes
+     * apart: one core of an AMD EPYC 7003, 256 -> 64 channels at 56 x 56,
+     * 2.35 ms against 1.40 ms through im2col's panels. */
     int wp = s->w + 2 * s->pad_w; /* a padded row; the output row is wo of it */
-    g.implicit = g.packed && s->stride_h == 1 && s->stride_w == 1 && g.cog <= CONV_IMPL_CO_MAX &&
+    g.implicit = g.packed && (nat_v16_available() || !g.pointwise) && s->stride_h == 1 &&
+                 s->stride_w == 1 && g.cog <= CONV_IMPL_CO_MAX &&
                  (g.pointwise || (wp >= 16 && (int64_t)(wp - s->wo) * CONV_IMPL_JUNK_MAX <= wp));
     if (g.implicit) {
         conv_geom_implicit(&g, s);
@@ -339,151 +345,68 @@ static inline __mmask16 in_row(int x0, int w, __mmask16 m)
     return in & m;
 }
 
-/* Writes len values of reduction row kk at tile pixels [q, q+len) of the panel
- * layout dst (kdim rows per panel): src[i * stride], or zeros when src NULL.
- * A run within one panel is at most two masked 16-lane moves (this runs only
- * where nat_pw_gemm does, on AVX-512); a libc memcpy per piece made the
- * packed convolution slower than OpenBLAS's. */
-__attribute__((target("avx512f"))) static inline void
-put_run(float *dst, int kdim, int kk, int64_t q, const float *src, int len, int stride)
-{
-    while (len > 0) {
-        int64_t pn = q / PANEL;
-        int lane = (int)(q % PANEL), n = len < PANEL - lane ? len : PANEL - lane;
-        float *d = dst + ((size_t)pn * kdim + kk) * PANEL + lane;
-        __mmask16 m0 = lanes(n), m1 = lanes(n - 16);
-        if (src == NULL) {
-            _mm512_mask_storeu_ps(d, m0, _mm512_setzero_ps());
-            _mm512_mask_storeu_ps(d + 16, m1, _mm512_setzero_ps());
-        } else if (stride == 1) {
-            _mm512_mask_storeu_ps(d, m0, _mm512_maskz_loadu_ps(m0, src));
-            _mm512_mask_storeu_ps(d + 16, m1, _mm512_maskz_loadu_ps(m1, src + 16));
-            src += n;
-        } else {
-            for (int i = 0; i < n; i++)
-                d[i] = src[(size_t)i * stride];
-            src += (size_t)n * stride;
-        }
-        q += n;
-        len -= n;
-    }
-}
-
 /* A run of one panel's lanes [lane, lane+len): output pixels ox0 .. ox0+len
  * of tile row r. */
 typedef struct pseg {
     int lane, len, r, ox0;
 } pseg;
 
-/* im2col_panels for stride-1 kernels, panel by panel: each reduction row of a
- * panel (32 lanes, 128 bytes) is written whole, in order, from the one or two
- * input row runs (segments) its pixels come from.  What depends only on the
- * panel and the kernel column (each segment's input columns and their
- * padding masks) is computed once per panel, so the walk over channels and
- * kernel rows is masked loads and stores. */
 #define KW_MAX 16
-__attribute__((target("avx512f"))) static void im2col_panels_s1(float *dst, const float *in,
-                                                                const nat_conv_shape *s, int cig,
-                                                                int kdim, int oy0, int rows)
-{
-    int64_t px = (int64_t)rows * s->wo, panels = (px + PANEL - 1) / PANEL;
-    pseg seg[PANEL];
-    __mmask16 mk[PANEL][KW_MAX][2], live[PANEL][2];
-    int x0[PANEL][KW_MAX];
-    for (int64_t pn = 0; pn < panels; pn++) {
-        int ns = 0;
-        int64_t q_end = px < (pn + 1) * PANEL ? px : (pn + 1) * PANEL;
-        for (int64_t q = pn * PANEL; q < q_end; ns++) {
-            int r = (int)(q / s->wo), ox = (int)(q % s->wo);
-            int len = (int)(q_end - q < s->wo - ox ? q_end - q : s->wo - ox);
-            seg[ns] = (pseg){(int)(q - pn * PANEL), len, r, ox};
-            live[ns][0] = lanes(len);
-            live[ns][1] = lanes(len - 16);
-            for (int kx = 0; kx < s->kw; kx++) {
-                int x = ox + kx * s->dil_w - s->pad_w;
-                x0[ns][kx] = x;
-                mk[ns][kx][0] = in_row(x, s->w, live[ns][0]);
-                mk[ns][kx][1] = in_row(x + 16, s->w, live[ns][1]);
-            }
-            q += len;
-        }
-        bool partial = q_end - pn * PANEL < PANEL;
-        float *d = dst + (size_t)pn * kdim * PANEL;
-        for (int c = 0; c < cig; c++) {
-            const float *plane = in + (size_t)c * s->h * s->w;
-            for (int ky = 0; ky < s->kh; ky++) {
-                const float *row[PANEL];
-                for (int g = 0; g < ns; g++) {
-                    int iy = (oy0 + seg[g].r) * s->stride_h - s->pad_h + ky * s->dil_h;
-                    row[g] = iy >= 0 && iy < s->h ? plane + (size_t)iy * s->w : NULL;
-                }
-                for (int kx = 0; kx < s->kw; kx++, d += PANEL) {
-                    if (partial) {
-                        _mm512_storeu_ps(d, _mm512_setzero_ps());
-                        _mm512_storeu_ps(d + 16, _mm512_setzero_ps());
-                    }
-                    for (int g = 0; g < ns; g++) {
-                        float *o = d + seg[g].lane;
-                        if (!row[g]) {
-                            _mm512_mask_storeu_ps(o, live[g][0], _mm512_setzero_ps());
-                            _mm512_mask_storeu_ps(o + 16, live[g][1], _mm512_setzero_ps());
-                            continue;
-                        }
-                        const float *src = row[g] + x0[g][kx];
-                        _mm512_mask_storeu_ps(o, live[g][0],
-                                              _mm512_maskz_loadu_ps(mk[g][kx][0], src));
-                        if (live[g][1])
-                            _mm512_mask_storeu_ps(o + 16, live[g][1],
-                                                  _mm512_maskz_loadu_ps(mk[g][kx][1], src + 16));
-                    }
-                }
-            }
-        }
-    }
-}
 
-/* The tile of output rows [oy0, oy0+rows) of one group's cig input planes as
- * panels: reduction row kk = (c, ky, kx), pixel q = r * wo + ox; the lanes
- * past the last pixel are zero. */
-__attribute__((target("avx512f"))) static void im2col_panels(float *dst, const float *in,
-                                                             const nat_conv_shape *s, int cig,
-                                                             int kdim, int oy0, int rows,
-                                                             bool pointwise)
+/* im2col into the panels, for each width (nat_kern_conv_panels.inc). */
+#define PANELS_ATTR       __attribute__((target("avx512f")))
+#define PANELS_NAME(f)    f##16
+#define PANELS_ZERO(d, m) _mm512_mask_storeu_ps(d, (__mmask16)(m), _mm512_setzero_ps())
+#define PANELS_COPY(d, m, src, lm)                                                                 \
+    _mm512_mask_storeu_ps(d, (__mmask16)(m), _mm512_maskz_loadu_ps((__mmask16)(lm), src))
+#include "nat_kern_conv_panels.inc"
+#undef PANELS_ATTR
+#undef PANELS_NAME
+#undef PANELS_ZERO
+#undef PANELS_COPY
+
+/* The 8-lane moves: plain ones where every lane is written and read. */
+static inline void zero16_8(float *d, uint32_t m)
 {
-    if (!pointwise && s->stride_w == 1 && s->kw <= KW_MAX) {
-        im2col_panels_s1(dst, in, s, cig, kdim, oy0, rows);
+    if ((m & 0xffff) == 0xffff) {
+        _mm256_storeu_ps(d, _mm256_setzero_ps());
+        _mm256_storeu_ps(d + 8, _mm256_setzero_ps());
         return;
     }
-    int64_t px = (int64_t)rows * s->wo, padded = nat_pw_floats(px, 1);
-    for (int c = 0; c < cig; c++) {
-        const float *plane = in + (size_t)c * s->h * s->w;
-        if (pointwise) { /* the plane's rows are the tile's pixels, in order */
-            put_run(dst, kdim, c, 0, plane + (size_t)oy0 * s->wo, (int)px, 1);
-            put_run(dst, kdim, c, px, NULL, (int)(padded - px), 1);
-            continue;
-        }
-        for (int ky = 0; ky < s->kh; ky++) {
-            for (int kx = 0; kx < s->kw; kx++) {
-                int kk = (c * s->kh + ky) * s->kw + kx, off = kx * s->dil_w - s->pad_w;
-                int lo, hi;
-                valid_cols(s->wo, s->w, s->stride_w, off, &lo, &hi);
-                for (int r = 0; r < rows; r++) {
-                    int iy = (oy0 + r) * s->stride_h - s->pad_h + ky * s->dil_h;
-                    int64_t q = (int64_t)r * s->wo;
-                    if (iy < 0 || iy >= s->h || hi <= lo) {
-                        put_run(dst, kdim, kk, q, NULL, s->wo, 1);
-                        continue;
-                    }
-                    const float *src = plane + (size_t)iy * s->w;
-                    put_run(dst, kdim, kk, q, NULL, lo, 1);
-                    put_run(dst, kdim, kk, q + lo, src + (size_t)lo * s->stride_w + off, hi - lo,
-                            s->stride_w);
-                    put_run(dst, kdim, kk, q + hi, NULL, s->wo - hi, 1);
-                }
-                put_run(dst, kdim, kk, px, NULL, (int)(padded - px), 1);
-            }
-        }
+    _mm256_maskstore_ps(d, nat_bits8(m), _mm256_setzero_ps());
+    _mm256_maskstore_ps(d + 8, nat_bits8(m >> 8), _mm256_setzero_ps());
+}
+
+static inline void copy16_8(float *d, uint32_t m, const float *src, uint32_t lm)
+{
+    if ((m & 0xffff) == 0xffff && (lm & 0xffff) == 0xffff) {
+        _mm256_storeu_ps(d, _mm256_loadu_ps(src));
+        _mm256_storeu_ps(d + 8, _mm256_loadu_ps(src + 8));
+        return;
     }
+    _mm256_maskstore_ps(d, nat_bits8(m), _mm256_maskload_ps(src, nat_bits8(lm)));
+    _mm256_maskstore_ps(d + 8, nat_bits8(m >> 8), _mm256_maskload_ps(src + 8, nat_bits8(lm >> 8)));
+}
+
+#define PANELS_ATTR
+#define PANELS_NAME(f)             f##8
+#define PANELS_ZERO(d, m)          zero16_8(d, m)
+#define PANELS_COPY(d, m, src, lm) copy16_8(d, m, src, lm)
+#include "nat_kern_conv_panels.inc"
+#undef PANELS_ATTR
+#undef PANELS_NAME
+#undef PANELS_ZERO
+#undef PANELS_COPY
+
+/* The tile of output rows [oy0, oy0+rows) of one group's cig input planes as
+ * panels (im2col_panels16/8, by the width this process runs). */
+static void im2col_panels(float *dst, const float *in, const nat_conv_shape *s, int cig, int kdim,
+                          int oy0, int rows, bool pointwise)
+{
+    if (nat_v16_available())
+        im2col_panels16(dst, in, s, cig, kdim, oy0, rows, pointwise);
+    else
+        im2col_panels8(dst, in, s, cig, kdim, oy0, rows, pointwise);
 }
 
 /* ---- GEMM paths ---- */
@@ -909,7 +832,7 @@ static void conv_direct(const nat_conv_args *a)
     const nat_conv_shape *s = a->s;
     int64_t planes = (int64_t)s->n * s->co, plane = (int64_t)s->ho * s->wo;
     bool vec = (s->stride_w == 1 || s->stride_w == 2) && s->kw <= DW_KW_MAX;
-    bool v16 = vec && nat_pw_available();
+    bool v16 = vec && nat_v16_available();
     /* what the rows leave for the plane: everything (dw_row), the bias with the
      * residual and the activation, or the activation alone */
     bool epi_after = !vec || !dw_bias_in_reg(a);

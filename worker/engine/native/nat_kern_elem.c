@@ -71,7 +71,7 @@ float nat_exp_sum(const float *x, float scale, float m, float *o, int64_t n)
 }
 
 #ifdef NAT_VMATH
-/* nat_exp_sum_pf on 16 lanes (AVX-512F; nat_pw_available()). */
+/* nat_exp_sum_pf on 16 lanes (AVX-512F; nat_v16_available()). */
 NAT_AVX512 static float exp_sum16(const float *x, float scale, float m, float *o, int64_t n,
                                   const float *next)
 {
@@ -99,7 +99,7 @@ NAT_AVX512 static float exp_sum16(const float *x, float scale, float m, float *o
 float nat_exp_sum_pf(const float *x, float scale, float m, float *o, int64_t n, const float *next)
 {
 #ifdef NAT_VMATH
-    if (nat_pw_available())
+    if (nat_v16_available())
         return exp_sum16(x, scale, m, o, n, next);
     const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(m);
     __m256 acc = _mm256_setzero_ps();
@@ -437,7 +437,7 @@ static void act_rows(float *x, int64_t ldx, int64_t rows, int64_t cols, int act)
 {
 #ifdef NAT_VMATH
     if (nat_vact_has(act) && cols < ACT_ROWS_COLS) {
-        if (nat_pw_available())
+        if (nat_v16_available())
             act_rows16(x, ldx, rows, cols, act);
         else
             act_rows8(x, ldx, rows, cols, act);
@@ -454,7 +454,7 @@ void nat_act_vec(float *x, int64_t n, int act)
         return;
 #ifdef NAT_VMATH
     if (nat_vact_has(act)) {
-        if (nat_pw_available())
+        if (nat_v16_available())
             act_vec16(x, n, act);
         else
             act_vec8(x, n, act);

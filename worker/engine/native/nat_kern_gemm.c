@@ -2,7 +2,7 @@
  * epilogue, the one-launch MLP) over nat_linear and nat_mlp
  * (nat_kern_linear.c): the same tiles and the same GEMM for eager and fused,
  * so the variants differ only by the epilogue.  A launch whose packed-weight
- * argument is set runs our AVX-512 GEMM on it (nat_kern_pgemm.c), else
+ * argument is set runs our packed GEMM on it (nat_kern_pgemm.c), else
  * OpenBLAS on the [k, n] weight. */
 #include <omp.h>
 

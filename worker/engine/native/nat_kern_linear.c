@@ -1,7 +1,7 @@
 /* nat_kern_linear: c = act(a w + bias + res) and the one-launch MLP
  * act(x w1 + b1) w2 + b2, threaded by tiles, on our packed-weight GEMM
- * (nat_kern_pgemm.c) where the CPU has AVX-512 and the caller packed the
- * weight, else on OpenBLAS.  The pattern suite's GEMM launches and the model
+ * (nat_kern_pgemm.c) where the caller packed the weight (params.gemm:
+ * nat_spec_gemm_pack), else on OpenBLAS.  The pattern suite's GEMM launches and the model
  * zoo's linears both run here. */
 #include <cblas.h>
 #include <omp.h>

@@ -23,8 +23,12 @@
  * over the whole output.
  *
  * Where AVX-512 is missing, or FUSIONBENCH_NATIVE_ISA=avx2 narrows the
- * kernels (fb_cpu.h; nat_pw_available() false), the callers keep the
- * OpenBLAS path. */
+ * kernels (fb_cpu.h), the same panels run on 8 lanes (AVX2 and FMA, the
+ * build's baseline): a tile of MR8 = 6 rows x half a panel (12 ymm
+ * accumulators, 2 weight vectors, 1 broadcast), the two halves one after the
+ * other, and columns in chunks of PW_CHUNK8 panels.  There OpenBLAS stays the
+ * default (nat_pw_default) and a job asks for this path with params.gemm
+ * "packed". */
 #include <assert.h>
 #include <immintrin.h>
 #include <stdint.h>
@@ -33,16 +37,32 @@
 
 #include "fb_cpu.h"
 #include "nat_kern_cpu.h"
+#include "nat_vmath.h"
 
-#define NR 32
-#define MR 12
+#define NR  32
+#define MR  12 /* rows of a 16-lane tile */
+#define MR8 6  /* rows of an 8-lane tile */
 #ifndef KC
 #define KC 256
 #endif
+#ifndef KC8
+#define KC8 256
+#endif
+/* How many k rows ahead an 8-lane tile asks for B's next lines: every other
+ * line of the panel is its half's, a stride the hardware prefetcher kept up
+ * with less well (one core of an AMD EPYC 7003, m = n = k = 768: 75 -> 79 GFLOP/s). */
+#ifndef PFD8
+#define PFD8 8
+#endif
 
-bool nat_pw_available(void)
+bool nat_v16_available(void)
 {
     return fb_cpu_wide(); /* AVX-512F, unless FUSIONBENCH_NATIVE_ISA says avx2 */
+}
+
+bool nat_pw_default(void)
+{
+    return fb_cpu_wide();
 }
 
 int64_t nat_pw_floats(int64_t n, int64_t k)
@@ -72,24 +92,26 @@ void nat_pw_pack(const float *w, bool w_trans, int64_t n, int64_t k, float *dst)
 }
 
 /* Where a panel's 32 columns land in c when they are not simply c + p * 32
- * (nat_pw_gemm_offsets with virtual rows): lanes lo/hi (of 0..15, 16..31) go
- * to c + shift + lane, the lanes of one output row each. */
+ * (nat_pw_gemm_offsets with virtual rows): the lanes set in m (bit j: lane j
+ * of 0..31) go to c + shift + lane, the lanes of one output row each. */
 #define PW_CSEG_MAX 3 /* a panel spans at most 3 rows of >= 16 columns */
 typedef struct pw_cseg {
     int64_t shift;
-    __mmask16 lo, hi;
+    uint32_t m;
 } pw_cseg;
+
+/* ---- 16 lanes (AVX-512F): a tile of MR rows x one whole panel ---- */
 
 /* c[0..mr, 0..32) (=, or += when acc) a[0..mr, 0..kc) B, a[i, kk] at
  * a[i * si + kk * sk] (in place: si = lda, sk = 1; packed by pack_a: si = 1,
  * sk = MR); B's row kk (32 floats) at b + kk * NR (a KC block of a packed
- * panel) or, when koff is set, at b + koff[kk] (nat_pw_gemm_offsets); m0, m1:
- * which of the 2 x 16 columns exist. */
+ * panel) or, when koff is set, at b + koff[kk] (nat_pw_gemm_offsets); m: which
+ * of the 32 columns exist. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 micro(int mr, int64_t kc, const float *a, int64_t si, int64_t sk, const float *b,
-      const int64_t *koff, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, bool acc,
-      const pw_cseg *cs, int ncs)
+      const int64_t *koff, float *c, int64_t ldc, uint32_t m, bool acc, const pw_cseg *cs, int ncs)
 {
+    __mmask16 m0 = (__mmask16)m, m1 = (__mmask16)(m >> 16);
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++)
@@ -123,13 +145,14 @@ micro(int mr, int64_t kc, const float *a, int64_t si, int64_t sk, const float *b
             if (i < mr) {
                 for (int g = 0; acc && g < ncs; g++) {
                     float *cg = c + i * ldc + cs[g].shift;
-                    c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(cs[g].lo, cg));
-                    c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(cs[g].hi, cg + 16));
+                    __mmask16 lo = (__mmask16)cs[g].m, hi = (__mmask16)(cs[g].m >> 16);
+                    c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(lo, cg));
+                    c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(hi, cg + 16));
                 }
                 for (int g = 0; g < ncs; g++) {
                     float *cg = c + i * ldc + cs[g].shift;
-                    _mm512_mask_storeu_ps(cg, cs[g].lo, c0[i]);
-                    _mm512_mask_storeu_ps(cg + 16, cs[g].hi, c1[i]);
+                    _mm512_mask_storeu_ps(cg, (__mmask16)cs[g].m, c0[i]);
+                    _mm512_mask_storeu_ps(cg + 16, (__mmask16)(cs[g].m >> 16), c1[i]);
                 }
             }
         return;
@@ -147,84 +170,223 @@ micro(int mr, int64_t kc, const float *a, int64_t si, int64_t sk, const float *b
         }
 }
 
+/* ---- 8 lanes (AVX2 and FMA, the build's baseline): MR8 rows x half a panel ---- */
+
+/* micro for 16 columns (a half panel) and at most MR8 rows, in 12 of the 16
+ * ymm registers (2 weight vectors, 1 broadcast besides): b, c and the masks
+ * (m, the segments' m) are the half's, its lane j column j of the half. */
+static inline __attribute__((always_inline)) void
+micro8(int mr, int64_t kc, const float *a, int64_t si, int64_t sk, const float *b,
+       const int64_t *koff, float *c, int64_t ldc, uint32_t m, bool acc, const pw_cseg *cs, int ncs)
+{
+    __m256 c0[MR8], c1[MR8];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR8; i++)
+        if (i < mr) {
+            c0[i] = c1[i] = _mm256_setzero_ps();
+            _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        }
+    __m256i k0 = nat_bits8(m), k1 = nat_bits8(m >> 8);
+    bool whole = (m & 0xffff) == 0xffff;
+    for (int64_t kk = 0; kk < kc; kk++) {
+        __m256 b0, b1;
+        if (koff && !whole) { /* only the call's columns are read */
+            b0 = _mm256_maskload_ps(b + koff[kk], k0);
+            b1 = _mm256_maskload_ps(b + koff[kk] + 8, k1);
+        } else {
+            const float *bk = koff ? b + koff[kk] : b + kk * NR;
+            if (!koff) /* the half's line PFD8 rows on (64 of each 128 bytes) */
+                _mm_prefetch((const char *)(bk + PFD8 * NR), _MM_HINT_T0);
+            b0 = _mm256_loadu_ps(bk);
+            b1 = _mm256_loadu_ps(bk + 8);
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < MR8; i++)
+            if (i < mr) {
+                __m256 av = _mm256_broadcast_ss(a + i * si + kk * sk);
+                c0[i] = _mm256_fmadd_ps(av, b0, c0[i]);
+                c1[i] = _mm256_fmadd_ps(av, b1, c1[i]);
+            }
+    }
+    if (cs) {
+        for (int g = 0; g < ncs; g++) {
+            __m256i lo = nat_bits8(cs[g].m), hi = nat_bits8(cs[g].m >> 8);
+#pragma GCC unroll 6
+            for (int i = 0; i < MR8; i++)
+                if (i < mr) {
+                    float *cg = c + i * ldc + cs[g].shift;
+                    __m256 v0 = c0[i], v1 = c1[i];
+                    if (acc) {
+                        v0 = _mm256_add_ps(v0, _mm256_maskload_ps(cg, lo));
+                        v1 = _mm256_add_ps(v1, _mm256_maskload_ps(cg + 8, hi));
+                    }
+                    _mm256_maskstore_ps(cg, lo, v0);
+                    _mm256_maskstore_ps(cg + 8, hi, v1);
+                }
+        }
+        return;
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR8; i++)
+        if (i < mr) {
+            float *ci = c + i * ldc;
+            if (whole) {
+                if (acc) {
+                    c0[i] = _mm256_add_ps(c0[i], _mm256_loadu_ps(ci));
+                    c1[i] = _mm256_add_ps(c1[i], _mm256_loadu_ps(ci + 8));
+                }
+                _mm256_storeu_ps(ci, c0[i]);
+                _mm256_storeu_ps(ci + 8, c1[i]);
+                continue;
+            }
+            if (acc) {
+                c0[i] = _mm256_add_ps(c0[i], _mm256_maskload_ps(ci, k0));
+                c1[i] = _mm256_add_ps(c1[i], _mm256_maskload_ps(ci + 8, k1));
+            }
+            _mm256_maskstore_ps(ci, k0, c0[i]);
+            _mm256_maskstore_ps(ci + 8, k1, c1[i]);
+        }
+}
+
 /* The mr values a row block ends with, a in place (lda) or packed (lda 0):
  * one instantiation each, so the tile stays in registers (mr and the strides
- * constants after inlining).  Two functions, for B in panels and B through
- * offsets, kept apart (noinline): inlined into one caller, GCC merged the two
- * into one loop that tested koff on every k step (3-5% slower). */
-#define MR_SWITCH(KOFF, CS)                                                                        \
+ * constants after inlining).  Two functions per width, for B in panels and B
+ * through offsets, kept apart (noinline): inlined into one caller, GCC merged
+ * the two into one loop that tested koff on every k step (3-5% slower). */
+#define MR_CASE(r, ROWS, FN, KOFF, CS)                                                             \
+    case r:                                                                                        \
+        FN(r, kc, a, lda, 1, b, KOFF, c, ldc, m, acc, CS, ncs);                                    \
+        break;                                                                                     \
+    case ROWS + r:                                                                                 \
+        FN(r, kc, a, 1, ROWS, b, KOFF, c, ldc, m, acc, CS, ncs);                                   \
+        break;
+#define MR_SWITCH6(ROWS, FN, KOFF, CS)                                                             \
+    MR_CASE(1, ROWS, FN, KOFF, CS)                                                                 \
+    MR_CASE(2, ROWS, FN, KOFF, CS)                                                                 \
+    MR_CASE(3, ROWS, FN, KOFF, CS)                                                                 \
+    MR_CASE(4, ROWS, FN, KOFF, CS)                                                                 \
+    MR_CASE(5, ROWS, FN, KOFF, CS)                                                                 \
+    MR_CASE(6, ROWS, FN, KOFF, CS)
+#define MR_SWITCH12(FN, KOFF, CS)                                                                  \
     switch (lda ? mr : MR + mr) {                                                                  \
-        MR_CASE(1, KOFF, CS)                                                                       \
-        MR_CASE(2, KOFF, CS)                                                                       \
-        MR_CASE(3, KOFF, CS)                                                                       \
-        MR_CASE(4, KOFF, CS)                                                                       \
-        MR_CASE(5, KOFF, CS)                                                                       \
-        MR_CASE(6, KOFF, CS)                                                                       \
-        MR_CASE(7, KOFF, CS)                                                                       \
-        MR_CASE(8, KOFF, CS)                                                                       \
-        MR_CASE(9, KOFF, CS)                                                                       \
-        MR_CASE(10, KOFF, CS)                                                                      \
-        MR_CASE(11, KOFF, CS)                                                                      \
-        MR_CASE(12, KOFF, CS)                                                                      \
+        MR_SWITCH6(MR, FN, KOFF, CS)                                                               \
+        MR_CASE(7, MR, FN, KOFF, CS)                                                               \
+        MR_CASE(8, MR, FN, KOFF, CS)                                                               \
+        MR_CASE(9, MR, FN, KOFF, CS)                                                               \
+        MR_CASE(10, MR, FN, KOFF, CS)                                                              \
+        MR_CASE(11, MR, FN, KOFF, CS)                                                              \
+        MR_CASE(12, MR, FN, KOFF, CS)                                                              \
     default:                                                                                       \
         break;                                                                                     \
     }
-#define MR_CASE(r, KOFF, CS)                                                                       \
-    case r:                                                                                        \
-        micro(r, kc, a, lda, 1, b, KOFF, c, ldc, m0, m1, acc, CS, ncs);                            \
+#define MR_SWITCH8(KOFF, CS)                                                                       \
+    switch (lda ? mr : MR8 + mr) {                                                                 \
+        MR_SWITCH6(MR8, micro8, KOFF, CS)                                                          \
+    default:                                                                                       \
         break;                                                                                     \
-    case MR + r:                                                                                   \
-        micro(r, kc, a, 1, MR, b, KOFF, c, ldc, m0, m1, acc, CS, ncs);                             \
-        break;
+    }
 
 __attribute__((target("avx512f"), noinline)) static void
-micro_panels(int mr, int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
-             __mmask16 m0, __mmask16 m1, bool acc)
+micro_panels16(int mr, int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+               int64_t ldc, uint32_t m, bool acc)
 {
     const int ncs = 0;
-    MR_SWITCH(NULL, NULL)
+    MR_SWITCH12(micro, NULL, NULL)
 }
 
 __attribute__((target("avx512f"), noinline)) static void
-micro_offsets(int mr, int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *koff,
-              float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, bool acc, const pw_cseg *cs,
-              int ncs)
+micro_offsets16(int mr, int64_t kc, const float *a, int64_t lda, const float *b,
+                const int64_t *koff, float *c, int64_t ldc, uint32_t m, bool acc, const pw_cseg *cs,
+                int ncs)
 {
-    MR_SWITCH(koff, cs)
+    MR_SWITCH12(micro, koff, cs)
 }
-#undef MR_CASE
-#undef MR_SWITCH
 
-/* ap[kk * MR + i] = a[i * lda + kk] for the mr rows and kc columns at a. */
-static void pack_a(const float *a, int64_t lda, int mr, int64_t kc, float *ap)
+/* The 8-lane tile covers half a panel: a panel is its two halves, the second
+ * where any of its columns exist. */
+__attribute__((noinline)) static void micro_panels8(int mr, int64_t kc, const float *a, int64_t lda,
+                                                    const float *b, float *c, int64_t ldc,
+                                                    uint32_t mm, bool acc)
+{
+    const int ncs = 0;
+    for (int h = 0; h < 2 && (mm >> 16 * h) & 0xffff; h++, b += 16, c += 16) {
+        uint32_t m = (mm >> 16 * h) & 0xffff;
+        MR_SWITCH8(NULL, NULL)
+    }
+}
+
+__attribute__((noinline)) static void
+micro_offsets8(int mr, int64_t kc, const float *a, int64_t lda, const float *b, const int64_t *koff,
+               float *c, int64_t ldc, uint32_t mm, bool acc, const pw_cseg *csp, int ncsp)
+{
+    for (int h = 0; h < 2 && (mm >> 16 * h) & 0xffff; h++, b += 16, c += 16) {
+        uint32_t m = (mm >> 16 * h) & 0xffff;
+        pw_cseg half[PW_CSEG_MAX], *cs = NULL; /* the segments' lanes in this half */
+        int ncs = 0;
+        for (int g = 0; csp && g < ncsp; g++)
+            if ((csp[g].m >> 16 * h) & 0xffff)
+                half[ncs++] = (pw_cseg){csp[g].shift, (csp[g].m >> 16 * h) & 0xffff};
+        if (csp)
+            cs = half;
+        MR_SWITCH8(koff, cs)
+    }
+}
+#undef MR_SWITCH8
+#undef MR_SWITCH12
+#undef MR_SWITCH6
+#undef MR_CASE
+
+/* One tile through the width this process runs (fb_cpu_wide). */
+static inline void micro_panels(bool wide, int mr, int64_t kc, const float *a, int64_t lda,
+                                const float *b, float *c, int64_t ldc, uint32_t m, bool acc)
+{
+    if (wide)
+        micro_panels16(mr, kc, a, lda, b, c, ldc, m, acc);
+    else
+        micro_panels8(mr, kc, a, lda, b, c, ldc, m, acc);
+}
+
+static inline void micro_offsets(bool wide, int mr, int64_t kc, const float *a, int64_t lda,
+                                 const float *b, const int64_t *koff, float *c, int64_t ldc,
+                                 uint32_t m, bool acc, const pw_cseg *cs, int ncs)
+{
+    if (wide)
+        micro_offsets16(mr, kc, a, lda, b, koff, c, ldc, m, acc, cs, ncs);
+    else
+        micro_offsets8(mr, kc, a, lda, b, koff, c, ldc, m, acc, cs, ncs);
+}
+
+/* ap[kk * rb + i] = a[i * lda + kk] for the mr rows and kc columns at a, rb
+ * the tile's rows (MR or MR8). */
+static void pack_a(const float *a, int64_t lda, int mr, int64_t kc, int rb, float *ap)
 {
     for (int i = 0; i < mr; i++)
         for (int64_t kk = 0; kk < kc; kk++)
-            ap[kk * MR + i] = a[i * lda + kk];
+            ap[kk * rb + i] = a[i * lda + kk];
 }
 
-/* Whether MR rows lda floats apart crowd a few L1 sets: more than 3 of them
+/* Whether rb rows lda floats apart crowd a few L1 sets: more than 3 of them
  * in one set (of this CPU class's 64 sets of 64-byte lines, 8 ways) with a
  * panel's lines besides.  Then, and when the copy is shared by enough panels,
  * the rows are copied (pack_a); else read in place, which is faster (the copy
  * cost 4-10% at k = 768 and on attention's small GEMMs). */
 #define L1_SETS           64
 #define PACK_A_MIN_PANELS 3
-static bool rows_alias(int64_t lda)
+static bool rows_alias(int64_t lda, int rb)
 {
     int per_set[L1_SETS] = {0};
-    for (int64_t i = 0; i < MR; i++)
+    for (int64_t i = 0; i < rb; i++)
         if (++per_set[(i * lda * (int64_t)sizeof(float) / 64) % L1_SETS] > 3)
             return true;
     return false;
 }
 
-/* Column masks of panel p of a call over columns [c0, c0 + cols). */
-static void panel_masks(int64_t p, int64_t c0, int64_t cols, __mmask16 *m0, __mmask16 *m1)
+/* Column mask of panel p of a call over columns [c0, c0 + cols): bit j for
+ * column p * 32 + j. */
+static uint32_t panel_mask(int64_t p, int64_t c0, int64_t cols)
 {
     int64_t left = c0 + cols - p * NR; /* columns of this panel in the slice */
-    *m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-    *m1 = left >= 32 ? 0xffff : (left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1));
+    return left >= 32 ? 0xffffffffu : (uint32_t)((1u << left) - 1);
 }
 
 /* The segments of panel p (pw_cseg) for a call through offsets: one when
@@ -235,8 +397,7 @@ static int panel_csegs(int64_t p, int64_t cols, int64_t vpitch, int64_t rlen, pw
 {
     int n = 0;
     if (!vpitch) {
-        panel_masks(p, 0, cols, &cs[0].lo, &cs[0].hi);
-        cs[0].shift = 0;
+        cs[0] = (pw_cseg){0, panel_mask(p, 0, cols)};
         return 1;
     }
     int64_t v0 = p * NR, v1 = v0 + NR < cols ? v0 + NR : cols;
@@ -247,8 +408,7 @@ static int panel_csegs(int64_t p, int64_t cols, int64_t vpitch, int64_t rlen, pw
             continue;
         assert(n < PW_CSEG_MAX);
         uint32_t upto = hi - v0 >= 32 ? 0xffffffffu : (1u << (hi - v0)) - 1;
-        uint32_t m = upto & ~((1u << (lo - v0)) - 1);
-        cs[n++] = (pw_cseg){-r * (vpitch - rlen), (__mmask16)m, (__mmask16)(m >> 16)};
+        cs[n++] = (pw_cseg){-r * (vpitch - rlen), upto & ~((1u << (lo - v0)) - 1)};
     }
     return n;
 }
@@ -263,25 +423,35 @@ static int panel_csegs(int64_t p, int64_t cols, int64_t vpitch, int64_t rlen, pw
  * always come here.) */
 #define OFFSETS_A_BLOCK_MAX (64 * 1024)
 
+/* Panels of B per chunk on 8 lanes: the chunk's k block (32 x KC floats per
+ * panel, 32 KiB) stays in L2 while every block of rows passes.  An 8-lane
+ * tile has half the rows of a 16-lane one, so B streams twice as often per
+ * multiply-add; from L3 (the whole call's k block, 1 MiB at n = 1024, past a
+ * 512 KiB L2) it did not keep up. */
+#ifndef PW_CHUNK8
+#define PW_CHUNK8 8
+#endif
+
 /* pw_run's loop for B through offsets with panels outside, rows inside; the
  * epilogue then runs on the whole output (real_cols wide) once it is final. */
-__attribute__((target("avx512f"))) static void
-pw_run_panels_outer(const float *a, int64_t lda, const float *b, const int64_t *koff, float *c,
-                    int64_t ldc, int64_t rows, int64_t k, int64_t cols, int64_t vpitch,
-                    int64_t rlen, int64_t real_cols, const nat_epi *epi)
+static void pw_run_panels_outer(bool wide, const float *a, int64_t lda, const float *b,
+                                const int64_t *koff, float *c, int64_t ldc, int64_t rows, int64_t k,
+                                int64_t cols, int64_t vpitch, int64_t rlen, int64_t real_cols,
+                                const nat_epi *epi)
 {
     int64_t panels = (cols + NR - 1) / NR;
-    for (int64_t k0 = 0; k0 < k; k0 += KC) {
-        int64_t kc = k - k0 < KC ? k - k0 : KC;
+    int rb = wide ? MR : MR8;
+    int64_t kb = wide ? KC : KC8;
+    for (int64_t k0 = 0; k0 < k; k0 += kb) {
+        int64_t kc = k - k0 < kb ? k - k0 : kb;
         for (int64_t p = 0; p < panels; p++) {
-            __mmask16 m0, m1;
             pw_cseg cs[PW_CSEG_MAX];
             int ncs = panel_csegs(p, cols, vpitch, rlen, cs);
-            panel_masks(p, 0, cols, &m0, &m1);
-            for (int64_t i0 = 0; i0 < rows; i0 += MR) {
-                int mr = rows - i0 < MR ? (int)(rows - i0) : MR;
-                micro_offsets(mr, kc, a + i0 * lda + k0, lda, b + p * NR, koff + k0,
-                              c + i0 * ldc + p * NR, ldc, m0, m1, k0 > 0, cs, ncs);
+            uint32_t m = panel_mask(p, 0, cols);
+            for (int64_t i0 = 0; i0 < rows; i0 += rb) {
+                int mr = rows - i0 < rb ? (int)(rows - i0) : rb;
+                micro_offsets(wide, mr, kc, a + i0 * lda + k0, lda, b + p * NR, koff + k0,
+                              c + i0 * ldc + p * NR, ldc, m, k0 > 0, cs, ncs);
             }
         }
     }
@@ -291,64 +461,73 @@ pw_run_panels_outer(const float *a, int64_t lda, const float *b, const int64_t *
 /* The driver of both entry points: B's row kk of panel p at
  * b + p * pstride + kk * NR, or at b + p * NR + koff[kk] when koff is set
  * (c0 0, columns mapped to c by vpitch and rlen: panel_csegs). */
-__attribute__((target("avx512f"))) static void
-pw_run(const float *a, int64_t lda, const float *b, int64_t pstride, const int64_t *koff, float *c,
-       int64_t ldc, int64_t rows, int64_t k, int64_t c0, int64_t cols, int64_t vpitch, int64_t rlen,
-       bool accumulate, const nat_epi *epi)
+static void pw_run(const float *a, int64_t lda, const float *b, int64_t pstride,
+                   const int64_t *koff, float *c, int64_t ldc, int64_t rows, int64_t k, int64_t c0,
+                   int64_t cols, int64_t vpitch, int64_t rlen, bool accumulate, const nat_epi *epi)
 {
     float ap[MR * KC] __attribute__((aligned(64)));
+    bool wide = fb_cpu_wide();
+    int rb = wide ? MR : MR8;
+    int64_t kb = wide ? KC : KC8;
     int64_t p0 = c0 / NR, p1 = (c0 + cols + NR - 1) / NR;
-    bool packed = p1 - p0 >= PACK_A_MIN_PANELS && rows_alias(lda);
+    bool packed = p1 - p0 >= PACK_A_MIN_PANELS && rows_alias(lda, rb);
     /* the output columns the epilogue covers: virtual rows without their pads */
     int64_t real_cols =
         vpitch ? cols / vpitch * rlen + (cols % vpitch < rlen ? cols % vpitch : rlen) : cols;
 
-    if (koff && rows * KC <= OFFSETS_A_BLOCK_MAX) {
-        pw_run_panels_outer(a, lda, b, koff, c, ldc, rows, k, cols, vpitch, rlen, real_cols, epi);
+    if (koff && rows * kb <= OFFSETS_A_BLOCK_MAX) {
+        pw_run_panels_outer(wide, a, lda, b, koff, c, ldc, rows, k, cols, vpitch, rlen, real_cols,
+                            epi);
         return;
     }
-    for (int64_t k0 = 0; k0 < k; k0 += KC) {
-        int64_t kc = k - k0 < KC ? k - k0 : KC;
-        for (int64_t i0 = 0; i0 < rows; i0 += MR) {
-            int mr = rows - i0 < MR ? (int)(rows - i0) : MR;
-            const float *ai = a + i0 * lda + k0;
-            if (packed)
-                pack_a(ai, lda, mr, kc, ap);
-            for (int64_t p = p0; p < p1; p++) {
-                __mmask16 m0, m1;
-                panel_masks(p, c0, cols, &m0, &m1);
+    /* the panels a block of rows meets before the next block comes: all of
+     * the call's for 16 lanes (KC x the call's columns, 1 MiB for n = 1024,
+     * stays in a 2 MiB L2), PW_CHUNK8 for 8 lanes (see there) */
+    int64_t chunk = wide || koff ? p1 - p0 : PW_CHUNK8;
+    for (int64_t k0 = 0; k0 < k; k0 += kb) {
+        int64_t kc = k - k0 < kb ? k - k0 : kb;
+        bool acc = accumulate || k0 > 0;
+        for (int64_t q0 = p0; q0 < p1; q0 += chunk) {
+            int64_t q1 = q0 + chunk < p1 ? q0 + chunk : p1;
+            /* the chunk's output columns, for the epilogue */
+            int64_t e0 = q0 * NR > c0 ? q0 * NR : c0;
+            int64_t e1 = q1 * NR < c0 + real_cols ? q1 * NR : c0 + real_cols;
+            for (int64_t i0 = 0; i0 < rows; i0 += rb) {
+                int mr = rows - i0 < rb ? (int)(rows - i0) : rb;
+                const float *ai = a + i0 * lda + k0;
+                if (packed)
+                    pack_a(ai, lda, mr, kc, rb, ap);
                 const float *aa = packed ? ap : ai;
                 int64_t la = packed ? 0 : lda;
-                float *cp = c + i0 * ldc + p * NR;
-                bool acc = accumulate || k0 > 0;
-                if (koff) {
-                    pw_cseg cs[PW_CSEG_MAX];
-                    int ncs = panel_csegs(p, cols, vpitch, rlen, cs);
-                    micro_offsets(mr, kc, aa, la, b + p * NR, koff + k0, cp, ldc, m0, m1, acc, cs,
-                                  ncs);
-                } else {
-                    micro_panels(mr, kc, aa, la, b + p * pstride + k0 * NR, cp, ldc, m0, m1, acc);
+                for (int64_t p = q0; p < q1; p++) {
+                    uint32_t m = panel_mask(p, c0, cols);
+                    float *cp = c + i0 * ldc + p * NR;
+                    if (koff) {
+                        pw_cseg cs[PW_CSEG_MAX];
+                        int ncs = panel_csegs(p, cols, vpitch, rlen, cs);
+                        micro_offsets(wide, mr, kc, aa, la, b + p * NR, koff + k0, cp, ldc, m, acc,
+                                      cs, ncs);
+                    } else {
+                        micro_panels(wide, mr, kc, aa, la, b + p * pstride + k0 * NR, cp, ldc, m,
+                                     acc);
+                    }
                 }
+                if (k0 + kc == k) /* the block's rows are final, and in cache */
+                    nat_epi_apply(c + i0 * ldc + e0, ldc, i0, e0, mr, e1 - e0, epi);
             }
-            if (k0 + kc == k) /* the block's rows are final, and in cache */
-                nat_epi_apply(c + i0 * ldc + c0, ldc, i0, c0, mr, real_cols, epi);
         }
     }
 }
 
-__attribute__((target("avx512f"))) void nat_pw_gemm(const float *a, int64_t lda, const float *pw,
-                                                    float *c, int64_t ldc, int64_t rows, int64_t k,
-                                                    int64_t c0, int64_t cols, bool accumulate,
-                                                    const nat_epi *epi)
+void nat_pw_gemm(const float *a, int64_t lda, const float *pw, float *c, int64_t ldc, int64_t rows,
+                 int64_t k, int64_t c0, int64_t cols, bool accumulate, const nat_epi *epi)
 {
     pw_run(a, lda, pw, k * NR, NULL, c, ldc, rows, k, c0, cols, 0, 0, accumulate, epi);
 }
 
-__attribute__((target("avx512f"))) void nat_pw_gemm_offsets(const float *a, int64_t lda,
-                                                            const float *b, const int64_t *koff,
-                                                            float *c, int64_t ldc, int64_t rows,
-                                                            int64_t k, int64_t cols, int64_t vpitch,
-                                                            int64_t rlen, const nat_epi *epi)
+void nat_pw_gemm_offsets(const float *a, int64_t lda, const float *b, const int64_t *koff, float *c,
+                         int64_t ldc, int64_t rows, int64_t k, int64_t cols, int64_t vpitch,
+                         int64_t rlen, const nat_epi *epi)
 {
     assert(vpitch == 0 || (vpitch >= 16 && rlen >= 1 && rlen <= vpitch));
     pw_run(a, lda, b, 0, koff, c, ldc, rows, k, 0, cols, vpitch, rlen, false, epi);

@@ -22,7 +22,7 @@
  * with its padding (and one more zero row and column, for the last tile of an
  * odd output), so the transforms read 4x4 patches with no bounds checks.
  *
- * AVX-512 only (nat_pw_available), where nat_kern_conv.c takes it:
+ * AVX-512 only (nat_v16_available), where nat_kern_conv.c takes it:
  * nat_wino_fits. */
 #include <assert.h>
 #include <immintrin.h>
@@ -54,7 +54,7 @@ bool nat_wino_fits(const nat_conv_shape *s)
     /* at least a panel of tiles: at 7 x 7 and batch 1 (16 tiles) half of each
      * GEMM's panel would be padding, and the direct path was as fast */
     int64_t tiles = (int64_t)s->n * ((s->ho + 1) / 2) * ((s->wo + 1) / 2);
-    return !s->blas && nat_pw_available() && s->kh == 3 && s->kw == 3 && s->stride_h == 1 &&
+    return !s->blas && nat_v16_available() && s->kh == 3 && s->kw == 3 && s->stride_h == 1 &&
            s->stride_w == 1 && s->dil_h == 1 && s->dil_w == 1 && s->groups == 1 &&
            s->ci >= WG_MIN_CH && s->co >= WG_MIN_CH && tiles >= WG_PANEL;
 }

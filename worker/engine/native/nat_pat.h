@@ -31,8 +31,8 @@ const float *nat_pat_buf(const nat_ctx *ctx, const char *name);
 const nat_launch *nat_pat_first(const nat_ctx *ctx, int v);
 
 /* The [k, n] weight w packed for nat_pw_gemm into a new buffer "<name>.packed"
- * (all variants) when params.gemm allows (nat_spec_gemm_pack); *out NULL when
- * not, and the GEMM launches then run OpenBLAS on w. */
+ * (all variants) when params.gemm asks for our GEMM (nat_spec_gemm_pack);
+ * *out NULL when not, and the GEMM launches then run OpenBLAS on w. */
 FB_MUSTCHECK fb_code nat_pat_pack(nat_ctx *ctx, const fb_spec *spec, const float *w, int64_t k,
                                   int64_t n, const char *name, float **out, fb_err *err);
 

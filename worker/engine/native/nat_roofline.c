@@ -74,7 +74,7 @@ fb_code nat_roofline_measure(int threads, nat_roofline *out, fb_err *err)
     }
     out->triad_gbps = triad(a, b, c, TRIAD_N);
     /* The GEMM reuses the triad's arrays: a, w and the output, 4 MiB each. */
-    if (nat_pw_available()) {
+    if (nat_pw_default()) {
         pw = malloc((size_t)nat_pw_floats(GEMM_N, GEMM_N) * sizeof *pw);
         if (pw)
             nat_pw_pack(b, false, GEMM_N, GEMM_N, pw);

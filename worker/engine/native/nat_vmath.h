@@ -16,7 +16,7 @@
  * clamped to [-87, 88], where the result and 1 + it are finite normal floats,
  * and below -87 the result is 0, as nat_expf's.
  *
- * Also nat_lanes8, the mask of the first n lanes for AVX2's masked moves. */
+ * Also nat_lanes8 and nat_bits8, masks for AVX2's masked moves. */
 #ifndef NAT_VMATH_H
 #define NAT_VMATH_H
 
@@ -44,6 +44,13 @@ static inline bool nat_vact_has(int act)
 static inline __m256i nat_lanes8(int64_t n)
 {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The lanes set in bits' low 8 bits (bit j: lane j), for AVX2's masked moves. */
+static inline __m256i nat_bits8(uint32_t bits)
+{
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)(bits & 0xff)), bit), bit);
 }
 
 static inline __m256 nat_exp8(__m256 x)
@@ -134,7 +141,7 @@ static inline void nat_vsigmoid8(const float *x, float *o, int64_t n)
     }
 }
 
-/* ---- 16 lanes (AVX-512F; callers check nat_pw_available()) ---- */
+/* ---- 16 lanes (AVX-512F; callers check nat_v16_available()) ---- */
 
 #define NAT_AVX512 __attribute__((target("avx512f")))
 

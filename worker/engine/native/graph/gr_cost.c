@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fb_clock.h"
+#include "fb_cpu.h"
 #include "fb_log.h"
 #include "fb_stats.h"
 #include "gr_costmodel.h"
@@ -110,8 +111,9 @@ void gr_cost_context(int threads, bool pack, const char *device, char *buf, size
     if (device)
         snprintf(buf, cap, "v1|%s|%s", device, build);
     else
-        snprintf(buf, cap, "v1|%s x%ld|%s|threads %d|%s", model, sysconf(_SC_NPROCESSORS_ONLN),
-                 build, threads, pack ? "packed" : "openblas");
+        snprintf(buf, cap, "v1|%s x%ld|%s|threads %d|%s|%s", model, sysconf(_SC_NPROCESSORS_ONLN),
+                 build, threads, pack ? "packed" : "openblas",
+                 fb_cpu_wide() ? "16 lanes" : "8 lanes"); /* FUSIONBENCH_NATIVE_ISA */
 }
 
 /* Appends to sig (cap SIG_MAX) printf-style; truncation only loses detail. */

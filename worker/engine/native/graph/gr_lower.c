@@ -246,7 +246,8 @@ static int bcast_of(const gr_tensor *a, const gr_tensor *b, int64_t *size)
 
 /* The weight of linear node n as gr_k_linear takes it: PyTorch's [n, k]
  * nn.Linear weight as it is (w_trans), GPT-2's Conv1D weight (trans_b) [k, n];
- * and, where the CPU has AVX-512, packed once per graph for nat_pw_gemm
+ * and, unless params.gemm leaves the GEMMs to OpenBLAS (nat_spec_gemm_pack),
+ * packed once per graph for nat_pw_gemm
  * (*packed; NULL: OpenBLAS reads w, or out of memory: L->err set). */
 static float *lin_w(lower *L, const gr_node *n, bool *w_trans, float **packed)
 {

@@ -113,8 +113,9 @@ const char *gr_group_kind(const gr_group *grp);
 /* Lowers g into the ctx's plan for variant v (NAT_EAGER / NAT_FUSED) from its
  * groups: activations in one arena buffer (mask 1 << v) placed by lifetime,
  * weights and the input from the graph's tensor data (set by the caller).
- * Folded weights, and linear weights packed for nat_pw_gemm (when pack and
- * the CPU has AVX-512; shared by the variants), are new ctx buffers.  The
+ * Folded weights, and linear weights packed for nat_pw_gemm (when pack:
+ * params.gemm, nat_spec_gemm_pack; shared by the variants), are new ctx
+ * buffers.  The
  * plan's out is the graph output. */
 /* Each launch's group is its group's fid, or with node_group (one per graph
  * node; the eager plan's) the fid of the fused group its first node is in, so
