@@ -48,9 +48,11 @@
 #ifndef KC8
 #define KC8 256
 #endif
+_Static_assert((MR8 * KC8 <= MR * KC), "pw_run's copy of a's rows holds a tile of either width");
 /* How many k rows ahead an 8-lane tile asks for B's next lines: every other
  * line of the panel is its half's, a stride the hardware prefetcher kept up
- * with less well (one core of an AMD EPYC 7003, m = n = k = 768: 75 -> 79 GFLOP/s). */
+ * with less well (one core of an AMD EPYC 7003, m = 128, n = 768, k = 3072:
+ * 75 -> 79 GFLOP/s, on a noisy VM). */
 #ifndef PFD8
 #define PFD8 8
 #endif
@@ -427,7 +429,9 @@ static int panel_csegs(int64_t p, int64_t cols, int64_t vpitch, int64_t rlen, pw
  * panel, 32 KiB) stays in L2 while every block of rows passes.  An 8-lane
  * tile has half the rows of a 16-lane one, so B streams twice as often per
  * multiply-add; from L3 (the whole call's k block, 1 MiB at n = 1024, past a
- * 512 KiB L2) it did not keep up. */
+ * 512 KiB L2) it did not keep up: one core of an AMD EPYC 7003, m = 128,
+ * n = 3072, k = 768, 52-64 GFLOP/s against 74-77 in chunks of 8 (2, 4 and
+ * 16 no better beyond a noisy VM's noise). */
 #ifndef PW_CHUNK8
 #define PW_CHUNK8 8
 #endif
