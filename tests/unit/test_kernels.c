@@ -581,6 +581,90 @@ static void test_bmm(void **state)
     run_bmm(2, 3, 4, 0, false); /* empty sum: zeros */
 }
 
+/* ---- our packed GEMM, called directly (nat_kern_pgemm.c) ---- */
+
+/* nat_pw_gemm on columns [c0, c0 + cols) of an n-column weight, against
+ * float64, on the width this process runs (16 lanes; 8 where the CPU lacks
+ * AVX-512, or under FUSIONBENCH_NATIVE_ISA=avx2, unit.test_kernels_avx2):
+ * the panels' column masks, k blocks, a's rows copied first (lda a multiple
+ * of 1024 floats puts them in one L1 set) or read in place, c added to, and
+ * the epilogue (a bias per column, ReLU).  The columns outside the call and
+ * the pad columns of c keep their values. */
+static void run_pw(int64_t rows, int64_t k, int64_t n, int64_t c0, int64_t cols, int64_t lda,
+                   bool accumulate)
+{
+    int64_t ldc = n + 3;
+    float *a = rnd_buf((size_t)(rows * lda)), *w = rnd_buf((size_t)(k * n));
+    float *bias = rnd_buf((size_t)n), *c = rnd_buf((size_t)(rows * ldc));
+    float *pw = malloc((size_t)nat_pw_floats(n, k) * sizeof *pw);
+    double *ref = dbuf((size_t)(rows * ldc));
+    assert_non_null(pw);
+    nat_pw_pack(w, false, n, k, pw);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < ldc; j++) {
+            double x = c[r * ldc + j];
+            if (j >= c0 && j < c0 + cols) {
+                double sum = accumulate ? x : 0.0;
+                for (int64_t q = 0; q < k; q++)
+                    sum += (double)a[r * lda + q] * w[q * n + j];
+                x = act_ref(sum + bias[j], NAT_ACT_RELU);
+            }
+            ref[r * ldc + j] = x;
+        }
+    nat_epi e = {.bias = bias, .act = NAT_ACT_RELU};
+    nat_pw_gemm(a, lda, pw, c, ldc, rows, k, c0, cols, accumulate, &e);
+    check_close(c, ref, (size_t)(rows * ldc));
+    free(a), free(w), free(bias), free(c), free(pw), free(ref);
+}
+
+/* nat_pw_gemm_offsets: B's row q the run at b + koff[q] (rows of b out of
+ * order), columns straight to c (vpitch 0) or as virtual rows of vpitch
+ * whose first rlen are kept, a bias per row (a convolution's). */
+static void run_pw_offsets(int64_t rows, int64_t k, int64_t cols, int64_t vpitch, int64_t rlen)
+{
+    int64_t stride = cols + 5, out_cols = vpitch ? (cols + vpitch - 1) / vpitch * rlen : cols;
+    int64_t ldc = out_cols + 2;
+    float *a = rnd_buf((size_t)(rows * k)), *b = rnd_buf((size_t)(k * stride));
+    float *bias = rnd_buf((size_t)rows), *c = rnd_buf((size_t)(rows * ldc));
+    int64_t *koff = malloc((size_t)k * sizeof *koff);
+    double *ref = dbuf((size_t)(rows * ldc));
+    assert_non_null(koff);
+    for (int64_t q = 0; q < k; q++)
+        koff[q] = (k - 1 - q) * stride + q % 3; /* reversed, and not aligned */
+    for (int64_t i = 0; i < rows * ldc; i++)
+        ref[i] = c[i];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t col = 0; col < cols; col++) {
+            if (vpitch && col % vpitch >= rlen)
+                continue; /* a pad column: computed and dropped */
+            double sum = bias[r];
+            for (int64_t q = 0; q < k; q++)
+                sum += (double)a[r * k + q] * b[koff[q] + col];
+            int64_t at = vpitch ? col / vpitch * rlen + col % vpitch : col;
+            ref[r * ldc + at] = act_ref(sum, NAT_ACT_RELU);
+        }
+    nat_epi e = {.bias = bias, .bias_rows = true, .act = NAT_ACT_RELU};
+    nat_pw_gemm_offsets(a, k, b, koff, c, ldc, rows, k, cols, vpitch, rlen, &e);
+    check_close(c, ref, (size_t)(rows * ldc));
+    free(a), free(b), free(bias), free(c), free(koff), free(ref);
+}
+
+static void test_pw_gemm(void **state)
+{
+    (void)state;
+    rng_state = 29;
+    print_message("packed GEMM on %s\n", nat_v16_available() ? "16 lanes" : "8 lanes");
+    run_pw(1, 1, 5, 0, 5, 1, false);
+    run_pw(5, 7, 100, 0, 100, 7, false);        /* the last panel 4 columns */
+    run_pw(13, 300, 100, 32, 37, 300, true);    /* from the second panel, k blocks, c added to */
+    run_pw(29, 520, 300, 32, 268, 1024, false); /* a's rows copied; past one chunk of panels */
+    run_pw(7, 260, 70, 0, 70, 1024, true);
+    run_pw_offsets(9, 11, 70, 0, 0);
+    run_pw_offsets(13, 300, 52, 18, 16); /* virtual rows; k blocks */
+    run_pw_offsets(6, 40, 95, 32, 30);   /* a panel spanning a row's end */
+    run_pw_offsets(260, 20, 40, 20, 17); /* rows x KC past the panels-outer order */
+}
+
 /* ---- attention ---- */
 
 static void attn_ref(const float *q, const float *k, const float *v, double *o, int bh, int s,
@@ -676,6 +760,7 @@ int main(void)
         cmocka_unit_test(test_conv_workspace),
         cmocka_unit_test(test_conv_bad_shapes),
         cmocka_unit_test(test_bmm),
+        cmocka_unit_test(test_pw_gemm),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_causal_first_row),
     };
