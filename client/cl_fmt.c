@@ -378,15 +378,16 @@ static bool engine_wide(const cJSON *list, const char *engine, const char *name)
     return true;
 }
 
-/* The params of w that are not its engine's ("-" none, "any" undeclared). */
-static void own_params(char *buf, size_t cap, const cJSON *list, const cJSON *w)
+/* The params w lists that are its engine's (wide) or its own (!wide), joined
+ * by commas into buf; "" when none. */
+static void join_params(char *buf, size_t cap, const cJSON *list, const cJSON *w, bool wide)
 {
-    const cJSON *ps = get(w, "params"), *e;
+    const cJSON *e;
     size_t len = 0;
-    snprintf(buf, cap, "%s", cJSON_IsArray(ps) ? "-" : "any");
-    cJSON_ArrayForEach(e, as_arr(ps))
+    buf[0] = '\0';
+    cJSON_ArrayForEach(e, as_arr(get(w, "params")))
     {
-        if (!cJSON_IsString(e) || engine_wide(list, str(w, "engine", ""), e->valuestring) ||
+        if (!cJSON_IsString(e) || engine_wide(list, str(w, "engine", ""), e->valuestring) != wide ||
             len >= cap)
             continue;
         int n = snprintf(buf + len, cap - len, "%s%s", len ? "," : "", e->valuestring);
@@ -408,7 +409,9 @@ void cl_fmt_workloads(FILE *f, const cJSON *list)
         join(dev, sizeof dev, get(w, "devices"));
         join(vars, sizeof vars, get(w, "variants"));
         fmt_int(batch, sizeof batch, num(w, "default_batch_size"));
-        own_params(params, sizeof params, list, w);
+        join_params(params, sizeof params, list, w, false);
+        if (!params[0]) /* none of its own, or none declared */
+            snprintf(params, sizeof params, "%s", cJSON_IsArray(get(w, "params")) ? "-" : "any");
         fprintf(f, "%-26s %-9s %-9s %-12s %5s %-56s %s\n", str(w, "name", "?"),
                 str(w, "engine", "-"), str(w, "domain", "-"), dev, batch, vars, params);
     }
@@ -416,25 +419,13 @@ void cl_fmt_workloads(FILE *f, const cJSON *list)
     char seen[256] = "|";
     cJSON_ArrayForEach(w, items(list))
     {
-        const cJSON *ps = get(w, "params"), *e;
         const char *engine = str(w, "engine", "");
         char tag[96], all[512];
-        size_t len = 0;
         snprintf(tag, sizeof tag, "|%s|", engine);
-        if (!cJSON_IsArray(ps) || strstr(seen, tag))
+        if (!cJSON_IsArray(get(w, "params")) || strstr(seen, tag))
             continue;
         snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s", tag + 1);
-        all[0] = '\0';
-        cJSON_ArrayForEach(e, ps)
-        {
-            if (!cJSON_IsString(e) || !engine_wide(list, engine, e->valuestring) ||
-                len >= sizeof all)
-                continue;
-            int n = snprintf(all + len, sizeof all - len, "%s%s", len ? "," : "", e->valuestring);
-            if (n < 0)
-                break;
-            len += (size_t)n;
-        }
+        join_params(all, sizeof all, list, w, true);
         if (all[0])
             fprintf(f, "every %s workload also takes: %s\n", engine, all);
     }

@@ -54,9 +54,9 @@ bool nat_v16_available(void);
  * one core of an AMD EPYC 7003 (AVX2, a shared VM) ours ran 5-15% behind
  * OpenBLAS on BERT's GEMMs and 10-35% on convolutions with a long reduction
  * at 14 x 14 and 28 x 28 (3x3 on 128 and 256 channels), ahead at 7 x 7 and on
- * short reductions (16 -> 96 channels at 112 x 112), and whole models came
- * out from 19% faster to 12% slower from one run to the next
- * (docs/BENCHMARKS.md). */
+ * short reductions (16 -> 96 channels at 112 x 112); whole models, means of
+ * alternating runs: resnet50 10% and bert_base 5% slower, mobilenet_v2 5%
+ * and efficientnet_b0 8% faster (docs/BENCHMARKS.md). */
 bool nat_pw_default(void);
 /* Floats of the packed form of an n-column weight with k rows of reduction. */
 int64_t nat_pw_floats(int64_t n, int64_t k);
