@@ -490,11 +490,14 @@ class Budget:
             return k, first
 
 
-def paced(clients, n, seconds, budget, progress=None, lead=0.0):
+def paced(clients, n, seconds, budget, progress=None, lead=0.0, tail=0):
     """Submits the budget's jobs spread over seconds (4 threads); with
     progress (a function giving the schedule's share done, 0 to 1), job i
     waits instead until progress() >= i/n - lead, so jobs keep coming, a
-    backlog of lead ahead, however long the schedule really takes."""
+    backlog of lead ahead, however long the schedule really takes, and the
+    last tail jobs wait until progress() is 1 (the last fault begun): a
+    schedule whose last faults come late must still find jobs to hit (a
+    kill_child with every job already ended waited 60 s and failed)."""
     start = time.monotonic()
     interval = seconds / max(1, n)
 
@@ -504,7 +507,8 @@ def paced(clients, n, seconds, budget, progress=None, lead=0.0):
             if not k:
                 return
             if progress:
-                while progress() < i / max(1, n) - lead:
+                want = 1.0 if i >= n - tail else i / max(1, n) - lead
+                while progress() < want:
                     time.sleep(0.05)
             else:
                 wait = start + i * interval - time.monotonic()
@@ -941,9 +945,11 @@ def phase_b(c, clients, args, ids_a, tp_a):
     t0 = time.monotonic()
     t0_wall = time.time()
     # jobs follow the schedule (a schedule runs late: PostgreSQL restarts take
-    # longer than planned), a tenth of them ahead as a backlog
+    # longer than planned), a tenth of them ahead as a backlog, two per worker
+    # kept for the last fault
     submitters = paced(clients, n_b - bursts, span, budget,
-                       progress=lambda: inj.started / len(plan), lead=0.1)
+                       progress=lambda: inj.started / len(plan), lead=0.1,
+                       tail=min((n_b - bursts) // 4, 2 * len(WORKERS)))
     inj.run(plan, t0)
     for t in list(inj.pending):
         t.join()
