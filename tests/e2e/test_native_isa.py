@@ -4,8 +4,10 @@ AVX2-only CPU runs, on any CPU, and says so (common/fb_cpu.h).
 
 Checked: under avx2 a convolutional model and a transformer layer run both
 variants through the accuracy gate (status ok, fused within tolerance of
-eager), their GEMMs on OpenBLAS unless params.gemm asks for our packed
-GEMM, whose 8-lane form then runs them; on a CPU with AVX-512 the result's env.cpu and device name carry
+eager), their GEMMs on OpenBLAS under the rules planner (params.gemm
+"auto"'s default on 8 lanes), on our packed GEMM's 8-lane form where
+params.gemm asks for it, and by default (the cost planner's choice per
+shape, graph.planner.gemm) on what the result counts; on a CPU with AVX-512 the result's env.cpu and device name carry
 "(kernels: avx2, FUSIONBENCH_NATIVE_ISA)", so its results form their own
 history series, and a plain run's do not, and OpenBLAS ran its Haswell
 kernels; a value that is none of avx2,
@@ -55,7 +57,7 @@ def model(name, params, isa):
         check(v["status"] == "ok", "%s under %s: %s %s" % (name, isa, v["name"], v["status"]))
     log("%s under %s: %s" % (name, isa, ", ".join(
         "%s %.3f ms" % (v["name"], v["latency_ms"]["median"]) for v in res["variants"])))
-    return res["env"], doc["kernels"]
+    return res["env"], doc["kernels"], res["graph"]["planner"]
 
 
 def impls(kernels, names):
@@ -67,18 +69,33 @@ def main():
     wide = avx512()
     for name, params in (("mobilenet_v3_large", ["image=64"]),
                          ("bert_base", ["layers=1", "seq=32"])):
-        env, kernels = model(name, params, "avx2")
-        # 8 lanes: OpenBLAS's GEMMs unless params.gemm asks for ours, which
-        # then runs both the convolutions (im2col into its panels) and the
-        # linear layers (nat_kern.h, nat_pw_default)
+        # 8 lanes: OpenBLAS's GEMMs where nothing chooses per shape (the
+        # rules planner) unless params.gemm asks for ours, which then runs
+        # both the convolutions (im2col into its panels) and the linear
+        # layers (nat_kern.h, nat_pw_default)
         kinds = ("conv2d", "conv_fused") if name == "mobilenet_v3_large" else (
             "linear", "linear_fused", "mlp_fused")
+        env, kernels, planner = model(name, params + ["planner=rules"], "avx2")
         got = impls(kernels, kinds)
         check("openblas" in got and "packed_gemm" not in got,
-              "%s's GEMMs under avx2: %s" % (name, sorted(got)))
+              "%s's GEMMs under avx2 and the rules: %s" % (name, sorted(got)))
+        check("gemm" not in planner, "the rules chose GEMMs: %s" % planner)
         got = impls(model(name, params + ["gemm=packed"], "avx2")[1], kinds)
         check("packed_gemm" in got and "openblas" not in got,
               "%s's GEMMs under avx2 with gemm=packed: %s" % (name, sorted(got)))
+        # the default: the cost planner's choice per shape, on what it counts
+        _, kernels, planner = model(name, params, "avx2")
+        got, gm = impls(kernels, kinds), planner.get("gemm", {})
+        check(gm.get("nodes", 0) > 0 and gm["packed"] + gm["openblas"] == gm["nodes"],
+              "%s's GEMM choice under avx2: %s" % (name, planner))
+        log("%s: GEMMs chosen per shape: %s" % (name, gm))
+        # (a kernel row of launches on both says "mixed"; unit.test_cost
+        # checks each launch)
+        check((gm["packed"] > 0 or "packed_gemm" not in got) and
+              (gm["openblas"] > 0 or "openblas" not in got) and
+              (not (gm["packed"] and gm["openblas"]) or "mixed" in got or
+               {"openblas", "packed_gemm"} <= got),
+              "%s's GEMMs under avx2 by default: %s against %s" % (name, sorted(got), gm))
         if wide:
             check(env["cpu"].endswith(SUFFIX), "env.cpu under avx2: %r" % env["cpu"])
             check(env["device_name"] == env["cpu"], "device name under avx2: %r"

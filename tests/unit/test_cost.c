@@ -483,6 +483,151 @@ static void test_device_timer(void **state)
     rmdir(dir);
 }
 
+/* resnet18 at image 16 on this CPU with the given params (JSON). */
+static nat_ctx *build_cpu(const char *params)
+{
+    fb_spec spec;
+    fb_err err = {0};
+    nat_ctx *ctx = NULL;
+    fb_spec_init(&spec);
+    snprintf(spec.workload, sizeof spec.workload, "resnet18");
+    snprintf(spec.device, sizeof spec.device, "cpu");
+    spec.batch_size = 1;
+    spec.params = cJSON_Parse(params);
+    fb_code rc = gr_ctx_build_on(&spec, NULL, &ctx, &err);
+    if (rc)
+        fail_msg("resnet18 with %s: %s (%s)", params, err.msg, err.field);
+    fb_spec_free(&spec);
+    return ctx;
+}
+
+static const cJSON *gemm_report(const nat_ctx *ctx)
+{
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ctx->graph, "planner"),
+                                            "gemm");
+}
+
+static int gemm_int(const nat_ctx *ctx, const char *key)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(gemm_report(ctx), key);
+    assert_true(cJSON_IsNumber(j));
+    return j->valueint;
+}
+
+/* Rewrites every GEMM decision of the plan cache at path to choice; how many. */
+static int plant_gemm(const char *path, const char *choice)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *text = calloc(1, 1 << 22);
+    size_t n = fread(text, 1, (1 << 22) - 1, f);
+    fclose(f);
+    assert_true(n > 0);
+    cJSON *root = cJSON_Parse(text), *e;
+    free(text);
+    int k = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(root, "entries"))
+    {
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(e, "group");
+        if (!cJSON_IsString(g) || strcmp(g->valuestring, "gemm") != 0)
+            continue;
+        cJSON_ReplaceItemInObjectCaseSensitive(e, "choice", cJSON_CreateString(choice));
+        k++;
+    }
+    char *out = cJSON_PrintUnformatted(root);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_true(fputs(out, f) >= 0);
+    fclose(f);
+    free(out);
+    cJSON_Delete(root);
+    return k;
+}
+
+/* Every convolution and linear launch of both plans runs on ours (packed:
+ * our packed GEMM or Winograd over it) or on OpenBLAS; how many there are. */
+static int gemm_launches_on(const nat_ctx *ctx, bool packed)
+{
+    int k = 0;
+    for (int v = NAT_EAGER; v <= NAT_FUSED; v++)
+        for (int i = 0; i < ctx->plans[v].n; i++) {
+            const nat_launch *l = &ctx->plans[v].launches[i];
+            if (l->dk != NAT_D_CONV && l->dk != NAT_D_GEMM)
+                continue;
+            nat_impl im = nat_launch_impl(l);
+            if (packed ? im == NAT_IMPL_OPENBLAS : im != NAT_IMPL_OPENBLAS)
+                fail_msg("%s launch %d (%s) on %s, not on %s", v ? "fused" : "eager", i, l->name,
+                         nat_impl_name(im), packed ? "ours" : "OpenBLAS");
+            k++;
+        }
+    return k;
+}
+
+/* params.gemm "auto" under the cost planner: each convolution and linear
+ * shape timed on both GEMMs and decided once (cached with the groups'
+ * decisions), the decision taken by both variants' launches, read back from
+ * the cache (planted decisions here, each way, so the test does not rest on
+ * which GEMM this CPU runs faster), and a group's decision keyed by its
+ * nodes' GEMM.  An explicit params.gemm or the rules choose nothing. */
+static void test_gemm_choice(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fb-test-gemm-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/plan-cache.json", dir);
+    setenv("FUSIONBENCH_PLAN_CACHE", path, 1);
+    setenv("FUSIONBENCH_BUILD_ID", "test build 1", 1);
+    const char *params = "{\"image\": 16, \"planner\": \"cost\"}";
+
+    nat_ctx *a = build_cpu(params);
+    int nodes = gemm_int(a, "nodes");
+    assert_int_equal(nodes, 21); /* resnet18: 20 convolutions and the classifier */
+    assert_int_equal(gemm_int(a, "packed") + gemm_int(a, "openblas"), nodes);
+    assert_int_equal(gemm_int(a, "cached"), 0);
+    /* one of each shape: resnet18's 21 have 12 (a stage's 3x3s repeat) */
+    int shapes = gemm_int(a, "measured");
+    assert_int_equal(shapes, 12);
+    nat_ctx_free(a);
+    int groups = 0;
+
+    /* the non-default GEMM planted for every shape: both variants take it */
+    bool wide = nat_pw_default();
+    for (int k = 0; k < 2; k++) {
+        bool ours = k == 0 ? !wide : wide;
+        assert_int_equal(plant_gemm(path, ours ? "packed" : "openblas"), shapes);
+        nat_ctx *b = build_cpu(params);
+        assert_int_equal(gemm_int(b, "cached"), nodes);
+        assert_int_equal(gemm_int(b, "measured"), 0);
+        assert_int_equal(gemm_int(b, ours ? "packed" : "openblas"), nodes);
+        assert_int_equal(gemm_launches_on(b, ours), 2 * nodes); /* a conv launch each in both */
+        if (k == 0) /* the groups' keys name a GEMM other than the job's: decided anew */
+            groups = planner_int(b, "measured") + planner_int(b, "predicted");
+        nat_ctx_free(b);
+    }
+    assert_true(groups > 0);
+
+    /* a named GEMM, or the rules: no choice, every launch on the named one */
+    nat_ctx *c = build_cpu("{\"image\": 16, \"planner\": \"cost\", \"gemm\": \"openblas\"}");
+    assert_null(gemm_report(c));
+    assert_int_equal(gemm_launches_on(c, false), 2 * nodes);
+    nat_ctx_free(c);
+    c = build_cpu("{\"image\": 16, \"planner\": \"rules\"}");
+    assert_null(gemm_report(c));
+    nat_ctx_free(c);
+
+    /* another build: decided anew */
+    setenv("FUSIONBENCH_BUILD_ID", "test build 2", 1);
+    c = build_cpu(params);
+    assert_int_equal(gemm_int(c, "cached"), 0);
+    assert_int_equal(gemm_int(c, "measured"), shapes);
+    nat_ctx_free(c);
+
+    unsetenv("FUSIONBENCH_BUILD_ID");
+    unsetenv("FUSIONBENCH_PLAN_CACHE");
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     /* the rules' groups are what these tests check (the cost planner's:
@@ -493,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_cost_model),
         cmocka_unit_test(test_planner_default),
         cmocka_unit_test(test_device_timer),
+        cmocka_unit_test(test_gemm_choice),
         cmocka_unit_test(test_conv),
         cmocka_unit_test(test_memory_bound),
         cmocka_unit_test(test_rows),

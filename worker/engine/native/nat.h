@@ -185,8 +185,11 @@ FB_MUSTCHECK fb_code nat_ctx_build_for(const nat_pattern *pat, const fb_spec *sp
  * "openblas" (OpenBLAS everywhere, on the weights as stored, repacking them
  * on every call).  *pack: whether our GEMM runs (false for device "cuda",
  * whose lowering reads the weights as stored); the convolutions take
- * nat_conv_shape.blas = !*pack. */
-FB_MUSTCHECK fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, fb_err *err);
+ * nat_conv_shape.blas = !*pack.  *per_shape (NULL: not asked): "auto" on the
+ * CPU, where a model planned by the cost planner chooses per convolution and
+ * linear shape, *pack its default (gr_gemm_choose). */
+FB_MUSTCHECK fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, bool *per_shape,
+                                        fb_err *err);
 void nat_ctx_free(nat_ctx *ctx);
 
 /* Bytes of the buffers variant v uses. */

@@ -193,13 +193,17 @@ int64_t nat_ctx_variant_bytes(const nat_ctx *ctx, int v)
     return sum;
 }
 
-fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, fb_err *err)
+fb_code nat_spec_gemm_pack(const fb_spec *spec, bool *pack, bool *per_shape, fb_err *err)
 {
     bool cpu = strcmp(spec->device, "cuda") != 0;
     const cJSON *j = spec->params ? cJSON_GetObjectItemCaseSensitive(spec->params, "gemm") : NULL;
     const char *v = cJSON_IsString(j) ? j->valuestring : NULL;
+    if (per_shape)
+        *per_shape = false;
     if (!j || (v && strcmp(v, "auto") == 0)) {
         *pack = cpu && nat_pw_default();
+        if (per_shape)
+            *per_shape = cpu;
         return FB_OK;
     }
     if (v && (strcmp(v, "packed") == 0 || strcmp(v, "openblas") == 0)) {

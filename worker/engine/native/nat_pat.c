@@ -116,7 +116,7 @@ fb_code nat_pat_pack(nat_ctx *ctx, const fb_spec *spec, const float *w, int64_t 
 {
     bool pack;
     *out = NULL;
-    fb_code rc = nat_spec_gemm_pack(spec, &pack, err);
+    fb_code rc = nat_spec_gemm_pack(spec, &pack, NULL, err);
     if (rc || !pack)
         return rc;
     char full[64];

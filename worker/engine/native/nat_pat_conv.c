@@ -36,7 +36,7 @@ fb_code nat_pat_conv_dims(const nat_ctx *ctx, const fb_spec *spec, nat_pat_conv 
         return rc;
     d->n = ctx->batch;
     bool pack;
-    rc = nat_spec_gemm_pack(spec, &pack, err);
+    rc = nat_spec_gemm_pack(spec, &pack, NULL, err);
     d->blas = !pack;
     if (!rc)
         rc = nat_pat_size("height", d->n, d->c, d->h, d->w, err);

@@ -19,10 +19,21 @@
 #include "fb_stats.h"
 #include "gr_costmodel.h"
 #include "nat_cost.h"
+#include "nat_kern_cpu.h" /* nat_conv2d_impl */
 
-#define ROUNDS     5  /* timed runs of each plan, alternating the order */
-#define MAX_ROUNDS 50 /* and more while they take under MEASURE_MS */
-#define MEASURE_MS 300.0
+#define ROUNDS 5 /* timed runs of each plan, alternating the order */
+/* The GEMM choice (gr_gemm_choose) times its two plans GEMM_ROUNDS times at
+ * least and compares least times: either GEMM computes the same op, so the
+ * least of 11 runs is each kernel's own time, what a neighbour's load adds
+ * left out.  Medians decided nothing on the VM of an AMD EPYC 7003 (resnet50
+ * on one core: the same launch's times in 11 runs spread over 40% of their
+ * median, and a 1x1 conv whose least time was 20% lower on ours had the
+ * higher median).  The other GEMM must be faster by GEMM_MARGIN, so that two
+ * kernels as fast as each other keep the job's default. */
+#define GEMM_ROUNDS 11
+#define GEMM_MARGIN 0.03
+#define MAX_ROUNDS  50 /* and more while they take under MEASURE_MS */
+#define MEASURE_MS  300.0
 /* Another form must be faster than fused by the share the explanation calls
  * noise (METHOD.md), so that the planner keeps no group the explanation
  * would judge lost: at 3% it kept a depthwise 5x5 conv + SiLU that lost
@@ -137,28 +148,34 @@ static void sig_dims(char *sig, const gr_tensor *t)
     sig_add(sig, "]");
 }
 
-/* What decides a group's cost: its kind and rules, and per op its name,
- * operand and output shapes and attributes. */
+/* Appends what decides an op's cost: its name, operand and output shapes and
+ * attributes, and the GEMM it was given (gr_gemm_choose) where it has one. */
+static void node_signature(const gr_graph *g, const gr_node *nd, char *sig)
+{
+    const gr_attr *a = &nd->a;
+    sig_add(sig, ";%s", gr_opk_name(nd->op));
+    for (int i = 0; i < nd->n_in; i++)
+        sig_dims(sig, &g->tensors[nd->in[i]]);
+    sig_add(sig, "->");
+    sig_dims(sig, &g->tensors[nd->out]);
+    sig_add(sig, " s%d,%d p%d,%d d%d,%d k%d,%d g%d a%d %d:%d t%d c%d e%g al%g", a->stride[0],
+            a->stride[1], a->pad[0], a->pad[1], a->dil[0], a->dil[1], a->kernel[0], a->kernel[1],
+            a->groups, a->axis, a->start, a->end, a->trans_b, a->count_pad, (double)a->eps,
+            (double)a->alpha);
+    if (nd->op == GR_PERMUTE)
+        for (int d = 0; d < GR_MAX_DIMS; d++)
+            sig_add(sig, ",%d", a->perm[d]);
+    if (nd->gemm != GR_GEMM_JOB)
+        sig_add(sig, " gemm %s", nd->gemm == GR_GEMM_PACKED ? "packed" : "openblas");
+}
+
+/* What decides a group's cost: its kind and rules, and its ops'. */
 static void group_signature(const gr_graph *g, const gr_group *grp, char *sig)
 {
     sig[0] = '\0';
     sig_add(sig, "kind %d rules %u", (int)grp->kind, grp->rules);
-    for (int k = 0; k < grp->n; k++) {
-        const gr_node *nd = &g->nodes[grp->nodes[k]];
-        const gr_attr *a = &nd->a;
-        sig_add(sig, ";%s", gr_opk_name(nd->op));
-        for (int i = 0; i < nd->n_in; i++)
-            sig_dims(sig, &g->tensors[nd->in[i]]);
-        sig_add(sig, "->");
-        sig_dims(sig, &g->tensors[nd->out]);
-        sig_add(sig, " s%d,%d p%d,%d d%d,%d k%d,%d g%d a%d %d:%d t%d c%d e%g al%g", a->stride[0],
-                a->stride[1], a->pad[0], a->pad[1], a->dil[0], a->dil[1], a->kernel[0],
-                a->kernel[1], a->groups, a->axis, a->start, a->end, a->trans_b, a->count_pad,
-                (double)a->eps, (double)a->alpha);
-        if (nd->op == GR_PERMUTE)
-            for (int d = 0; d < GR_MAX_DIMS; d++)
-                sig_add(sig, ",%d", a->perm[d]);
-    }
+    for (int k = 0; k < grp->n; k++)
+        node_signature(g, &g->nodes[grp->nodes[k]], sig);
 }
 
 /* ---- the cache file ---- */
@@ -308,21 +325,21 @@ static fb_code nomem(fb_err *err)
 }
 
 /* Each wanted group's time in each form, measured where the group runs in
- * the model: the plan of each form runs (run_plan) ROUNDS times or more in
- * alternating order, each launch timed, and a group's time in a round is its
- * launches' sum, so its input comes from the launch before it as in a job:
- * into rs[(r * 3 + k) * n + fid] (k 0 fused, 1 split, 2 eager; *rounds of
- * them, at most MAX_ROUNDS), the least over the rounds into best[k * n +
- * fid], each timed launch's least time into lbest[k][i] (NaN where not
- * timed, and all NaN with a device timer tm, whose run is run).  FB_ENOMEM,
- * or what the device's run failed with (err set). */
-static fb_code measure_all(const nat_ctx *m, const gr_cost_timer *tm, void *run, int n,
-                           const bool *want, double *rs, int *rounds, double *best,
-                           double *lbest[3], fb_err *err)
+ * the model: the plan of each form (m's plans vs[0..nv-1], the forms k) runs
+ * (run_plan) ROUNDS times or more in alternating order, each launch timed,
+ * and a group's time in a round is its launches' sum, so its input comes
+ * from the launch before it as in a job: into rs[(r * nv + k) * n + fid]
+ * (*rounds of them, at most MAX_ROUNDS), the least over the rounds into
+ * best[k * n + fid], each timed launch's least time into lbest[k][i] (NaN
+ * where not timed, and all NaN with a device timer tm, whose run is run).
+ * At least min_rounds rounds.  FB_ENOMEM, or what the device's run failed
+ * with (err set). */
+static fb_code measure_all(const nat_ctx *m, const gr_cost_timer *tm, void *run, int nv,
+                           const int *vs, int min_rounds, int n, const bool *want, double *rs,
+                           int *rounds, double *best, double **lbest, fb_err *err)
 {
-    const int vs[3] = {V_FUSED, V_SPLIT, V_EAGER};
     int most = 1;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < nv; k++)
         most = m->plans[vs[k]].n > most ? m->plans[vs[k]].n : most;
     double *acc = malloc(((size_t)n + 1) * sizeof *acc), *lt = malloc((size_t)most * sizeof *lt);
     if (!acc || !lt) {
@@ -330,9 +347,9 @@ static fb_code measure_all(const nat_ctx *m, const gr_cost_timer *tm, void *run,
         free(lt);
         return nomem(err);
     }
-    for (int i = 0; i < 3 * n; i++)
+    for (int i = 0; i < nv * n; i++)
         best[i] = INFINITY;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < nv; k++)
         for (int i = 0; i < m->plans[vs[k]].n; i++)
             lbest[k][i] = NAN;
     double t0 = fb_now_ms();
@@ -340,9 +357,9 @@ static fb_code measure_all(const nat_ctx *m, const gr_cost_timer *tm, void *run,
      * a least time is not one lucky run's */
     int r = 0;
     fb_code rc = FB_OK;
-    for (; !rc && (r < ROUNDS || (r < MAX_ROUNDS && fb_now_ms() - t0 < MEASURE_MS)); r++)
-        for (int i = 0; !rc && i < 3; i++) {
-            int k = r % 2 ? 2 - i : i;
+    for (; !rc && (r < min_rounds || (r < MAX_ROUNDS && fb_now_ms() - t0 < MEASURE_MS)); r++)
+        for (int i = 0; !rc && i < nv; i++) {
+            int k = r % 2 ? nv - 1 - i : i;
             const nat_plan *p = &m->plans[vs[k]];
             if (tm) { /* the device's times; no launch of the host's plan timed */
                 rc = tm->run(run, vs[k], n, want, acc, err);
@@ -352,7 +369,7 @@ static fb_code measure_all(const nat_ctx *m, const gr_cost_timer *tm, void *run,
                 run_plan(p, n, want, acc, lt);
             }
             for (int f = 0; f < n; f++) {
-                rs[((size_t)r * 3 + k) * n + f] = acc[f];
+                rs[((size_t)r * nv + k) * n + f] = acc[f];
                 best[k * n + f] = acc[f] < best[k * n + f] ? acc[f] : best[k * n + f];
             }
             for (int l = 0; l < p->n; l++)
@@ -365,21 +382,22 @@ static fb_code measure_all(const nat_ctx *m, const gr_cost_timer *tm, void *run,
     return rc;
 }
 
-/* Whether form k of group f beat form c in the rounds of rs (R of them): the
+/* Whether form k of group f beat form c in the rounds of rs (R of them, nv
+ * forms each, as measure_all leaves them): the
  * distribution-free 95% interval of the median per-round difference (each
  * round ran every form) lies above MARGIN of c's median and that median above
  * MARGIN_MS, as the explanation judges a group lost: a median, which one round
  * a preemption stretched cannot carry.  buf: R of scratch. */
-static bool beats(const double *rs, int R, int n, int f, int k, int c, double *buf)
+static bool beats(const double *rs, int R, int nv, int n, int f, int k, int c, double *buf)
 {
     double lo, hi;
     for (int r = 0; r < R; r++)
-        buf[r] = rs[((size_t)r * 3 + c) * n + f];
+        buf[r] = rs[((size_t)r * nv + c) * n + f];
     fb_stats st;
     fb_stats_compute(buf, R, &st);
     double med = st.median;
     for (int r = 0; r < R; r++)
-        buf[r] = rs[((size_t)r * 3 + c) * n + f] - rs[((size_t)r * 3 + k) * n + f];
+        buf[r] = rs[((size_t)r * nv + c) * n + f] - rs[((size_t)r * nv + k) * n + f];
     fb_stats_compute(buf, R, &st);
     return fb_stats_median_ci(buf, R, 0.95, &lo, &hi) && lo > MARGIN * med && st.median > MARGIN_MS;
 }
@@ -389,9 +407,9 @@ static bool beats(const double *rs, int R, int n, int f, int k, int c, double *b
 static int decide_measured(const double *rs, int R, int n, int f, bool splits, double *buf)
 {
     int c = GR_KEEP;
-    if (splits && beats(rs, R, n, f, 1, 0, buf))
+    if (splits && beats(rs, R, 3, n, f, 1, 0, buf))
         c = GR_SPLIT;
-    if (beats(rs, R, n, f, 2, c == GR_SPLIT ? 1 : 0, buf))
+    if (beats(rs, R, 3, n, f, 2, c == GR_SPLIT ? 1 : 0, buf))
         c = GR_UNFUSE;
     return c;
 }
@@ -597,7 +615,7 @@ static fb_code predict_or_measure(const nat_ctx *m, const gr_cost_timer *tm, voi
     if (!rc && wanted && !(rs = malloc((size_t)MAX_ROUNDS * 3 * ((size_t)n + 1) * sizeof *rs)))
         rc = nomem(err);
     if (!rc && wanted) /* err says what failed */
-        rc = measure_all(m, tm, run, n, want, rs, &rounds, best, lbest, err);
+        rc = measure_all(m, tm, run, 3, vs, ROUNDS, n, want, rs, &rounds, best, lbest, err);
     for (int f = 0; !rc && wanted && f < n; f++) {
         if (!want[f])
             continue;
@@ -762,6 +780,196 @@ fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsigned off, bool
     free(sig);
     if (rc)
         gr_choices_free(out);
+    rep->ms = fb_now_ms() - t0;
+    return rc;
+}
+
+/* ---- whose GEMM each convolution and linear runs on (params.gemm "auto") ---- */
+
+/* Whether node n's launch depends on whose GEMM runs it: a linear, or a
+ * convolution whose path differs between ours and OpenBLAS (not a depthwise
+ * one: its direct kernel runs either way). */
+static bool gemm_candidate(const gr_graph *g, const gr_node *n)
+{
+    nat_conv_shape ours, blas;
+    if (n->op == GR_LINEAR)
+        return true;
+    return (n->op == GR_CONV2D || n->op == GR_CONV1D) && gr_conv_shape(g, n, false, &ours) &&
+           gr_conv_shape(g, n, true, &blas) && nat_conv2d_impl(&ours) != nat_conv2d_impl(&blas);
+}
+
+/* The measuring ctx of the GEMM choice: g's eager plan lowered twice, every
+ * candidate (cand[node] >= 0, its launch's group) on OpenBLAS in plan 0 and
+ * on our GEMM in plan 1, each run once (warm). g is given back as it was. */
+static fb_code gemm_ctx(const nat_ctx *ctx, gr_graph *g, unsigned off, const int *cand,
+                        nat_ctx **out, fb_err *err)
+{
+    gr_groups eager = {0};
+    nat_ctx *m = calloc(1, sizeof *m);
+    float **had = malloc(((size_t)g->n_tensors + 1) * sizeof *had);
+    fb_code rc =
+        m && had ? FB_OK : fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the GEMM choice");
+    *out = NULL;
+    if (!rc) {
+        m->seed = ctx->seed;
+        m->batch = ctx->batch;
+        rc = gr_plan_groups(g, false, off, NULL, NULL, &eager, err);
+    }
+    bool saved = !rc;
+    for (int t = 0; saved && t < g->n_tensors; t++) /* as measuring_ctx: m's packed copies */
+        had[t] = g->tensors[t].packed;
+    for (int v = 0; !rc && v < 2; v++) {
+        for (int i = 0; i < g->n_nodes; i++)
+            if (cand[i] >= 0)
+                g->nodes[i].gemm = v ? GR_GEMM_PACKED : GR_GEMM_OPENBLAS;
+        rc = gr_lower(m, g, &eager, v, v == 1, cand, err);
+        if (!rc)
+            nat_plan_run(&m->plans[v]);
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        g->nodes[i].gemm = GR_GEMM_JOB;
+    for (int t = 0; saved && t < g->n_tensors; t++)
+        g->tensors[t].packed = had[t];
+    free(had);
+    gr_groups_free(&eager);
+    if (rc)
+        nat_ctx_free(m);
+    else
+        *out = m;
+    return rc;
+}
+
+/* Times the wanted candidates (n of them) on both GEMMs in m and decides each
+ * (choice[c]: GR_GEMM_PACKED or GR_GEMM_OPENBLAS): the job's own (pack) unless
+ * the other beats it as a fusion group's form must (beats); each decision
+ * with its times into fresh under keys[c]. */
+static fb_code gemm_measure(const nat_ctx *m, const gr_graph *g, const int *cand, int n,
+                            const bool *want, bool pack, char (*keys)[17], unsigned char *choice,
+                            cJSON *fresh, gr_gemm_report *rep, fb_err *err)
+{
+    const int vs[2] = {0, 1}; /* OpenBLAS, ours */
+    double *rs = malloc((size_t)MAX_ROUNDS * 2 * ((size_t)n + 1) * sizeof *rs);
+    double *best = malloc(2 * ((size_t)n + 1) * sizeof *best);
+    double *lbest[2] = {malloc(((size_t)m->plans[0].n + 1) * sizeof(double)),
+                        malloc(((size_t)m->plans[1].n + 1) * sizeof(double))};
+    int rounds = 0;
+    fb_code rc = rs && best && lbest[0] && lbest[1] ? FB_OK : nomem(err);
+    if (!rc)
+        rc = measure_all(m, NULL, NULL, 2, vs, GEMM_ROUNDS, n, want, rs, &rounds, best, lbest, err);
+    for (int c = 0; !rc && c < n; c++) {
+        if (!want[c])
+            continue;
+        int def = pack ? 1 : 0, other = 1 - def;
+        double tk = best[other * n + c], tc = best[def * n + c];
+        bool flip = tk < tc * (1.0 - GEMM_MARGIN) && tc - tk > MARGIN_MS;
+        choice[c] = (flip ? other : def) ? GR_GEMM_PACKED : GR_GEMM_OPENBLAS;
+        rep->measured++;
+        cJSON *e = cJSON_CreateObject(), *ms;
+        cJSON_AddStringToObject(e, "choice", choice[c] == GR_GEMM_PACKED ? "packed" : "openblas");
+        cJSON_AddStringToObject(e, "by", "measured");
+        cJSON_AddStringToObject(e, "group", "gemm");
+        for (int i = 0; i < g->n_nodes; i++) /* for a reader of the file: the first such node */
+            if (cand[i] == c) {
+                cJSON_AddStringToObject(e, "node", g->nodes[i].name);
+                break;
+            }
+        if ((ms = cJSON_AddArrayToObject(e, "ms")) != NULL) /* OpenBLAS, ours: least times */
+            for (int k = 0; k < 2; k++)
+                cJSON_AddItemToArray(ms, cJSON_CreateNumber(best[k * n + c]));
+        cJSON_AddItemToObject(fresh, keys[c], e);
+    }
+    free(rs);
+    free(best);
+    free(lbest[0]);
+    free(lbest[1]);
+    return rc;
+}
+
+fb_code gr_gemm_choose(const nat_ctx *ctx, gr_graph *g, unsigned off, bool pack,
+                       gr_gemm_report *rep, fb_err *err)
+{
+    char context[1024], path[512] = "", *sig = malloc(SIG_MAX), (*keys)[17] = NULL;
+    int *cand = malloc(((size_t)g->n_nodes + 1) * sizeof *cand), n = 0;
+    unsigned char *choice = NULL;
+    bool *want = NULL;
+    cJSON *cache = NULL, *fresh = cJSON_CreateObject();
+    nat_ctx *m = NULL;
+    double t0 = fb_now_ms();
+    fb_code rc = sig && cand && fresh ? FB_OK : nomem(err);
+    memset(rep, 0, sizeof *rep);
+    for (int i = 0; !rc && i < g->n_nodes; i++) {
+        g->nodes[i].gemm = GR_GEMM_JOB;
+        cand[i] = gemm_candidate(g, &g->nodes[i]) ? n++ : -1;
+    }
+    rep->nodes = n;
+    if (!rc && n > 0) {
+        keys = calloc((size_t)n, sizeof *keys);
+        choice = calloc((size_t)n, 1);
+        want = calloc((size_t)n, sizeof *want);
+        if (!keys || !choice || !want)
+            rc = nomem(err);
+    }
+    if (!rc && n > 0) {
+        gr_cost_context(omp_get_max_threads(), pack, NULL, context, sizeof context);
+        if (cache_path(path, sizeof path))
+            snprintf(rep->cache, sizeof rep->cache, "%s", path);
+        if (!(cache = cache_load(rep->cache)))
+            rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot read the plan cache");
+    }
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(cache, "entries");
+    int wanted = 0;
+    for (int i = 0; !rc && i < g->n_nodes; i++) {
+        int c = cand[i];
+        if (c < 0)
+            continue;
+        snprintf(sig, SIG_MAX, "gemm");
+        node_signature(g, &g->nodes[i], sig);
+        gr_cost_key(sig, context, keys[c]);
+        const char *hit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(entries, keys[c]), "choice"));
+        if (hit && (strcmp(hit, "packed") == 0 || strcmp(hit, "openblas") == 0)) {
+            choice[c] = hit[0] == 'p' ? GR_GEMM_PACKED : GR_GEMM_OPENBLAS;
+            rep->cached++;
+            continue;
+        }
+        bool twin = false; /* one of each shape is timed; its twins take its choice */
+        for (int t = 0; t < c && !twin; t++)
+            twin = want[t] && strcmp(keys[t], keys[c]) == 0;
+        want[c] = !twin;
+        wanted += want[c];
+    }
+    if (!rc && wanted)
+        rc = gemm_ctx(ctx, g, off, cand, &m, err);
+    if (!rc && wanted)
+        rc = gemm_measure(m, g, cand, n, want, pack, keys, choice, fresh, rep, err);
+    for (int i = 0; !rc && i < g->n_nodes; i++) {
+        int c = cand[i];
+        if (c < 0)
+            continue;
+        for (int t = 0; !choice[c] && t < c; t++) /* a twin of one timed now */
+            if (want[t] && strcmp(keys[t], keys[c]) == 0)
+                choice[c] = choice[t];
+        /* the job's own GEMM is left unmarked, so that the fusion groups'
+         * decisions keyed before this choice existed still hold */
+        bool ours = choice[c] == GR_GEMM_PACKED;
+        if (ours != pack)
+            g->nodes[i].gemm = choice[c];
+        rep->packed += ours;
+        rep->openblas += !ours;
+    }
+    if (!rc && rep->measured && rep->cache[0])
+        cache_save(rep->cache, fresh, NULL, NULL);
+    if (rc)
+        for (int i = 0; i < g->n_nodes; i++)
+            g->nodes[i].gemm = GR_GEMM_JOB;
+    nat_ctx_free(m);
+    cJSON_Delete(cache);
+    cJSON_Delete(fresh);
+    free(sig);
+    free(cand);
+    free(keys);
+    free(choice);
+    free(want);
     rep->ms = fb_now_ms() - t0;
     return rc;
 }

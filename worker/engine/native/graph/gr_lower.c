@@ -31,7 +31,8 @@ typedef struct lower {
     float *arena;
     float *conv_ws; /* shared by every conv of this variant */
     float *mlp_ws;
-    bool no_pack;          /* params.gemm "openblas": linear weights not packed */
+    bool no_pack;          /* the job's GEMM is OpenBLAS's (params.gemm; a node's gemm
+                              may say otherwise: node_blas) */
     const int *node_group; /* per node, the fused plan's group id for the launches, or NULL */
     fb_err *err;
 } lower;
@@ -244,6 +245,13 @@ static int bcast_of(const gr_tensor *a, const gr_tensor *b, int64_t *size)
     return NAT_CH_COL;
 }
 
+/* Whether conv or linear node n runs on OpenBLAS: its own choice (gr_node.gemm)
+ * where it has one, else the job's. */
+static bool node_blas(const lower *L, const gr_node *n)
+{
+    return n->gemm == GR_GEMM_JOB ? L->no_pack : n->gemm == GR_GEMM_OPENBLAS;
+}
+
 /* The weight of linear node n as gr_k_linear takes it: PyTorch's [n, k]
  * nn.Linear weight as it is (w_trans), GPT-2's Conv1D weight (trans_b) [k, n];
  * and, unless params.gemm leaves the GEMMs to OpenBLAS (nat_spec_gemm_pack),
@@ -254,7 +262,7 @@ static float *lin_w(lower *L, const gr_node *n, bool *w_trans, float **packed)
     gr_tensor *w = ten(L, n->in[1]);
     *w_trans = !n->a.trans_b;
     *packed = NULL;
-    if (L->no_pack)
+    if (node_blas(L, n))
         return w->data;
     if (!w->packed) {
         int64_t cols = *w_trans ? w->dims[0] : w->dims[1], k = *w_trans ? w->dims[1] : w->dims[0];
@@ -271,10 +279,9 @@ static float *lin_w(lower *L, const gr_node *n, bool *w_trans, float **packed)
 
 /* ---- single ops ---- */
 
-/* The shape of conv node n (finished); false when impossible. */
-static bool conv_shape(const lower *L, const gr_node *n, nat_conv_shape *s)
+bool gr_conv_shape(const gr_graph *g, const gr_node *n, bool blas, nat_conv_shape *s)
 {
-    const gr_tensor *x = ten(L, n->in[0]), *w = ten(L, n->in[1]);
+    const gr_tensor *x = &g->tensors[n->in[0]], *w = &g->tensors[n->in[1]];
     bool one_d = n->op == GR_CONV1D;
     *s = (nat_conv_shape){
         .n = (int)x->dims[0],
@@ -291,9 +298,15 @@ static bool conv_shape(const lower *L, const gr_node *n, nat_conv_shape *s)
         .dil_h = one_d ? 1 : n->a.dil[0],
         .dil_w = one_d ? n->a.dil[0] : n->a.dil[1],
         .groups = n->a.groups,
-        .blas = L->no_pack,
+        .blas = blas,
     };
     return nat_conv_shape_finish(s);
+}
+
+/* The shape of conv node n (finished) on its GEMM; false when impossible. */
+static bool conv_shape(const lower *L, const gr_node *n, nat_conv_shape *s)
+{
+    return gr_conv_shape(L->g, n, node_blas(L, n), s);
 }
 
 /* Fills l as conv node n with activation act; false when the shape is

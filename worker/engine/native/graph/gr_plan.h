@@ -123,6 +123,11 @@ const char *gr_group_kind(const gr_group *grp);
 FB_MUSTCHECK fb_code gr_lower(nat_ctx *ctx, gr_graph *g, const gr_groups *gs, int v, bool pack,
                               const int *node_group, fb_err *err);
 
+/* The shape of conv node n of g (GR_CONV2D or GR_CONV1D) as its launch takes
+ * it, on OpenBLAS (blas) or our GEMM, finished (nat_conv_shape_finish); false
+ * when the shape is impossible. */
+bool gr_conv_shape(const gr_graph *g, const gr_node *n, bool blas, nat_conv_shape *s);
+
 /* After every variant is lowered: each buffer's variant mask becomes the set of
  * plans whose launches read or write it (so a variant's peak memory counts the
  * weights it really uses: folded ones for fused, raw ones for eager), except

@@ -203,11 +203,20 @@ static fb_code check_ids(const gr_graph *g, fb_err *err)
 /* ---- planning ---- */
 
 /* What planned the fused variant, for the result's graph ("planner"). */
-static cJSON *planner_json(bool cost, const gr_cost_report *r)
+static cJSON *planner_json(bool cost, const gr_cost_report *r, const gr_gemm_report *gm)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o || !cJSON_AddStringToObject(o, "planner", cost ? "cost" : "rules") || !cost)
         return o;
+    if (gm) { /* whose GEMM each convolution and linear runs on */
+        cJSON *go = cJSON_AddObjectToObject(o, "gemm");
+        cJSON_AddNumberToObject(go, "nodes", gm->nodes);
+        cJSON_AddNumberToObject(go, "packed", gm->packed);
+        cJSON_AddNumberToObject(go, "openblas", gm->openblas);
+        cJSON_AddNumberToObject(go, "measured", gm->measured);
+        cJSON_AddNumberToObject(go, "cached", gm->cached);
+        cJSON_AddNumberToObject(go, "decide_ms", gm->ms);
+    }
     cJSON_AddNumberToObject(o, "groups", r->groups);
     cJSON_AddNumberToObject(o, "kept", r->kept);
     cJSON_AddNumberToObject(o, "split", r->split);
@@ -233,21 +242,26 @@ static fb_code plan_both(nat_ctx *ctx, gr_graph *g, const fb_spec *spec, cJSON *
                          fb_err *err)
 {
     unsigned off = 0;
-    bool pack = true, cost = false;
+    bool pack = true, cost = false, gemm_auto = false;
     gr_groups eager = {0}, fused = {0};
     gr_unfuse unfuse;
     gr_choices choices = {0};
     gr_cost_report crep = {0};
+    gr_gemm_report grep = {0};
     fb_code rc = gr_rules_from_spec(spec, &off, err);
     if (!rc)
         rc = gr_unfuse_from_spec(spec, &unfuse, err);
     if (!rc)
-        rc = nat_spec_gemm_pack(spec, &pack, err);
+        rc = nat_spec_gemm_pack(spec, &pack, &gemm_auto, err);
     if (!rc)
         rc = gr_planner_from_spec(spec, ctx->cost_timer != NULL, &cost, err);
+    /* on the CPU, "auto" is the cost planner's choice per shape */
+    bool choose = cost && gemm_auto && !ctx->cost_timer;
+    if (!rc && choose)
+        rc = gr_gemm_choose(ctx, g, off, pack, &grep, err);
     if (!rc && cost)
         rc = gr_cost_choose(ctx, g, off, pack, ctx->cost_timer, &choices, &crep, err);
-    if (!rc && !(*planner = planner_json(cost, &crep)))
+    if (!rc && !(*planner = planner_json(cost, &crep, choose ? &grep : NULL)))
         rc = fb_err_set(err, FB_ENOMEM, NULL, "no memory for the planner's report");
     if (!rc)
         rc = gr_plan_groups(g, false, off, NULL, NULL, &eager, err);
