@@ -174,7 +174,21 @@ static void run_conv(conv_case cc)
 static nat_conv_shape shp(int n, int ci, int h, int w, int co, int kh, int kw, int st, int pad,
                           int dil, int groups)
 {
-    nat_conv_shape s = {n, ci, h, w, co, kh, kw, st, st, pad, pad, dil, dil, groups, 0, 0, true};
+    nat_conv_shape s = {.n = n,
+                        .ci = ci,
+                        .h = h,
+                        .w = w,
+                        .co = co,
+                        .kh = kh,
+                        .kw = kw,
+                        .stride_h = st,
+                        .stride_w = st,
+                        .pad_h = pad,
+                        .pad_w = pad,
+                        .dil_h = dil,
+                        .dil_w = dil,
+                        .groups = groups,
+                        .blas = true};
     return s;
 }
 
@@ -323,11 +337,34 @@ static void test_conv_1x1(void **state)
  * (the limit), 101 channels (chunks of 64 and 37) and 5x5. */
 static void test_conv_channel_split(void **state)
 {
-    run_conv((conv_case){shp(1, 16, 9, 9, 80, 3, 3, 1, 1, 1, 1), true, true, NAT_ACT_SILU});
-    run_conv((conv_case){shp(1, 8, 14, 14, 70, 3, 3, 2, 1, 1, 1), true, false, NAT_ACT_RELU});
-    run_conv((conv_case){shp(1, 32, 16, 16, 96, 1, 1, 1, 0, 1, 1), false, true, NAT_ACT_NONE});
-    run_conv((conv_case){shp(1, 40, 7, 7, 101, 1, 1, 1, 0, 1, 1), true, true, NAT_ACT_SIGMOID});
-    run_conv((conv_case){shp(1, 6, 8, 8, 72, 5, 5, 1, 2, 1, 1), true, false, NAT_ACT_HARDSWISH});
+    int threads = omp_get_max_threads();
+    /* cut for the shape's threads (the plan's), which finish takes from
+     * OpenMP where unset, at most the processors; run on as many, or on
+     * another count than it was cut for (correct either way) */
+    for (int t = 1; t <= 2; t++)
+        for (int run_on = 1; run_on <= 2; run_on++) {
+            omp_set_num_threads(t);
+            conv_case cs[] = {
+                {shp(1, 16, 9, 9, 80, 3, 3, 1, 1, 1, 1), true, true, NAT_ACT_SILU},
+                {shp(1, 8, 14, 14, 70, 3, 3, 2, 1, 1, 1), true, false, NAT_ACT_RELU},
+                {shp(1, 32, 16, 16, 96, 1, 1, 1, 0, 1, 1), false, true, NAT_ACT_NONE},
+                {shp(1, 40, 7, 7, 101, 1, 1, 1, 0, 1, 1), true, true, NAT_ACT_SIGMOID},
+                {shp(1, 6, 8, 8, 72, 5, 5, 1, 2, 1, 1), true, false, NAT_ACT_HARDSWISH}};
+            for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+                assert_true(nat_conv_shape_finish(&cs[i].s));
+                assert_int_equal(cs[i].s.threads, t <= omp_get_num_procs() ? t : 1);
+                omp_set_num_threads(run_on);
+                run_conv(cs[i]);
+                omp_set_num_threads(t);
+            }
+        }
+    omp_set_num_threads(1000);
+    nat_conv_shape s = shp(1, 16, 9, 9, 80, 3, 3, 1, 1, 1, 1);
+    assert_true(nat_conv_shape_finish(&s));
+    assert_int_equal(s.threads, omp_get_num_procs()); /* the workspace's slots */
+    s.threads = -1;
+    assert_false(nat_conv_shape_finish(&s));
+    omp_set_num_threads(threads);
 }
 
 static void test_conv_stem_7x7(void **state)

@@ -86,13 +86,16 @@ typedef struct nat_conv_shape {
     int n, ci, h, w; /* input NCHW */
     int co, kh, kw;  /* output channels, kernel size */
     int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-    int groups; /* ci and co divisible by groups */
-    int ho, wo; /* output size: filled by nat_conv_shape_finish */
-    bool blas;  /* the GEMMs on OpenBLAS (params.gemm "openblas"); else packed
-                   panels for nat_pw_gemm */
+    int groups;  /* ci and co divisible by groups */
+    int ho, wo;  /* output size: filled by nat_conv_shape_finish */
+    bool blas;   /* the GEMMs on OpenBLAS (params.gemm "openblas"); else packed
+                    panels for nat_pw_gemm */
+    int threads; /* the threads its tiles and channel chunks are cut for: the
+                    plan's; 0: nat_conv_shape_finish takes OpenMP's now */
 } nat_conv_shape;
 
-/* Computes ho and wo; returns false when the shape is impossible (non-positive
+/* Computes ho and wo, and threads where it is 0 (omp_get_max_threads, at most
+ * the processors); returns false when the shape is impossible (non-positive
  * output, groups not dividing channels). */
 bool nat_conv_shape_finish(nat_conv_shape *s);
 
