@@ -31,6 +31,10 @@ run per configuration, explained: the rules' losing groups, all of them undone
 at once against the rules' plan, and from the recovered time's upper 95% bound
 the cap on what any plan of the rules' groups (the cost planner's among them)
 could gain over the rules.
+Under the cost planner a job's params.gemm "auto" also chooses the GEMM of
+each convolution and linear by timing (docs/EXPLAIN.md, "Whose GEMM"), so its
+eager variant may run other GEMMs than the rules' does: --param
+gemm=openblas (or packed) pins them and compares the fusion decisions alone.
 Needs only python3.  Takes the CPU: run nothing else meanwhile."""
 import argparse
 import json

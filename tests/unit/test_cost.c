@@ -529,8 +529,8 @@ static int plant_gemm(const char *path, const char *choice)
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(root, "entries"))
     {
         const cJSON *g = cJSON_GetObjectItemCaseSensitive(e, "group");
-        if (!cJSON_IsString(g) || strcmp(g->valuestring, "gemm") != 0)
-            continue;
+        if (!cJSON_IsString(g) || strncmp(g->valuestring, "gemm", 4) != 0)
+            continue; /* "gemm" (a node alone) and "gemm fused" (a group) */
         cJSON_ReplaceItemInObjectCaseSensitive(e, "choice", cJSON_CreateString(choice));
         k++;
     }
@@ -583,10 +583,12 @@ static void test_gemm_choice(void **state)
     int nodes = gemm_int(a, "nodes");
     assert_int_equal(nodes, 21); /* resnet18: 20 convolutions and the classifier */
     assert_int_equal(gemm_int(a, "packed") + gemm_int(a, "openblas"), nodes);
+    assert_int_equal(gemm_int(a, "groups"), 20); /* each conv heads a group; fc is alone */
     assert_int_equal(gemm_int(a, "cached"), 0);
-    /* one of each shape: resnet18's 21 have 12 (a stage's 3x3s repeat) */
+    /* one of each shape and group: resnet18's 21 nodes have 12 shapes (a
+     * stage's 3x3s repeat), its groups some more (with or without the add) */
     int shapes = gemm_int(a, "measured");
-    assert_int_equal(shapes, 12);
+    assert_true(shapes > 12 + 8 && shapes < nodes + 20);
     nat_ctx_free(a);
     int groups = 0;
 
@@ -596,9 +598,10 @@ static void test_gemm_choice(void **state)
         bool ours = k == 0 ? !wide : wide;
         assert_int_equal(plant_gemm(path, ours ? "packed" : "openblas"), shapes);
         nat_ctx *b = build_cpu(params);
-        assert_int_equal(gemm_int(b, "cached"), nodes);
+        assert_int_equal(gemm_int(b, "cached"), nodes + 20);
         assert_int_equal(gemm_int(b, "measured"), 0);
         assert_int_equal(gemm_int(b, ours ? "packed" : "openblas"), nodes);
+        assert_int_equal(gemm_int(b, "groups_packed"), ours ? 20 : 0);
         assert_int_equal(gemm_launches_on(b, ours), 2 * nodes); /* a conv launch each in both */
         if (k == 0) /* the groups' keys name a GEMM other than the job's: decided anew */
             groups = planner_int(b, "measured") + planner_int(b, "predicted");
@@ -620,6 +623,43 @@ static void test_gemm_choice(void **state)
     c = build_cpu(params);
     assert_int_equal(gemm_int(c, "cached"), 0);
     assert_int_equal(gemm_int(c, "measured"), shapes);
+    nat_ctx_free(c);
+    /* the two decisions are the node's own: one GEMM alone, the other fused */
+    assert_int_equal(plant_gemm(path, "packed"), 2 * shapes); /* both builds' */
+    FILE *f = fopen(path, "rb");
+    char *text = calloc(1, 1 << 22);
+    assert_true(fread(text, 1, (1 << 22) - 1, f) > 0);
+    fclose(f);
+    cJSON *root = cJSON_Parse(text), *e;
+    free(text);
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(root, "entries"))
+    {
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(e, "group");
+        if (cJSON_IsString(g) && strcmp(g->valuestring, "gemm fused") == 0)
+            cJSON_ReplaceItemInObjectCaseSensitive(e, "choice", cJSON_CreateString("openblas"));
+    }
+    char *out = cJSON_PrintUnformatted(root);
+    f = fopen(path, "wb");
+    assert_true(fputs(out, f) >= 0);
+    fclose(f);
+    free(out);
+    cJSON_Delete(root);
+    c = build_cpu(params);
+    assert_int_equal(gemm_int(c, "packed"), nodes);
+    assert_int_equal(gemm_int(c, "groups_packed"), 0);
+    for (int i = 0; i < c->plans[NAT_EAGER].n; i++) {
+        const nat_launch *l = &c->plans[NAT_EAGER].launches[i];
+        if (l->dk == NAT_D_CONV || l->dk == NAT_D_GEMM)
+            assert_int_not_equal(nat_launch_impl(l), NAT_IMPL_OPENBLAS);
+    }
+    for (int i = 0; i < c->plans[NAT_FUSED].n; i++) {
+        const nat_launch *l = &c->plans[NAT_FUSED].launches[i];
+        /* a group's launch ("conv_fused", "linear_fused"), or one alone: the
+         * classifier, and any group the cost planner unfused */
+        bool alone = !strstr(l->name, "_fused");
+        if (l->dk == NAT_D_CONV || l->dk == NAT_D_GEMM)
+            assert_true((nat_launch_impl(l) == NAT_IMPL_OPENBLAS) == !alone);
+    }
     nat_ctx_free(c);
 
     unsetenv("FUSIONBENCH_BUILD_ID");

@@ -92,9 +92,10 @@ typedef struct gr_attr {
     float eps, alpha;
 } gr_attr;
 
-/* Whose GEMM a convolution or linear node runs on (gr_node.gemm): the job's
- * mode (params.gemm, nat_spec_gemm_pack), or the cost planner's measured
- * choice for its shape (gr_gemm_choose, params.gemm "auto"). */
+/* Whose GEMM a convolution or linear node runs on (gr_node.gemm, and
+ * gemm_fused inside a fused group's launch): the job's mode (params.gemm,
+ * nat_spec_gemm_pack), or the cost planner's measured choice
+ * (gr_gemm_choose, params.gemm "auto"). */
 enum gr_gemm { GR_GEMM_JOB, GR_GEMM_PACKED, GR_GEMM_OPENBLAS };
 
 typedef struct gr_node {
@@ -104,7 +105,8 @@ typedef struct gr_node {
     int in[GR_MAX_INPUTS];
     int out;
     gr_attr a;
-    unsigned char gemm; /* enum gr_gemm */
+    unsigned char gemm;       /* enum gr_gemm: its launch alone */
+    unsigned char gemm_fused; /* and the fused group's it heads or is in */
 } gr_node;
 
 typedef struct gr_graph {

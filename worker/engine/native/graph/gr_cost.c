@@ -167,6 +167,8 @@ static void node_signature(const gr_graph *g, const gr_node *nd, char *sig)
             sig_add(sig, ",%d", a->perm[d]);
     if (nd->gemm != GR_GEMM_JOB)
         sig_add(sig, " gemm %s", nd->gemm == GR_GEMM_PACKED ? "packed" : "openblas");
+    if (nd->gemm_fused != GR_GEMM_JOB)
+        sig_add(sig, " fused gemm %s", nd->gemm_fused == GR_GEMM_PACKED ? "packed" : "openblas");
 }
 
 /* What decides a group's cost: its kind and rules, and its ops'. */
@@ -798,40 +800,37 @@ static bool gemm_candidate(const gr_graph *g, const gr_node *n)
            gr_conv_shape(g, n, true, &blas) && nat_conv2d_impl(&ours) != nat_conv2d_impl(&blas);
 }
 
-/* The measuring ctx of the GEMM choice: g's eager plan lowered twice, every
- * candidate (cand[node] >= 0, its launch's group) on OpenBLAS in plan 0 and
- * on our GEMM in plan 1, each run once (warm). g is given back as it was. */
-static fb_code gemm_ctx(const nat_ctx *ctx, gr_graph *g, unsigned off, const int *cand,
-                        nat_ctx **out, fb_err *err)
+/* The GEMM choice's measuring ctx: g's eager plan (groups es) and the rules'
+ * fused plan (fs) lowered on both GEMMs, plans 0 and 1 the eager one on
+ * OpenBLAS and on ours, 2 and 3 the fused one so; each launch's group is its
+ * first node's item (ids[node] in the eager plans, heads[node] in the fused
+ * ones; -1: none), each plan run once (warm).  g is given back as it was. */
+static fb_code gemm_ctx(const nat_ctx *ctx, gr_graph *g, const gr_groups *es, const gr_groups *fs,
+                        const int *ids, const int *heads, nat_ctx **out, fb_err *err)
 {
-    gr_groups eager = {0};
     nat_ctx *m = calloc(1, sizeof *m);
     float **had = malloc(((size_t)g->n_tensors + 1) * sizeof *had);
-    fb_code rc =
-        m && had ? FB_OK : fb_err_set(err, FB_ENOMEM, NULL, "cannot allocate the GEMM choice");
+    fb_code rc = m && had ? FB_OK : nomem(err);
     *out = NULL;
+    for (int t = 0; !rc && t < g->n_tensors; t++) /* as measuring_ctx: m's packed copies */
+        had[t] = g->tensors[t].packed;
     if (!rc) {
         m->seed = ctx->seed;
         m->batch = ctx->batch;
-        rc = gr_plan_groups(g, false, off, NULL, NULL, &eager, err);
     }
-    bool saved = !rc;
-    for (int t = 0; saved && t < g->n_tensors; t++) /* as measuring_ctx: m's packed copies */
-        had[t] = g->tensors[t].packed;
-    for (int v = 0; !rc && v < 2; v++) {
+    for (int v = 0; !rc && v < 4; v++) {
+        unsigned char k = v % 2 ? GR_GEMM_PACKED : GR_GEMM_OPENBLAS;
         for (int i = 0; i < g->n_nodes; i++)
-            if (cand[i] >= 0)
-                g->nodes[i].gemm = v ? GR_GEMM_PACKED : GR_GEMM_OPENBLAS;
-        rc = gr_lower(m, g, &eager, v, v == 1, cand, err);
+            g->nodes[i].gemm = g->nodes[i].gemm_fused = k;
+        rc = gr_lower(m, g, v < 2 ? es : fs, v, v % 2 == 1, v < 2 ? ids : heads, err);
         if (!rc)
             nat_plan_run(&m->plans[v]);
     }
     for (int i = 0; i < g->n_nodes; i++)
-        g->nodes[i].gemm = GR_GEMM_JOB;
-    for (int t = 0; saved && t < g->n_tensors; t++)
+        g->nodes[i].gemm = g->nodes[i].gemm_fused = GR_GEMM_JOB;
+    for (int t = 0; had && m && t < g->n_tensors; t++)
         g->tensors[t].packed = had[t];
     free(had);
-    gr_groups_free(&eager);
     if (rc)
         nat_ctx_free(m);
     else
@@ -839,77 +838,127 @@ static fb_code gemm_ctx(const nat_ctx *ctx, gr_graph *g, unsigned off, const int
     return rc;
 }
 
-/* Times the wanted candidates (n of them) on both GEMMs in m and decides each
- * (choice[c]: GR_GEMM_PACKED or GR_GEMM_OPENBLAS): the job's own (pack) unless
- * the other beats it as a fusion group's form must (beats); each decision
- * with its times into fresh under keys[c]. */
-static fb_code gemm_measure(const nat_ctx *m, const gr_graph *g, const int *cand, int n,
-                            const bool *want, bool pack, char (*keys)[17], unsigned char *choice,
+/* What is decided: items 0..ne-1 a convolution or linear running alone (a
+ * node of each shape), ne..n-1 a fused group with one at its head (a group
+ * of each signature); per item its cache key, the node named in the cache
+ * and its choice (0 while undecided). */
+typedef struct gemm_items {
+    int n, ne;
+    char (*keys)[17];
+    const char **name;
+    unsigned char *choice;
+    bool *want; /* timed now */
+} gemm_items;
+
+/* Times the wanted items of plans a and a + 1 of m (on OpenBLAS, on ours),
+ * items lo..hi-1, and decides each: the job's own (pack) unless the other's
+ * least time is GEMM_MARGIN lower; each decision with its times into fresh. */
+static fb_code gemm_measure(const nat_ctx *m, int a, int lo, int hi, bool pack, gemm_items *it,
                             cJSON *fresh, gr_gemm_report *rep, fb_err *err)
 {
-    const int vs[2] = {0, 1}; /* OpenBLAS, ours */
+    const int vs[2] = {a, a + 1};
+    int n = it->n, rounds = 0;
     double *rs = malloc((size_t)MAX_ROUNDS * 2 * ((size_t)n + 1) * sizeof *rs);
     double *best = malloc(2 * ((size_t)n + 1) * sizeof *best);
-    double *lbest[2] = {malloc(((size_t)m->plans[0].n + 1) * sizeof(double)),
-                        malloc(((size_t)m->plans[1].n + 1) * sizeof(double))};
-    int rounds = 0;
-    fb_code rc = rs && best && lbest[0] && lbest[1] ? FB_OK : nomem(err);
-    if (!rc)
+    double *lbest[2] = {malloc(((size_t)m->plans[a].n + 1) * sizeof(double)),
+                        malloc(((size_t)m->plans[a + 1].n + 1) * sizeof(double))};
+    bool *want = calloc((size_t)n + 1, sizeof *want), any = false;
+    fb_code rc = rs && best && lbest[0] && lbest[1] && want ? FB_OK : nomem(err);
+    for (int c = lo; !rc && c < hi; c++)
+        any |= want[c] = it->want[c];
+    if (!rc && any)
         rc = measure_all(m, NULL, NULL, 2, vs, GEMM_ROUNDS, n, want, rs, &rounds, best, lbest, err);
-    for (int c = 0; !rc && c < n; c++) {
+    for (int c = lo; !rc && any && c < hi; c++) {
         if (!want[c])
             continue;
         int def = pack ? 1 : 0, other = 1 - def;
         double tk = best[other * n + c], tc = best[def * n + c];
         bool flip = tk < tc * (1.0 - GEMM_MARGIN) && tc - tk > MARGIN_MS;
-        choice[c] = (flip ? other : def) ? GR_GEMM_PACKED : GR_GEMM_OPENBLAS;
+        it->choice[c] = (flip ? other : def) ? GR_GEMM_PACKED : GR_GEMM_OPENBLAS;
         rep->measured++;
         cJSON *e = cJSON_CreateObject(), *ms;
-        cJSON_AddStringToObject(e, "choice", choice[c] == GR_GEMM_PACKED ? "packed" : "openblas");
+        cJSON_AddStringToObject(e, "choice",
+                                it->choice[c] == GR_GEMM_PACKED ? "packed" : "openblas");
         cJSON_AddStringToObject(e, "by", "measured");
-        cJSON_AddStringToObject(e, "group", "gemm");
-        for (int i = 0; i < g->n_nodes; i++) /* for a reader of the file: the first such node */
-            if (cand[i] == c) {
-                cJSON_AddStringToObject(e, "node", g->nodes[i].name);
-                break;
-            }
+        cJSON_AddStringToObject(e, "group", c < it->ne ? "gemm" : "gemm fused");
+        cJSON_AddStringToObject(e, "node", it->name[c]);    /* for a reader of the file */
         if ((ms = cJSON_AddArrayToObject(e, "ms")) != NULL) /* OpenBLAS, ours: least times */
             for (int k = 0; k < 2; k++)
                 cJSON_AddItemToArray(ms, cJSON_CreateNumber(best[k * n + c]));
-        cJSON_AddItemToObject(fresh, keys[c], e);
+        cJSON_AddItemToObject(fresh, it->keys[c], e);
     }
     free(rs);
     free(best);
     free(lbest[0]);
     free(lbest[1]);
+    free(want);
     return rc;
+}
+
+/* Item c's choice from the cache (entries) or from an item of the same key
+ * before it; else marks it wanted.  Counts into rep. */
+static void gemm_lookup(const cJSON *entries, gemm_items *it, int c, gr_gemm_report *rep)
+{
+    const char *hit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(entries, it->keys[c]), "choice"));
+    if (hit && (strcmp(hit, "packed") == 0 || strcmp(hit, "openblas") == 0)) {
+        it->choice[c] = hit[0] == 'p' ? GR_GEMM_PACKED : GR_GEMM_OPENBLAS;
+        rep->cached++;
+        return;
+    }
+    bool twin = false; /* one of each key is timed; its twins take its choice */
+    for (int t = 0; t < c && !twin; t++)
+        twin = it->want[t] && strcmp(it->keys[t], it->keys[c]) == 0;
+    it->want[c] = !twin;
 }
 
 fb_code gr_gemm_choose(const nat_ctx *ctx, gr_graph *g, unsigned off, bool pack,
                        gr_gemm_report *rep, fb_err *err)
 {
-    char context[1024], path[512] = "", *sig = malloc(SIG_MAX), (*keys)[17] = NULL;
-    int *cand = malloc(((size_t)g->n_nodes + 1) * sizeof *cand), n = 0;
-    unsigned char *choice = NULL;
-    bool *want = NULL;
+    char context[1024], path[512] = "", *sig = malloc(SIG_MAX);
+    int *ids = malloc(((size_t)g->n_nodes + 1) * sizeof *ids);       /* a node's item, -1: none */
+    int *grp_of = malloc(((size_t)g->n_nodes + 1) * sizeof *grp_of); /* its fused item */
+    gr_groups es = {0}, fs = {0};
+    gemm_items it = {0};
     cJSON *cache = NULL, *fresh = cJSON_CreateObject();
     nat_ctx *m = NULL;
     double t0 = fb_now_ms();
-    fb_code rc = sig && cand && fresh ? FB_OK : nomem(err);
+    fb_code rc = sig && ids && grp_of && fresh ? FB_OK : nomem(err);
     memset(rep, 0, sizeof *rep);
-    for (int i = 0; !rc && i < g->n_nodes; i++) {
-        g->nodes[i].gemm = GR_GEMM_JOB;
-        cand[i] = gemm_candidate(g, &g->nodes[i]) ? n++ : -1;
-    }
-    rep->nodes = n;
-    if (!rc && n > 0) {
-        keys = calloc((size_t)n, sizeof *keys);
-        choice = calloc((size_t)n, 1);
-        want = calloc((size_t)n, sizeof *want);
-        if (!keys || !choice || !want)
+    if (!rc)
+        rc = gr_plan_groups(g, false, off, NULL, NULL, &es, err);
+    if (!rc) /* the rules' groups: the cost planner decides their forms after */
+        rc = gr_plan_groups(g, true, off, NULL, NULL, &fs, err);
+    int cap = rc ? 0 : g->n_nodes + fs.n + 1;
+    if (!rc) {
+        it.keys = calloc((size_t)cap, sizeof *it.keys);
+        it.name = calloc((size_t)cap, sizeof *it.name);
+        it.choice = calloc((size_t)cap, 1);
+        it.want = calloc((size_t)cap, sizeof *it.want);
+        if (!it.keys || !it.name || !it.choice || !it.want)
             rc = nomem(err);
     }
-    if (!rc && n > 0) {
+    for (int i = 0; !rc && i < g->n_nodes; i++) {
+        g->nodes[i].gemm = g->nodes[i].gemm_fused = GR_GEMM_JOB;
+        grp_of[i] = -1;
+        ids[i] = gemm_candidate(g, &g->nodes[i]) ? it.n++ : -1;
+        if (ids[i] >= 0)
+            it.name[ids[i]] = g->nodes[i].name;
+    }
+    it.ne = rep->nodes = it.n;
+    /* a fused group headed by one (a tensor group, an MLP): an item of its own,
+     * which every candidate in it takes */
+    for (int k = 0; !rc && k < fs.n; k++) {
+        const gr_group *grp = &fs.g[k];
+        if (grp->kind == GR_G_SINGLE || ids[grp->nodes[0]] < 0)
+            continue;
+        for (int j = 0; j < grp->n; j++)
+            if (ids[grp->nodes[j]] >= 0)
+                grp_of[grp->nodes[j]] = it.n;
+        it.name[it.n++] = g->nodes[grp->nodes[0]].name;
+        rep->groups++;
+    }
+    if (!rc && it.n > 0) {
         gr_cost_context(omp_get_max_threads(), pack, NULL, context, sizeof context);
         if (cache_path(path, sizeof path))
             snprintf(rep->cache, sizeof rep->cache, "%s", path);
@@ -917,59 +966,77 @@ fb_code gr_gemm_choose(const nat_ctx *ctx, gr_graph *g, unsigned off, bool pack,
             rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot read the plan cache");
     }
     const cJSON *entries = cJSON_GetObjectItemCaseSensitive(cache, "entries");
-    int wanted = 0;
-    for (int i = 0; !rc && i < g->n_nodes; i++) {
-        int c = cand[i];
-        if (c < 0)
-            continue;
-        snprintf(sig, SIG_MAX, "gemm");
-        node_signature(g, &g->nodes[i], sig);
-        gr_cost_key(sig, context, keys[c]);
-        const char *hit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(entries, keys[c]), "choice"));
-        if (hit && (strcmp(hit, "packed") == 0 || strcmp(hit, "openblas") == 0)) {
-            choice[c] = hit[0] == 'p' ? GR_GEMM_PACKED : GR_GEMM_OPENBLAS;
-            rep->cached++;
+    for (int i = 0, c = it.ne; !rc && i < g->n_nodes + fs.n; i++) {
+        if (i < g->n_nodes) { /* a node alone */
+            if (ids[i] < 0)
+                continue;
+            snprintf(sig, SIG_MAX, "gemm");
+            node_signature(g, &g->nodes[i], sig);
+            gr_cost_key(sig, context, it.keys[ids[i]]);
+            gemm_lookup(entries, &it, ids[i], rep);
             continue;
         }
-        bool twin = false; /* one of each shape is timed; its twins take its choice */
-        for (int t = 0; t < c && !twin; t++)
-            twin = want[t] && strcmp(keys[t], keys[c]) == 0;
-        want[c] = !twin;
-        wanted += want[c];
-    }
-    if (!rc && wanted)
-        rc = gemm_ctx(ctx, g, off, cand, &m, err);
-    if (!rc && wanted)
-        rc = gemm_measure(m, g, cand, n, want, pack, keys, choice, fresh, rep, err);
-    for (int i = 0; !rc && i < g->n_nodes; i++) {
-        int c = cand[i];
-        if (c < 0)
+        const gr_group *grp = &fs.g[i - g->n_nodes]; /* a fused group, in the order above */
+        if (grp->kind == GR_G_SINGLE || ids[grp->nodes[0]] < 0)
             continue;
-        for (int t = 0; !choice[c] && t < c; t++) /* a twin of one timed now */
-            if (want[t] && strcmp(keys[t], keys[c]) == 0)
-                choice[c] = choice[t];
-        /* the job's own GEMM is left unmarked, so that the fusion groups'
-         * decisions keyed before this choice existed still hold */
-        bool ours = choice[c] == GR_GEMM_PACKED;
+        char *gs = sig + snprintf(sig, SIG_MAX, "gemm fused;");
+        group_signature(g, grp, gs);
+        gr_cost_key(sig, context, it.keys[c]);
+        gemm_lookup(entries, &it, c++, rep);
+    }
+    /* the measuring ctx's launches carry their item: a node's alone, a
+     * group's head's in the fused plan */
+    int *heads = rc ? NULL : malloc(((size_t)g->n_nodes + 1) * sizeof *heads);
+    bool wanted = false;
+    for (int c = 0; c < it.n; c++)
+        wanted |= it.want[c];
+    if (!rc && wanted && !heads)
+        rc = nomem(err);
+    for (int i = 0; !rc && wanted && i < g->n_nodes; i++)
+        heads[i] = grp_of[i] >= 0 ? grp_of[i] : ids[i];
+    if (!rc && wanted)
+        rc = gemm_ctx(ctx, g, &es, &fs, ids, heads, &m, err);
+    free(heads);
+    if (!rc && wanted)
+        rc = gemm_measure(m, 0, 0, it.ne, pack, &it, fresh, rep, err);
+    if (!rc && wanted)
+        rc = gemm_measure(m, 2, it.ne, it.n, pack, &it, fresh, rep, err);
+    for (int c = 0; !rc && c < it.n; c++) /* a twin of one timed now */
+        for (int t = 0; !it.choice[c] && t < c; t++)
+            if (it.want[t] && strcmp(it.keys[t], it.keys[c]) == 0)
+                it.choice[c] = it.choice[t];
+    /* onto the nodes; the job's own GEMM is left unmarked, so that the
+     * fusion groups' decisions keyed before this choice existed still hold */
+    for (int i = 0; !rc && i < g->n_nodes; i++) {
+        if (ids[i] < 0)
+            continue;
+        bool ours = it.choice[ids[i]] == GR_GEMM_PACKED;
         if (ours != pack)
-            g->nodes[i].gemm = choice[c];
+            g->nodes[i].gemm = it.choice[ids[i]];
         rep->packed += ours;
         rep->openblas += !ours;
+        if (grp_of[i] >= 0 && (it.choice[grp_of[i]] == GR_GEMM_PACKED) != pack)
+            g->nodes[i].gemm_fused = it.choice[grp_of[i]];
     }
+    for (int c = it.ne; !rc && c < it.n; c++)
+        rep->groups_packed += it.choice[c] == GR_GEMM_PACKED;
     if (!rc && rep->measured && rep->cache[0])
         cache_save(rep->cache, fresh, NULL, NULL);
     if (rc)
         for (int i = 0; i < g->n_nodes; i++)
-            g->nodes[i].gemm = GR_GEMM_JOB;
+            g->nodes[i].gemm = g->nodes[i].gemm_fused = GR_GEMM_JOB;
     nat_ctx_free(m);
+    gr_groups_free(&es);
+    gr_groups_free(&fs);
     cJSON_Delete(cache);
     cJSON_Delete(fresh);
     free(sig);
-    free(cand);
-    free(keys);
-    free(choice);
-    free(want);
+    free(ids);
+    free(grp_of);
+    free(it.keys);
+    free(it.name);
+    free(it.choice);
+    free(it.want);
     rep->ms = fb_now_ms() - t0;
     return rc;
 }

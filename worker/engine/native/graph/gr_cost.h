@@ -81,24 +81,29 @@ FB_MUSTCHECK fb_code gr_cost_choose(const nat_ctx *ctx, const gr_graph *g, unsig
 /* What the GEMM choice did, for the result (graph.planner.gemm). */
 typedef struct gr_gemm_report {
     int nodes;            /* convolutions and linears whose path depends on the GEMM */
-    int packed, openblas; /* what they run on */
-    int measured, cached; /* shapes timed now, or decided by an earlier job */
+    int packed, openblas; /* what they run on alone (the eager variant, an unfused group) */
+    int groups;           /* the rules' fused groups headed by one */
+    int groups_packed;    /* of them on ours when fused (the rest on OpenBLAS) */
+    int measured, cached; /* shapes and groups timed now, or decided by an earlier job */
     double ms;            /* time spent deciding */
     char cache[256];      /* the cache file, "" when off */
 } gr_gemm_report;
 
-/* Whose GEMM each convolution and linear of g runs on, chosen per shape where
- * params.gemm is "auto" and the cost planner plans (a CPU job): every such
+/* Whose GEMM each convolution and linear of g runs on, chosen where
+ * params.gemm is "auto" and the cost planner plans (a CPU job), for each
  * node whose path depends on it (a linear; a convolution on ours against
- * OpenBLAS's, or Winograd where the CPU has it; not a depthwise one) runs
- * alone, as in g's eager plan, on both, alternating, 11 times at least, and
- * keeps pack's (the job's default, nat_pw_default) unless the other's least
- * time is 3% lower (gr_cost.c, GEMM_ROUNDS).  The choice is set on the
- * node (gr_node.gemm, where it differs from pack) for both variants, so that
- * eager and fused run the same GEMMs and fusion is measured against the
- * faster one; one shape is timed once (its twins share it) and cached with
- * the groups' decisions, under the same machine, build, threads and default.
- * Call before gr_cost_choose: a group's key names its nodes' GEMM. */
+ * OpenBLAS's, or Winograd where the CPU has it; not a depthwise one), twice:
+ * running alone (g's eager plan) and at the head of a fused group (the
+ * rules' groups: its epilogue in our GEMM's tile, or a pass after
+ * OpenBLAS's), since one GEMM may win alone and lose fused.  Both plans run
+ * on both GEMMs, alternating, 11 times at least, and each keeps pack's (the
+ * job's default, nat_pw_default) unless the other's least time is 3% lower
+ * (gr_cost.c, GEMM_ROUNDS).  The choices are set on the node (gr_node.gemm
+ * and gemm_fused, where they differ from pack): each variant runs its
+ * faster GEMM, and fusion is measured best against best.  One shape or
+ * group signature is timed once (its twins share it) and cached with the
+ * groups' decisions, under the same machine, build, threads and default.
+ * Call before gr_cost_choose: a group's key names its nodes' GEMMs. */
 FB_MUSTCHECK fb_code gr_gemm_choose(const nat_ctx *ctx, gr_graph *g, unsigned off, bool pack,
                                     gr_gemm_report *rep, fb_err *err);
 

@@ -245,11 +245,13 @@ static int bcast_of(const gr_tensor *a, const gr_tensor *b, int64_t *size)
     return NAT_CH_COL;
 }
 
-/* Whether conv or linear node n runs on OpenBLAS: its own choice (gr_node.gemm)
+/* Whether conv or linear node n runs on OpenBLAS, alone or in a fused group's
+ * launch (in_group): its own choice for that (gr_node.gemm, gemm_fused)
  * where it has one, else the job's. */
-static bool node_blas(const lower *L, const gr_node *n)
+static bool node_blas(const lower *L, const gr_node *n, bool in_group)
 {
-    return n->gemm == GR_GEMM_JOB ? L->no_pack : n->gemm == GR_GEMM_OPENBLAS;
+    unsigned char c = in_group ? n->gemm_fused : n->gemm;
+    return c == GR_GEMM_JOB ? L->no_pack : c == GR_GEMM_OPENBLAS;
 }
 
 /* The weight of linear node n as gr_k_linear takes it: PyTorch's [n, k]
@@ -257,12 +259,12 @@ static bool node_blas(const lower *L, const gr_node *n)
  * and, unless params.gemm leaves the GEMMs to OpenBLAS (nat_spec_gemm_pack),
  * packed once per graph for nat_pw_gemm
  * (*packed; NULL: OpenBLAS reads w, or out of memory: L->err set). */
-static float *lin_w(lower *L, const gr_node *n, bool *w_trans, float **packed)
+static float *lin_w(lower *L, const gr_node *n, bool in_group, bool *w_trans, float **packed)
 {
     gr_tensor *w = ten(L, n->in[1]);
     *w_trans = !n->a.trans_b;
     *packed = NULL;
-    if (node_blas(L, n))
+    if (node_blas(L, n, in_group))
         return w->data;
     if (!w->packed) {
         int64_t cols = *w_trans ? w->dims[0] : w->dims[1], k = *w_trans ? w->dims[1] : w->dims[0];
@@ -303,19 +305,20 @@ bool gr_conv_shape(const gr_graph *g, const gr_node *n, bool blas, nat_conv_shap
     return nat_conv_shape_finish(s);
 }
 
-/* The shape of conv node n (finished) on its GEMM; false when impossible. */
-static bool conv_shape(const lower *L, const gr_node *n, nat_conv_shape *s)
+/* The shape of conv node n (finished) on its GEMM, alone or in a fused
+ * group's launch; false when impossible. */
+static bool conv_shape(const lower *L, const gr_node *n, bool in_group, nat_conv_shape *s)
 {
-    return gr_conv_shape(L->g, n, node_blas(L, n), s);
+    return gr_conv_shape(L->g, n, node_blas(L, n, in_group), s);
 }
 
 /* Fills l as conv node n with activation act; false when the shape is
  * impossible. */
-static bool conv_desc(const lower *L, const gr_node *n, int act, nat_launch *l)
+static bool conv_desc(const lower *L, const gr_node *n, bool in_group, int act, nat_launch *l)
 {
     l->dk = NAT_D_CONV;
     l->d.conv.act = act;
-    return conv_shape(L, n, &l->d.conv.s);
+    return conv_shape(L, n, in_group, &l->d.conv.s);
 }
 
 static fb_code emit_pool(lower *L, const gr_group *grp, const gr_node *n)
@@ -462,7 +465,7 @@ static fb_code emit_gemm(lower *L, const gr_group *grp, const gr_node *n)
     nat_launch *l;
     if (n->op == GR_CONV2D || n->op == GR_CONV1D) {
         ADD_OR_FAIL(l, L, grp, gr_opk_name(n->op), FB_KC_GEMM, gr_k_conv);
-        if (!conv_desc(L, n, NAT_ACT_NONE, l))
+        if (!conv_desc(L, n, false, NAT_ACT_NONE, l))
             return fb_err_set(L->err, FB_EINVAL, NULL, "node %s: impossible conv shape", n->name);
         l->p[NAT_CONV_IN] = tp(L, n->in[0]);
         l->p[NAT_CONV_W] = tp(L, n->in[1]);
@@ -473,7 +476,7 @@ static fb_code emit_gemm(lower *L, const gr_group *grp, const gr_node *n)
     }
     if (n->op == GR_LINEAR) {
         bool w_trans;
-        float *packed, *wt = lin_w(L, n, &w_trans, &packed);
+        float *packed, *wt = lin_w(L, n, false, &w_trans, &packed);
         if (!wt)
             return L->err->code;
         ADD_OR_FAIL(l, L, grp, "linear", FB_KC_GEMM, gr_k_linear);
@@ -681,7 +684,7 @@ static fb_code emit_tensor(lower *L, const gr_group *grp)
     nat_launch *l;
     if (t->op == GR_LINEAR) {
         bool w_trans;
-        float *packed, *wt = lin_w(L, t, &w_trans, &packed);
+        float *packed, *wt = lin_w(L, t, true, &w_trans, &packed);
         if (!wt)
             return L->err->code;
         ADD_OR_FAIL(l, L, grp, "linear_fused", FB_KC_GEMM, gr_k_linear);
@@ -703,7 +706,7 @@ static fb_code emit_tensor(lower *L, const gr_group *grp)
         return FB_OK;
     }
     ADD_OR_FAIL(l, L, grp, "conv_fused", FB_KC_GEMM, gr_k_conv);
-    if (!conv_desc(L, t, act, l))
+    if (!conv_desc(L, t, true, act, l))
         return fb_err_set(L->err, FB_EINVAL, NULL, "node %s: impossible conv shape", t->name);
     l->p[NAT_CONV_IN] = tp(L, t->in[0]);
     l->p[NAT_CONV_W] = w ? w : tp(L, t->in[1]);
@@ -819,7 +822,8 @@ static fb_code emit_mlp(lower *L, const gr_group *grp)
     const gr_node *sum = grp->n > 3 ? nd(L, grp->nodes[3]) : NULL;
     float *res = sum ? tp(L, sum->in[0] == l2->out ? sum->in[1] : sum->in[0]) : NULL;
     bool t1, t2;
-    float *pw1, *pw2, *w1 = lin_w(L, l1, &t1, &pw1), *w2 = w1 ? lin_w(L, l2, &t2, &pw2) : NULL;
+    float *pw1, *pw2, *w1 = lin_w(L, l1, true, &t1, &pw1);
+    float *w2 = w1 ? lin_w(L, l2, true, &t2, &pw2) : NULL;
     if (!w2)
         return L->err->code;
     nat_launch *l;
@@ -880,7 +884,7 @@ static fb_code workspaces(lower *L)
         const gr_node *n = nd(L, grp->nodes[0]);
         nat_conv_shape s;
         if (n->op == GR_CONV2D || n->op == GR_CONV1D) {
-            if (!conv_shape(L, n, &s))
+            if (!conv_shape(L, n, grp->kind != GR_G_SINGLE, &s))
                 return fb_err_set(L->err, FB_EINVAL, NULL, "node %s: impossible conv shape",
                                   n->name);
             int64_t w = (int64_t)nat_conv2d_workspace(&s, true); /* conv_prep */

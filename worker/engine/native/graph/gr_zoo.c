@@ -213,6 +213,8 @@ static cJSON *planner_json(bool cost, const gr_cost_report *r, const gr_gemm_rep
         cJSON_AddNumberToObject(go, "nodes", gm->nodes);
         cJSON_AddNumberToObject(go, "packed", gm->packed);
         cJSON_AddNumberToObject(go, "openblas", gm->openblas);
+        cJSON_AddNumberToObject(go, "groups", gm->groups);
+        cJSON_AddNumberToObject(go, "groups_packed", gm->groups_packed);
         cJSON_AddNumberToObject(go, "measured", gm->measured);
         cJSON_AddNumberToObject(go, "cached", gm->cached);
         cJSON_AddNumberToObject(go, "decide_ms", gm->ms);
