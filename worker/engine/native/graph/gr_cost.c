@@ -22,15 +22,16 @@
 #include "nat_kern_cpu.h" /* nat_conv2d_impl */
 
 #define ROUNDS 5 /* timed runs of each plan, alternating the order */
-/* The GEMM choice (gr_gemm_choose) times its two plans GEMM_ROUNDS times at
- * least and compares least times: either GEMM computes the same op, so the
- * least of 11 runs is each kernel's own time, what a neighbour's load adds
- * left out.  Medians decided nothing on the VM of an AMD EPYC 7003 (resnet50
- * on one core: the same launch's times in 11 runs spread over 40% of their
- * median, and a 1x1 conv whose least time was 20% lower on ours had the
- * higher median).  The other GEMM must be faster by GEMM_MARGIN, so that two
+/* The GEMM choice (gr_gemm_choose) times each pair of plans ROUNDS times,
+ * and more while they take under GEMM_MS (whisper_tiny at batch 8 on two
+ * threads, 2.9 s an eager run, decided in 26.5 s on ROUNDS; 11 rounds for
+ * every model would have doubled that), and compares least times: either GEMM computes the same op,
+ * so the least of the runs is each kernel's own time, what a neighbour's load adds left out.
+ * Medians decided nothing on the VM of an AMD EPYC 7003 (resnet50 on one core: the same launch's
+ * times in 11 runs spread over 40% of their median, and a 1x1 conv whose least time was 20% lower
+ * on ours had the higher median).  The other GEMM must be faster by GEMM_MARGIN, so that two
  * kernels as fast as each other keep the job's default. */
-#define GEMM_ROUNDS 11
+#define GEMM_MS     3000.0
 #define GEMM_MARGIN 0.03
 #define MAX_ROUNDS  50 /* and more while they take under MEASURE_MS */
 #define MEASURE_MS  300.0
@@ -334,10 +335,11 @@ static fb_code nomem(fb_err *err)
  * (*rounds of them, at most MAX_ROUNDS), the least over the rounds into
  * best[k * n + fid], each timed launch's least time into lbest[k][i] (NaN
  * where not timed, and all NaN with a device timer tm, whose run is run).
- * At least min_rounds rounds.  FB_ENOMEM, or what the device's run failed
- * with (err set). */
+ * ROUNDS rounds at least, more up to MAX_ROUNDS while they took under ms (a
+ * small model's least times not one lucky run's).  FB_ENOMEM, or what the
+ * device's run failed with (err set). */
 static fb_code measure_all(const nat_ctx *m, const gr_cost_timer *tm, void *run, int nv,
-                           const int *vs, int min_rounds, int n, const bool *want, double *rs,
+                           const int *vs, double ms, int n, const bool *want, double *rs,
                            int *rounds, double *best, double **lbest, fb_err *err)
 {
     int most = 1;
@@ -355,11 +357,11 @@ static fb_code measure_all(const nat_ctx *m, const gr_cost_timer *tm, void *run,
         for (int i = 0; i < m->plans[vs[k]].n; i++)
             lbest[k][i] = NAN;
     double t0 = fb_now_ms();
-    /* ROUNDS at least; a small model more, up to MEASURE_MS or MAX_ROUNDS, so
-     * a least time is not one lucky run's */
+    /* ROUNDS at least; a small model more, up to ms or MAX_ROUNDS, so a
+     * least time is not one lucky run's */
     int r = 0;
     fb_code rc = FB_OK;
-    for (; !rc && (r < min_rounds || (r < MAX_ROUNDS && fb_now_ms() - t0 < MEASURE_MS)); r++)
+    for (; !rc && (r < ROUNDS || (r < MAX_ROUNDS && fb_now_ms() - t0 < ms)); r++)
         for (int i = 0; !rc && i < nv; i++) {
             int k = r % 2 ? nv - 1 - i : i;
             const nat_plan *p = &m->plans[vs[k]];
@@ -617,7 +619,7 @@ static fb_code predict_or_measure(const nat_ctx *m, const gr_cost_timer *tm, voi
     if (!rc && wanted && !(rs = malloc((size_t)MAX_ROUNDS * 3 * ((size_t)n + 1) * sizeof *rs)))
         rc = nomem(err);
     if (!rc && wanted) /* err says what failed */
-        rc = measure_all(m, tm, run, 3, vs, ROUNDS, n, want, rs, &rounds, best, lbest, err);
+        rc = measure_all(m, tm, run, 3, vs, MEASURE_MS, n, want, rs, &rounds, best, lbest, err);
     for (int f = 0; !rc && wanted && f < n; f++) {
         if (!want[f])
             continue;
@@ -867,7 +869,7 @@ static fb_code gemm_measure(const nat_ctx *m, int a, int lo, int hi, bool pack, 
     for (int c = lo; !rc && c < hi; c++)
         any |= want[c] = it->want[c];
     if (!rc && any)
-        rc = measure_all(m, NULL, NULL, 2, vs, GEMM_ROUNDS, n, want, rs, &rounds, best, lbest, err);
+        rc = measure_all(m, NULL, NULL, 2, vs, GEMM_MS, n, want, rs, &rounds, best, lbest, err);
     for (int c = lo; !rc && any && c < hi; c++) {
         if (!want[c])
             continue;

@@ -96,14 +96,13 @@ typedef struct gr_gemm_report {
  * running alone (g's eager plan) and at the head of a fused group (the
  * rules' groups: its epilogue in our GEMM's tile, or a pass after
  * OpenBLAS's), since one GEMM may win alone and lose fused.  Both plans run
- * on both GEMMs, alternating, 11 times at least, and each keeps pack's (the
- * job's default, nat_pw_default) unless the other's least time is 3% lower
- * (gr_cost.c, GEMM_ROUNDS).  The choices are set on the node (gr_node.gemm
- * and gemm_fused, where they differ from pack): each variant runs its
- * faster GEMM, and fusion is measured best against best.  One shape or
- * group signature is timed once (its twins share it) and cached with the
- * groups' decisions, under the same machine, build, threads and default.
- * Call before gr_cost_choose: a group's key names its nodes' GEMMs. */
+ * on both GEMMs, alternating, 5 times at least and more while under 3 s,
+ * and each keeps pack's (the job's default, nat_pw_default) unless the
+ * other's least time is 3% lower (gr_cost.c, GEMM_MS).  The choices are set on the node
+ * (gr_node.gemm and gemm_fused, where they differ from pack): each variant runs its faster GEMM,
+ * and fusion is measured best against best.  One shape or group signature is timed once (its twins
+ * share it) and cached with the groups' decisions, under the same machine, build, threads and
+ * default. Call before gr_cost_choose: a group's key names its nodes' GEMMs. */
 FB_MUSTCHECK fb_code gr_gemm_choose(const nat_ctx *ctx, gr_graph *g, unsigned off, bool pack,
                                     gr_gemm_report *rep, fb_err *err);
 

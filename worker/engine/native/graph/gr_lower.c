@@ -256,9 +256,10 @@ static bool node_blas(const lower *L, const gr_node *n, bool in_group)
 
 /* The weight of linear node n as gr_k_linear takes it: PyTorch's [n, k]
  * nn.Linear weight as it is (w_trans), GPT-2's Conv1D weight (trans_b) [k, n];
- * and, unless params.gemm leaves the GEMMs to OpenBLAS (nat_spec_gemm_pack),
- * packed once per graph for nat_pw_gemm
- * (*packed; NULL: OpenBLAS reads w, or out of memory: L->err set). */
+ * and, unless its GEMM is OpenBLAS's (params.gemm, nat_spec_gemm_pack, or
+ * the node's own choice alone or in_group: node_blas), packed once per graph
+ * for nat_pw_gemm (*packed; NULL: OpenBLAS reads w, or out of memory: L->err
+ * set). */
 static float *lin_w(lower *L, const gr_node *n, bool in_group, bool *w_trans, float **packed)
 {
     gr_tensor *w = ten(L, n->in[1]);
