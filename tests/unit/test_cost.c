@@ -567,11 +567,11 @@ static int gemm_launches_on(const nat_ctx *ctx, bool packed)
 }
 
 /* params.gemm "auto" under the cost planner: each convolution and linear
- * shape timed on both GEMMs and decided once (cached with the groups'
- * decisions), the decision taken by both variants' launches, read back from
- * the cache (planted decisions here, each way, so the test does not rest on
- * which GEMM this CPU runs faster), and a group's decision keyed by its
- * nodes' GEMM.  An explicit params.gemm or the rules choose nothing. */
+ * shape, and each fused group it heads, timed on both GEMMs and decided once
+ * (cached with the groups' decisions), the decision taken by both variants' launches, read back
+ * from the cache (planted decisions here, each way, so the test does not rest on which GEMM this
+ * CPU runs faster), and a group's decision keyed by its nodes' GEMM.  An explicit params.gemm or
+ * the rules choose nothing. */
 static void test_gemm_choice(void **state)
 {
     (void)state;

@@ -24,9 +24,9 @@
 #define ROUNDS 5 /* timed runs of each plan, alternating the order */
 /* The GEMM choice (gr_gemm_choose) times each pair of plans ROUNDS times,
  * and more while they take under GEMM_MS (whisper_tiny at batch 8 on two
- * threads, 2.9 s an eager run, decided in 26.5 s on ROUNDS; 11 rounds for
- * every model would have doubled that), and compares least times: either GEMM computes the same op,
- * so the least of the runs is each kernel's own time, what a neighbour's load adds left out.
+ * threads, 2.9 s an eager run, decided in 26.5 s on ROUNDS; a floor of 11
+ * rounds would take about 11/5 of that), and compares least times: either GEMM computes the same
+ * op, so the least of the runs is each kernel's own time, what a neighbour's load adds left out.
  * Medians decided nothing on the VM of an AMD EPYC 7003 (resnet50 on one core: the same launch's
  * times in 11 runs spread over 40% of their median, and a 1x1 conv whose least time was 20% lower
  * on ours had the higher median).  The other GEMM must be faster by GEMM_MARGIN, so that two
@@ -968,21 +968,19 @@ fb_code gr_gemm_choose(const nat_ctx *ctx, gr_graph *g, unsigned off, bool pack,
             rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot read the plan cache");
     }
     const cJSON *entries = cJSON_GetObjectItemCaseSensitive(cache, "entries");
-    for (int i = 0, c = it.ne; !rc && i < g->n_nodes + fs.n; i++) {
-        if (i < g->n_nodes) { /* a node alone */
-            if (ids[i] < 0)
-                continue;
-            snprintf(sig, SIG_MAX, "gemm");
-            node_signature(g, &g->nodes[i], sig);
-            gr_cost_key(sig, context, it.keys[ids[i]]);
-            gemm_lookup(entries, &it, ids[i], rep);
+    for (int i = 0; !rc && i < g->n_nodes; i++) { /* each node alone */
+        if (ids[i] < 0)
             continue;
-        }
-        const gr_group *grp = &fs.g[i - g->n_nodes]; /* a fused group, in the order above */
+        snprintf(sig, SIG_MAX, "gemm");
+        node_signature(g, &g->nodes[i], sig);
+        gr_cost_key(sig, context, it.keys[ids[i]]);
+        gemm_lookup(entries, &it, ids[i], rep);
+    }
+    for (int k = 0, c = it.ne; !rc && k < fs.n; k++) { /* each group, items as numbered above */
+        const gr_group *grp = &fs.g[k];
         if (grp->kind == GR_G_SINGLE || ids[grp->nodes[0]] < 0)
             continue;
-        char *gs = sig + snprintf(sig, SIG_MAX, "gemm fused;");
-        group_signature(g, grp, gs);
+        group_signature(g, grp, sig + snprintf(sig, SIG_MAX, "gemm fused;"));
         gr_cost_key(sig, context, it.keys[c]);
         gemm_lookup(entries, &it, c++, rep);
     }
