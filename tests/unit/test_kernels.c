@@ -482,6 +482,57 @@ static void test_exp_sum(void **state)
     }
 }
 
+/* The one exponential, scalar (nat_expf) and on the CPU's lanes (through
+ * nat_exp_sum), against float64 over the range where the result is a normal
+ * float: within 4e-7 relative (2.5e-7 on [-20, 20], where every softmax's
+ * values fall), exactly 1 at 0 (a softmax row's maximum), 0 below -88 and at
+ * -inf, finite (exp(88)) above 88; the two forms equal: the same operations. */
+static void test_expf(void **state)
+{
+    (void)state;
+    enum { N = 4096 };
+    static float x[N], o[N];
+    double worst = 0.0, worst20 = 0.0;
+    for (float lo = -87.0f; lo < 88.0f; lo += 0.0437f * N) {
+        int n = 0;
+        for (; n < N && lo + 0.0437f * (float)n < 88.0f; n++)
+            x[n] = lo + 0.0437f * (float)n;
+        (void)nat_exp_sum(x, 1.0f, 0.0f, o, n);
+        for (int i = 0; i < n; i++) {
+            double ref = exp((double)x[i]);
+            float s = nat_expf(x[i]);
+            double e = fabs(o[i] - ref) / ref, es = fabs(s - ref) / ref;
+            if (e > 4e-7 || es > 4e-7)
+                fail_msg("exp(%.9g): %.9g lanes, %.9g scalar, want %.9g", x[i], o[i], s, ref);
+            if (o[i] != s)
+                fail_msg("exp(%.9g): lanes %.9g, scalar %.9g", x[i], o[i], s);
+            worst = fmax(worst, fmax(e, es));
+            if (fabsf(x[i]) <= 20.0f)
+                worst20 = fmax(worst20, fmax(e, es));
+        }
+    }
+    assert_true(worst > 0.0 && worst < 4e-7);
+    assert_true(worst20 < 2.5e-7);
+    const float edge[] = {0.0f, -88.5f, -1000.0f, -INFINITY, 88.0f, 100.0f, INFINITY, 1.0f};
+    enum { E = sizeof edge / sizeof edge[0] };
+    float y[E];
+    (void)nat_exp_sum(edge, 1.0f, 0.0f, y, E);
+    for (int i = 0; i < E; i++) {
+        float s = nat_expf(edge[i]);
+        if (edge[i] == 0.0f)
+            assert_true(y[i] == 1.0f && s == 1.0f);
+        else if (edge[i] < -88.0f)
+            assert_true(y[i] == 0.0f && s == 0.0f);
+        else if (edge[i] >= 88.0f)
+            assert_true(isfinite(y[i]) && isfinite(s) && y[i] > 1.6e38f && s > 1.6e38f);
+    }
+    /* a softmax row: its maximum's exponential is exactly 1 */
+    const float row[] = {3.25f, -1.5f, 0.125f, 7.75f, 2.0f, -30.0f, 7.5f, 1.0f, 0.5f};
+    float e9[9];
+    (void)nat_exp_sum(row, 1.0f, 7.75f, e9, 9);
+    assert_true(e9[3] == 1.0f);
+}
+
 /* The depthwise convolution's in-register epilogue is the eager pass's
  * activation, bit for bit: conv with bias and act equals conv with bias, then
  * nat_act_vec (EfficientNet's 7x7 and 14x14 planes, strides 1 and 2). */
@@ -790,6 +841,7 @@ int main(void)
         cmocka_unit_test(test_act_vec),
         cmocka_unit_test(test_epi_short_rows),
         cmocka_unit_test(test_exp_sum),
+        cmocka_unit_test(test_expf),
         cmocka_unit_test(test_conv_1x1),
         cmocka_unit_test(test_conv_channel_split),
         cmocka_unit_test(test_conv_stem_7x7),

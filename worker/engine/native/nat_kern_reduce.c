@@ -9,6 +9,89 @@
 #include "nat_kern_cpu.h"
 #include "nat_vmath.h"
 
+#ifdef NAT_VMATH
+/* The row's max, sum and sum of squared deviations from mean on four
+ * accumulators: one accumulator (what `omp simd reduction` makes) waits on
+ * the last add's latency at every vector, and these passes run over a row
+ * in L1, where that latency is their time. */
+static float hmax8(__m256 v)
+{
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+static float hsum8(__m256 v)
+{
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+/* (x[j] > m ? x[j] : m): a NaN is passed over, as the scalar loop's */
+static float row_max(const float *x, int64_t n)
+{
+    __m256 a = _mm256_set1_ps(-INFINITY), b = a, c = a, d = a;
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        a = _mm256_max_ps(_mm256_loadu_ps(x + j), a);
+        b = _mm256_max_ps(_mm256_loadu_ps(x + j + 8), b);
+        c = _mm256_max_ps(_mm256_loadu_ps(x + j + 16), c);
+        d = _mm256_max_ps(_mm256_loadu_ps(x + j + 24), d);
+    }
+    for (; j + 8 <= n; j += 8)
+        a = _mm256_max_ps(_mm256_loadu_ps(x + j), a);
+    float m = hmax8(_mm256_max_ps(_mm256_max_ps(a, b), _mm256_max_ps(c, d)));
+    for (; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+static float row_sum(const float *x, int64_t n)
+{
+    __m256 a = _mm256_setzero_ps(), b = a, c = a, d = a;
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        a = _mm256_add_ps(a, _mm256_loadu_ps(x + j));
+        b = _mm256_add_ps(b, _mm256_loadu_ps(x + j + 8));
+        c = _mm256_add_ps(c, _mm256_loadu_ps(x + j + 16));
+        d = _mm256_add_ps(d, _mm256_loadu_ps(x + j + 24));
+    }
+    for (; j + 8 <= n; j += 8)
+        a = _mm256_add_ps(a, _mm256_loadu_ps(x + j));
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+    for (; j < n; j++)
+        s += x[j];
+    return s;
+}
+
+static float row_sq_dev(const float *x, float mean, int64_t n)
+{
+    const __m256 vm = _mm256_set1_ps(mean);
+    __m256 a = _mm256_setzero_ps(), b = a, c = a, d = a;
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        __m256 u = _mm256_sub_ps(_mm256_loadu_ps(x + j), vm);
+        __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), vm);
+        __m256 w = _mm256_sub_ps(_mm256_loadu_ps(x + j + 16), vm);
+        __m256 y = _mm256_sub_ps(_mm256_loadu_ps(x + j + 24), vm);
+        a = _mm256_fmadd_ps(u, u, a);
+        b = _mm256_fmadd_ps(v, v, b);
+        c = _mm256_fmadd_ps(w, w, c);
+        d = _mm256_fmadd_ps(y, y, d);
+    }
+    for (; j + 8 <= n; j += 8) {
+        __m256 u = _mm256_sub_ps(_mm256_loadu_ps(x + j), vm);
+        a = _mm256_fmadd_ps(u, u, a);
+    }
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+    for (; j < n; j++)
+        s += (x[j] - mean) * (x[j] - mean);
+    return s;
+}
+#else
 static float row_max(const float *x, int64_t n)
 {
     float m = -INFINITY;
@@ -26,6 +109,16 @@ static float row_sum(const float *x, int64_t n)
         s += x[j];
     return s;
 }
+
+static float row_sq_dev(const float *x, float mean, int64_t n)
+{
+    float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+    for (int64_t j = 0; j < n; j++)
+        v += (x[j] - mean) * (x[j] - mean);
+    return v;
+}
+#endif
 
 NAT_SIMD_CLONES void nat_k_row_reduce(const nat_launch *l)
 {
@@ -67,12 +160,79 @@ static void scale_stream(const float *s, float a, float *o, int64_t n)
 }
 #endif
 
+#ifdef NAT_VMATH
+/* The exponentials exp(x[i] - m) of a row into e, and their sum, on 8 lanes
+ * (as nat_exp_sum's), with two streams of other rows carried in the same
+ * loop, so that the memory traffic overlaps the exponentials' arithmetic
+ * instead of waiting before and after it: the next row's lines asked for
+ * (next; NULL at the last row) and the previous row's output, p[j] * pinv,
+ * streamed to po (NULL at a thread's first row). */
+static float exp_sum_carry(const float *x, float m, float *e, int64_t n, const float *next,
+                           const float *p, float pinv, float *po)
+{
+    int64_t j = 0; /* po's next index: its unaligned head first */
+    if (po)
+        for (; j < n && ((uintptr_t)(po + j) & 31); j++)
+            po[j] = p[j] * pinv;
+    const __m256 vm = _mm256_set1_ps(m), vp = _mm256_set1_ps(pinv);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        if (next && (i & 15) == 0)
+            _mm_prefetch((const char *)(next + i), _MM_HINT_T0);
+        __m256 v = nat_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(e + i, v);
+        acc = _mm256_add_ps(acc, v);
+        if (po && j + 8 <= n) {
+            _mm256_stream_ps(po + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), vp));
+            j += 8;
+        }
+    }
+    if (i < n) {
+        __m256i mk = nat_lanes8(n - i);
+        __m256 v = nat_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm));
+        v = _mm256_and_ps(v, _mm256_castsi256_ps(mk));
+        _mm256_maskstore_ps(e + i, mk, v);
+        acc = _mm256_add_ps(acc, v);
+    }
+    if (po)
+        scale_stream(p + j, pinv, po + j, n - j);
+    return hsum8(acc);
+}
+#endif
+
 NAT_SIMD_CLONES void nat_k_softmax(const nat_launch *l)
 {
     const float *x = l->p[NAT_ROWS_X];
     float *out = l->p[NAT_ROWS_OUT];
     int64_t rows = l->d.rows.rows, cols = l->d.rows.cols;
 #ifdef NAT_VMATH
+    if (cols <= ROW_BUF && nat_stream_out(out, rows * cols) && !nat_v16_available()) {
+        /* 8 lanes: each row's output is streamed while the next row's
+         * exponentials are computed (exp_sum_carry), from two row buffers */
+#pragma omp parallel
+        {
+            float buf[2][ROW_BUF] __attribute__((aligned(64)));
+            const float *pb = NULL;
+            float pinv = 0.0f, *po = NULL;
+            int cur = 0;
+#pragma omp for schedule(static) nowait
+            for (int64_t r = 0; r < rows; r++) {
+                const float *xr = x + r * cols;
+                float m = row_max(xr, cols);
+                float sum = exp_sum_carry(xr, m, buf[cur], cols, r + 1 < rows ? xr + cols : NULL,
+                                          pb, pinv, po);
+                pb = buf[cur];
+                pinv = 1.0f / sum;
+                po = out + r * cols;
+                cur ^= 1;
+            }
+            if (po)
+                scale_stream(pb, pinv, po, cols);
+            _mm_sfence();
+        }
+        return;
+    }
     if (cols <= ROW_BUF && nat_stream_out(out, rows * cols)) {
 #pragma omp parallel
         {
@@ -114,10 +274,7 @@ static void ln_row(const float *x, const float *res, const float *g, const float
         x = o;
     }
     float mean = row_sum(x, n) / (float)n;
-    float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-    for (int64_t j = 0; j < n; j++)
-        v += (x[j] - mean) * (x[j] - mean);
+    float v = row_sq_dev(x, mean, n);
     float rstd = 1.0f / sqrtf(v / (float)n + eps);
 #pragma omp simd
     for (int64_t j = 0; j < n; j++)
@@ -168,10 +325,7 @@ static void ln_row_stream(const float *x, const float *res, const float *g, cons
     float mean = sum_row_pf(x, res, buf, n, nx, nres) / (float)n;
     if (res)
         x = buf;
-    float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-    for (int64_t j = 0; j < n; j++)
-        v += (x[j] - mean) * (x[j] - mean);
+    float v = row_sq_dev(x, mean, n);
     float rstd = 1.0f / sqrtf(v / (float)n + eps);
     int64_t j = 0;
     for (; j < n && ((uintptr_t)(o + j) & 31); j++)
