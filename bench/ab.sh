@@ -11,6 +11,10 @@
 #                     fusionbench-run
 #   -n RUNS           alternations (default 5): OLD, NEW, OLD, NEW, ...
 #   -v VARIANT        the variant compared (default fused)
+#   -k                also each kernel's profiled time (the variant's one
+#                     profiled iteration, summed by kernel name), the least
+#                     of the runs for both: which kernels a change moved,
+#                     where whole-run medians move with a VM's neighbours
 #
 # Prints each run's median (ms) of both, then the mean of the medians, the
 # smallest median of each, and NEW / OLD of both (below 1: NEW is faster).
@@ -20,10 +24,12 @@ set -euo pipefail
 
 runs=5
 variant=fused
-while getopts "n:v:" opt; do
+kernels=0
+while getopts "n:v:k" opt; do
     case $opt in
     n) runs=$OPTARG ;;
     v) variant=$OPTARG ;;
+    k) kernels=1 ;;
     *) exit 2 ;;
     esac
 done
@@ -49,13 +55,45 @@ median_of() { # binary args...: the variant's median, or fails naming the output
         { echo "ab.sh: no ok row for variant $variant from $1" >&2; return 1; }
 }
 
+kdir=$(mktemp -d)
+trap 'rm -rf "$kdir"' EXIT
+kernels_of() { # tag binary args...: the variant's profiled kernels, as JSON, into $kdir
+    local tag=$1
+    shift
+    "$@" --variants "$variant" --json >"$kdir/$tag.$i.json" 2>/dev/null ||
+        { echo "ab.sh: $1 --json failed" >&2; return 1; }
+}
+
 olds=() news=()
 echo "run  old_ms  new_ms"
 for i in $(seq "$runs"); do
     olds+=("$(median_of "$old" "$@")")
     news+=("$(median_of "$new" "$@")")
     echo "$i  ${olds[-1]}  ${news[-1]}"
+    if [ "$kernels" = 1 ]; then
+        kernels_of old "$old" "$@"
+        kernels_of new "$new" "$@"
+    fi
 done
+if [ "$kernels" = 1 ]; then
+    python3 - "$kdir" "$variant" <<'PY'
+import collections, glob, json, os, sys
+kdir, variant = sys.argv[1], sys.argv[2]
+best = {"old": {}, "new": {}}
+for tag in best:
+    for f in glob.glob(os.path.join(kdir, tag + ".*.json")):
+        by = collections.defaultdict(float)
+        for k in json.load(open(f)).get("kernels", {}).get(variant, []):
+            by[k["name"]] += k["total_ms"]
+        by["(all kernels)"] = sum(by.values())
+        for name, ms in by.items():
+            best[tag][name] = min(ms, best[tag].get(name, ms))
+print("kernel (least of the runs' profiled ms)   old        new   new/old")
+for name in sorted(best["new"], key=lambda n: -best["new"][n]):
+    o, n = best["old"].get(name), best["new"][name]
+    print("%-36s %9.3f  %9.3f  %s" % (name, o or 0, n, "%.3f" % (n / o) if o else "-"))
+PY
+fi
 paste <(printf '%s\n' "${olds[@]}") <(printf '%s\n' "${news[@]}") | awk '
     { sa += $1; sb += $2; n++
       if (n == 1 || $1 < ma) ma = $1

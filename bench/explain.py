@@ -37,22 +37,60 @@ def llc_bytes():
     return best[1]
 
 
-def memory_bound_share(ex, llc, roof):
-    """(groups, their time-weighted share of the triad's bandwidth) over the
-    fused groups that are memory-bound on this machine's roofline (their
+def memory_bound_groups(ex, llc, roof):
+    """The fused groups that are memory-bound on this machine's roofline (their
     bytes at the triad's bandwidth take longer than their FLOPs at the GEMM's
     rate) and whose fused launch moves more bytes than the last-level cache
-    holds; share None where there are none (or no roofline)."""
+    holds; None without a roofline."""
     gbps, gflops = (roof or {}).get("triad_gbps"), (roof or {}).get("gemm_gflops")
     if not gbps or not gflops:
+        return None
+    return [g for g in ex["groups"]
+            if g["costs"]["fused_bytes"] > llc and
+            g["costs"]["fused_bytes"] / gbps >= g["costs"]["fused_flops"] / gflops]
+
+
+def memory_bound_share(ex, llc, roof):
+    """(groups, their time-weighted share of the triad's bandwidth) over
+    memory_bound_groups; share None where there are none (or no roofline)."""
+    big = memory_bound_groups(ex, llc, roof)
+    if big is None:
         return 0, None
-    big = [g for g in ex["groups"]
-           if g["costs"]["fused_bytes"] > llc and
-           g["costs"]["fused_bytes"] / gbps >= g["costs"]["fused_flops"] / gflops]
     roof_ms = sum((g["costs"].get("roofline_share") or 0) * g["fused_ms"] for g in big)
     ms = sum(g["fused_ms"] for g in big)
     ok = big and all(g["costs"].get("roofline_share") is not None for g in big)
     return len(big), roof_ms / ms if ok and ms > 0 else None
+
+
+def repeat_table(runs, llc):
+    """Over every run of each workload: the memory-bound groups over the LLC,
+    time-weighted (each group's time at its own run's triad, summed, over the
+    groups' times summed), with the spread of the triad and of the groups'
+    bandwidth: one run's triad on a shared VM moves by tens of percent."""
+    lines = ["| workload | runs | triad GB/s, each run | groups' GB/s, each run "
+             "| memory-bound groups over the LLC: of the triad, time-weighted |",
+             "|---|---:|---|---|---:|"]
+    tot_roof = tot_ms = 0.0
+    for w, results in runs.items():
+        roof_ms = ms = 0.0
+        triads, gbps = [], []
+        for res in results:
+            roof = res["env"].get("roofline") or {}
+            big = memory_bound_groups(res["explain"], llc, roof) or []
+            triads.append("%.1f" % roof.get("triad_gbps", 0))
+            for g in big:
+                if g["costs"].get("roofline_share") is None:
+                    continue
+                roof_ms += g["costs"]["roofline_share"] * g["fused_ms"]
+                ms += g["fused_ms"]
+                gbps.append("%.1f" % g["costs"]["fused_gbps"])
+        tot_roof, tot_ms = tot_roof + roof_ms, tot_ms + ms
+        lines.append("| %s | %d | %s | %s | %s |" % (
+            w, len(results), " ".join(triads), " ".join(gbps) or "–",
+            "%.0f%%" % (100 * roof_ms / ms) if ms > 0 else "–"))
+    if tot_ms > 0:
+        lines.append("| all | | | | %.0f%% |" % (100 * tot_roof / tot_ms))
+    return "\n".join(lines)
 
 
 def run(binary, workload, params, a):
@@ -108,6 +146,9 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--param", action="append", default=[],
                     help="key=value for every workload (planner=cost: the cost planner's groups)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run the list this many times, then the memory-bound groups over "
+                         "the LLC time-weighted over every run (a noisy VM's triad)")
     a = ap.parse_args()
     todo = [(w, p + a.param) for w, p in ZOO] + [(p, list(a.param)) for p in PATTERNS]
     if a.workloads:
@@ -115,13 +156,19 @@ def main():
         todo = [(w, p) for w, p in todo if w in want]
     todo = [(w, fbparams.for_workload(a.bin, w, p)) for w, p in todo]
     llc = int(a.llc_mb * (1 << 20)) if a.llc_mb else llc_bytes()
-    lines, dump, env = [HEADER], {}, None
-    for w, p in todo:
-        res = run(a.bin, w, p, a)
-        env = res["env"]
-        dump[w] = res["explain"]
-        lines.append(row(w, p, res, llc))
-        print(lines[-1], flush=True)
+    lines, dump, env, runs = [HEADER], {}, None, {}
+    print(HEADER, flush=True)
+    for _ in range(max(1, a.repeat)):
+        for w, p in todo:
+            res = run(a.bin, w, p, a)
+            env = res["env"]
+            dump[w] = res["explain"]
+            runs.setdefault(w, []).append(res)
+            lines.append(row(w, p, res, llc))
+            print(lines[-1], flush=True)
+    if a.repeat > 1:
+        lines += ["", repeat_table(runs, llc)]
+        print("\n" + lines[-1], flush=True)
     roof = (env or {}).get("roofline") or {}
     foot = ("\n`%s` on %s, %d threads, batch %d; roofline %.1f GB/s, %.1f GFLOP/s; last-level "
             "cache %.0f MiB; fusionbench %s." % (

@@ -10,7 +10,10 @@
 #                 --workloads a,b (default: the zoo at small sizes and the
 #                 patterns), --md FILE, --json FILE (every explanation),
 #                 --param K=V for every workload (planner=cost: the cost
-#                 planner's groups explained)
+#                 planner's groups explained), --repeat N (the list N times,
+#                 then the memory-bound groups over the LLC against the triad,
+#                 time-weighted over every run: one run's triad on a shared
+#                 VM moves by tens of percent)
 # Needs only python3 (no venv).
 set -euo pipefail
 
