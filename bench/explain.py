@@ -148,7 +148,8 @@ def main():
                     help="key=value for every workload (planner=cost: the cost planner's groups)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run the list this many times, then the memory-bound groups over "
-                         "the LLC time-weighted over every run (a noisy VM's triad)")
+                         "the LLC time-weighted over every run (a noisy VM's triad); "
+                         "--json keeps each workload's last run")
     a = ap.parse_args()
     todo = [(w, p + a.param) for w, p in ZOO] + [(p, list(a.param)) for p in PATTERNS]
     if a.workloads:
