@@ -62,16 +62,6 @@ typedef struct attn_prob {
     bool causal;
 } attn_prob;
 
-/* Row max of x[0..n). */
-NAT_SIMD_CLONES static float row_max(const float *x, int n)
-{
-    float mx = -FLT_MAX;
-#pragma omp simd reduction(max : mx)
-    for (int j = 0; j < n; j++)
-        mx = x[j] > mx ? x[j] : mx;
-    return mx;
-}
-
 /* x[j] = exp(x[j] - m) for j < n, 0 for n <= j < nc; returns the sum. */
 static float row_exp(float *x, int n, int nc, float m)
 {
@@ -115,7 +105,7 @@ static void attn_update(attn_tile *t, const attn_prob *p, int i0, int nr, int j0
     for (int r = 0; r < nr; r++) {
         float *x = t->sc + (size_t)r * ATTN_BC;
         int n = visible(p, i0 + r, j0, nc);
-        float mx = n > 0 ? row_max(x, n) : -FLT_MAX;
+        float mx = n > 0 ? nat_row_max(x, n) : -FLT_MAX;
         if (j0 == 0) {
             t->m[r] = mx;
             t->l[r] = row_exp(x, n, nc, mx);

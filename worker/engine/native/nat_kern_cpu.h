@@ -130,6 +130,11 @@ static inline float nat_act_apply(float x, int act)
  * softmax) and fused (the patterns' and the zoo's softmax, the attention
  * kernels' rows) alike, in nat_vmath.h's intrinsics where the build has them
  * (nat_kern_elem.c). */
+/* The largest of x[0..n) (-inf for n = 0; a NaN passed over), on four
+ * accumulators where the CPU has AVX2 (nat_kern_reduce.c): every softmax's
+ * row max, eager, fused and the attention kernels'. */
+float nat_row_max(const float *x, int64_t n);
+
 float nat_exp_sum(const float *x, float scale, float m, float *o, int64_t n);
 
 /* nat_exp_sum that also asks for next[0..n) to be brought into the cache, one

@@ -118,10 +118,7 @@ float nat_exp_sum_pf(const float *x, float scale, float m, float *o, int64_t n, 
         _mm256_maskstore_ps(o + i, mk, e);
         acc = _mm256_add_ps(acc, e);
     }
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
+    return nat_hsum8(acc);
 #else
     (void)next;
     float s = 0.0f;

@@ -14,24 +14,8 @@
  * accumulators: one accumulator (what `omp simd reduction` makes) waits on
  * the last add's latency at every vector, and these passes run over a row
  * in L1, where that latency is their time. */
-static float hmax8(__m256 v)
-{
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
-}
-
-static float hsum8(__m256 v)
-{
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
-}
-
 /* (x[j] > m ? x[j] : m): a NaN is passed over, as the scalar loop's */
-static float row_max(const float *x, int64_t n)
+float nat_row_max(const float *x, int64_t n)
 {
     __m256 a = _mm256_set1_ps(-INFINITY), b = a, c = a, d = a;
     int64_t j = 0;
@@ -43,7 +27,7 @@ static float row_max(const float *x, int64_t n)
     }
     for (; j + 8 <= n; j += 8)
         a = _mm256_max_ps(_mm256_loadu_ps(x + j), a);
-    float m = hmax8(_mm256_max_ps(_mm256_max_ps(a, b), _mm256_max_ps(c, d)));
+    float m = nat_hmax8(_mm256_max_ps(_mm256_max_ps(a, b), _mm256_max_ps(c, d)));
     for (; j < n; j++)
         m = x[j] > m ? x[j] : m;
     return m;
@@ -61,7 +45,7 @@ static float row_sum(const float *x, int64_t n)
     }
     for (; j + 8 <= n; j += 8)
         a = _mm256_add_ps(a, _mm256_loadu_ps(x + j));
-    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+    float s = nat_hsum8(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
     for (; j < n; j++)
         s += x[j];
     return s;
@@ -86,13 +70,13 @@ static float row_sq_dev(const float *x, float mean, int64_t n)
         __m256 u = _mm256_sub_ps(_mm256_loadu_ps(x + j), vm);
         a = _mm256_fmadd_ps(u, u, a);
     }
-    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+    float s = nat_hsum8(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
     for (; j < n; j++)
         s += (x[j] - mean) * (x[j] - mean);
     return s;
 }
 #else
-static float row_max(const float *x, int64_t n)
+float nat_row_max(const float *x, int64_t n)
 {
     float m = -INFINITY;
 #pragma omp simd reduction(max : m)
@@ -130,7 +114,7 @@ NAT_SIMD_CLONES void nat_k_row_reduce(const nat_launch *l)
     for (int64_t r = 0; r < rows; r++) {
         const float *row = x + r * cols;
         if (op == NAT_RMAX)
-            out[r] = row_max(row, cols);
+            out[r] = nat_row_max(row, cols);
         else if (op == NAT_RSUM)
             out[r] = row_sum(row, cols);
         else
@@ -197,7 +181,7 @@ static float exp_sum_carry(const float *x, float m, float *e, int64_t n, const f
     }
     if (po)
         scale_stream(p + j, pinv, po + j, n - j);
-    return hsum8(acc);
+    return nat_hsum8(acc);
 }
 #endif
 
@@ -219,7 +203,7 @@ NAT_SIMD_CLONES void nat_k_softmax(const nat_launch *l)
 #pragma omp for schedule(static) nowait
             for (int64_t r = 0; r < rows; r++) {
                 const float *xr = x + r * cols;
-                float m = row_max(xr, cols);
+                float m = nat_row_max(xr, cols);
                 float sum = exp_sum_carry(xr, m, buf[cur], cols, r + 1 < rows ? xr + cols : NULL,
                                           pb, pinv, po);
                 pb = buf[cur];
@@ -240,7 +224,7 @@ NAT_SIMD_CLONES void nat_k_softmax(const nat_launch *l)
 #pragma omp for schedule(static)
             for (int64_t r = 0; r < rows; r++) {
                 const float *xr = x + r * cols;
-                float m = row_max(xr, cols);
+                float m = nat_row_max(xr, cols);
                 float inv =
                     1.0f / nat_exp_sum_pf(xr, 1.0f, m, buf, cols, r + 1 < rows ? xr + cols : NULL);
                 scale_stream(buf, inv, out + r * cols, cols);
@@ -254,7 +238,7 @@ NAT_SIMD_CLONES void nat_k_softmax(const nat_launch *l)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float *o = out + r * cols;
-        float m = row_max(xr, cols);
+        float m = nat_row_max(xr, cols);
         float inv = 1.0f / nat_exp_sum(xr, 1.0f, m, o, cols);
 #pragma omp simd
         for (int64_t j = 0; j < cols; j++)
