@@ -33,7 +33,7 @@
 #define NAT_EXP_C5 0.00829031505f
 
 /* exp(x) with relative error below 4e-7 where the result is a normal float
- * (2e-7 on [-20, 20]); 0 below about -87.7 (so -inf masks give exactly 0, and
+ * (2.1e-7 on [-20, 20]); 0 below about -87.7 (so -inf masks give exactly 0, and
  * NaN gives 0 in the vector forms); x clamped to [-88, 88], so the result and
  * 1 + it are finite. */
 static inline float nat_expf(float x)
