@@ -374,6 +374,15 @@ def inside():
             "no number >= 0 given: the default, less what was spent")
     c.check(jb(300, 0.0, 50.0) == 50.0 and jb(300, 0.0, -5.0) == 0.0 and jb(1e6, 0.0, 1e9) == 3600.0,
             "never past the job's time left, at most an hour")
+    b = explain.Budget(24.0, 11.0)
+    c.check(b.allows(), "24 s left, a step expected to cost 11 s: started")
+    b.spent(20.0)
+    b.end -= 20.0
+    c.check(not b.allows() and b.cost == 20.0,
+            "4 s left after a 20 s step: the next one not started")
+    b = explain.Budget(12.0, 10.0)
+    c.check(not b.allows(), "12 s left, 10 s expected: not started, a step may cost more "
+            "than the most before it (STEP_ROOM %.2f)" % explain.STEP_ROOM)
     replay_count(c)
     c.done()
 
