@@ -666,27 +666,34 @@ print(json.dumps(i))
                         f" of {p.get('groups', '-')} | {p.get('measured', '-')} / "
                         f"{p.get('cached', '-')} | {fnum(p.get('decide_ms'), '{:.0f}')} "
                         f"| {p.get('timed_on', '-')} | {r['status']} |")
-        # attention on the tensor cores (params.tc_attention=1; test_cuda_native
-        # checked its outputs in stage 1): the pattern, and whisper_tiny's
-        # 1500-frame encoder, against the float32-FMA kernel's rows of stages 2 and 3
-        rows += ["", "| attention on the tensor cores, float16 | eager ms | fused ms "
-                 "| speedup | fused ms with the FMA kernel (stages 2, 3) | max_rel_error | status |",
-                 "|---|---|---|---|---|---|---|"]
-        for label, target, args, before in (
-                ("attention", "attention", ["--variants", "eager,fused"],
+        # attention on the tensor cores: the default (params.tc_attention=1)
+        # ran in stages 2 and 3; here the float32-FMA kernel (0) on the
+        # pattern, and the cp.async tile copies (2; test_cuda_native checked
+        # its outputs in stage 1) on the pattern and whisper_tiny's
+        # 1500-frame encoder, each against the default's row
+        rows += ["", "| attention, float16 | tc_attention | eager ms | fused ms | speedup "
+                 "| fused ms, the default (1; stages 2, 3) | fused kernel | max_rel_error "
+                 "| status |", "|---|---|---|---|---|---|---|---|---|"]
+        for label, target, setting, args, before in (
+                ("attention", "attention", 0, ["--variants", "eager,fused"],
                  ("pattern attention", "fused")),
-                ("whisper_tiny bs 32", "whisper_tiny",
+                ("attention", "attention", 2, ["--variants", "eager,fused"],
+                 ("pattern attention", "fused")),
+                ("whisper_tiny bs 32", "whisper_tiny", 2,
                  ["--batch", "32", "--variants", "eager+graph,fused+graph"],
                  ("zoo whisper_tiny bs32", "fused+graph"))):
-            r = self.bench(f"tc attention {target}", target, "--dtype", "float16", *args,
-                           "--param", "tc_attention=1", timeout=12)
-            vs, _ = variants_of(r)
+            r = self.bench(f"tc attention {target} {setting}", target, "--dtype", "float16",
+                           *args, "--param", f"tc_attention={setting}", timeout=12)
+            vs, res = variants_of(r)
             names = args[args.index("--variants") + 1].split(",")
             e, f = vs.get(names[0], {}), vs.get(names[1], {})
             old = variants_of(self.by_label.get(before[0]))[0].get(before[1])
             sp = (median_ms(e) / median_ms(f)) if median_ms(e) and median_ms(f) else None
-            rows.append(f"| {label} | {fnum(median_ms(e), '{:.4f}')} | {fnum(median_ms(f), '{:.4f}')} "
-                        f"| {fnum(sp, '{:.2f}')}x | {fnum(median_ms(old), '{:.4f}')} "
+            krows = ((r.get("json") or {}).get("kernels") or {}).get(names[1]) or []
+            attn = sorted({k["name"] for k in krows if k.get("name", "").startswith("attention")})
+            rows.append(f"| {label} | {setting} | {fnum(median_ms(e), '{:.4f}')} "
+                        f"| {fnum(median_ms(f), '{:.4f}')} | {fnum(sp, '{:.2f}')}x "
+                        f"| {fnum(median_ms(old), '{:.4f}')} | {', '.join(attn) or '-'} "
                         f"| {fnum(f.get('max_rel_error'), '{:.2g}')} | {r['status']} |")
         return "\n".join(rows)
 

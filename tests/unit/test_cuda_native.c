@@ -47,18 +47,27 @@ static const cuda_case cases[] = {
     {"layernorm", "{\"rows\":4,\"cols\":4999}"},
     {"add_layernorm", "{\"rows\":17,\"cols\":41}"},
     {"add_layernorm", "{\"rows\":64,\"cols\":768}"},
+    /* the float32-FMA kernel (tc_attention 0; float32 and head_dim 8 take it
+     * whatever the setting) */
     {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":8}"},
     {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":8,\"causal\":1}"},
-    {"attention", "{\"heads\":4,\"seq\":128,\"head_dim\":64,\"causal\":1}"},
-    {"attention", "{\"heads\":2,\"seq\":70,\"head_dim\":128}"},
-    /* on the tensor cores (float16, bfloat16; float32 and head_dim 8 keep the
-     * float32 kernel): partial tiles, causal across tiles, every head size */
+    {"attention", "{\"heads\":4,\"seq\":128,\"head_dim\":64,\"causal\":1,\"tc_attention\":0}"},
+    {"attention", "{\"heads\":2,\"seq\":70,\"head_dim\":128,\"tc_attention\":0}"},
+    /* on the tensor cores (float16, bfloat16; the default since the H200 run):
+     * partial tiles, causal across tiles, every head size */
+    {"attention", "{\"heads\":2,\"seq\":70,\"head_dim\":64}"},
     {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":8,\"tc_attention\":1}"},
     {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":16,\"tc_attention\":1}"},
     {"attention", "{\"heads\":3,\"seq\":200,\"head_dim\":32,\"causal\":1,\"tc_attention\":1}"},
     {"attention", "{\"heads\":4,\"seq\":128,\"head_dim\":64,\"causal\":1,\"tc_attention\":1}"},
     {"attention", "{\"heads\":2,\"seq\":70,\"head_dim\":80,\"tc_attention\":1}"},
     {"attention", "{\"heads\":2,\"seq\":130,\"head_dim\":128,\"tc_attention\":1}"},
+    /* the same with cp.async tile copies (tc_attention 2): rows past seq
+     * zero-filled, causal, the largest head */
+    {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":16,\"tc_attention\":2}"},
+    {"attention", "{\"heads\":3,\"seq\":200,\"head_dim\":32,\"causal\":1,\"tc_attention\":2}"},
+    {"attention", "{\"heads\":4,\"seq\":128,\"head_dim\":64,\"tc_attention\":2}"},
+    {"attention", "{\"heads\":2,\"seq\":130,\"head_dim\":128,\"tc_attention\":2}"},
 };
 
 static const char *const dtypes[] = {"float32", "float16", "bfloat16"};
@@ -142,7 +151,30 @@ static void check_outputs(const cuda_case *c, const char *dtype, fb_instance *in
     free(ref);
 }
 
-/* Profile: the kernel count is the lowered plan's; fused needs no more memory. */
+/* The fused attention kernel a case runs: attention_wmma for 16-bit storage
+ * with a head_dim multiple of 16 on compute capability 8.0 or later, unless
+ * params.tc_attention is 0 (the default is 1; 2, attention_wmma_async, copies
+ * its tiles by cp.async); else the float32-FMA kernel (attention_fused). */
+static const char *attention_kernel(const cuda_case *c, const char *dtype)
+{
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+        major = 0;
+    cJSON *p = cJSON_Parse(c->params);
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(p, "tc_attention");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(p, "head_dim");
+    int setting = cJSON_IsNumber(tc) ? tc->valueint : 1;
+    int hd = cJSON_IsNumber(d) ? d->valueint : 64; /* the pattern's default */
+    bool fits = strcmp(dtype, "float32") != 0 && hd % 16 == 0 && major >= 8;
+    cJSON_Delete(p);
+    if (!setting || !fits)
+        return "attention_fused";
+    return setting == 2 ? "attention_wmma_async" : "attention_wmma";
+}
+
+/* Profile: the kernel count is the lowered plan's; fused needs no more memory;
+ * the fused attention's kernel is the one its setting and shape pick. */
 static void check_profile(const cuda_case *c, const char *dtype, fb_instance *inst)
 {
     fb_variant_result vr[N_V];
@@ -159,6 +191,14 @@ static void check_profile(const cuda_case *c, const char *dtype, fb_instance *in
         fail("profile", c, dtype, "kernel counts");
     if (vr[V_F].peak_mem_bytes > vr[V_E].peak_mem_bytes || vr[V_F].peak_mem_bytes <= 0)
         fail("profile", c, dtype, "fused peak memory above eager");
+    if (strcmp(c->workload, "attention") == 0) {
+        const char *want = attention_kernel(c, dtype);
+        bool seen = false;
+        for (int i = 0; i < vr[V_F].n_kernel_rows; i++)
+            seen |= strcmp(vr[V_F].kernel_rows[i].name, want) == 0;
+        if (!seen)
+            fail("profile", c, dtype, want);
+    }
 out:
     for (int v = 0; v < N_V; v++)
         free(vr[v].kernel_rows);

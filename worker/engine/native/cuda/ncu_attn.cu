@@ -15,9 +15,19 @@
  * shared memory, turns them into probabilities in the storage type (the
  * running max and sum per row in float32, as above), and adds p v into a
  * float32 output tile in shared memory that each tile first rescales by
- * exp(m_old - m_new).  Not yet run on a GPU: off by default until the GPU
- * check has compared it with the float64 reference (test_cuda_native). */
+ * exp(m_old - m_new).  Checked against the float64 reference on an H200
+ * (2026-11-28): the default since, 1.3x the FMA kernel on the attention
+ * pattern and 2.4x on whisper_tiny (docs/gpu/README.md).
+ *
+ * params.tc_attention=2 picks the same kernel with its tiles copied into
+ * shared memory by cp.async, 16 bytes a copy, every copy of a tile in flight
+ * at once (where q, k and v are 16-byte aligned): the element-by-element
+ * loads above wait out one global round trip per element a thread loads,
+ * about 64 a tile, which is where the H200 run's 0.228 ms went.  Written
+ * without a GPU: opt-in until the GPU check has run it. */
+#include <cuda_pipeline_primitives.h>
 #include <mma.h>
+#include <stdint.h>
 #include <type_traits>
 
 #include "ncu_dev.cuh"
@@ -169,6 +179,33 @@ __host__ __device__ static inline att_tc_layout att_tc_layout_for(int d, size_t 
     return L;
 }
 
+/* Rows [r0, r0 + n) of a [s][d] matrix at src into dst [n][d] in shared
+ * memory, rows past s zero.  ASYNC with vec (src 16-byte aligned; d is a
+ * multiple of 16): cp.async 16 bytes at a time, a row past s zero-filled
+ * without a read, the caller committing and waiting before its
+ * __syncthreads; else element by element. */
+template <typename T, bool ASYNC>
+__device__ __forceinline__ void att_tc_rows(T *dst, const T *src, int r0, int n, int s, int d,
+                                            bool vec)
+{
+    if (ASYNC && vec) {
+        const int d8 = d >> 3; /* 16-byte pieces a row */
+        for (int j = threadIdx.x; j < n * d8; j += blockDim.x) {
+            int r = j / d8, c = (j - r * d8) << 3;
+            if (r0 + r < s)
+                __pipeline_memcpy_async(dst + r * d + c, src + (int64_t)(r0 + r) * d + c, 16);
+            else
+                __pipeline_memcpy_async(dst + r * d + c, src, 16, 16);
+        }
+        return;
+    }
+    const T zero = ncu_t<T>(0.0f);
+    for (int i = threadIdx.x; i < n * d; i += blockDim.x) {
+        int r = i / d, c = i - r * d;
+        dst[i] = r0 + r < s ? src[(int64_t)(r0 + r) * d + c] : zero;
+    }
+}
+
 /* Key j's scaled score for query row qi, -inf where masked (past s, or
  * after qi when causal). */
 __device__ __forceinline__ float att_tc_score(float dot, int j, int qi, const att_args &a)
@@ -198,7 +235,7 @@ att_tc_mma(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> 
 }
 #endif
 
-template <typename T>
+template <typename T, bool ASYNC>
 __global__ void __launch_bounds__(ATT_TC_WARPS * 32)
     k_attention_tc(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
                    T *__restrict__ o, att_args a)
@@ -218,13 +255,14 @@ __global__ void __launch_bounds__(ATT_TC_WARPS * 32)
     float *ls = (float *)(att_tc_smem + L.l), *als = (float *)(att_tc_smem + L.alpha);
     const int64_t base = (int64_t)blockIdx.y * a.s * d;
     const int q0 = blockIdx.x * ATT_TC_BQ, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const T zero = ncu_t<T>(0.0f);
+    const bool vec = ((reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(k) |
+                       reinterpret_cast<uintptr_t>(v)) &
+                      15) == 0;
 
-    for (int i = threadIdx.x; i < ATT_TC_BQ * d; i += blockDim.x) {
-        int r = i / d, c = i % d;
-        qs[i] = q0 + r < a.s ? q[base + (int64_t)(q0 + r) * d + c] : zero;
+    /* the query rows (with ASYNC, in flight until the first tile's wait) */
+    att_tc_rows<T, ASYNC>(qs, q + base, q0, ATT_TC_BQ, a.s, d, vec);
+    for (int i = threadIdx.x; i < ATT_TC_BQ * d; i += blockDim.x)
         os[i] = 0.0f;
-    }
     for (int r = threadIdx.x; r < ATT_TC_BQ; r += blockDim.x) {
         ms[r] = -INFINITY;
         ls[r] = 0.0f;
@@ -239,12 +277,12 @@ __global__ void __launch_bounds__(ATT_TC_WARPS * 32)
     /* Causal: keys past the block's last query row are masked for all rows. */
     int kend = a.causal ? min(a.s, q0 + ATT_TC_BQ) : a.s;
     for (int t0 = 0; t0 < kend; t0 += ATT_TC_BK) {
-        __syncthreads(); /* the previous tiles are no longer read; the first: q, o, m, l set */
-        for (int i = threadIdx.x; i < ATT_TC_BK * d; i += blockDim.x) {
-            int r = i / d, c = i % d;
-            bool in = t0 + r < a.s;
-            ks[i] = in ? k[base + (int64_t)(t0 + r) * d + c] : zero;
-            vs[i] = in ? v[base + (int64_t)(t0 + r) * d + c] : zero;
+        __syncthreads(); /* the previous tiles are no longer read; the first: o, m, l set */
+        att_tc_rows<T, ASYNC>(ks, k + base, t0, ATT_TC_BK, a.s, d, vec);
+        att_tc_rows<T, ASYNC>(vs, v + base, t0, ATT_TC_BK, a.s, d, vec);
+        if (ASYNC) {
+            __pipeline_commit();
+            __pipeline_wait_prior(0); /* this thread's copies (and the first: q's) landed */
         }
         __syncthreads();
 
@@ -303,10 +341,10 @@ __global__ void __launch_bounds__(ATT_TC_WARPS * 32)
 #endif
 }
 
-/* The dynamic shared memory k_attention_tc<T> may use: set once per process
- * (to what d = NCU_ATTN_MAX_D needs, or the device's opt-in limit if lower);
- * 0 when it cannot be had or the device is older than compute capability
- * 8.0.  Single-threaded, as the lowering is. */
+/* The dynamic shared memory k_attention_tc<T, *> may use: set once per
+ * process for both forms (to what d = NCU_ATTN_MAX_D needs, or the device's
+ * opt-in limit if lower); 0 when it cannot be had or the device is older
+ * than compute capability 8.0.  Single-threaded, as the lowering is. */
 template <typename T> static size_t att_tc_allowed()
 {
     static bool asked = false;
@@ -326,7 +364,9 @@ template <typename T> static size_t att_tc_allowed()
         return allowed;
     size_t want = att_tc_layout_for(NCU_ATTN_MAX_D, sizeof(T)).total;
     size_t set = want < (size_t)optin ? want : (size_t)optin;
-    if (cudaFuncSetAttribute(k_attention_tc<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute(k_attention_tc<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)set) == cudaSuccess &&
+        cudaFuncSetAttribute(k_attention_tc<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)set) == cudaSuccess)
         allowed = set;
     else
@@ -349,17 +389,30 @@ template <> bool att_tc_fits<float>(int)
     return false;
 }
 
-template <typename T> static void run_attention_tc(const nat_launch *l, cudaStream_t s)
+template <typename T, bool ASYNC>
+static void launch_attention_tc(const nat_launch *l, cudaStream_t s)
 {
     const nat_attn_desc *d = &l->d.attn;
     att_args a = {(int)d->s, (int)d->d, d->scale, d->causal};
     dim3 grid((unsigned)((a.s + ATT_TC_BQ - 1) / ATT_TC_BQ), (unsigned)d->bh);
-    k_attention_tc<T><<<grid, ATT_TC_WARPS * 32, att_tc_layout_for(a.d, sizeof(T)).total, s>>>(
-        (const T *)l->p[NAT_ATTN_Q], (const T *)l->p[NAT_ATTN_K], (const T *)l->p[NAT_ATTN_V],
-        (T *)l->p[NAT_ATTN_O], a);
+    k_attention_tc<T, ASYNC>
+        <<<grid, ATT_TC_WARPS * 32, att_tc_layout_for(a.d, sizeof(T)).total, s>>>(
+            (const T *)l->p[NAT_ATTN_Q], (const T *)l->p[NAT_ATTN_K], (const T *)l->p[NAT_ATTN_V],
+            (T *)l->p[NAT_ATTN_O], a);
+}
+
+template <typename T> static void run_attention_tc(const nat_launch *l, cudaStream_t s)
+{
+    launch_attention_tc<T, false>(l, s);
+}
+
+template <typename T> static void run_attention_tc_async(const nat_launch *l, cudaStream_t s)
+{
+    launch_attention_tc<T, true>(l, s);
 }
 
 template <> void run_attention_tc<float>(const nat_launch *, cudaStream_t) {}
+template <> void run_attention_tc_async<float>(const nat_launch *, cudaStream_t) {}
 
 /* The FMA kernel; the lowering picks ncu_k_attention_tc instead where
  * att_tc_fits, once per plan, not per launch. */
@@ -396,4 +449,10 @@ extern "C" void ncu_k_attention_tc(const nat_launch *l)
 {
     const ncu_lstate *st = ncu_st(l);
     NCU_DISPATCH(st->ctx->dtype, run_attention_tc, l, st->ctx->stream);
+}
+
+extern "C" void ncu_k_attention_tc_async(const nat_launch *l)
+{
+    const ncu_lstate *st = ncu_st(l);
+    NCU_DISPATCH(st->ctx->dtype, run_attention_tc_async, l, st->ctx->stream);
 }

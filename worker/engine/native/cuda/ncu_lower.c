@@ -417,9 +417,15 @@ static fb_code lower_attention(ncu_ctx *ctx, int v, const nat_launch *src, fb_er
     /* the first ask also sets the tensor-core kernel's shared memory, outside
      * any capture; its launches are named so in the kernel rows */
     bool tc = ctx->tc_attention && ncu_attention_tc_fits(ctx->dtype, (int)src->d.attn.d);
-    fb_code rc = lower_same(ctx, v, src, tc ? ncu_k_attention_tc : ncu_k_attention, 4, err);
+    bool async = tc && ctx->tc_attention == 2;
+    fb_code rc = lower_same(ctx, v, src,
+                            async ? ncu_k_attention_tc_async
+                            : tc  ? ncu_k_attention_tc
+                                  : ncu_k_attention,
+                            4, err);
     if (!rc && tc)
-        ctx->plans[v].launches[ctx->plans[v].n - 1].name = "attention_wmma";
+        ctx->plans[v].launches[ctx->plans[v].n - 1].name =
+            async ? "attention_wmma_async" : "attention_wmma";
     return rc;
 }
 
