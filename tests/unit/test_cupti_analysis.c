@@ -389,6 +389,18 @@ static void test_launch_times(void **state)
     fb_err err = {0};
     assert_int_equal(fbc_launch_times(&s, &empty, 3, t, &wall, &unmarked, &err), FB_EINVAL);
     assert_non_null(strstr(err.msg, "no device activity"));
+
+    /* activity but no launch marks at all (CUPTI without its API kinds
+     * writes none): an error naming it, not every launch at 0 ms */
+    fbc_store bare;
+    fbc_store_init(&bare, 0);
+    add(&bare, kern("gemm_bias", 10, 100, 200));
+    add(&bare, kern("relu", 11, 210, 260));
+    fbc_window all = {.ext_id = 5, .t0 = 0, .t1 = 1000};
+    assert_int_equal(fbc_launch_times(&bare, &all, 2, t, &wall, &unmarked, &err), FB_EUNAVAIL);
+    assert_int_equal(unmarked, 2);
+    assert_non_null(strstr(err.msg, "none of the iteration's 2 launch marks"));
+    fbc_store_free(&bare);
     fbc_store_free(&in);
     fbc_store_free(&s);
 }

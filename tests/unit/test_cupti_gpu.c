@@ -9,8 +9,10 @@
  * MAX_PER_LIBRARY_CALL kernels per library launch, and exactly the engine's
  * count where the plan calls no library.
  * Also checks the figures hang together (busy within span, kernel time > 0,
- * one row per distinct kernel).  Exits 77 (skipped) without a CUDA device or a
- * cuda catalog; never passes silently. */
+ * one row per distinct kernel), and that launch marks are recorded (the
+ * explanation's per-launch times: the H100 and H200 runs got none, so every
+ * GPU group read 0 ms).  Exits 77 (skipped) without a CUDA device or a cuda
+ * catalog; never passes silently. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "fb_engines.h"
+#include "fbc_cupti.h"
 #include "fbc_session.h"
 #include "user_graph.h"
 
@@ -141,6 +144,48 @@ static void check_workload(const fb_engine *e, const fb_workload_info *w)
     fb_spec_free(&spec);
 }
 
+/* Two memsets, each inside its own launch mark, in one session range: each
+ * gets its device time and no activity is left unmarked. */
+static void check_launch_marks(void)
+{
+    enum { BYTES = 1 << 24 };
+    fbc_session *s = NULL;
+    void *buf = NULL;
+    uint64_t id = 0;
+    double t[2] = {0, 0}, wall = 0;
+    int unmarked = -1;
+    fb_err err;
+    fb_err_clear(&err);
+    if (cudaMalloc(&buf, BYTES) != cudaSuccess) {
+        CHECK(0, "launch marks: cudaMalloc");
+        return;
+    }
+    fb_code rc = fbc_session_open(&s, &err);
+    if (!rc)
+        rc = fbc_session_begin(s, "marks", &id, &err);
+    for (int i = 0; i < 2 && !rc; i++) {
+        rc = fbc_launch_push((uint64_t)i + 1, &err);
+        if (!rc && cudaMemsetAsync(buf, i, BYTES, 0) != cudaSuccess)
+            rc = fb_err_set(&err, FB_EDEVICE, NULL, "cudaMemsetAsync");
+        fb_code pop = fbc_launch_pop(rc ? NULL : &err);
+        rc = rc ? rc : pop;
+    }
+    if (s && id) {
+        fb_code end = fbc_session_end(s, rc ? NULL : &err);
+        rc = rc ? rc : end;
+    }
+    if (!rc)
+        rc = fbc_session_launch_times(s, id, 2, t, &wall, &unmarked, &err);
+    CHECK(rc == FB_OK, "launch marks: %s", err.msg);
+    CHECK(rc || (t[0] > 0 && t[1] > 0 && unmarked == 0 && wall >= t[0]),
+          "launch marks: times %.6f, %.6f ms, %d unmarked, wall %.6f ms", t[0], t[1], unmarked,
+          wall);
+    if (!rc && t[0] > 0 && t[1] > 0 && unmarked == 0)
+        printf("ok launch marks: %.4f and %.4f ms, wall %.4f ms\n", t[0], t[1], wall);
+    fbc_session_close(s);
+    cudaFree(buf);
+}
+
 int main(void)
 {
     const fb_engine *e = fb_engine_find("native");
@@ -156,6 +201,7 @@ int main(void)
         printf("skipped: the native engine offers no cuda workloads in this build\n");
         return SKIP;
     }
+    check_launch_marks();
     for (int i = 0; i < n; i++)
         check_workload(e, &w[i]);
     printf("%d failure(s)\n", failures);

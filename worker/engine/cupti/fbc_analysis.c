@@ -470,6 +470,7 @@ fb_code fbc_launch_times(const fbc_store *s, const fbc_window *w, int n, double 
     corr_launch *marks = malloc((s->n ? s->n : 1) * sizeof *marks);
     size_t n_marks = 0;
     uint64_t first = UINT64_MAX, last = 0;
+    size_t marked = 0;
     fb_code rc = marks ? corr_set(s, w, &ids, &m.n_ids, err)
                        : fb_err_set(err, FB_ENOMEM, NULL, "no memory for %zu launch marks", s->n);
     m.ids = ids;
@@ -490,15 +491,23 @@ fb_code fbc_launch_times(const fbc_store *s, const fbc_window *w, int n, double 
             continue;
         corr_launch key = {r->corr, 0};
         const corr_launch *hit = bsearch(&key, marks, n_marks, sizeof *marks, corr_launch_cmp);
-        if (hit && hit->launch >= 0 && hit->launch < n)
+        if (hit && hit->launch >= 0 && hit->launch < n) {
             t_ms[hit->launch] += (double)(r->end > r->start ? r->end - r->start : 0) / 1e6;
-        else
+            marked++;
+        } else {
             ++*unmarked;
+        }
         first = r->start < first ? r->start : first;
         last = r->end > last ? r->end : last;
     }
     if (last <= first)
         rc = fb_err_set(err, FB_EINVAL, NULL, "the profiled iteration recorded no device activity");
+    else if (n > 0 && marked == 0)
+        /* zeros for every launch would read as launches that took no time */
+        rc = fb_err_set(err, FB_EUNAVAIL, NULL,
+                        "CUPTI recorded none of the iteration's %d launch marks (%d activity "
+                        "records unmarked): no external-correlation records",
+                        n, *unmarked);
     else
         *wall_ms = (double)(last - first) / 1e6;
 out:

@@ -127,7 +127,9 @@ FB_MUSTCHECK fb_code fbc_summarize(const fbc_store *s, const fbc_window *w, cons
  * kernels adds them up; a launch that ran nothing on the device gets 0);
  * *wall_ms the window's activity span, first start to last end.  Activity of
  * the window that no mark names (or names past n) is counted in *unmarked,
- * never given to a launch.  FB_EINVAL when the window holds no activity. */
+ * never given to a launch.  FB_EINVAL when the window holds no activity;
+ * FB_EUNAVAIL when it holds activity but none of it is marked (CUPTI wrote
+ * no external-correlation records: every launch would read 0 ms). */
 FB_MUSTCHECK fb_code fbc_launch_times(const fbc_store *s, const fbc_window *w, int n, double *t_ms,
                                       double *wall_ms, int *unmarked, fb_err *err);
 

@@ -14,7 +14,7 @@ static struct {
     fbc_sink_fn sink;
     void *ud;
     CUpti_SubscriberHandle sub;
-    bool subscribed, started;
+    bool subscribed, started, api;
     int buffers_out;
     uint64_t dropped, refused;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -28,6 +28,20 @@ static const CUpti_ActivityKind fbc_kinds[] = {
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 };
 #define FBC_N_KINDS (sizeof fbc_kinds / sizeof fbc_kinds[0])
+
+/* The API kinds, for marks: CUPTI writes an external-correlation record only
+ * beside an API activity record ("When a CUPTI activity API record is
+ * created while within an external API region and
+ * CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION is enabled, the activity API
+ * record will be preceded by a CUpti_ActivityExternalCorrelation record",
+ * cupti_activity.h), so without these no mark is ever recorded (the H100 and
+ * H200 runs: every GPU explanation's launch unmarked).  Their own records
+ * are dropped in convert(). */
+static const CUpti_ActivityKind fbc_api_kinds[] = {
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
+};
+#define FBC_N_API_KINDS (sizeof fbc_api_kinds / sizeof fbc_api_kinds[0])
 
 fb_code fbc_cupti_code(CUptiResult r, const char *what, fb_err *err)
 {
@@ -202,17 +216,24 @@ static void CUPTIAPI no_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
     (void)data;
 }
 
-static fb_code enable_kinds(fb_err *err)
+static fb_code enable_kinds(bool marks, fb_err *err)
 {
     for (size_t i = 0; i < FBC_N_KINDS; i++) {
         fb_code rc = fbc_cupti_code(cuptiActivityEnable(fbc_kinds[i]), "cuptiActivityEnable", err);
         if (rc)
             return rc;
     }
+    for (size_t i = 0; marks && i < FBC_N_API_KINDS; i++) {
+        g.api = true; /* stop disables them, even after a partial failure */
+        fb_code rc =
+            fbc_cupti_code(cuptiActivityEnable(fbc_api_kinds[i]), "cuptiActivityEnable", err);
+        if (rc)
+            return rc;
+    }
     return FB_OK;
 }
 
-fb_code fbc_activity_start(fbc_sink_fn sink, void *ud, fb_err *err)
+fb_code fbc_activity_start(fbc_sink_fn sink, void *ud, bool marks, fb_err *err)
 {
     fb_code rc;
 
@@ -231,7 +252,7 @@ fb_code fbc_activity_start(fbc_sink_fn sink, void *ud, fb_err *err)
     rc = fbc_cupti_code(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
                         "cuptiActivityRegisterCallbacks", err);
     if (rc == FB_OK)
-        rc = enable_kinds(err);
+        rc = enable_kinds(marks, err);
     g.started = true; /* stop undoes whatever part succeeded */
     if (rc)
         fbc_activity_stop();
@@ -251,6 +272,8 @@ void fbc_activity_stop(void)
     (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     for (size_t i = 0; i < FBC_N_KINDS; i++)
         (void)cuptiActivityDisable(fbc_kinds[i]);
+    for (size_t i = 0; g.api && i < FBC_N_API_KINDS; i++)
+        (void)cuptiActivityDisable(fbc_api_kinds[i]);
     (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     if (g.subscribed)
         (void)cuptiUnsubscribe(g.sub);
@@ -258,7 +281,7 @@ void fbc_activity_stop(void)
     g.sink = NULL;
     g.ud = NULL;
     pthread_mutex_unlock(&g.lock);
-    g.subscribed = g.started = false;
+    g.subscribed = g.started = g.api = false;
 }
 
 uint64_t fbc_activity_dropped(void)

@@ -24,6 +24,7 @@
 #ifndef FBC_CUPTI_H
 #define FBC_CUPTI_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <cupti.h>
@@ -47,9 +48,13 @@ typedef void (*fbc_sink_fn)(void *ud, const fbc_rec *r);
 typedef fb_code (*fbc_run_fn)(void *ud, fb_err *err);
 
 /* Subscribes (detecting a profiler already holding CUPTI), registers the buffer
- * callbacks and enables the record kinds.  FB_EUNAVAIL when another client holds
+ * callbacks and enables the record kinds.  marks: also the runtime and driver
+ * API kinds, without which CUPTI records no range or launch mark (external
+ * correlation) at all; they cost host time on every API call, so a caller
+ * that can window by time alone (the injection library around a job's
+ * timed iterations) leaves them off.  FB_EUNAVAIL when another client holds
  * CUPTI; FB_EDEVICE for other CUPTI errors. */
-FB_MUSTCHECK fb_code fbc_activity_start(fbc_sink_fn sink, void *ud, fb_err *err);
+FB_MUSTCHECK fb_code fbc_activity_start(fbc_sink_fn sink, void *ud, bool marks, fb_err *err);
 /* Delivers every completed and pending record to the sink now. */
 FB_MUSTCHECK fb_code fbc_activity_flush(fb_err *err);
 /* Flushes, disables the kinds and unsubscribes.  Safe to call twice. */
@@ -59,13 +64,15 @@ uint64_t fbc_activity_dropped(void);
 /* CUPTI's clock (ns), the one activity records use; 0 on failure. */
 uint64_t fbc_now(void);
 
-/* Range markers: push/pop an external correlation id for the calling thread. */
+/* Range markers: push/pop an external correlation id for the calling thread
+ * (recorded only when the activity was started with marks; a range without
+ * them is windowed by its times). */
 FB_MUSTCHECK fb_code fbc_mark_push(uint64_t id, fb_err *err);
 FB_MUSTCHECK fb_code fbc_mark_pop(fb_err *err);
 
 /* Launch marks (kind CUSTOM1, a stack of its own beside the range's): what
  * the calling thread enqueues between push(i + 1) and pop is launch i's, for
- * fbc_launch_times (FBC_LAUNCH records). */
+ * fbc_launch_times (FBC_LAUNCH records; the activity started with marks). */
 FB_MUSTCHECK fb_code fbc_launch_push(uint64_t id, fb_err *err);
 FB_MUSTCHECK fb_code fbc_launch_pop(fb_err *err);
 

@@ -131,7 +131,9 @@ FBC_EXPORT int InitializeInjection(void)
     if (open_out() != 0)
         return 1;
     fb_err_clear(&err);
-    if (fbc_activity_start(file_sink, NULL, &err) != FB_OK) {
+    /* no API records: the job's timed iterations run under this library,
+     * and its ranges are windowed by their times (fbc_window_of_range) */
+    if (fbc_activity_start(file_sink, NULL, false, &err) != FB_OK) {
         fprintf(stderr, "fusionbench-cupti: not recording: %s\n", err.msg);
         finish(err.msg);
         return 1;

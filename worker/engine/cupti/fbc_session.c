@@ -47,7 +47,7 @@ fb_code fbc_session_open(fbc_session **out, fb_err *err)
     pthread_mutex_init(&s->lock, NULL);
     fbc_store_init(&s->store, 0);
     s->next_id = 1;
-    rc = fbc_activity_start(session_sink, s, err);
+    rc = fbc_activity_start(session_sink, s, true, err); /* marks: launch times */
     if (rc) {
         fbc_store_free(&s->store);
         pthread_mutex_destroy(&s->lock);

@@ -6,11 +6,16 @@
  * each launch ran (a cuBLASLt or cuDNN call may run several); where CUPTI
  * cannot be had (a build without it, another profiler holding it) from a pair
  * of CUDA events around each launch behind a spin kernel (ncu_events.c),
- * which also counts the gaps between a launch's kernels.  The explanation
- * says which ("launch_times").  Each round also times both variants plainly,
+ * which also counts the gaps between a launch's kernels; and from those
+ * too when CUPTI opens but records no launch mark (FB_EUNAVAIL from
+ * fbc_launch_times: the H100 and H200 runs explained every group as 0 ms
+ * before the session enabled the API kinds that marks need).  The
+ * explanation says which ("launch_times", and why not CUPTI in
+ * "launch_times_why").  Each round also times both variants plainly,
  * as the job timed them (timed_run: CUDA events around the enqueue or the
  * graph replay).  The analysis and the counterfactuals are the CPU's
  * (nat_explain.c, nat_explain_cf.c), on fresh CUDA instances of the job. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +36,8 @@ typedef struct ex_timer {
 #endif
     ncu_events ev; /* 2 per launch of the larger plan */
     double lead_ms;
-    int unmarked; /* activity no launch mark named, over all rounds (CUPTI) */
+    int unmarked;             /* activity no launch mark named, over all rounds (CUPTI) */
+    char why[FB_ERR_MSG_MAX]; /* why CUPTI was left for events, or "" */
 } ex_timer;
 
 /* One round of plan, launch by launch, with event pairs behind the lead:
@@ -77,8 +83,17 @@ static fb_code cupti_round(ex_timer *tm, const nat_plan *plan, double *t, double
 static fb_code timed_round(ex_timer *tm, const nat_plan *plan, double *t, double *wall, fb_err *err)
 {
 #ifdef FB_HAVE_CUPTI
-    if (tm->cupti)
-        return cupti_round(tm, plan, t, wall, err);
+    if (tm->cupti) {
+        fb_code rc = cupti_round(tm, plan, t, wall, err);
+        if (rc != FB_EUNAVAIL)
+            return rc;
+        /* activity but no marks: the events for this round and the rest */
+        fb_warn("explain: %s; timing launches with CUDA events", err->msg);
+        snprintf(tm->why, sizeof tm->why, "%s", err->msg);
+        fbc_session_close(tm->cupti);
+        tm->cupti = NULL;
+        tm->unmarked = 0;
+    }
 #endif
     return events_round(tm, plan, t, wall, err);
 }
@@ -98,6 +113,7 @@ static fb_code timer_open(ex_timer *tm, ncu_ctx *ctx, fb_err *err)
     fb_err why;
     if (!rc && fbc_session_open(&tm->cupti, &why) != FB_OK) {
         fb_warn("explain: CUPTI unavailable (%s); timing launches with CUDA events", why.msg);
+        snprintf(tm->why, sizeof tm->why, "%s", why.msg);
         tm->cupti = NULL;
     }
 #endif
@@ -186,6 +202,8 @@ fb_code ncu_explain_run(ncu_ctx *ctx, fb_instance *inst, int ve, int vf, const n
         (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     const char *timer = timer_name(&tm);
     int unmarked = tm.unmarked;
+    char why[sizeof tm.why];
+    snprintf(why, sizeof why, "%s", tm.why);
     timer_close(&tm); /* CUPTI is process-wide: closed before anything else runs */
     if (rc)
         goto out;
@@ -223,7 +241,8 @@ fb_code ncu_explain_run(ncu_ctx *ctx, fb_instance *inst, int ve, int vf, const n
     }
     *out = nat_ex_to_json(&ex, &in, view);
     if (!*out || !cJSON_AddStringToObject(*out, "launch_times", timer) ||
-        !cJSON_AddNumberToObject(*out, "unmarked_activity", unmarked)) {
+        !cJSON_AddNumberToObject(*out, "unmarked_activity", unmarked) ||
+        (why[0] && !cJSON_AddStringToObject(*out, "launch_times_why", why))) {
         cJSON_Delete(*out);
         *out = NULL;
         rc = fb_err_set(err, FB_ENOMEM, NULL, "cannot describe the explanation");
