@@ -63,6 +63,8 @@ INDUCTOR_RUNGS = "eager,inductor-nofusion,inductor,inductor+cudagraphs"
 # resnet50 at batch 32, and cut every call given 12 to 36 s.
 INDUCTOR_CALL_MIN = 45
 INDUCTOR_RUNGS_S = 40
+# The planner of the native jobs that name none (bench()).
+NATIVE_RULES = {"FUSIONBENCH_PLANNER": "rules"}
 # The runner's progress, time-stamped, into each call's stderr: where a call
 # cut by its timeout spent its time.
 PROGRESS = {"FUSIONBENCH_LOG": "debug"}
@@ -437,8 +439,13 @@ print(json.dumps(i))
         self.log(f"stage {idx} {name}: {status} in {secs:.0f} s{note}")
 
     def bench(self, label, workload, *args, timeout=60, env=None):
+        # The rules plan every native job that names no planner: the cost
+        # planner (the default since the H200 run) would spend each stage's
+        # seconds deciding, and the stages' figures compare run to run; stage
+        # 8 names "cost"
         argv = [self.bin("fusionbench-run"), workload, "--device", "cuda", *args, "--json"]
-        return self.run(label, argv, timeout, "bench", env=env, parse_json=True)
+        return self.run(label, argv, timeout, "bench", env={**NATIVE_RULES, **(env or {})},
+                        parse_json=True)
 
     # 1. environment and the GPU unit tests
     def s_env(self):
@@ -641,10 +648,11 @@ print(json.dumps(i))
                         f"| {fnum(cv * 100 if cv is not None else None, '{:.2f}')}% |")
         return "\n".join(rows)
 
-    # 8. the cost planner timing on the GPU (params.planner "cost"): the first
-    # H100 run saw the rules' fused plans lose every transformer (our attention
-    # kernel has no tensor cores), so these two, as CUDA graphs (the variants
-    # whose medians repeat), against the rules' rows of stage 3
+    # 8. the cost planner timing on the GPU (params.planner "cost", named:
+    # the other stages plan by the rules, FUSIONBENCH_PLANNER in bench()): the
+    # H100 and H200 runs saw the rules' fused plans lose every transformer
+    # (our attention kernel), so these two, as CUDA graphs (the variants whose
+    # medians repeat), against the rules' rows of stage 3
     def s_planner(self):
         rows = ["| model, bs 32, float16 | eager+graph ms | cost: fused+graph ms | cost speedup "
                 "| rules: fused+graph ms (stage 3) | kept / split / unfused of groups "

@@ -318,9 +318,10 @@ static void test_cost_model(void **state)
 }
 
 /* Which planner a job gets: params.planner where it names one, else
- * $FUSIONBENCH_PLANNER, else the cost planner on the CPU and the rules on a
- * GPU; "cost" named for a GPU is refused where the backend has no timer, and
- * a bad name either way. */
+ * $FUSIONBENCH_PLANNER, else the cost planner on the CPU and on a GPU whose
+ * backend times launches, the rules on one that does not; "cost" named for
+ * a GPU is refused where the backend has no timer, and a bad name either
+ * way. */
 static void test_planner_default(void **state)
 {
     (void)state;
@@ -335,7 +336,11 @@ static void test_planner_default(void **state)
     snprintf(spec.device, sizeof spec.device, "cuda");
     assert_int_equal(gr_planner_from_spec(&spec, false, &cost, &err), FB_OK);
     assert_false(cost);
+    assert_int_equal(gr_planner_from_spec(&spec, true, &cost, &err), FB_OK);
+    assert_true(cost);
     setenv("FUSIONBENCH_PLANNER", "rules", 1);
+    assert_int_equal(gr_planner_from_spec(&spec, true, &cost, &err), FB_OK);
+    assert_false(cost);
     snprintf(spec.device, sizeof spec.device, "cpu");
     assert_int_equal(gr_planner_from_spec(&spec, false, &cost, &err), FB_OK);
     assert_false(cost);

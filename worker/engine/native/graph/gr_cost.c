@@ -60,7 +60,7 @@ fb_code gr_planner_from_spec(const fb_spec *spec, bool device_timer, bool *cost,
         if (env && env[0] && strcmp(env, "rules") != 0 && strcmp(env, "cost") != 0)
             return fb_err_set(err, FB_EINVAL, "FUSIONBENCH_PLANNER",
                               "must be \"rules\" or \"cost\" (the worker's environment)");
-        *cost = cpu && !(env && strcmp(env, "rules") == 0);
+        *cost = (cpu || device_timer) && !(env && strcmp(env, "rules") == 0);
         return FB_OK;
     }
     if (!cJSON_IsString(j) ||

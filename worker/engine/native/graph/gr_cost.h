@@ -59,8 +59,9 @@ typedef struct gr_cost_report {
 
 /* params.planner: "rules" (every group the rules form is fused) or "cost"
  * (*cost set).  A job that names none takes $FUSIONBENCH_PLANNER where set,
- * else "cost" on the CPU and "rules" on other devices (the device timer is
- * new: "cost" there is asked for by name until a GPU run has checked it).
+ * else "cost" on the CPU and on a device whose backend times launches
+ * (device_timer: the CUDA one, checked on an H200, 2026-11-28), "rules"
+ * elsewhere.
  * FB_EINVAL naming the field (or the variable) otherwise; FB_EUNSUPPORTED
  * for "cost" off the CPU where the backend gives no timer (device_timer
  * false). */
