@@ -68,6 +68,11 @@ static const cuda_case cases[] = {
     {"attention", "{\"heads\":3,\"seq\":200,\"head_dim\":32,\"causal\":1,\"tc_attention\":2}"},
     {"attention", "{\"heads\":4,\"seq\":128,\"head_dim\":64,\"tc_attention\":2}"},
     {"attention", "{\"heads\":2,\"seq\":130,\"head_dim\":128,\"tc_attention\":2}"},
+    /* and the softmax half a row a lane (tc_attention 3) */
+    {"attention", "{\"heads\":2,\"seq\":19,\"head_dim\":16,\"tc_attention\":3}"},
+    {"attention", "{\"heads\":3,\"seq\":200,\"head_dim\":32,\"causal\":1,\"tc_attention\":3}"},
+    {"attention", "{\"heads\":4,\"seq\":128,\"head_dim\":64,\"tc_attention\":3}"},
+    {"attention", "{\"heads\":2,\"seq\":130,\"head_dim\":128,\"causal\":1,\"tc_attention\":3}"},
 };
 
 static const char *const dtypes[] = {"float32", "float16", "bfloat16"};
@@ -154,7 +159,8 @@ static void check_outputs(const cuda_case *c, const char *dtype, fb_instance *in
 /* The fused attention kernel a case runs: attention_wmma for 16-bit storage
  * with a head_dim multiple of 16 on compute capability 8.0 or later, unless
  * params.tc_attention is 0 (the default is 1; 2, attention_wmma_async, copies
- * its tiles by cp.async); else the float32-FMA kernel (attention_fused). */
+ * its tiles by cp.async; 3, attention_wmma_split, also splits its softmax);
+ * else the float32-FMA kernel (attention_fused). */
 static const char *attention_kernel(const cuda_case *c, const char *dtype)
 {
     int dev = 0, major = 0;
@@ -168,9 +174,11 @@ static const char *attention_kernel(const cuda_case *c, const char *dtype)
     int hd = cJSON_IsNumber(d) ? d->valueint : 64; /* the pattern's default */
     bool fits = strcmp(dtype, "float32") != 0 && hd % 16 == 0 && major >= 8;
     cJSON_Delete(p);
+    static const char *const forms[] = {"attention_wmma", "attention_wmma_async",
+                                        "attention_wmma_split"};
     if (!setting || !fits)
         return "attention_fused";
-    return setting == 2 ? "attention_wmma_async" : "attention_wmma";
+    return forms[setting - 1];
 }
 
 /* Profile: the kernel count is the lowered plan's; fused needs no more memory;

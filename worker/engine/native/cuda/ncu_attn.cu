@@ -19,12 +19,23 @@
  * (2026-11-28): the default since, 1.3x the FMA kernel on the attention
  * pattern and 2.4x on whisper_tiny (docs/gpu/README.md).
  *
- * params.tc_attention=2 picks the same kernel with its tiles copied into
- * shared memory by cp.async, 16 bytes a copy, every copy of a tile in flight
- * at once (where q, k and v are 16-byte aligned): the element-by-element
- * loads above wait out one global round trip per element a thread loads,
- * about 64 a tile, which is where the H200 run's 0.228 ms went.  Written
- * without a GPU: opt-in until the GPU check has run it. */
+ * Two changes to it, each written without a GPU and opt-in until the GPU
+ * check has run it (MODE bits of k_attention_tc):
+ *
+ * - ATT_TC_ASYNC (params.tc_attention=2, and 3): the tiles copied into
+ *   shared memory by cp.async, 16 bytes a copy, every copy of a tile in
+ *   flight at once (where q, k and v are 16-byte aligned).  The
+ *   element-by-element loads wait out one global round trip per element a
+ *   thread loads, about 64 a tile: where the H200 run's 0.228 ms went, by
+ *   its arithmetic.
+ * - ATT_TC_SPLIT (params.tc_attention=3, with the copies): the online
+ *   softmax with a lane on half a row (row lane & 15, keys 32 (lane >> 4)
+ *   on) instead of the warp on one row at a time: 32 independent exps and
+ *   two shuffles a lane, where the row-at-a-time form chains two warp
+ *   reductions (ten shuffles) per row through 16 rows.  A lane visits its
+ *   keys from (2 row + half) mod 32 on, the order in which no two lanes
+ *   share a bank, reading the float scores or writing the 16-bit
+ *   probabilities. */
 #include <cuda_pipeline_primitives.h>
 #include <mma.h>
 #include <stdint.h>
@@ -184,6 +195,10 @@ __host__ __device__ static inline att_tc_layout att_tc_layout_for(int d, size_t 
  * multiple of 16): cp.async 16 bytes at a time, a row past s zero-filled
  * without a read, the caller committing and waiting before its
  * __syncthreads; else element by element. */
+/* k_attention_tc's MODE bits (params.tc_attention 1: 0, 2: ASYNC, 3: both). */
+#define ATT_TC_ASYNC 1
+#define ATT_TC_SPLIT 2
+
 template <typename T, bool ASYNC>
 __device__ __forceinline__ void att_tc_rows(T *dst, const T *src, int r0, int n, int s, int d,
                                             bool vec)
@@ -235,7 +250,7 @@ att_tc_mma(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> 
 }
 #endif
 
-template <typename T, bool ASYNC>
+template <typename T, int MODE>
 __global__ void __launch_bounds__(ATT_TC_WARPS * 32)
     k_attention_tc(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
                    T *__restrict__ o, att_args a)
@@ -245,6 +260,7 @@ __global__ void __launch_bounds__(ATT_TC_WARPS * 32)
     __trap();
 #else
     namespace wm = nvcuda::wmma;
+    constexpr bool ASYNC = (MODE & ATT_TC_ASYNC) != 0, SPLIT = (MODE & ATT_TC_SPLIT) != 0;
     extern __shared__ __align__(128) unsigned char att_tc_smem[];
     const int d = a.d;
     const att_tc_layout L = att_tc_layout_for(d, sizeof(T));
@@ -295,26 +311,60 @@ __global__ void __launch_bounds__(ATT_TC_WARPS * 32)
         }
         __syncwarp();
 
-        /* the online softmax, a row at a time: a lane holds keys lane and lane + 32 */
-        for (int r = 0; r < 16; r++) {
-            int qi = q0 + warp * 16 + r;
-            float s0 = att_tc_score(sw[r * ATT_TC_BK + lane], t0 + lane, qi, a);
-            float s1 = att_tc_score(sw[r * ATT_TC_BK + lane + 32], t0 + lane + 32, qi, a);
-            float m_old = mw[r];
-            float m_new = fmaxf(m_old, ncu_warp_max(fmaxf(s0, s1)));
-            float alpha = 1.0f, p0 = 0.0f, p1 = 0.0f;
-            if (m_new != -INFINITY) {        /* else every key so far is masked */
-                alpha = expf(m_old - m_new); /* m_old == -inf: 0 */
-                p0 = expf(s0 - m_new);
-                p1 = expf(s1 - m_new);
+        if (SPLIT) {
+            /* a lane on half a row: row r, keys 32 h .. 32 h + 31, visited
+             * from (2 r + h) mod 32 on (no two lanes in one bank) */
+            const int r = lane & 15, h = lane >> 4, qi = q0 + warp * 16 + r;
+            const float *srow = sw + r * ATT_TC_BK + h * 32;
+            T *prow = pw + r * ATT_TC_BK + h * 32;
+            float sv[32], mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 32; j++) {
+                int c = (j + 2 * r + h) & 31;
+                sv[j] = att_tc_score(srow[c], t0 + h * 32 + c, qi, a);
+                mx = fmaxf(mx, sv[j]);
             }
-            float sum = ncu_warp_sum(p0 + p1);
-            pw[r * ATT_TC_BK + lane] = ncu_t<T>(p0);
-            pw[r * ATT_TC_BK + lane + 32] = ncu_t<T>(p1);
-            if (lane == 0) { /* every lane read m_old before the shuffles above */
+            float m_old = mw[r];
+            float m_new = fmaxf(m_old, fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16)));
+            bool live = m_new != -INFINITY; /* else every key so far is masked */
+            float alpha = live ? expf(m_old - m_new) : 1.0f, sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 32; j++) {
+                int c = (j + 2 * r + h) & 31;
+                float p = live ? expf(sv[j] - m_new) : 0.0f;
+                sum += p;
+                prow[c] = ncu_t<T>(p);
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+            /* the other half read m_old before: its sum, shuffled above,
+             * depends on it */
+            if (h == 0) {
                 mw[r] = m_new;
                 lw[r] = lw[r] * alpha + sum;
                 aw[r] = alpha;
+            }
+        } else {
+            /* the online softmax, a row at a time: a lane holds keys lane and lane + 32 */
+            for (int r = 0; r < 16; r++) {
+                int qi = q0 + warp * 16 + r;
+                float s0 = att_tc_score(sw[r * ATT_TC_BK + lane], t0 + lane, qi, a);
+                float s1 = att_tc_score(sw[r * ATT_TC_BK + lane + 32], t0 + lane + 32, qi, a);
+                float m_old = mw[r];
+                float m_new = fmaxf(m_old, ncu_warp_max(fmaxf(s0, s1)));
+                float alpha = 1.0f, p0 = 0.0f, p1 = 0.0f;
+                if (m_new != -INFINITY) {        /* else every key so far is masked */
+                    alpha = expf(m_old - m_new); /* m_old == -inf: 0 */
+                    p0 = expf(s0 - m_new);
+                    p1 = expf(s1 - m_new);
+                }
+                float sum = ncu_warp_sum(p0 + p1);
+                pw[r * ATT_TC_BK + lane] = ncu_t<T>(p0);
+                pw[r * ATT_TC_BK + lane + 32] = ncu_t<T>(p1);
+                if (lane == 0) { /* every lane read m_old before the shuffles above */
+                    mw[r] = m_new;
+                    lw[r] = lw[r] * alpha + sum;
+                    aw[r] = alpha;
+                }
             }
         }
         __syncwarp();
@@ -364,10 +414,13 @@ template <typename T> static size_t att_tc_allowed()
         return allowed;
     size_t want = att_tc_layout_for(NCU_ATTN_MAX_D, sizeof(T)).total;
     size_t set = want < (size_t)optin ? want : (size_t)optin;
-    if (cudaFuncSetAttribute(k_attention_tc<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute(k_attention_tc<T, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)set) == cudaSuccess &&
-        cudaFuncSetAttribute(k_attention_tc<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)set) == cudaSuccess)
+        cudaFuncSetAttribute(k_attention_tc<T, ATT_TC_ASYNC>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)set) == cudaSuccess &&
+        cudaFuncSetAttribute(k_attention_tc<T, ATT_TC_ASYNC | ATT_TC_SPLIT>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)set) == cudaSuccess)
         allowed = set;
     else
         (void)cudaGetLastError();
@@ -389,13 +442,12 @@ template <> bool att_tc_fits<float>(int)
     return false;
 }
 
-template <typename T, bool ASYNC>
-static void launch_attention_tc(const nat_launch *l, cudaStream_t s)
+template <typename T, int MODE> static void launch_attention_tc(const nat_launch *l, cudaStream_t s)
 {
     const nat_attn_desc *d = &l->d.attn;
     att_args a = {(int)d->s, (int)d->d, d->scale, d->causal};
     dim3 grid((unsigned)((a.s + ATT_TC_BQ - 1) / ATT_TC_BQ), (unsigned)d->bh);
-    k_attention_tc<T, ASYNC>
+    k_attention_tc<T, MODE>
         <<<grid, ATT_TC_WARPS * 32, att_tc_layout_for(a.d, sizeof(T)).total, s>>>(
             (const T *)l->p[NAT_ATTN_Q], (const T *)l->p[NAT_ATTN_K], (const T *)l->p[NAT_ATTN_V],
             (T *)l->p[NAT_ATTN_O], a);
@@ -403,16 +455,22 @@ static void launch_attention_tc(const nat_launch *l, cudaStream_t s)
 
 template <typename T> static void run_attention_tc(const nat_launch *l, cudaStream_t s)
 {
-    launch_attention_tc<T, false>(l, s);
+    launch_attention_tc<T, 0>(l, s);
 }
 
 template <typename T> static void run_attention_tc_async(const nat_launch *l, cudaStream_t s)
 {
-    launch_attention_tc<T, true>(l, s);
+    launch_attention_tc<T, ATT_TC_ASYNC>(l, s);
+}
+
+template <typename T> static void run_attention_tc_split(const nat_launch *l, cudaStream_t s)
+{
+    launch_attention_tc<T, ATT_TC_ASYNC | ATT_TC_SPLIT>(l, s);
 }
 
 template <> void run_attention_tc<float>(const nat_launch *, cudaStream_t) {}
 template <> void run_attention_tc_async<float>(const nat_launch *, cudaStream_t) {}
+template <> void run_attention_tc_split<float>(const nat_launch *, cudaStream_t) {}
 
 /* The FMA kernel; the lowering picks ncu_k_attention_tc instead where
  * att_tc_fits, once per plan, not per launch. */
@@ -455,4 +513,10 @@ extern "C" void ncu_k_attention_tc_async(const nat_launch *l)
 {
     const ncu_lstate *st = ncu_st(l);
     NCU_DISPATCH(st->ctx->dtype, run_attention_tc_async, l, st->ctx->stream);
+}
+
+extern "C" void ncu_k_attention_tc_split(const nat_launch *l)
+{
+    const ncu_lstate *st = ncu_st(l);
+    NCU_DISPATCH(st->ctx->dtype, run_attention_tc_split, l, st->ctx->stream);
 }

@@ -282,7 +282,7 @@ static fb_code read_params(const fb_spec *spec, ncu_ctx *ctx, fb_err *err)
     if (!rc)
         rc = fb_spec_param_int(spec, "gelu_epilogue", 0, 0, 1, &ge, err);
     if (!rc)
-        rc = fb_spec_param_int(spec, "tc_attention", 1, 0, 2, &tc, err);
+        rc = fb_spec_param_int(spec, "tc_attention", 1, 0, 3, &tc, err);
     ctx->gelu_epilogue = ge != 0;
     ctx->tc_attention = (int)tc;
     return rc;

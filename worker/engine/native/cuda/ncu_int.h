@@ -82,7 +82,8 @@ struct ncu_ctx {
     bool tf32;          /* float32 GEMM/conv may use TF32 tensor cores */
     bool gelu_epilogue; /* float32 GELU through cuBLASLt's (tanh-form) epilogue */
     int tc_attention;   /* float16/bfloat16 attention on the tensor cores (ncu_attn.cu):
-                         * 0 off, 1 on (the default), 2 on with cp.async tile copies */
+                         * 0 off, 1 on (the default), 2 on with cp.async tile copies,
+                         * 3 with those and the softmax half a row a lane */
     cudaStream_t stream;
     cublasLtHandle_t lt;
 #ifdef NCU_HAVE_CUDNN
@@ -301,8 +302,10 @@ void ncu_k_attention(const nat_launch *l);
 /* The same on the tensor cores (k_attention_tc): the lowering's choice where
  * ncu_attention_tc_fits, made once per plan. */
 void ncu_k_attention_tc(const nat_launch *l);
-/* The same with its tiles copied by cp.async (params.tc_attention=2). */
+/* The same with its tiles copied by cp.async (params.tc_attention=2), and
+ * with that and its softmax split half a row a lane (3). */
 void ncu_k_attention_tc_async(const nat_launch *l);
+void ncu_k_attention_tc_split(const nat_launch *l);
 /* Whether attention of head dim d in dtype runs on the tensor cores when
  * ctx->tc_attention is set (16-bit storage, d a multiple of 16, compute
  * capability 8.0 or later, the shared memory to be had); the first call per

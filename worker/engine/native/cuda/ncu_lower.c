@@ -417,15 +417,20 @@ static fb_code lower_attention(ncu_ctx *ctx, int v, const nat_launch *src, fb_er
     /* the first ask also sets the tensor-core kernel's shared memory, outside
      * any capture; its launches are named so in the kernel rows */
     bool tc = ctx->tc_attention && ncu_attention_tc_fits(ctx->dtype, (int)src->d.attn.d);
-    bool async = tc && ctx->tc_attention == 2;
-    fb_code rc = lower_same(ctx, v, src,
-                            async ? ncu_k_attention_tc_async
-                            : tc  ? ncu_k_attention_tc
-                                  : ncu_k_attention,
-                            4, err);
-    if (!rc && tc)
-        ctx->plans[v].launches[ctx->plans[v].n - 1].name =
-            async ? "attention_wmma_async" : "attention_wmma";
+    /* params.tc_attention: 1 the checked kernel, 2 its cp.async tiles, 3
+     * those and the split softmax (ncu_attn.cu) */
+    static const struct {
+        nat_kernel_fn fn;
+        const char *name;
+    } forms[] = {{ncu_k_attention_tc, "attention_wmma"},
+                 {ncu_k_attention_tc_async, "attention_wmma_async"},
+                 {ncu_k_attention_tc_split, "attention_wmma_split"}};
+    int form = tc ? ctx->tc_attention - 1 : -1;
+    if (form >= (int)(sizeof forms / sizeof forms[0]))
+        form = 0;
+    fb_code rc = lower_same(ctx, v, src, form >= 0 ? forms[form].fn : ncu_k_attention, 4, err);
+    if (!rc && form >= 0)
+        ctx->plans[v].launches[ctx->plans[v].n - 1].name = forms[form].name;
     return rc;
 }
 
