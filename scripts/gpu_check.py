@@ -695,7 +695,7 @@ print(json.dumps(i))
                  ("zoo whisper_tiny bs32", "fused+graph"))):
             r = self.bench(f"tc attention {target} {setting}", target, "--dtype", "float16",
                            *args, "--param", f"tc_attention={setting}", timeout=12)
-            vs, res = variants_of(r)
+            vs, _ = variants_of(r)
             names = args[args.index("--variants") + 1].split(",")
             e, f = vs.get(names[0], {}), vs.get(names[1], {})
             old = variants_of(self.by_label.get(before[0]))[0].get(before[1])
