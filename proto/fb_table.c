@@ -426,6 +426,17 @@ void fb_table_explain(FILE *f, const cJSON *ex)
     const cJSON *ci = tb_get(w, "measured_ci95"), *groups = tb_get(ex, "groups"), *g;
     fprintf(f, "\nexplanation (docs/EXPLAIN.md): %d profiled rounds, noise threshold %.0f%%\n",
             (int)tb_int(ex, "rounds", 0, INT32_MAX, 0), 100 * tb_num(ex, "noise_threshold"));
+    /* a GPU job's: where its launch times came from, and why not CUPTI */
+    const char *lt = tb_str(ex, "launch_times", "");
+    if (lt[0]) {
+        fprintf(f, "launch times: %s", lt);
+        if (strcmp(lt, "cupti_activity") == 0)
+            fprintf(f, " (%d activity records no launch mark named)",
+                    (int)tb_int(ex, "unmarked_activity", 0, INT32_MAX, 0));
+        if (tb_str(ex, "launch_times_why", "")[0])
+            fprintf(f, " (not CUPTI: %s)", tb_str(ex, "launch_times_why", ""));
+        fputc('\n', f);
+    }
     fprintf(f,
             "waterfall: eager %.3f ms - won %.3f - lost %.3f - within noise %.3f - outside "
             "groups %.3f - overhead %.3f - unexplained %.3f = fused %.3f ms\n"

@@ -264,13 +264,19 @@ function renderExplain(ex) {
   document.getElementById("explain-none").hidden = true;
   document.getElementById("explain-body").hidden = false;
   setHead("explain-table", NATIVE_HEAD);
-  summaryList("explain-summary", [
+  const items = [
     ["measured difference", (w.measured_ms || 0).toFixed(3) + " ms, 95% CI " + ciText(w.measured_ci95)],
     ["groups", s.won + " won, " + s.lost + " lost, " + s.within_noise + " within noise"],
     ["lost, by reason", Object.entries(s.lost_by_reason || {}).map(([k, v]) => k + " " + v).join(", ") || "–"],
     ["fused kernels on the roofline", typeof s.fused_roofline_share === "number" ? (100 * s.fused_roofline_share).toFixed(0) + "%" : "–"],
     ["profiled rounds", String(ex.rounds)],
-    ["layout noise (counterfactuals)", typeof ex.layout_noise_ms === "number" ? ex.layout_noise_ms.toFixed(3) + " ms" : "–"]]);
+    ["layout noise (counterfactuals)", typeof ex.layout_noise_ms === "number" ? ex.layout_noise_ms.toFixed(3) + " ms" : "–"]];
+  // a GPU job's: where its launch times came from, and why not CUPTI
+  if (ex.launch_times)
+    items.push(["launch times", ex.launch_times +
+      (ex.launch_times === "cupti_activity" ? " (" + (ex.unmarked_activity || 0) + " activity records no launch mark named)" : "") +
+      (ex.launch_times_why ? " (not CUPTI: " + ex.launch_times_why + ")" : "")]);
+  summaryList("explain-summary", items);
   fillTable("explain-table", (ex.groups || []).map(groupRow));
   drawWaterfall(w);
   drawRoofline(ex);

@@ -195,6 +195,43 @@ static void test_table_all_ok(void **state)
     fb_spec_free(&spec);
 }
 
+/* A GPU job's explanation names where its launch times came from: CUPTI with
+ * its unmarked records, or the CUDA events and why not CUPTI; a CPU job's
+ * (no "launch_times") prints no such line. */
+static void test_table_launch_times(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json, *want;
+    } cases[] = {
+        {"{\"engine\":\"native\",\"rounds\":16,\"launch_times\":\"cupti_activity\","
+         "\"unmarked_activity\":3}",
+         "launch times: cupti_activity (3 activity records no launch mark named)\n"},
+        {"{\"engine\":\"native\",\"rounds\":16,\"launch_times\":\"cuda_events\","
+         "\"unmarked_activity\":0,\"launch_times_why\":\"CUPTI recorded none of the "
+         "iteration's 4 launch marks\"}",
+         "launch times: cuda_events (not CUPTI: CUPTI recorded none of the iteration's 4 launch "
+         "marks)\n"},
+        {"{\"engine\":\"native\",\"rounds\":16}", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *ex = cJSON_Parse(cases[i].json);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        assert_non_null(ex);
+        assert_non_null(f);
+        fb_table_explain(f, ex);
+        assert_int_equal(fclose(f), 0);
+        if (cases[i].want)
+            assert_non_null(strstr(buf, cases[i].want));
+        else
+            assert_null(strstr(buf, "launch times:"));
+        free(buf);
+        cJSON_Delete(ex);
+    }
+}
+
 /* An inductor explanation with "fusions" (worker/engine/inductor/explain.py):
  * its summary lines, one row per fusion (unknowns as "-"), the refused merges. */
 static void test_table_inductor_fusions(void **state)
@@ -275,7 +312,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_matches_run),    cmocka_unit_test(test_table_inductor_fusions),
         cmocka_unit_test(test_table_all_ok),         cmocka_unit_test(test_table_gpu_line),
-        cmocka_unit_test(test_table_reference_line),
+        cmocka_unit_test(test_table_reference_line), cmocka_unit_test(test_table_launch_times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
