@@ -195,6 +195,21 @@ static void test_table_all_ok(void **state)
     fb_spec_free(&spec);
 }
 
+/* fb_table_explain's text for an explanation given as JSON (malloc'd). */
+static char *explain_text(const char *json)
+{
+    cJSON *ex = cJSON_Parse(json);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(ex);
+    assert_non_null(f);
+    fb_table_explain(f, ex);
+    assert_int_equal(fclose(f), 0);
+    cJSON_Delete(ex);
+    return buf;
+}
+
 /* A GPU job's explanation names where its launch times came from: CUPTI with
  * its unmarked records, or the CUDA events and why not CUPTI; a CPU job's
  * (no "launch_times") prints no such line. */
@@ -215,20 +230,12 @@ static void test_table_launch_times(void **state)
         {"{\"engine\":\"native\",\"rounds\":16}", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        cJSON *ex = cJSON_Parse(cases[i].json);
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        assert_non_null(ex);
-        assert_non_null(f);
-        fb_table_explain(f, ex);
-        assert_int_equal(fclose(f), 0);
+        char *buf = explain_text(cases[i].json);
         if (cases[i].want)
             assert_non_null(strstr(buf, cases[i].want));
         else
             assert_null(strstr(buf, "launch times:"));
         free(buf);
-        cJSON_Delete(ex);
     }
 }
 
@@ -263,14 +270,7 @@ static void test_table_inductor_fusions(void **state)
         "{\"id\":\"group-abcdef012345\",\"kind\":\"kernel_group\",\"verdict\":\"won\","
         "\"kernel_ms\":17.1,\"saved_ms\":0.13,\"saved_ci95\":[0.08,0.18],"
         "\"predicted_shared_bytes\":null,\"reason\":null,\"kernel\":\"k0\"}]}}";
-    cJSON *ex = cJSON_Parse(text);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(ex);
-    assert_non_null(f);
-    fb_table_explain(f, ex);
-    assert_int_equal(fclose(f), 0);
+    char *buf = explain_text(text);
     assert_non_null(strstr(buf, "Inductor's fusions, each undone (2 decisions; 1 won, 1 lost, 0 "
                                 "no difference, 0 not measured in the 60 s budget; layout noise "
                                 "0.050 ms)\n"));
@@ -304,7 +304,6 @@ static void test_table_inductor_fusions(void **state)
                            "[0.080, 0.180]                  -  -                  k0\n"));
     assert_non_null(strstr(buf, "        4096 B  op1 + op4: exceeds max fusion\n"));
     free(buf);
-    cJSON_Delete(ex);
 }
 
 int main(void)

@@ -453,24 +453,16 @@ template <typename T, int MODE> static void launch_attention_tc(const nat_launch
             (T *)l->p[NAT_ATTN_O], a);
 }
 
-template <typename T> static void run_attention_tc(const nat_launch *l, cudaStream_t s)
+/* The lowering's launch fn for MODE: float32 never takes these
+ * (att_tc_fits<float> is false), so it has no instantiation. */
+template <int MODE> static void attention_tc(const nat_launch *l)
 {
-    launch_attention_tc<T, 0>(l, s);
+    const ncu_lstate *st = ncu_st(l);
+    if (st->ctx->dtype == NCU_F16)
+        launch_attention_tc<__half, MODE>(l, st->ctx->stream);
+    else if (st->ctx->dtype == NCU_BF16)
+        launch_attention_tc<__nv_bfloat16, MODE>(l, st->ctx->stream);
 }
-
-template <typename T> static void run_attention_tc_async(const nat_launch *l, cudaStream_t s)
-{
-    launch_attention_tc<T, ATT_TC_ASYNC>(l, s);
-}
-
-template <typename T> static void run_attention_tc_split(const nat_launch *l, cudaStream_t s)
-{
-    launch_attention_tc<T, ATT_TC_ASYNC | ATT_TC_SPLIT>(l, s);
-}
-
-template <> void run_attention_tc<float>(const nat_launch *, cudaStream_t) {}
-template <> void run_attention_tc_async<float>(const nat_launch *, cudaStream_t) {}
-template <> void run_attention_tc_split<float>(const nat_launch *, cudaStream_t) {}
 
 /* The FMA kernel; the lowering picks ncu_k_attention_tc instead where
  * att_tc_fits, once per plan, not per launch. */
@@ -505,18 +497,15 @@ extern "C" void ncu_k_attention(const nat_launch *l)
 
 extern "C" void ncu_k_attention_tc(const nat_launch *l)
 {
-    const ncu_lstate *st = ncu_st(l);
-    NCU_DISPATCH(st->ctx->dtype, run_attention_tc, l, st->ctx->stream);
+    attention_tc<0>(l);
 }
 
 extern "C" void ncu_k_attention_tc_async(const nat_launch *l)
 {
-    const ncu_lstate *st = ncu_st(l);
-    NCU_DISPATCH(st->ctx->dtype, run_attention_tc_async, l, st->ctx->stream);
+    attention_tc<ATT_TC_ASYNC>(l);
 }
 
 extern "C" void ncu_k_attention_tc_split(const nat_launch *l)
 {
-    const ncu_lstate *st = ncu_st(l);
-    NCU_DISPATCH(st->ctx->dtype, run_attention_tc_split, l, st->ctx->stream);
+    attention_tc<ATT_TC_ASYNC | ATT_TC_SPLIT>(l);
 }

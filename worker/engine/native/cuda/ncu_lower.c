@@ -425,9 +425,7 @@ static fb_code lower_attention(ncu_ctx *ctx, int v, const nat_launch *src, fb_er
     } forms[] = {{ncu_k_attention_tc, "attention_wmma"},
                  {ncu_k_attention_tc_async, "attention_wmma_async"},
                  {ncu_k_attention_tc_split, "attention_wmma_split"}};
-    int form = tc ? ctx->tc_attention - 1 : -1;
-    if (form >= (int)(sizeof forms / sizeof forms[0]))
-        form = 0;
+    int form = tc ? ctx->tc_attention - 1 : -1; /* read_params took 0..3 */
     fb_code rc = lower_same(ctx, v, src, form >= 0 ? forms[form].fn : ncu_k_attention, 4, err);
     if (!rc && form >= 0)
         ctx->plans[v].launches[ctx->plans[v].n - 1].name = forms[form].name;
