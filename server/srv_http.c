@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "fb_log.h"
@@ -29,6 +30,11 @@
 #define SRV_ADMIN_THREADS 1
 /* Seconds from a request's headers to the end of its body. */
 #define SRV_REQUEST_DEADLINE 60
+/* A streamed upload refused after its size passed (drain_refused): the most
+ * body read and dropped so that the answer is read, and the slowest it may
+ * arrive at (bytes a second, past SRV_REQUEST_DEADLINE). */
+#define SRV_DRAIN_MAX      (64LL << 20)
+#define SRV_DRAIN_MIN_RATE (256 * 1024)
 /* HTTP threads beyond the database connections: with every connection held by
  * slow reads, these still serve /healthz, /readyz and the static files (and
  * answer 503 to what needs the database once the pool wait ends). */
@@ -155,6 +161,42 @@ static void reply_refused(srv_req *r)
              what[r->refuse]);
 }
 
+/* A streamed upload its handler refused once the body's size had passed
+ * (r->drain_refusal: a quota, a name): keeps the answer until the body is in,
+ * read and dropped, then sends it.  Most clients send the whole body before
+ * they read; answered at once, the connection closes under a client still
+ * sending, whose next write meets a reset that can discard the answer unread.
+ * Answered at once all the same: a client that asked "Expect: 100-continue"
+ * (the answer takes the place of 100 Continue, the body never sent) and a body
+ * over SRV_DRAIN_MAX.  The request's database connection and stream slot go
+ * back now: dropping bytes needs neither. */
+static bool drain_refused(srv_req *r)
+{
+    const char *cl =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *expect =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    int64_t n;
+
+    if (!r->drain_refusal || (expect && strcasecmp(expect, "100-continue") == 0))
+        return false;
+    if (!cl || !srv_parse_id(cl, strlen(cl), &n) || n <= 0 || n > SRV_DRAIN_MAX)
+        return false;
+    if (r->data_free)
+        r->data_free(r->data);
+    r->data = NULL;
+    r->data_free = NULL;
+    if (r->own_db)
+        db_close(r->own_db);
+    r->own_db = r->db = NULL;
+    if (r->stream_counted)
+        atomic_fetch_sub(&r->srv->streams, 1);
+    r->stream_counted = false;
+    r->streaming = r->stream_failed = true;
+    r->deadline_s = SRV_REQUEST_DEADLINE + (int)(n / SRV_DRAIN_MIN_RATE);
+    return true;
+}
+
 /* ---- request lifecycle ---- */
 
 static srv_req *req_new(srv_ctx *ctx, bool admin, struct MHD_Connection *conn, const char *url,
@@ -261,8 +303,11 @@ static enum MHD_Result handle(srv_ctx *ctx, bool admin, struct MHD_Connection *c
         if (!r)
             return MHD_NO;
         *req_cls = r;
-        if (!r->refuse && !r->admin && r->route && r->route->stream)
-            return srv_route_stream_begin(r) ? MHD_YES : queue_reply(r);
+        if (!r->refuse && !r->admin && r->route && r->route->stream) {
+            if (srv_route_stream_begin(r) || drain_refused(r))
+                return MHD_YES;
+            return queue_reply(r);
+        }
         if (r->refuse || !declared_too_big(r))
             return MHD_YES; /* a refused one's body is read and dropped, then answered */
         r->body_too_big = true;

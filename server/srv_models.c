@@ -99,6 +99,18 @@ static bool upload_begin(srv_req *r)
     upload *up;
 
     fb_err_clear(&err);
+    if (!declared_length(r, &declared))
+        return false;
+    if (declared > limit) {
+        srv_reply_error(r, 413, "payload_too_large", NULL,
+                        "the archive is %" PRId64 " bytes, over this server's limit of %" PRId64
+                        " bytes (--max-model-bytes)",
+                        declared, limit);
+        return false;
+    }
+    /* From here a refusal is sent after the body, read and dropped: a client
+     * that sends the whole body before reading then reads the answer. */
+    r->drain_refusal = true;
     if (!name || !db_model_name_valid(name)) {
         srv_reply_error(r, 400, "invalid_argument", "name",
                         "name: 1-64 letters, digits, '.', '_' or '-', starting with a letter or "
@@ -109,15 +121,6 @@ static bool upload_begin(srv_req *r)
         srv_reply_error(r, 400, "invalid_argument", "visibility",
                         "visibility is private (only you and admins see it) or lab (everyone "
                         "signed in)");
-        return false;
-    }
-    if (!declared_length(r, &declared))
-        return false;
-    if (declared > limit) {
-        srv_reply_error(r, 413, "payload_too_large", NULL,
-                        "the archive is %" PRId64 " bytes, over this server's limit of %" PRId64
-                        " bytes (--max-model-bytes)",
-                        declared, limit);
         return false;
     }
     up = calloc(1, sizeof *up);

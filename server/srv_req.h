@@ -126,6 +126,10 @@ typedef struct srv_req {
      * on a database connection of its own (own_db, closed with the request after
      * data_free), counted in srv->streams. */
     bool streaming, stream_failed, stream_counted;
+    /* Set by a stream's begin once the body's size is known to be acceptable:
+     * a refusal after it (a quota, a name) waits for the body, read and
+     * dropped, before it is sent (srv_http.c, drain_refused). */
+    bool drain_refusal;
     db_conn *own_db;
 } srv_req;
 
@@ -134,7 +138,8 @@ typedef struct srv_req {
  * checks passed (Host, query, CSRF, authentication; r->db is then own_db, a
  * connection of the request's own: an upload may hold it for minutes, which
  * the pool's must not be); it sets a reply and returns false to refuse, and
- * the reply goes out at once, the body unread.  data gets each piece; false
+ * the reply goes out at once, the body unread (or, once begin set
+ * drain_refusal, after the body was read and dropped).  data gets each piece; false
  * stops it (a reply set), the rest is read and dropped.  end runs after the
  * last byte and sets the reply.  State lives in r->data/r->data_free, freed
  * with the request whatever happened (a client gone mid-upload included). */

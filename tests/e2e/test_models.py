@@ -13,6 +13,7 @@ leaves nothing; a missing Content-Length is 411; a viewer may not upload."""
 import hashlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -62,6 +63,45 @@ def raw_request(env, head, body=b"", read=True):
         except ConnectionResetError:
             pass
     return int(data.split()[1]) if data.startswith(b"HTTP/1.1 ") else None
+
+
+def quota_answer_waits(env, tok):
+    """A refusal past the quota waits for the body (read and dropped): a client
+    that writes its whole body before reading must read the 413, never meet a
+    reset mid-body. One that asked Expect: 100-continue gets it at once."""
+    n = 2_600_000
+    head = ("POST /api/v1/models?name=second HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Authorization: Bearer %s\r\nX-FusionBench-Client: e2e\r\n"
+            "Content-Type: application/octet-stream\r\nContent-Length: %d\r\n" % (tok, n))
+    with socket.create_connection(("127.0.0.1", env.port), timeout=30) as s:
+        s.sendall((head + "\r\n").encode())
+        s.settimeout(1.0)
+        early = b""
+        try:
+            early = s.recv(4096)
+        except socket.timeout:
+            pass
+        check_eq(early, b"", "no answer before the body is in (the refusal waits for it)")
+        s.settimeout(30)
+        s.sendall(os.urandom(n))  # every byte taken: no reset
+        data = b""
+        while b"\r\n\r\n" not in data:
+            got = s.recv(4096)
+            if not got:
+                break
+            data += got
+        head_end = data.find(b"\r\n\r\n") + 4
+        want = re.search(rb"(?i)\r\ncontent-length: *(\d+)", data[:head_end])
+        while want and len(data) - head_end < int(want.group(1)):
+            got = s.recv(4096)
+            if not got:
+                break
+            data += got
+    check(data.startswith(b"HTTP/1.1 413 "), "413 after the body: %r" % data[:80])
+    body = json.loads(data[head_end:].decode())
+    check_eq(body["error"]["code"], "storage_quota_exceeded", "the quota's answer")
+    got = raw_request(env, head + "Expect: 100-continue\r\n\r\n")
+    check_eq(got, 413, "Expect: 100-continue: the refusal at once, in place of 100 Continue")
 
 
 def counts(env):
@@ -173,6 +213,8 @@ def test(env):
              "past alice's quota (%s)" % b)
     check("over your quota of 5000000 bytes" in b["error"]["message"],
           "the message names the quota: %s" % b["error"]["message"])
+    check_eq(counts(env), (2, 4, 3), "nothing stored past the quota")
+    quota_answer_waits(env, t["alice"])
     check_eq(counts(env), (2, 4, 3), "nothing stored past the quota")
     env.sql("UPDATE users SET model_quota_bytes = 6000000 WHERE name = 'alice'")
     st, _, big = upload(env, t["alice"], "second", os.urandom(2_600_000))
