@@ -255,14 +255,19 @@ import json, os, sys
 import fusionbench as fb
 out = {}
 c = fb.Client(os.environ["URL"], os.environ["TOKEN"])
-m = c.upload_model("pyup", sys.argv[1], visibility="lab", wait=False)
+sent = []
+m = c.upload_model("pyup", sys.argv[1], visibility="lab", wait=False,
+                   progress=lambda n, size: sent.append(n))
 out["uploaded"] = [m.name, m.status, m.sha256, m.owner, m.visibility]
+out["sent"] = sent[-1:]
 out["listed"] = [x.name for x in c.models()]
 c.download_model(m.id, sys.argv[2])
+sent = []
 try:
-    c.upload_model("pyup", sys.argv[1])
+    c.upload_model("pyup", sys.argv[1], progress=lambda n, size: sent.append(n))
 except fb.ApiError as e:
     out["dup"] = [e.status, e.code, e.field]
+out["dup_sent"] = sent
 try:
     c.submit("no_such_workload")
 except fb.ApiError as e:
@@ -306,7 +311,9 @@ def python_client(env, t):
                                "lab"], "upload_model")
     check("pyup" in out["listed"], "models() lists it: %s" % out["listed"])
     check(open(back, "rb").read() == data, "download_model wrote the same bytes")
+    check_eq(out["sent"], [len(data)], "progress saw the whole body sent")
     check_eq(out["dup"], [409, "conflict", "name"], "a taken name: ApiError(409, conflict, name)")
+    check_eq(out["dup_sent"], [], "refused from its headers (Expect: 100-continue): no body sent")
     check_eq(out["unknown"], [422, "unknown_workload"], "an unknown workload: ApiError(422)")
     check_eq(out["badtoken"], [401, "unauthenticated"], "a wrong token: ApiError(401)")
     check_eq(out["job"][0], "succeeded", "submit().wait(): %s" % out["job"])

@@ -19,6 +19,7 @@ import hashlib
 import http.client
 import json
 import os
+import select
 import shutil
 import struct
 import tempfile
@@ -30,6 +31,8 @@ __all__ = ["ApiError", "Client", "Job", "Model"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 PIECE = 1 << 20  # bytes read from a file per send
+CONTINUE_WAIT = 5.0  # seconds an upload waits for 100 Continue before sending anyway
+HEAD_MAX = 1 << 16  # the most bytes of an answer's head read before sending a body
 
 
 class ApiError(Exception):
@@ -86,17 +89,56 @@ class Client:
 
     @staticmethod
     def _answer(r):
-        body = r.read()
+        return Client._doc(r.status, r.read())
+
+    @staticmethod
+    def _doc(status, body):
         try:
             doc = json.loads(body) if body else None
         except ValueError:
             doc = None
-        if r.status >= 400:
+        if status >= 400:
             err = (doc or {}).get("error") or {} if isinstance(doc, dict) else {}
-            raise ApiError(r.status, err.get("code", "http_%d" % r.status),
+            raise ApiError(status, err.get("code", "http_%d" % status),
                            err.get("message", body[:300].decode("utf-8", "replace")),
                            err.get("field"))
         return doc
+
+    @staticmethod
+    def _early_answer(c):
+        """After an upload's headers, sent with Expect: 100-continue: None to send
+        the body (100 Continue came, or no word within CONTINUE_WAIT: RFC 9110
+        10.1.1), else the server's (status, body), its answer to the headers
+        alone (a quota, a taken name): the body is then never sent."""
+        sock = c.sock
+        if not select.select([sock], [], [], CONTINUE_WAIT)[0]:
+            return None
+        head = b""
+        while b"\r\n\r\n" not in head:  # byte by byte: nothing past the head is taken
+            b = sock.recv(1)
+            if not b or len(head) >= HEAD_MAX:
+                raise ApiError(502, "bad_gateway", "the server's answer to an upload's headers "
+                               "ended early or ran past %d bytes" % HEAD_MAX)
+            head += b
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            status = int(lines[0].split()[1])
+        except (IndexError, ValueError):
+            raise ApiError(502, "bad_gateway", "not an HTTP status line: %r" % lines[0][:80])
+        if status == 100:
+            return None
+        length = 0
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            if k.strip().lower() == "content-length" and v.strip().isdigit():
+                length = int(v.strip())
+        body = b""
+        while len(body) < min(length, HEAD_MAX):
+            b = sock.recv(min(length, HEAD_MAX) - len(body))
+            if not b:
+                break
+            body += b
+        return status, body
 
     def request(self, method, path, body=None, query=None):
         """One API call; the answer's JSON (None when empty).  ApiError on 4xx/5xx."""
@@ -155,9 +197,14 @@ class Client:
         try:
             c.putrequest("POST", self._p.path.rstrip("/") + "/api/v1/models?" + q)
             for k, v in self._headers({"Content-Type": "application/octet-stream",
-                                       "Content-Length": str(size)}).items():
+                                       "Content-Length": str(size),
+                                       "Expect": "100-continue"}).items():
                 c.putheader(k, v)
             c.endheaders()
+            early = self._early_answer(c)
+            if early:  # refused from the headers: not a byte of the body sent
+                self._doc(*early)
+                raise ApiError(early[0], "http_%d" % early[0], "answered before the body")
             sent = 0
             with open(path, "rb") as f:
                 while True:
@@ -168,7 +215,7 @@ class Client:
                     try:
                         c.send(b)
                     except (BrokenPipeError, ConnectionResetError):
-                        break  # refused from its headers: the answer says why
+                        break  # refused mid-body: the answer says why
                     sent += len(b)
                     if progress:
                         progress(sent, size)
