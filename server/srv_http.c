@@ -165,7 +165,8 @@ static void reply_refused(srv_req *r)
  * (r->drain_refusal: a quota, a name): keeps the answer until the body is in,
  * read and dropped, then sends it.  Most clients send the whole body before
  * they read; answered at once, the connection closes under a client still
- * sending, whose next write meets a reset that can discard the answer unread.
+ * sending, whose next write fails (a broken pipe, a reset), and many give up
+ * there without reading the answer (Python's urllib does).
  * Answered at once all the same: a client that asked "Expect: 100-continue"
  * (the answer takes the place of 100 Continue, the body never sent) and a body
  * over SRV_DRAIN_MAX.  The request's database connection and stream slot go

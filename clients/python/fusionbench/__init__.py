@@ -19,8 +19,8 @@ import hashlib
 import http.client
 import json
 import os
-import select
 import shutil
+import socket
 import struct
 import tempfile
 import time
@@ -111,9 +111,14 @@ class Client:
         10.1.1), else the server's (status, body), its answer to the headers
         alone (a quota, a taken name): the body is then never sent."""
         sock = c.sock
-        if not select.select([sock], [], [], CONTINUE_WAIT)[0]:
+        keep = sock.gettimeout()
+        sock.settimeout(CONTINUE_WAIT)  # a timeout on recv, not select: TLS has records
+        try:                            # of its own (session tickets) before any answer
+            head = sock.recv(1)
+        except socket.timeout:
             return None
-        head = b""
+        finally:
+            sock.settimeout(keep)
         while b"\r\n\r\n" not in head:  # byte by byte: nothing past the head is taken
             b = sock.recv(1)
             if not b or len(head) >= HEAD_MAX:
