@@ -349,6 +349,7 @@ def inside():
     gpu = ({"n_regs": 200, "n_spills": 0}, [{"n_regs": 64, "n_spills": 0}])
     r, _ = explain.reason_of(d, "tl.load", ["tl.load"], 2.0, 1.0, 0, 0, gpu)
     c.check(r == "register_pressure", "Triton: 200 registers against 64: register_pressure")
+    occupancy_rules(c, d)
     la = types.SimpleNamespace(n_regs=40, n_spills=0, shared=1024,
                                config=types.SimpleNamespace(num_warps=4))
     mod = types.SimpleNamespace(triton_poi_fused_0=types.SimpleNamespace(launchers=[la]),
@@ -384,7 +385,88 @@ def inside():
     c.check(not b.allows(), "12 s left, 10 s expected: not started, a step may cost more "
             "than the most before it (STEP_ROOM %.2f)" % explain.STEP_ROOM)
     replay_count(c)
+    device_rows(c)
     c.done()
+
+
+def device_rows(c):
+    """measure.kernel_rows: on CUDA a kernel's time is its device time (the
+    CPU side's is the launch), an op that ran nothing there has no row; a
+    CUDA profile with no device time keeps the CPU side's and says so; the
+    CPU's rows are the CPU side's.  device_busy_ms sums the device events."""
+    import measure
+    from torch.autograd import DeviceType
+
+    class Ev:
+        def __init__(self, name, cpu_us, dev_us, dev=DeviceType.CPU):
+            self.name, self.cpu_time_total, self.device_time_total = name, cpu_us, dev_us
+            self.device_type = dev
+            self.time_range = types.SimpleNamespace(elapsed_us=lambda: dev_us)
+    evs = [Ev("graph_0_triton_poi_fused_relu_0", 40.0, 900.0),
+           Ev("graph_0_triton_poi_fused_relu_0", 30.0, 700.0),
+           Ev("aten::view", 5.0, 0.0), Ev("aten::mm", 20.0, 2500.0)]
+    ops = {"triton_poi_fused_relu_0": ["aten.relu"]}
+    rows, src = measure.kernel_rows(evs, ops, "cuda")
+    c.check(sorted(rows) == ["aten::mm", "triton_poi_fused_relu_0"],
+            "CUDA: rows for what ran on the device only, no aten::view (%s)" % sorted(rows))
+    r = rows["triton_poi_fused_relu_0"]
+    c.check(r["count"] == 2 and abs(r["total_ms"] - 1.6) < 1e-9 and r["generated"] and
+            abs(rows["aten::mm"]["total_ms"] - 2.5) < 1e-9,
+            "CUDA: device times (0.9 + 0.7 ms; 2.5 ms), not the launches' 0.07 ms (%s)" % rows)
+    c.check("device_time_total" in src and "CUPTI" in src, "CUDA source: %s" % src)
+    cpu_only = [Ev(e.name, e.cpu_time_total, 0.0) for e in evs]
+    rows, src = measure.kernel_rows(cpu_only, ops, "cuda")
+    c.check(abs(rows["triton_poi_fused_relu_0"]["total_ms"] - 0.07) < 1e-9 and
+            "aten::view" in rows and "no device time" in src,
+            "CUDA without device time: the launches' CPU time, said (%s)" % src)
+    rows, src = measure.kernel_rows(evs, ops, "cpu")
+    c.check(abs(rows["aten::mm"]["total_ms"] - 0.02) < 1e-9 and "aten::view" in rows and
+            src.endswith("CPU"), "CPU: the CPU side's times (%s)" % src)
+    dev = [Ev("triton_poi_fused_relu_0", 0.0, 300.0, DeviceType.CUDA),
+           Ev("Memcpy HtoD (Pageable -> Device)", 0.0, 100.0, DeviceType.CUDA),
+           Ev("cudaGraphLaunch", 15.0, 0.0)]
+    c.check(abs(measure.device_busy_ms(dev) - 0.4) < 1e-9 and
+            measure.device_busy_ms(dev[2:]) is None,
+            "a replay's device busy time: 0.3 + 0.1 ms; none recorded: None")
+
+
+def occupancy_rules(c, d):
+    """explain.occupancy as CUDA's occupancy calculator computes it on an
+    H100's SM, and the low_occupancy rule on given Triton metadata."""
+    import explain
+    h100 = types.SimpleNamespace(major=9, minor=0, regs_per_multiprocessor=65536,
+                                 max_threads_per_multi_processor=2048,
+                                 shared_memory_per_multiprocessor=233472, warp_size=32)
+    lim = explain.device_limits(h100)
+    c.check(lim == {"regs": 65536, "threads": 2048, "shared": 233472, "warp": 32, "blocks": 32},
+            "device limits of an H100 (%s)" % lim)
+    c.check(explain.device_limits(types.SimpleNamespace(**dict(vars(h100), minor=6, major=8)))
+            ["blocks"] == 16, "compute capability 8.6: 16 blocks an SM")
+    occ = explain.occupancy
+    c.check(occ({"num_warps": 4, "n_regs": 32, "shared": 0}, lim) == (1.0, "registers"),
+            "32 registers, 4 warps: 16 blocks, every warp slot (registers and warps tie)")
+    # 255 registers: 8192 a warp (in 256s), 8 warps an SM, one 8-warp block
+    c.check(occ({"num_warps": 8, "n_regs": 255, "shared": 0}, lim) == (0.125, "registers"),
+            "255 registers, 8 warps: one block, 12.5%")
+    # 100000 B shared + 1 KiB reserved: 2 blocks of 4 warps
+    c.check(occ({"num_warps": 4, "n_regs": 32, "shared": 100000}, lim) == (0.125,
+                                                                           "shared_memory"),
+            "100000 B of shared memory a block: 2 blocks, 12.5%")
+    c.check(occ({"n_regs": 32}, lim) is None and occ({"num_warps": 4}, None) is None,
+            "no num_warps, or no device: no occupancy")
+    fused = {"n_regs": 255, "n_spills": 0, "shared": 0, "num_warps": 8}
+    part = {"n_regs": 64, "n_spills": 0, "shared": 0, "num_warps": 4}
+    r, ev = explain.reason_of(d, "tl.load", ["tl.load"], 2.0, 1.0, 0, 0, (fused, [part]),
+                              limits=lim)
+    c.check(r == "low_occupancy" and ev["occupancy"] == {"fused": [0.125, "registers"],
+                                                         "unfused": [[0.5, "registers"]]},
+            "12.5%% against 50%%, by registers: low_occupancy (%s %s)" % (r, ev.get("occupancy")))
+    r, ev = explain.reason_of(d, "tl.load", ["tl.load"], 2.0, 1.0, 0, 0, (fused, [fused]),
+                              limits=lim)
+    c.check(r != "low_occupancy" and ev["occupancy"]["unfused"] == [[0.125, "registers"]],
+            "as low as its parts: not the fusion's doing (%s)" % r)
+    r, _ = explain.reason_of(d, "tl.load", ["tl.load"], 2.0, 1.0, 0, 0, (fused, [part]))
+    c.check(r == "register_pressure", "without the device's limits: register_pressure (%s)" % r)
 
 
 def replay_count(c):

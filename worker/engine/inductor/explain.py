@@ -317,21 +317,93 @@ def triton_facts(names, modules=None):
 
 # ---- reasons ----
 
-REASONS = ("library_path_lost", "register_spills", "register_pressure", "lost_vectorization",
-           "recompute", "kernel_slowdown", "unexplained")
+REASONS = ("library_path_lost", "register_spills", "low_occupancy", "register_pressure",
+           "lost_vectorization", "recompute", "kernel_slowdown", "fresh_allocation",
+           "unexplained")
 # A fused Triton kernel under register pressure: this many registers a thread
 # and more than REGS_X times the most any of its unfused kernels needs.
 REGS_HIGH, REGS_X = 128, 1.5
+# A fused Triton kernel with low occupancy: under OCC_LOW of the warps an SM
+# holds, at most OCC_X times the least of its unfused kernels', limited by its
+# registers or its shared memory (what fusing grows).
+OCC_LOW, OCC_X = 0.25, 0.5
+# Registers are allocated to a warp in units of this many; the runtime keeps
+# this much shared memory of an SM for each resident block (compute
+# capability 8.0 and later).
+REG_UNIT, SHARED_RESERVED = 256, 1024
 
 
-def _gpu_rule(gpu):
-    """register_spills / register_pressure from the Triton metadata
-    (base, [unfused]) of a lost fusion, else None."""
+def device_limits(props=None):
+    """What bounds residency on an SM of the CUDA device (registers, threads,
+    shared memory, warp size, blocks), from torch.cuda.get_device_properties
+    (props: those instead), or None without a device."""
+    if props is None:
+        try:
+            import torch
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        except Exception:  # no CUDA here
+            return None
+    cc = (props.major, props.minor)
+    # the most resident blocks an SM holds (CUDA's occupancy calculator)
+    blocks = 16 if cc in ((7, 5), (8, 6), (8, 7), (8, 9)) else 32
+    try:
+        return {"regs": props.regs_per_multiprocessor,
+                "threads": props.max_threads_per_multi_processor,
+                "shared": props.shared_memory_per_multiprocessor,
+                "warp": props.warp_size, "blocks": blocks}
+    except AttributeError:  # a PyTorch that does not report them
+        return None
+
+
+def occupancy(meta, lim):
+    """(theoretical occupancy, what limits it) of a compiled Triton kernel on
+    the device lim describes (device_limits), as CUDA's occupancy calculator
+    computes it: the resident warps an SM holds over the most it could, by the
+    blocks its registers (allocated per warp in REG_UNIT registers), its shared
+    memory (and SHARED_RESERVED a block), its warps per block and the block
+    limit allow, the least of them; None without num_warps."""
+    warps = (meta or {}).get("num_warps")
+    if not lim or not warps:
+        return None
+    most = lim["threads"] // lim["warp"]
+    fit = {"registers": None, "shared_memory": None, "warps": most // warps,
+           "blocks": lim["blocks"]}
+    regs = meta.get("n_regs") or 0
+    if regs:
+        per_warp = -(-regs * lim["warp"] // REG_UNIT) * REG_UNIT
+        fit["registers"] = lim["regs"] // per_warp // warps
+    if meta.get("shared"):
+        fit["shared_memory"] = lim["shared"] // (meta["shared"] + SHARED_RESERVED)
+    order = list(fit)
+    which = min((k for k in fit if fit[k] is not None), key=lambda k: (fit[k], order.index(k)))
+    return fit[which] * warps / most, which
+
+
+def _occupancy_evidence(gpu, lim):
+    """{"fused": [occupancy, limiter], "unfused": [...]} of a lost fusion's
+    Triton kernels, or None when it cannot be computed."""
+    if not lim or not gpu or not gpu[0]:
+        return None
+    fused = occupancy(gpu[0], lim)
+    if fused is None:
+        return None
+    return {"fused": list(fused),
+            "unfused": [list(o) for o in (occupancy(c, lim) for c in gpu[1]) if o]}
+
+
+def _gpu_rule(gpu, occ=None):
+    """register_spills / low_occupancy / register_pressure from the Triton
+    metadata (base, [unfused]) of a lost fusion and its occupancy
+    (_occupancy_evidence), else None."""
     if not gpu or not gpu[0] or not gpu[1]:
         return None
     b, cfs = gpu
     if (b.get("n_spills") or 0) > 0 and all((c.get("n_spills") or 0) == 0 for c in cfs):
         return "register_spills"
+    if occ and occ["unfused"]:
+        (fo, limit), least = occ["fused"], min(o for o, _ in occ["unfused"])
+        if limit in ("registers", "shared_memory") and fo < OCC_LOW and fo <= OCC_X * least:
+            return "low_occupancy"
     most = max((c.get("n_regs") or 0) for c in cfs)
     if (b.get("n_regs") or 0) >= REGS_HIGH and b["n_regs"] > REGS_X * most:
         return "register_pressure"
@@ -339,7 +411,7 @@ def _gpu_rule(gpu):
 
 
 def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gpu=None,
-              allocs=None):
+              allocs=None, limits=None):
     """The first rule that holds for a lost decision d, and the evidence.
 
     base_src: source of the kernel holding d in the job's compile; cf_srcs:
@@ -347,18 +419,22 @@ def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gp
     their profiled times; *_externs: library calls (extern kernels) in each
     compile; gpu: (Triton metadata of the fused kernel, [of the unfused
     ones]) on CUDA (triton_facts), else None; allocs: (alloc_facts of the
-    job's compile, of the counterfactual's), or None."""
+    job's compile, of the counterfactual's), or None; limits: the device's
+    (device_limits), for the kernels' occupancy."""
     bf = code_facts(base_src)
     cfs = [code_facts(s) for s in cf_srcs if s is not None]
     ev = {"fused_kernel": bf, "unfused_kernels": cfs, "fused_kernel_ms": base_ms,
           "unfused_kernels_ms": cf_ms, "extern_calls": [base_externs, cf_externs]}
     if allocs:
         ev["allocated_per_call"] = {"fused": allocs[0], "unfused": allocs[1]}
+    occ = _occupancy_evidence(gpu, limits)
     if gpu:
         ev["triton"] = {"fused": gpu[0], "unfused": gpu[1]}
+    if occ:
+        ev["occupancy"] = occ
     if d.get("kind") in ("epilogue", "prologue") and cf_externs > base_externs:
         return "library_path_lost", ev
-    rule = _gpu_rule(gpu)
+    rule = _gpu_rule(gpu, occ)
     if rule:
         return rule, ev
     if bf and cfs:
@@ -780,6 +856,7 @@ def _reasons(ctx, lost, by_id):
     base_src = kernel_sources(ctx.base_codes)
     # (on a GPU the caching allocator hands a call its buffers back: no rule)
     base_alloc = None if ctx.device == "cuda" else ctx.base_alloc()
+    limits = device_limits() if ctx.device == "cuda" else None
     for e in lost:
         r = e.get("_r")
         d = by_id[e["id"]]
@@ -804,7 +881,7 @@ def _reasons(ctx, lost, by_id):
                                [cf_src.get(k) for k in cf_kernels],
                                base_ms, cf_ms,
                                ctx.base_externs, cf["externs"], gpu,
-                               base_alloc and (base_alloc, alloc_facts(cf["codes"])))
+                               base_alloc and (base_alloc, alloc_facts(cf["codes"])), limits)
         ev["unfused_kernel_names"] = cf_kernels
         e["reason"], e["evidence"] = reason, ev
 

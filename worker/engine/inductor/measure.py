@@ -192,6 +192,55 @@ def replay_kernels(events):
     return n or None
 
 
+def _device_ms(e):
+    """The device time (ms) of the kernels e launched, its children's included:
+    torch.profiler's CUDA activity, which Kineto records through CUPTI and
+    joins to the launching op by correlation id."""
+    us = getattr(e, "device_time_total", None)
+    if us is None:  # a PyTorch before the rename
+        us = getattr(e, "cuda_time_total", 0.0)
+    return (us or 0.0) / 1e3
+
+
+def kernel_rows(events, kernel_ops, device):
+    """({kernel name: row}, time source) of an iteration's kernel events
+    (_kernel_events): a row's count, total_ms, ops, generated.  On CUDA a row's
+    time is its kernels' device time, not the CPU side's, which is only the
+    launch, and an op that ran nothing on the device has no row; a CUDA
+    profile with no device time at all (the activity not recorded) keeps the
+    CPU side's, and says so."""
+    events = list(events)
+    on_device = device == "cuda" and any(_device_ms(e) > 0 for e in events)
+    if on_device:
+        source = "torch.profiler device_time_total (CUPTI kernel times via Kineto), CUDA"
+    elif device == "cuda":
+        source = ("torch.profiler cpu_time_total (inclusive): launch times, the profile "
+                  "recorded no device time")
+    else:
+        source = "torch.profiler cpu_time_total (inclusive), CPU"
+    rows = {}
+    for e in events:
+        if on_device and _device_ms(e) <= 0:
+            continue  # ran nothing on the device (a view, a shape op): not a kernel there
+        name = _KERNEL_PREFIX.sub("", e.name)
+        generated = name in kernel_ops
+        ops = kernel_ops.get(name, [] if generated else [e.name.replace("::", ".")])
+        r = rows.setdefault(name, {"name": name, "count": 0, "total_ms": 0.0, "ops": ops,
+                                   "generated": generated})
+        r["count"] += 1
+        r["total_ms"] += _device_ms(e) if on_device else e.cpu_time_total / 1e3
+    return rows, source
+
+
+def device_busy_ms(events):
+    """The device's busy time (ms) in a profile: its kernels', copies' and
+    sets' durations summed (a CUDA graph replay's, which no op on the CPU side
+    stands for), or None when it recorded none."""
+    cuda = torch.autograd.DeviceType.CUDA
+    ms = sum(e.time_range.elapsed_us() for e in events if e.device_type == cuda) / 1e3
+    return ms or None
+
+
 # Profiled iterations per variant; the fastest one is reported (the profiler's
 # own overhead and other tenants only ever add time).
 PROFILE_TRIES = 3
@@ -220,15 +269,8 @@ def profile_once(fn, inputs, device, kernel_ops):
         ms = (time.perf_counter_ns() - t0) / 1e6
         if ms < wall_ms:
             prof, wall_ms = p, ms
-    rows = {}
-    for e in _kernel_events(prof):
-        name = _KERNEL_PREFIX.sub("", e.name)
-        generated = name in kernel_ops
-        ops = kernel_ops.get(name, [] if generated else [e.name.replace("::", ".")])
-        r = rows.setdefault(name, {"name": name, "count": 0, "total_ms": 0.0, "ops": ops,
-                                   "generated": generated})
-        r["count"] += 1
-        r["total_ms"] += e.cpu_time_total / 1e3
+    kevs = _kernel_events(prof)
+    rows, source = kernel_rows(kevs, kernel_ops, device)
     cats = {}
     for r in rows.values():
         r["category"] = _category(r["name"], r["ops"], r["generated"])
@@ -237,13 +279,13 @@ def profile_once(fn, inputs, device, kernel_ops):
     busy = sum(r["total_ms"] for r in rows.values())
     peak, held = peak_breakdown(prof, device)
     kernels = sum(r["count"] for r in rows.values())
-    if _REPLAY in rows:  # the rows are the CPU side's: the launch, not what it ran
+    if any(e.name == _REPLAY for e in kevs):  # a launch, not what it ran
         kernels = replay_kernels(prof.events())
+        busy = device_busy_ms(prof.events()) or busy
     return {"kernels": kernels, "kernel_time_ms": busy,
             "busy_ms": busy, "idle_ms": max(0.0, wall_ms - busy), "wall_ms": wall_ms,
             "categories_ms": cats, "rows": sorted(rows.values(), key=lambda r: -r["total_ms"]),
-            "peak_alloc_bytes": peak, "peak_held_by": held,
-            "time_source": "torch.profiler cpu_time_total (inclusive), CPU"}
+            "peak_alloc_bytes": peak, "peak_held_by": held, "time_source": source}
 
 
 # The ops named in a peak's breakdown; the rest are summed as "other".
