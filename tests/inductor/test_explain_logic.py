@@ -350,6 +350,7 @@ def inside():
     r, _ = explain.reason_of(d, "tl.load", ["tl.load"], 2.0, 1.0, 0, 0, gpu)
     c.check(r == "register_pressure", "Triton: 200 registers against 64: register_pressure")
     occupancy_rules(c, d)
+    roofline(c, explain)
     la = types.SimpleNamespace(n_regs=40, n_spills=0, shared=1024,
                                config=types.SimpleNamespace(num_warps=4))
     mod = types.SimpleNamespace(triton_poi_fused_0=types.SimpleNamespace(launchers=[la]),
@@ -428,6 +429,46 @@ def device_rows(c):
     c.check(abs(measure.device_busy_ms(dev) - 0.4) < 1e-9 and
             measure.device_busy_ms(dev[2:]) is None,
             "a replay's device busy time: 0.3 + 0.1 ms; none recorded: None")
+
+
+def roofline(c, explain):
+    """explain.roofline_evidence on given figures, then a lost fusion on a
+    (faked) CUDA device: its evidence carries each kernel's bytes over its
+    device time against the copy bandwidth."""
+    import decisions
+    r = explain.roofline_evidence(4000.0, (8e6, 0.01), [(4e6, 0.002), (None, 0.001)])
+    c.check(abs(r["fused"]["gbps"] - 800.0) < 1e-6 and abs(r["fused"]["share"] - 0.2) < 1e-9 and
+            abs(r["unfused"][0]["gbps"] - 2000.0) < 1e-6 and
+            abs(r["unfused"][0]["share"] - 0.5) < 1e-9 and r["unfused"][1]["gbps"] is None,
+            "8 MB in 10 us: 800 GB/s, 20%% of 4000; 4 MB in 2 us: 50%%; no bytes: none (%s)" % r)
+    c.check(explain.roofline_evidence(4000.0, (None, 0.01), [(None, 0.002)]) is None,
+            "no byte figure anywhere: no roofline evidence")
+    c.check(explain.roofline_evidence(None, (8e6, 0.01), [])["fused"]["share"] is None,
+            "no copy bandwidth (the CPU): GB/s without a share")
+    c.check(decisions.kernel_bytes(types.SimpleNamespace(
+        estimate_kernel_num_bytes=lambda: 1234.0)) == 1234 and
+        decisions.kernel_bytes(object()) is None and decisions.kernel_bytes(None) is None,
+        "kernel_bytes: Inductor's estimate, else None (never a failed compile)")
+    ctx, _ = fake_ctx(explain, [0.5, -0.3])
+    plain = ctx.compile_cf
+
+    def compile_cf(ids):
+        cf = plain(ids)
+        if ids == ["fuse-%012x" % 1]:
+            cf["kernels"] = [{"name": "ka1", "keys": {"a1"}, "bytes": 4_000_000},
+                             {"name": "kb1", "keys": {"b1"}, "bytes": 4_000_000}]
+        return cf
+    ctx.compile_cf = compile_cf
+    ctx.device, ctx.copy_gbps, ctx.kernel_bytes = "cuda", 4000.0, {"k1": 6_000_000}
+    ctx.profile_fn = lambda fn, kops: {"times": {"k1": 0.01, "ka1": 0.002, "kb1": 0.003},
+                                       "peak": None}
+    out = explain.explain(ctx, budget_s=60)
+    e = {x["id"]: x for x in out["fusions"]}["fuse-%012x" % 1]
+    roof = (e.get("evidence") or {}).get("roofline") or {}
+    c.check(e["verdict"] == "lost" and abs(roof["fused"]["share"] - 0.15) < 1e-9 and
+            [round(u["share"], 3) for u in roof["unfused"]] == [0.5, 0.333],
+            "a lost fusion on CUDA: 6 MB in 10 us is 15%% of the copy, its parts 50%% and "
+            "33%% (%s %s)" % (e["verdict"], roof))
 
 
 def occupancy_rules(c, d):

@@ -248,7 +248,10 @@ class Recorder:
                                    "template": bool(node.is_template())})
         g["done"] = True
 
-    def on_kernel(self, name, nodes, finals=None):
+    def on_kernel(self, name, nodes, finals=None, nbytes=None):
+        """A generated kernel: its name, the scheduler nodes it computes, the
+        C++ kernel group's fused nodes (finals) and, for a Triton kernel, the
+        bytes Inductor estimates it reads and writes (nbytes)."""
         if not self.graphs:
             return
         g = self.graphs[-1]
@@ -256,7 +259,7 @@ class Recorder:
         for n in nodes:
             if hasattr(n, "get_nodes"):
                 keys.update(base_key(b) for b in n.get_nodes())
-        g["kernels"].append({"name": name, "keys": keys})
+        g["kernels"].append({"name": name, "keys": keys, "bytes": nbytes})
         if finals and len(finals) >= 2:
             g["groups"][name] = [list(f) for f in finals]
 
@@ -396,13 +399,26 @@ def install_hooks():
             name = triton_define(self, src_code, node_schedule, *a, **kw)
             if Recorder.current is not None:
                 Recorder.current.on_kernel(name, [n for n in node_schedule
-                                                  if hasattr(n, "get_nodes")])
+                                                  if hasattr(n, "get_nodes")],
+                                           nbytes=kernel_bytes(a[0] if a else kw.get("kernel")))
             return name
 
         TritonScheduling.define_kernel = triton_define_hook
     except ImportError:  # no Triton: CPU kernels only
         pass
     _hooks["installed"] = True
+
+
+def kernel_bytes(kernel):
+    """The bytes a generated Triton kernel reads and writes, as Inductor
+    estimates them for its own bandwidth figures (the kernel's
+    estimate_kernel_num_bytes: each argument's buffer once, a sliced one by
+    its slices), or None where this PyTorch has no such estimate."""
+    try:
+        n = kernel.estimate_kernel_num_bytes()
+        return int(n) if n is not None else None
+    except Exception:  # an older or newer kernel class: no figure, never a failed compile
+        return None
 
 
 # ---- undo requests ----

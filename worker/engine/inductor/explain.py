@@ -391,6 +391,22 @@ def _occupancy_evidence(gpu, lim):
             "unfused": [list(o) for o in (occupancy(c, lim) for c in gpu[1]) if o]}
 
 
+def roofline_evidence(copy_gbps, fused, unfused):
+    """Each kernel's bytes (Inductor's estimate, decisions.kernel_bytes) over
+    its device time against the device's measured copy bandwidth: fused is
+    (bytes, ms) of the fused kernel, unfused [(bytes, ms)] of the kernels
+    holding its members once undone.  {"copy_gbps", "fused": {bytes, ms,
+    gbps, share}, "unfused": [...]}, share the fraction of the copy
+    bandwidth; None when no kernel has a byte figure."""
+    def one(b, ms):
+        gbps = b / (ms * 1e-3) / 1e9 if b and ms and ms > 0 else None
+        return {"bytes": b, "ms": ms, "gbps": gbps,
+                "share": gbps / copy_gbps if gbps is not None and copy_gbps else None}
+    if fused[0] is None and all(b is None for b, _ in unfused):
+        return None
+    return {"copy_gbps": copy_gbps, "fused": one(*fused), "unfused": [one(*u) for u in unfused]}
+
+
 def _gpu_rule(gpu, occ=None):
     """register_spills / low_occupancy / register_pressure from the Triton
     metadata (base, [unfused]) of a lost fusion and its occupancy
@@ -476,6 +492,10 @@ class Ctx:
     clock, inputs, sync, device
     kernel_ms      {kernel name: ms} of the job's profiled iteration
     base_ms        the job's inductor median (ms)
+    kernel_bytes   {kernel name: bytes} of the job's Triton kernels (Inductor's
+                   estimate; decisions.kernel_bytes)
+    copy_gbps      the device's measured copy bandwidth (GB/s, read + write),
+                   or None (the CPU)
     """
 
     def __init__(self, **kw):
@@ -489,6 +509,8 @@ class Ctx:
         self.knobs = []
         self.compile_knob = None
         self.base_ms = float("nan")
+        self.kernel_bytes = {}
+        self.copy_gbps = None
         self.__dict__.update(kw)
         self._base_alloc = None
 
@@ -883,6 +905,13 @@ def _reasons(ctx, lost, by_id):
                                ctx.base_externs, cf["externs"], gpu,
                                base_alloc and (base_alloc, alloc_facts(cf["codes"])), limits)
         ev["unfused_kernel_names"] = cf_kernels
+        if ctx.device == "cuda":
+            nbytes = {k["name"]: k.get("bytes") for k in cf["kernels"]}
+            roof = roofline_evidence(
+                ctx.copy_gbps, (ctx.kernel_bytes.get(d.get("kernel")), base_ms),
+                [(nbytes.get(k), (times or {}).get(k)) for k in cf_kernels])
+            if roof:
+                ev["roofline"] = roof
         e["reason"], e["evidence"] = reason, ev
 
 

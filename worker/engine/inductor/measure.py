@@ -241,6 +241,34 @@ def device_busy_ms(events):
     return ms or None
 
 
+# The buffer device_copy_gbps copies: far beyond any GPU's L2 (50-126 MB).
+COPY_BYTES = 1 << 28
+
+
+def device_copy_gbps(nbytes=COPY_BYTES, reps=5):
+    """The CUDA device's copy bandwidth, GB/s of reads and writes together
+    (the memory roofline the GPU check's gpu_copy_bw measures too): the
+    fastest of reps device-to-device copies of nbytes, timed by CUDA events;
+    None without CUDA or without the memory."""
+    try:
+        src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        dst.copy_(src)
+        best = float("inf")
+        for _ in range(reps):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            dst.copy_(src)
+            e1.record()
+            e1.synchronize()
+            best = min(best, e0.elapsed_time(e1))
+        del src, dst
+        torch.cuda.empty_cache()
+        return 2 * nbytes / (best * 1e-3) / 1e9 if best > 0 else None
+    except (RuntimeError, AssertionError):  # no CUDA, or no room for it
+        return None
+
+
 # Profiled iterations per variant; the fastest one is reported (the profiler's
 # own overhead and other tenants only ever add time).
 PROFILE_TRIES = 3

@@ -874,7 +874,9 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                       base_kernel_ops={k["name"]: k["aten_ops"] for k in figs.get("kernels", [])},
                       base_ms=explain.median(base.samples),
                       base_peak=prof.get("peak_alloc_bytes"),
-                      base_externs=figs["extern_calls"], device=req["device"])
+                      base_externs=figs["extern_calls"], device=req["device"],
+                      kernel_bytes={k["name"]: k.get("bytes") for k in figs.get("_kernels", [])},
+                      copy_gbps=measure.device_copy_gbps() if req["device"] == "cuda" else None)
     left = req.get("timeout_s", 600) - (time.monotonic() - STARTED) - EXPLAIN_MARGIN_S
     budget = explain.job_budget(req["params"].get("time_budget_s"), spent_s, left)
     ok_v = {v.name: v for v in variants if v.status == "ok" and len(v.samples) >= 2}
