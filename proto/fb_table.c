@@ -339,22 +339,30 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
                 "Inductor's cost model over the %d units measured (a fusion alone, or a chunk "
                 "within the noise, its predictions summed): rank correlation %.2f\n",
                 cJSON_GetArraySize(tb_get(cm, "units")), tb_num(cm, "spearman_units"));
-    fprintf(f, "%-18s %-12s %-14s %9s %9s  %-20s %12s  %-18s %s\n", "fusion", "kind", "verdict",
-            "kernel ms", "saved ms", "95% CI", "predicted B", "reason", "kernel");
+    if (isfinite(tb_num(fx, "fused_roofline_share")))
+        fprintf(f,
+                "the kernels holding a fusion reach %.0f%% of the roofline (time-weighted; "
+                "Inductor's byte and FLOP counts)\n",
+                100 * tb_num(fx, "fused_roofline_share"));
+    fprintf(f, "%-18s %-12s %-14s %9s %9s  %-20s %12s %5s  %-18s %s\n", "fusion", "kind", "verdict",
+            "kernel ms", "saved ms", "95% CI", "predicted B", "roof", "reason", "kernel");
     int n = 0;
     cJSON_ArrayForEach(e, tb_get(fx, "fusions"))
     {
         if (n++ >= TB_EXPLAIN_ROWS)
             break;
         const cJSON *ci = tb_get(e, "saved_ci95");
-        char cis[48] = "-", km[24], sv[24], pb[24];
+        char cis[48] = "-", km[24], sv[24], pb[24], rf[16] = "-";
+        double share = tb_num(tb_get(e, "costs"), "roofline_share");
         if (cJSON_IsArray(ci))
             snprintf(cis, sizeof cis, "[%.3f, %.3f]", tb_arr_num(ci, 0), tb_arr_num(ci, 1));
         tb_fmt(km, sizeof km, tb_num(e, "kernel_ms"), 4, false);
         tb_fmt(sv, sizeof sv, tb_num(e, "saved_ms"), 4, true);
         tb_fmt(pb, sizeof pb, tb_num(e, "predicted_shared_bytes"), 0, false);
-        fprintf(f, "%-18s %-12s %-14s %9s %9s  %-20s %12s  %-18s %s\n", tb_str(e, "id", "?"),
-                tb_str(e, "kind", "?"), tb_str(e, "verdict", "?"), km, sv, cis, pb,
+        if (isfinite(share))
+            snprintf(rf, sizeof rf, "%.0f%%", 100 * share);
+        fprintf(f, "%-18s %-12s %-14s %9s %9s  %-20s %12s %5s  %-18s %s\n", tb_str(e, "id", "?"),
+                tb_str(e, "kind", "?"), tb_str(e, "verdict", "?"), km, sv, cis, pb, rf,
                 tb_str(e, "reason", "-"), tb_str(e, "kernel", "-"));
     }
     if (cJSON_GetArraySize(tb_get(missed, "top")) > 0) {

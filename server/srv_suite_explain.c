@@ -97,7 +97,7 @@ static void native_add(native_sum *s, const char *workload, const cJSON *ex)
 
 typedef struct inductor_sum {
     int jobs, counts[4], bad;
-    double recovered;
+    double recovered, roof, ms; /* roofline share x kernel ms, kernel ms */
     int n_points, n_units;
     double *pred, *saved, *u_pred, *u_saved;
     cJSON *by, *missed_by, *missed_top;
@@ -174,6 +174,11 @@ static void inductor_add(inductor_sum *s, const char *workload, const cJSON *fx)
     double rec = num(get(fx, "all_lost_undone"), "recovered_ms");
     if (isfinite(rec))
         s->recovered += rec;
+    double share = num(fx, "fused_roofline_share"), ms = num(fx, "fused_kernels_ms");
+    if (isfinite(share) && isfinite(ms) && ms > 0) {
+        s->roof += share * ms;
+        s->ms += ms;
+    }
     inductor_points(s, get(fx, "cost_model"));
     inductor_missed(s, workload, get(fx, "missed"));
 }
@@ -222,6 +227,8 @@ static cJSON *inductor_json(inductor_sum *s)
               cJSON_AddNumberToObject(o, "no_difference", s->counts[2]) &&
               cJSON_AddNumberToObject(o, "not_measured", s->counts[3]) &&
               cJSON_AddNumberToObject(o, "all_lost_recovered_ms", s->recovered) &&
+              cJSON_AddItemToObject(o, "fused_roofline_share",
+                                    num_or_null(s->ms > 0 ? s->roof / s->ms : NAN)) &&
               cJSON_AddNumberToObject(cm, "points", s->n_points) &&
               cJSON_AddItemToObject(cm, "spearman", num_or_null(rho)) &&
               cJSON_AddNumberToObject(cm, "units", s->n_units) &&

@@ -284,6 +284,7 @@ async function showSuite(parts) {
     cards.push(kpi("Inductor's cost model vs measured", typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) + " over " + cm.points + " fusions"
       : typeof cm.spearman_units === "number" ? "rank correlation " + cm.spearman_units.toFixed(2) + " over " + cm.units + " units (chunks within the noise among them)"
         : "too few fusions measured alone"));
+    cards.push(kpi("Inductor's fused kernels on the roofline", typeof ind.fused_roofline_share === "number" ? (100 * ind.fused_roofline_share).toFixed(0) + "%" : "–"));
   }
   document.getElementById("suite-cards").replaceChildren(...cards);
   const reasons = ex ? Object.entries(ex.lost_by_reason || {}).sort((a, b) => a[1].lost_ms - b[1].lost_ms) : [];

@@ -51,37 +51,64 @@ function drawWaterfall(w) {
   "fused", w.fused_ms));
 }
 
-// The fused kernel of each group on this machine's roofline (log-log: FLOPs
-// per byte against GFLOP/s achieved), under the roof min(peak, bandwidth x
-// intensity) measured by the worker; colored by verdict.
-function drawRoofline(ex) {
+// Fused kernels on this machine's roofline (log-log: FLOPs per byte against
+// GFLOP/s achieved), under the roof min(peak, bandwidth x intensity) measured
+// by the worker, colored by verdict.  pts: [{flops, bytes, gflops, verdict,
+// label}]; what: the x axis's kernel ("fused kernel").
+function drawRooflinePoints(lim, pts, what) {
   const box = document.getElementById("roofline-box");
-  const lim = ex.roofline;
-  const pts = (ex.groups || []).filter((g) => g.costs && g.costs.fused_bytes > 0 && g.costs.fused_flops > 0 &&
-    g.costs.fused_gflops > 0);
+  pts = pts.filter((p) => p.bytes > 0 && p.flops > 0 && p.gflops > 0);
   box.hidden = !lim || !pts.length || !hasChart();
   if (box.hidden) return;
-  const xs = pts.map((g) => g.costs.fused_flops / g.costs.fused_bytes);
+  const xs = pts.map((p) => p.flops / p.bytes);
   const lo = Math.min(...xs, lim.gflops / lim.gbps) / 4, hi = Math.max(...xs, lim.gflops / lim.gbps) * 4;
   const roof = [];
   for (let x = lo; x <= hi * 1.0001; x *= Math.pow(hi / lo, 1 / 40)) roof.push({ x: x, y: Math.min(lim.gflops, lim.gbps * x) });
-  const byVerdict = (v) => pts.filter((g) => g.verdict === v).map((g) => ({
-    x: g.costs.fused_flops / g.costs.fused_bytes, y: g.costs.fused_gflops, id: g.id }));
+  const byVerdict = (vs) => pts.filter((p) => vs.includes(p.verdict)).map((p) => ({
+    x: p.flops / p.bytes, y: p.gflops, id: p.label }));
+  const sets = [{ label: "roofline (" + lim.gbps.toFixed(0) + " GB/s, " + lim.gflops.toFixed(0) + " GFLOP/s)", data: roof,
+    showLine: true, pointRadius: 0, borderColor: "#6b7280", borderWidth: 1.5 },
+  { label: "won", data: byVerdict(["won"]), backgroundColor: COLORS.ok },
+  { label: "lost", data: byVerdict(["lost"]), backgroundColor: COLORS.bad },
+  { label: "within noise", data: byVerdict(["within_noise", "no_difference"]), backgroundColor: "#b0b7c3" }];
+  const other = byVerdict(["not_measured", "did_not_take"]);
+  if (other.length) sets.push({ label: "not measured", data: other, backgroundColor: "rgba(0,0,0,0)", borderColor: "#6b7280" });
   drawChart("chart-roofline", {
     type: "scatter",
-    data: { datasets: [
-      { label: "roofline (" + lim.gbps.toFixed(0) + " GB/s, " + lim.gflops.toFixed(0) + " GFLOP/s)", data: roof,
-        showLine: true, pointRadius: 0, borderColor: "#6b7280", borderWidth: 1.5 },
-      { label: "won", data: byVerdict("won"), backgroundColor: COLORS.ok },
-      { label: "lost", data: byVerdict("lost"), backgroundColor: COLORS.bad },
-      { label: "within noise", data: byVerdict("within_noise"), backgroundColor: "#b0b7c3" }] },
+    data: { datasets: sets },
     options: {
-      scales: { x: { type: "logarithmic", title: { display: true, text: "FLOPs per byte (fused kernel)" } },
+      scales: { x: { type: "logarithmic", title: { display: true, text: "FLOPs per byte (" + what + ")" } },
         y: { type: "logarithmic", title: { display: true, text: "GFLOP/s achieved" } } },
       plugins: { tooltip: { callbacks: { label: (c) => c.raw.id === undefined ? c.dataset.label :
-        "group " + c.raw.id + ": " + c.raw.x.toFixed(2) + " FLOP/B, " + c.raw.y.toFixed(1) + " GFLOP/s" } } },
+        c.raw.id + ": " + c.raw.x.toFixed(2) + " FLOP/B, " + c.raw.y.toFixed(1) + " GFLOP/s" } } },
     },
   });
+}
+
+// The native engine: each group's fused kernel.
+function drawRoofline(ex) {
+  drawRooflinePoints(ex.roofline, (ex.groups || []).filter((g) => g.costs).map((g) => ({
+    flops: g.costs.fused_flops, bytes: g.costs.fused_bytes, gflops: g.costs.fused_gflops,
+    verdict: g.verdict, label: "group " + g.id })), "fused kernel");
+}
+
+// The inductor engine: each kernel holding Inductor's fusion decisions, once,
+// colored by its decisions' verdicts (lost where one lost, else won where one
+// won); its counts are Inductor's scheduler's (docs/EXPLAIN.md).
+const VERDICT_RANK = ["lost", "won", "no_difference", "did_not_take", "not_measured"];
+function drawInductorRoofline(ex, fx) {
+  const byKernel = new Map();
+  for (const e of fx.fusions || []) {
+    if (!e.costs || !e.kernel) continue;
+    const k = byKernel.get(e.kernel) || { costs: e.costs, ids: [], verdicts: [] };
+    k.ids.push(e.id);
+    k.verdicts.push(e.verdict);
+    byKernel.set(e.kernel, k);
+  }
+  drawRooflinePoints(ex.roofline, [...byKernel].map(([name, k]) => ({
+    flops: k.costs.flops, bytes: k.costs.bytes, gflops: k.costs.gflops,
+    verdict: VERDICT_RANK.find((v) => k.verdicts.includes(v)) || "not_measured",
+    label: name + " (" + k.ids.join(", ") + ")" })), "Inductor's kernel");
 }
 
 function highlightGroup(nodes) {
@@ -120,6 +147,7 @@ const NATIVE_HEAD = [["group", "num"], ["verdict"], ["ops"], ["eager ms", "num"]
 const INDUCTOR_HEAD = [["fusion"], ["verdict"], ["kind"], ["kernel ms", "num", "the fused kernel's time in the profiled iteration"],
   ["saved ms", "num", "median with it undone − median of inductor: > 0, the fusion saved time"], ["95% CI"],
   ["predicted B", "num", "Inductor's own prediction: the bytes the merge shares (score_fusion_memory)"],
+  ["of roofline", "num", "its kernel's roofline bound over its time (Inductor's byte and FLOP counts)"],
   ["measured"], ["reason"], ["kernel"]];
 
 function setHead(id, cols) {
@@ -133,6 +161,7 @@ function fusionRow(e) {
     el("td", {}, el("span", { class: VERDICT_CLASS[e.verdict] || "" }, e.verdict.replace(/_/g, " "))),
     el("td", {}, e.kind), msCell(e.kernel_ms, 4), msCell(e.saved_ms, 4), el("td", {}, ciText(e.saved_ci95)),
     el("td", { class: "num" }, typeof e.predicted_shared_bytes === "number" ? String(e.predicted_shared_bytes) : "–"),
+    el("td", { class: "num" }, e.costs && typeof e.costs.roofline_share === "number" ? (100 * e.costs.roofline_share).toFixed(0) + "%" : "–"),
     el("td", {}, e.measured ? e.measured.replace(/_/g, " ") : "–"),
     el("td", { title: e.evidence ? JSON.stringify(e.evidence).slice(0, 600) : "" },
       e.reason || (e.interaction ? "interaction: " + (e.interaction === "cause" ? "a cause" : "kept together") : "")),
@@ -173,7 +202,7 @@ function drawInductorWaterfall(fx) {
 // and one per chunk of fusions undone together within the noise (their
 // predictions summed), hollow.
 function drawCostModel(fx) {
-  const box = document.getElementById("roofline-box");
+  const box = document.getElementById("costmodel-box");
   const cm = fx.cost_model || {};
   const pts = cm.points || [];
   const chunks = (cm.units || []).filter((u) => u.decisions > 1);
@@ -181,7 +210,7 @@ function drawCostModel(fx) {
   if (box.hidden) return;
   const by = (v) => pts.filter((p) => p.verdict === v).map((p) => ({ x: p.predicted_shared_bytes, y: p.saved_ms, id: p.id }));
   const grouped = chunks.map((u) => ({ x: u.predicted_shared_bytes, y: u.saved_ms, id: u.decisions + " fusions undone together" }));
-  drawChart("chart-roofline", {
+  drawChart("chart-costmodel", {
     type: "scatter",
     data: { datasets: [
       { label: "won", data: by("won"), backgroundColor: COLORS.ok },
@@ -213,6 +242,8 @@ function renderInductor(ex) {
     items.push(["fusions", c.won + " won, " + c.lost + " lost, " + c.no_difference + " no difference" +
       (c.not_measured ? ", " + c.not_measured + " not measured in the " + Math.round(fx.budget_s) + " s budget" : "")]);
     items.push(["layout noise", typeof fx.layout_noise_ms === "number" ? fx.layout_noise_ms.toFixed(4) + " ms (the same code built twice)" : "–"]);
+    items.push(["fused kernels on the roofline", typeof fx.fused_roofline_share === "number" ? (100 * fx.fused_roofline_share).toFixed(0) +
+      "% (time-weighted, the kernels holding a decision; Inductor's byte and FLOP counts)" : "–"]);
     if (typeof fx.ladder_step_ms === "number")
       items.push(["all fusion vs its parts", "saved " + fx.ladder_step_ms.toFixed(3) + " ms; measured alone they add up to " +
         (typeof fx.sum_of_parts_ms === "number" ? fx.sum_of_parts_ms.toFixed(3) : "–") + " ms; interaction " +
@@ -238,13 +269,17 @@ function renderInductor(ex) {
     if (be) items.push(["break-even vs eager", be.iterations_cold ? be.iterations_cold + " iterations (cold compile), " + be.iterations_warm + " (warm)" : "never: no saving per iteration"]);
   }
   summaryList("explain-summary", items);
-  for (const id of ["chart-explain", "chart-roofline"])
+  for (const id of ["chart-explain", "chart-roofline", "chart-costmodel"])
     if (charts[id]) { charts[id].destroy(); delete charts[id]; }
   document.getElementById("roofline-box").hidden = true;
+  document.getElementById("costmodel-box").hidden = true;
+  document.getElementById("chart-explain").parentElement.hidden = true;
   if (fx) {
     setHead("explain-table", INDUCTOR_HEAD);
     fillTable("explain-table", (fx.fusions || []).map(fusionRow));
-    drawInductorWaterfall(fx);
+    // no inductor-nofusion rung timed: no waterfall, and no empty box for one
+    document.getElementById("chart-explain").parentElement.hidden = !drawInductorWaterfall(fx);
+    drawInductorRoofline(ex, fx);
     drawCostModel(fx);
     return;
   }
@@ -278,8 +313,10 @@ function renderExplain(ex) {
       (ex.launch_times_why ? " (not CUPTI: " + ex.launch_times_why + ")" : "")]);
   summaryList("explain-summary", items);
   fillTable("explain-table", (ex.groups || []).map(groupRow));
+  document.getElementById("chart-explain").parentElement.hidden = false;
   drawWaterfall(w);
   drawRoofline(ex);
+  document.getElementById("costmodel-box").hidden = true; // an inductor job's, if one was shown
 }
 
 function explainNone(job, text, canAsk) {

@@ -10,15 +10,18 @@ Debian's Chromium (headless) against a real server, worker and PostgreSQL.
   5. a native model job (resnet18 at 64x64) draws its graph, coloured by fusion
      group in the fused view and not at all in eager; a pattern job says it has
      no graph;
-  6. the Models page uploads an archive through its form and deletes it
-     (`--models-page`: this alone, in the full tier and CI's second pass, as
-     browser.test_models_page: the archive's export and the worker's reading
-     of it each import torch, about a minute of a 2-vCPU VM).
+  6. the Models page uploads an archive through its form and deletes it, and
+     an inductor job's Explain card shows Inductor's fusion decisions with
+     their kernels on the roofline (`--models-page`: these alone, as
+     browser.test_models_page, whose worker runs the inductor engine: the
+     archive's export and the worker's reading of it each import torch, and
+     the job compiles tiny_cnn, about two minutes of a 2-vCPU VM).
 
 Screenshots go to $FB_BIN_DIR/test-output/browser/.  Exits 77 with the reason
 when Playwright, Chromium or the test database is missing."""
 
 import os
+import re
 import signal
 import sys
 import time
@@ -301,6 +304,39 @@ def models_page(env, page, shots):
     check_eq(env.get("/api/v1/models")[2]["items"], [], "deleted from the page")
 
 
+def inductor_explain_card(env, page, shots):
+    """An inductor job explained (tiny_cnn, nothing undone: time_budget_s 0):
+    its Explain card lists Inductor's fusion decisions with the share of the
+    roofline their kernels reach, and draws each kernel holding one on the
+    worker's measured roofline, once, as many points as distinct kernels with
+    counts in the explanation."""
+    st, _, job = env.post("/api/v1/jobs", {
+        "workload": "tiny_cnn", "engine": "inductor", "variants": ["eager", "inductor"],
+        "params": {"image_size": 16, "time_budget_s": 0},
+        "warmup": 1, "iterations": 5, "explain": True})
+    check_eq(st, 201, "inductor job: %s" % job)
+    check_eq(env.wait_job(job["id"], timeout=600)["state"], "succeeded", "inductor job")
+    st, _, ex = env.get("/api/v1/jobs/%d/explain" % job["id"])
+    fx = ex["explain"]["fusions"]
+    kernels = {e["kernel"] for e in fx["fusions"]
+               if e.get("costs") and e["costs"]["flops"] and e["costs"]["bytes"]}
+    check(ex["explain"]["roofline"]["gbps"] > 0 and kernels,
+          "the explanation: the worker's roofline, kernels with their counts (%s)" % fx["fusions"])
+    page.goto(env.base + "/#/jobs/%d" % job["id"])
+    page.wait_for_function("() => document.querySelectorAll('#explain-table tbody tr').length == %d"
+                           % len(fx["fusions"]), timeout=20000)
+    head = page.eval_on_selector_all("#explain-table thead th", "ths => ths.map((t) => t.textContent)")
+    check("of roofline" in head and "predicted B" in head, "the fusions' columns: %r" % head)
+    text = page.inner_text("#explain-summary")
+    check(re.search(r"fused kernels on the roofline\s+\d+%", text) is not None,
+          "the summary: the fused kernels' share of the roofline (%r)" % text)
+    check(page.is_visible("#roofline-box"), "the roofline chart is drawn")
+    pts = page.evaluate("() => charts['chart-roofline'].data.datasets.slice(1)"
+                        ".flatMap((d) => d.data.map((p) => p.id))")
+    check_eq(len(pts), len(kernels), "one point per kernel holding a decision")
+    page.locator("#explain-card").screenshot(path=os.path.join(shots, "explain-inductor.png"))
+
+
 def fmt_kib(n):
     """What the page's fmtBytes prints for n bytes (n < 1 MiB)."""
     return "%.1f KiB" % (n / 1024)
@@ -322,6 +358,8 @@ def test(env):
             if only_models:
                 models_page(env, page, shots)
                 log("models page checked")
+                inductor_explain_card(env, page, shots)
+                log("an inductor job's Explain card checked")
                 check_eq(errors, [], "page errors")
                 return
             seeded = seed_suite(env)

@@ -1,7 +1,9 @@
 """Output-code parsing and fusion counts: a synthetic output module with Triton
 and C++ kernels (exact numbers), then a real Inductor compile of conv → batch
 norm → ReLU on the CPU whose output code must show a fused kernel with those
-ATen ops."""
+ATen ops, and whose generated kernels' profile rows carry their bytes and
+FLOPs; then those counts, exactly, on three kernels whose traffic and
+arithmetic are known (costs_probe.py)."""
 
 import os
 import sys
@@ -101,12 +103,50 @@ def real_compile(c, py):
     c.check(ind.get("graph_breaks") == 0 and ind.get("graphs") == 1, "one graph, no breaks")
     c.check(ind.get("nodes_before_fusion", 0) > ind.get("nodes_after_fusion", 0) > 0,
             "the scheduler fused nodes (before > after)")
+    rows = indtest.variant(res, "inductor").get("profile", {}).get("rows", [])
+    gen = [r for r in rows if r["generated"]]
+    # (a layout copy for the convolution computes nothing: 0 FLOPs)
+    c.check(gen and all(r.get("impl") == "inductor" and r["bytes"] > 0 and r["flops"] >= 0
+                        for r in gen) and any(r["flops"] > 0 for r in gen),
+            "every generated kernel's profile row has its bytes and FLOPs: %r" % [
+                (r["name"], r.get("bytes"), r.get("flops")) for r in gen])
+    c.check(all("impl" not in r for r in rows if not r["generated"]),
+            "library calls' rows carry no counts")
+
+
+def costs(c, py):
+    """A kernel's bytes and FLOPs, exactly, on three kernels whose traffic and
+    arithmetic are known (costs_probe.py), and its profile row's."""
+    import json
+    import subprocess
+    r = subprocess.run([py, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                         "costs_probe.py")],
+                       capture_output=True, text=True, timeout=600)
+    c.check(r.returncode == 0, "costs_probe ran: %s" % r.stderr[-400:])
+    if r.returncode != 0:
+        return
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    mb4, n = 4 << 20, 1 << 20  # a 1024 x 1024 float tensor, its elements
+    want = {"Pointwise": (2 * mb4, 3 * n),  # x read, result written; mul, add, sin
+            "Softmax": (2 * mb4, 5 * n),  # the row maxima and sums stay inside
+            "Slice": (mb4, n // 2)}  # half read, half written; one mul each
+    for name, (nbytes, flops) in want.items():
+        ks = out["kernels"][name]
+        c.check(len(ks) == 1 and ks[0][1:] == [nbytes, flops],
+                "%s: one kernel of %d bytes and %d FLOPs: %r" % (name, nbytes, flops, ks))
+        rows = out["rows"][name]
+        c.check(len(rows) == 1 and rows[0]["impl"] == "inductor" and
+                (rows[0]["bytes"], rows[0]["flops"]) == (nbytes * rows[0]["count"],
+                                                         flops * rows[0]["count"]),
+                "%s: its profile row carries them, per iteration: %r" % (name, rows))
 
 
 def main():
     c = indtest.Checks()
     synthetic(c)
-    real_compile(c, indtest.python_or_skip())
+    py = indtest.python_or_skip()
+    real_compile(c, py)
+    costs(c, py)
     c.done()
 
 

@@ -14,6 +14,7 @@
 
 #include "fb_parse.h"
 #include "ind_engine.h"
+#include "ind_explain.h"
 
 static const char *LINE =
     "{\"type\":\"result\",\"protocol\":1,\"model_build_ms\":12.5,"
@@ -89,6 +90,102 @@ static void test_kernel_rows(void **state)
     assert_int_equal(k->n_ops, 2);
     assert_string_equal(k->ops[1], "aten.relu");
     assert_int_equal(res.variants[0].kernel_rows[0].count, 2);
+    fb_result_free(&res);
+}
+
+/* A job explained fusion by fusion: kernel a (8 MB and 2 MFLOP in 2 ms) holds
+ * two decisions, kernel b (1 MB, 100 MFLOP in 4 ms) one, kernel c has no
+ * counts, and a fourth decision names no kernel. */
+static const char *COSTED =
+    "{\"type\":\"result\",\"protocol\":1,\"env\":{\"threads\":2},\"variants\":["
+    "{\"name\":\"eager\",\"status\":\"ok\",\"samples_ms\":[9,9.5,10]},"
+    "{\"name\":\"inductor\",\"status\":\"ok\",\"samples_ms\":[7,7.5,8],"
+    "\"inductor\":{\"fusion_explain\":{\"decisions\":4,\"fusions\":["
+    "{\"id\":\"fuse-000000000001\",\"kernel\":\"cpp_fused_a_0\",\"verdict\":\"won\"},"
+    "{\"id\":\"group-000000000002\",\"kernel\":\"cpp_fused_a_0\",\"verdict\":\"lost\"},"
+    "{\"id\":\"fuse-000000000003\",\"kernel\":\"cpp_fused_b_1\",\"verdict\":\"won\"},"
+    "{\"id\":\"fuse-000000000004\",\"kernel\":\"cpp_fused_c_2\",\"verdict\":\"won\"},"
+    "{\"id\":\"fuse-000000000005\",\"kernel\":null,\"verdict\":\"won\"}]}},"
+    "\"profile\":{\"kernels\":3,\"rows\":["
+    "{\"name\":\"cpp_fused_a_0\",\"count\":2,\"total_ms\":2.0,\"mean_ms\":1.0,"
+    "\"generated\":true,\"impl\":\"inductor\",\"bytes\":8e6,\"flops\":2e6},"
+    "{\"name\":\"cpp_fused_b_1\",\"count\":1,\"total_ms\":4.0,\"mean_ms\":4.0,"
+    "\"generated\":true,\"impl\":\"inductor\",\"bytes\":1e6,\"flops\":1e8},"
+    "{\"name\":\"cpp_fused_c_2\",\"count\":1,\"total_ms\":1.0,\"mean_ms\":1.0,"
+    "\"generated\":true}]}}]}";
+
+static void costed(fb_result *res, double gbps, double gflops)
+{
+    cJSON *j = cJSON_Parse(COSTED);
+    fb_err err;
+
+    assert_non_null(j);
+    fb_err_clear(&err);
+    fb_result_init(res);
+    res->env.roofline_gbps = gbps; /* as fb_env_capture leaves it before the runner */
+    res->env.roofline_gflops = gflops;
+    assert_int_equal(ind_result_from_json(j, res, &err), FB_OK);
+    cJSON_Delete(j);
+}
+
+static double num_at(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+/* A generated kernel's counts become its row's bytes, FLOPs and roofline
+ * bound (10 GB/s, 100 GFLOP/s: a's bound is its bytes', 0.8 ms; b's its
+ * FLOPs', 1 ms); the explanation puts each decision's kernel against them,
+ * and the fused kernels' time-weighted share counts a kernel once: (0.8 + 1)
+ * / (2 + 4), not (0.8 + 0.8 + 1) / (2 + 2 + 4). */
+static void test_roofline(void **state)
+{
+    fb_result res;
+    fb_err err;
+    cJSON *ex = NULL;
+
+    (void)state;
+    costed(&res, 10, 100);
+    const fb_kernel_row *k = res.variants[1].kernel_rows;
+    assert_string_equal(k[0].impl, "inductor");
+    assert_true(fabs(k[0].roof_ms - 0.8) < 1e-12);
+    assert_true(fabs(k[1].roof_ms - 1.0) < 1e-12);
+    assert_string_equal(k[2].impl, ""); /* no counts: bytes, FLOPs, bound all unsaid */
+    fb_err_clear(&err);
+    assert_int_equal(ind_explain(&res, &ex, &err), FB_OK);
+    const cJSON *lim = cJSON_GetObjectItem(ex, "roofline");
+    assert_true(num_at(lim, "gbps") == 10 && num_at(lim, "gflops") == 100);
+    const cJSON *fx = cJSON_GetObjectItem(ex, "fusions");
+    const cJSON *fs = cJSON_GetObjectItem(fx, "fusions");
+    const cJSON *a = cJSON_GetObjectItem(cJSON_GetArrayItem(fs, 0), "costs");
+    assert_true(fabs(num_at(a, "roofline_share") - 0.4) < 1e-12);
+    assert_true(fabs(num_at(a, "gbps") - 4.0) < 1e-12); /* 8 MB in 2 ms */
+    assert_true(fabs(num_at(a, "gflops") - 1.0) < 1e-12);
+    assert_true(num_at(a, "bytes") == 8e6 && num_at(a, "flops") == 2e6);
+    const cJSON *g = cJSON_GetObjectItem(cJSON_GetArrayItem(fs, 1), "costs");
+    assert_true(fabs(num_at(g, "roofline_share") - 0.4) < 1e-12); /* the same kernel */
+    const cJSON *b = cJSON_GetObjectItem(cJSON_GetArrayItem(fs, 2), "costs");
+    assert_true(fabs(num_at(b, "roofline_share") - 0.25) < 1e-12);
+    assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(fs, 3), "costs"));
+    assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(fs, 4), "costs"));
+    assert_true(fabs(num_at(fx, "fused_roofline_share") - 0.3) < 1e-12);
+    assert_true(num_at(fx, "fused_kernels_ms") == 6.0);
+    cJSON_Delete(ex);
+    fb_result_free(&res);
+
+    /* no roofline measured: the counts stay, the shares are unknown */
+    costed(&res, 0, 0);
+    assert_true(isnan(res.variants[1].kernel_rows[0].roof_ms));
+    assert_int_equal(ind_explain(&res, &ex, &err), FB_OK);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(ex, "roofline")));
+    fx = cJSON_GetObjectItem(ex, "fusions");
+    a = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(fx, "fusions"), 0), "costs");
+    assert_true(num_at(a, "gbps") == 4.0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(a, "roofline_share")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(fx, "fused_roofline_share")));
+    cJSON_Delete(ex);
     fb_result_free(&res);
 }
 
@@ -188,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_variants), cmocka_unit_test(test_kernel_rows),
         cmocka_unit_test(test_encoded),  cmocka_unit_test(test_bad_line),
         cmocka_unit_test(test_request),  cmocka_unit_test(test_env_database),
+        cmocka_unit_test(test_roofline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,7 +17,8 @@ static const char *native_ex =
     "{\"verdict\":\"lost\",\"delta_ms\":-0.2,\"fused_ms\":3,\"costs\":{\"roofline_share\":0.1},"
     "\"reason\":{\"code\":\"kernel_slowdown\"}}]}";
 
-/* Two inductor jobs: one lost fusion each (one without a reason), cost-model
+/* Two inductor jobs: one lost fusion each (one without a reason), their fused
+ * kernels' roofline shares over different times, cost-model
  * points that rank exactly opposite (predicted more, saved less), units
  * (chunks included) that rank exactly alike, refused merges in both. */
 static const char *ind_a =
@@ -25,6 +26,7 @@ static const char *ind_a =
     "{\"verdict\":\"lost\",\"saved_ms\":-1.5,\"reason\":\"kernel_slowdown\"},"
     "{\"verdict\":\"won\",\"saved_ms\":2.0},{\"verdict\":\"not_measured\"}],"
     "\"all_lost_undone\":{\"recovered_ms\":1.25},"
+    "\"fused_roofline_share\":0.6,\"fused_kernels_ms\":1,"
     "\"cost_model\":{\"points\":[{\"predicted_shared_bytes\":100,\"saved_ms\":1},"
     "{\"predicted_shared_bytes\":200,\"saved_ms\":0.5}],\"bad_fusions\":[{\"id\":\"x\"}],"
     "\"units\":[{\"predicted_shared_bytes\":100,\"saved_ms\":1},"
@@ -35,6 +37,7 @@ static const char *ind_b =
     "{\"engine\":\"inductor\",\"fusions\":{\"fusions\":["
     "{\"verdict\":\"lost\",\"saved_ms\":-0.5,\"reason\":null},"
     "{\"verdict\":\"no_difference\",\"saved_ms\":0.01}],"
+    "\"fused_roofline_share\":0.2,\"fused_kernels_ms\":3,"
     "\"cost_model\":{\"points\":[{\"predicted_shared_bytes\":300,\"saved_ms\":0.25}],"
     "\"bad_fusions\":[],\"units\":[{\"predicted_shared_bytes\":300,\"saved_ms\":2},"
     "{\"predicted_shared_bytes\":null,\"saved_ms\":9}]},"
@@ -72,6 +75,8 @@ static void test_inductor_suite(void **state)
     assert_int_equal((int)num(ind, "no_difference"), 1);
     assert_int_equal((int)num(ind, "not_measured"), 1);
     assert_float_equal(num(ind, "all_lost_recovered_ms"), 1.25, 1e-12);
+    /* the fused kernels' roofline share weighed by their time: (0.6*1+0.2*3)/4 */
+    assert_float_equal(num(ind, "fused_roofline_share"), 0.3, 1e-12);
     assert_float_equal(num(ind, "lost_by_reason.kernel_slowdown.lost_ms"), -1.5, 1e-12);
     assert_float_equal(num(ind, "lost_by_reason.unexplained.fusions"), 1, 0);
     const cJSON *wl = cJSON_GetObjectItemCaseSensitive(

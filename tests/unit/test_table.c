@@ -240,7 +240,8 @@ static void test_table_launch_times(void **state)
 }
 
 /* An inductor explanation with "fusions" (worker/engine/inductor/explain.py):
- * its summary lines, one row per fusion (unknowns as "-"), the refused merges. */
+ * its summary lines, one row per fusion (unknowns as "-"; its kernel's share
+ * of the roofline), the refused merges. */
 static void test_table_inductor_fusions(void **state)
 {
     (void)state;
@@ -262,11 +263,13 @@ static void test_table_inductor_fusions(void **state)
         "\"all_undone\":{\"bytes\":134820000}}}}},"
         "\"cost_model\":{\"spearman\":-0.5,\"bad_fusions\":[{\"id\":\"fuse-0123456789ab\"}],"
         "\"units\":[{},{},{}],\"spearman_units\":0.25},"
+        "\"fused_roofline_share\":0.424,"
         "\"missed\":{\"top\":[{\"nodes\":[\"op1\",\"op4\"],\"shared_bytes\":4096,"
         "\"reason\":\"exceeds max fusion\"}]},"
         "\"fusions\":[{\"id\":\"fuse-0123456789ab\",\"kind\":\"vertical\",\"verdict\":\"lost\","
         "\"kernel_ms\":17.1,\"saved_ms\":-1.3,\"saved_ci95\":[-1.39,-1.26],"
-        "\"predicted_shared_bytes\":4194304,\"reason\":\"kernel_slowdown\",\"kernel\":\"k0\"},"
+        "\"predicted_shared_bytes\":4194304,\"reason\":\"kernel_slowdown\",\"kernel\":\"k0\","
+        "\"costs\":{\"roofline_share\":0.424}},"
         "{\"id\":\"group-abcdef012345\",\"kind\":\"kernel_group\",\"verdict\":\"won\","
         "\"kernel_ms\":17.1,\"saved_ms\":0.13,\"saved_ci95\":[0.08,0.18],"
         "\"predicted_shared_bytes\":null,\"reason\":null,\"kernel\":\"k0\"}]}}";
@@ -298,10 +301,12 @@ static void test_table_inductor_fusions(void **state)
                                 "noise, its predictions summed): rank correlation 0.25\n"));
     assert_non_null(strstr(buf,
                            "fuse-0123456789ab  vertical     lost             17.1000   -1.3000  "
-                           "[-1.390, -1.260]          4194304  kernel_slowdown    k0\n"));
+                           "[-1.390, -1.260]          4194304   42%  kernel_slowdown    k0\n"));
     assert_non_null(strstr(buf,
                            "group-abcdef012345 kernel_group won              17.1000   +0.1300  "
-                           "[0.080, 0.180]                  -  -                  k0\n"));
+                           "[0.080, 0.180]                  -     -  -                  k0\n"));
+    assert_non_null(strstr(buf, "the kernels holding a fusion reach 42% of the roofline "
+                                "(time-weighted; Inductor's byte and FLOP counts)\n"));
     assert_non_null(strstr(buf, "        4096 B  op1 + op4: exceeds max fusion\n"));
     free(buf);
 }

@@ -251,7 +251,8 @@ class Recorder:
     def on_kernel(self, name, nodes, finals=None, nbytes=None):
         """A generated kernel: its name, the scheduler nodes it computes, the
         C++ kernel group's fused nodes (finals) and, for a Triton kernel, the
-        bytes Inductor estimates it reads and writes (nbytes)."""
+        bytes Inductor estimates it reads and writes (nbytes; else the
+        scheduler's count, node_costs)."""
         if not self.graphs:
             return
         g = self.graphs[-1]
@@ -259,7 +260,10 @@ class Recorder:
         for n in nodes:
             if hasattr(n, "get_nodes"):
                 keys.update(base_key(b) for b in n.get_nodes())
-        g["kernels"].append({"name": name, "keys": keys, "bytes": nbytes})
+        sched_bytes, flops = node_costs(nodes)
+        g["kernels"].append({"name": name, "keys": keys,
+                             "bytes": nbytes if nbytes is not None else sched_bytes,
+                             "flops": flops})
         if finals and len(finals) >= 2:
             g["groups"][name] = [list(f) for f in finals]
 
@@ -288,6 +292,135 @@ class Recorder:
 
     def final_nodes(self):
         return sum(len(g["final"]) for g in self.graphs)
+
+
+# The ops of a loop body that compute nothing: memory, indexing, constants,
+# casts and the body's own plumbing.  Every other op (add, exp, where, a
+# reduction's combine, ...) counts one FLOP per element it runs on, as the
+# native engine's cost model counts an elementwise op (docs/EXPLAIN.md).
+NON_FLOP_OPS = frozenset((
+    "load", "store", "store_reduction", "output", "constant", "index_expr",
+    "indirect_indexing", "to_dtype", "to_dtype_bitcast", "masked", "load_seed",
+    "get_index", "set_indirect", "check_bounds", "device_assert_async", "placeholder",
+    "partial_accumulate"))
+
+
+def _hint(expr):
+    from torch._inductor.virtualized import V
+    sv = V.graph.sizevars
+    f = getattr(sv, "optimization_hint", None) or sv.size_hint
+    return int(f(expr, fallback=0))
+
+
+def node_flops(snode):
+    """One scheduler node's FLOPs per call: a template's (a GEMM or a
+    convolution) as Inductor's own FLOP counter counts its origin op; a loop
+    nest's as its traced body's computing ops (every op outside NON_FLOP_OPS)
+    times the elements it iterates (pointwise and reduction ranges).  None when
+    it cannot be read."""
+    if snode.is_template():
+        f = snode.estimate_flops()
+        return int(f) if f is not None else None
+    counts = getattr(getattr(snode, "_body", None), "op_counts", None)
+    numel = _numel(snode)
+    if counts is None or numel is None:
+        return None
+    return numel * sum(c for op, c in counts.items() if op not in NON_FLOP_OPS)
+
+
+def _numel(snode):
+    """The elements a loop nest iterates (pointwise and reduction ranges), or
+    None (a template, an extern call)."""
+    if snode.is_template() or not hasattr(snode, "get_ranges"):
+        return None
+    import sympy
+    ranges = snode.get_ranges()
+    n = _hint(sympy.Mul(*ranges[0], *ranges[1]))
+    return n if n > 0 else None
+
+
+def _buffer_bytes(name):
+    """A buffer's (or graph input's) size in bytes, or None where it is not a
+    plain tensor (a mutation's marker, a multi-output's tuple)."""
+    import sympy
+    from torch._inductor.utils import get_dtype_size
+    from torch._inductor.virtualized import V
+    buf = V.graph.name_to_buffer.get(name) or V.graph.graph_inputs.get(name)
+    if buf is None:
+        return None, None
+    try:
+        n = _hint(sympy.Mul(*buf.get_size()))
+        return n, get_dtype_size(buf.get_dtype())
+    except Exception:  # a layout that is not a plain tensor's
+        return None, None
+
+
+def kernel_traffic(bases):
+    """The bytes one call of a kernel computing scheduler nodes `bases` must
+    move: each buffer it reads or writes once (at most the elements the nodes
+    touching it iterate: a slice is not the whole buffer), except a buffer it
+    both writes and is the only reader of, which stays inside (a fused
+    kernel's intermediate, a local buffer of a C++ loop nest).  Inductor's own
+    rule for a fused node (Scheduler's get_read_write_buffer_accesses) over a
+    whole kernel, since the C++ backend hands a kernel its loop nests' nodes
+    one by one."""
+    inside = {id(b) for b in bases}
+    sched = bases[0].scheduler
+    touched, written = {}, set()  # buffer -> the most elements a node touching it iterates
+    for b in bases:
+        n = _numel(b)  # None: the whole buffer
+        for dep in b.read_writes.reads | b.read_writes.writes:
+            had = touched.get(dep.name, 0)
+            touched[dep.name] = None if n is None or had is None else max(had, n)
+        written |= {dep.name for dep in b.read_writes.writes}
+    total = 0
+    for name, n in touched.items():
+        users = sched.name_to_buf[name].users if name in sched.name_to_buf else ()
+        if name in written and users and all(id(u.node) in inside for u in users):
+            continue  # produced and consumed in the kernel
+        numel, size = _buffer_bytes(name)
+        if numel is not None:
+            total += size * (numel if n is None else min(numel, n))
+    return total
+
+
+def node_costs(nodes):
+    """(bytes, flops) of one generated kernel per call, over the scheduler
+    nodes it computes: bytes by kernel_traffic, FLOPs by node_flops summed.
+    Either is None where a node cannot say, never an error (a figure, not the
+    compile)."""
+    bases = [b for n in nodes if hasattr(n, "get_nodes") for b in _bases(n)]
+    if not bases:
+        return None, None
+    try:
+        nbytes = kernel_traffic(bases)
+    except Exception:
+        nbytes = None
+    flops = 0
+    for b in bases:
+        try:
+            f = node_flops(b)
+        except Exception:
+            f = None
+        flops = None if flops is None or f is None else flops + f
+    return nbytes, flops
+
+
+def kernel_costs(graphs):
+    """{kernel name: {"bytes", "flops"}} per call of every kernel the compile
+    generated (Recorder.graphs).  Inductor hands a kernel whose source it has
+    already generated the first one's name, so one name is often defined
+    again with the same counts (it then runs once per call site); a name
+    defined with different counts has none, since its profile row sums
+    calls of both."""
+    out = {}
+    for g in graphs:
+        for k in g["kernels"]:
+            c = {"bytes": k.get("bytes"), "flops": k.get("flops")}
+            if out.get(k["name"], c) != c:
+                c = {"bytes": None, "flops": None}
+            out[k["name"]] = c
+    return out
 
 
 def _score_sum(steps):

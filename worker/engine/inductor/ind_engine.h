@@ -13,7 +13,9 @@ extern const fb_engine ind_engine;
 
 /* Fills out (initialized by the caller) from a runner result line (the parsed
  * object, not consumed): variants with statuses, samples and statistics, kernel
- * rows and the per-variant "inductor" object.  Exposed for unit tests. */
+ * rows (a generated kernel's with its bytes, FLOPs and roofline bound on the
+ * roofline out->env already holds, captured by the caller) and the per-variant
+ * "inductor" object.  Exposed for unit tests. */
 FB_MUSTCHECK fb_code ind_result_from_json(const cJSON *line, fb_result *out, fb_err *err);
 
 /* The runner request for a spec (defaults applied).  Caller deletes. */

@@ -189,6 +189,83 @@ static cJSON *kernels_json(const fb_variant_result *v, const fb_variant_result *
     return arr;
 }
 
+/* The row of v's profile for kernel `name`, or NULL. */
+static const fb_kernel_row *row_named(const fb_variant_result *v, const char *name)
+{
+    for (int i = 0; name && i < v->n_kernel_rows; i++)
+        if (strcmp(v->kernel_rows[i].name, name) == 0)
+            return &v->kernel_rows[i];
+    return NULL;
+}
+
+static bool put(cJSON *o, const char *key, cJSON *item)
+{
+    if (item && cJSON_AddItemToObject(o, key, item))
+        return true;
+    cJSON_Delete(item);
+    return false;
+}
+
+/* {"gbps", "gflops"}: the roofline the job's environment holds (measured by
+ * the worker, or fusionbench-run --roofline), or null. */
+static cJSON *limits_json(const fb_env *env)
+{
+    if (!(env->roofline_gbps > 0) || !(env->roofline_gflops > 0))
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddNumberToObject(o, "gbps", env->roofline_gbps) ||
+        !cJSON_AddNumberToObject(o, "gflops", env->roofline_gflops)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Each fusion decision's kernel where the machine's limits put it: "costs"
+ * {bytes, flops, gbps, gflops, roofline_share} of its kernel in the profiled
+ * iteration (the kernel's row: Inductor's scheduler counts, the kernel's
+ * time), and fx's "fused_roofline_share", the time-weighted share of the
+ * kernels holding a decision, each kernel once, over "fused_kernels_ms", their
+ * time (a suite weighs jobs by it).  A decision whose kernel has no counts
+ * gets none. */
+static bool fusion_costs(cJSON *fx, const fb_variant_result *f)
+{
+    bool *seen = calloc((size_t)f->n_kernel_rows + 1, sizeof *seen);
+    double roof = 0, ms = 0;
+    cJSON *e;
+    if (!seen)
+        return false;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(fx, "fusions"))
+    {
+        const fb_kernel_row *k =
+            row_named(f, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "kernel")));
+        if (!k || !k->impl[0] || !(k->total_ms > 0))
+            continue;
+        double t = k->total_ms * 1e6; /* ms -> GB/s, GFLOP/s */
+        cJSON *c = cJSON_CreateObject();
+        bool ok = c && put(c, "bytes", fb_json_num_or_null(k->bytes)) &&
+                  put(c, "flops", fb_json_num_or_null(k->flops)) &&
+                  put(c, "gbps", fb_json_num_or_null(k->bytes / t)) &&
+                  put(c, "gflops", fb_json_num_or_null(k->flops / t)) &&
+                  put(c, "roofline_share", fb_json_num_or_null(k->roof_ms / k->total_ms));
+        if (!ok || !put(e, "costs", c)) {
+            if (!ok)
+                cJSON_Delete(c);
+            free(seen);
+            return false;
+        }
+        if (seen[k - f->kernel_rows] || !isfinite(k->roof_ms))
+            continue;
+        seen[k - f->kernel_rows] = true;
+        roof += k->roof_ms;
+        ms += k->total_ms;
+    }
+    free(seen);
+    return put(fx, "fused_roofline_share",
+               ms > 0 ? cJSON_CreateNumber(roof / ms) : cJSON_CreateNull()) &&
+           put(fx, "fused_kernels_ms", cJSON_CreateNumber(ms));
+}
+
 fb_code ind_explain(const fb_result *r, cJSON **out, fb_err *err)
 {
     static const struct {
@@ -230,9 +307,11 @@ fb_code ind_explain(const fb_result *r, cJSON **out, fb_err *err)
     const cJSON *fx =
         f->extra ? cJSON_GetObjectItemCaseSensitive(f->extra, "fusion_explain") : NULL;
     cJSON *fusions = ok && fx ? cJSON_Duplicate(fx, 1) : NULL;
-    ok = ok && (!fx || (fusions && cJSON_AddItemToObject(o, "fusions", fusions)));
+    ok = ok && (!fx || (fusions && fusion_costs(fusions, f) &&
+                        cJSON_AddItemToObject(o, "fusions", fusions)));
     if (!ok)
         cJSON_Delete(fusions);
+    ok = ok && put(o, "roofline", limits_json(&r->env));
     ok = ok && cJSON_AddStringToObject(
                    o, "note",
                    fx ? "fusions: each of Inductor's fusion decisions undone alone (or, among "

@@ -79,8 +79,26 @@ static void row_ops(fb_kernel_row *r, const cJSON *ops)
     }
 }
 
+/* A generated kernel's bytes and FLOPs in the iteration, as the runner
+ * counted them from Inductor's scheduler nodes (decisions.kernel_costs), and
+ * its roofline bound on env's measured limits: max(bytes / bandwidth, FLOPs /
+ * peak), NaN when either count or the roofline is unknown. */
+static void row_costs(fb_kernel_row *k, const cJSON *r, const fb_env *env)
+{
+    const char *impl = str_or(r, "impl", "");
+    if (!impl[0])
+        return;
+    snprintf(k->impl, sizeof k->impl, "%s", impl);
+    k->bytes = num_or(r, "bytes", NAN);
+    k->flops = num_or(r, "flops", NAN);
+    k->roof_ms = NAN;
+    if (k->bytes >= 0 && k->flops >= 0 && env->roofline_gbps > 0 && env->roofline_gflops > 0)
+        k->roof_ms =
+            fmax(k->bytes / (env->roofline_gbps * 1e6), k->flops / (env->roofline_gflops * 1e6));
+}
+
 /* Kernel rows from the runner's profile (one per kernel name). */
-static fb_code rows(fb_variant_result *vr, const cJSON *prof, fb_err *err)
+static fb_code rows(fb_variant_result *vr, const cJSON *prof, const fb_env *env, fb_err *err)
 {
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(prof, "rows"), *r;
     int n = cJSON_GetArraySize(arr);
@@ -101,6 +119,7 @@ static fb_code rows(fb_variant_result *vr, const cJSON *prof, fb_err *err)
         k->total_ms = num_or(r, "total_ms", NAN);
         k->mean_ms = num_or(r, "mean_ms", NAN);
         row_ops(k, cJSON_GetObjectItemCaseSensitive(r, "ops"));
+        row_costs(k, r, env);
         vr->n_kernel_rows++;
     }
     return FB_OK;
@@ -142,7 +161,7 @@ static fb_code extra(fb_variant_result *vr, const cJSON *v, fb_err *err)
     return FB_OK;
 }
 
-static fb_code variant(fb_variant_result *vr, const cJSON *v, fb_err *err)
+static fb_code variant(fb_variant_result *vr, const cJSON *v, const fb_env *env, fb_err *err)
 {
     const cJSON *ind = cJSON_GetObjectItemCaseSensitive(v, "inductor");
     const cJSON *prof = cJSON_GetObjectItemCaseSensitive(v, "profile");
@@ -160,7 +179,7 @@ static fb_code variant(fb_variant_result *vr, const cJSON *v, fb_err *err)
         profile_figures(vr, prof);
     rc = samples(vr, cJSON_GetObjectItemCaseSensitive(v, "samples_ms"), err);
     if (rc == FB_OK && prof)
-        rc = rows(vr, prof, err);
+        rc = rows(vr, prof, env, err);
     if (rc == FB_OK)
         rc = extra(vr, v, err);
     return rc;
@@ -242,7 +261,7 @@ fb_code ind_result_from_json(const cJSON *line, fb_result *out, fb_err *err)
     out->n_variants = 0;
     cJSON_ArrayForEach(v, vs)
     {
-        fb_code rc = variant(&out->variants[out->n_variants], v, err);
+        fb_code rc = variant(&out->variants[out->n_variants], v, &out->env, err);
         out->n_variants++;
         if (rc != FB_OK)
             return rc;

@@ -232,6 +232,19 @@ def kernel_rows(events, kernel_ops, device):
     return rows, source
 
 
+def add_costs(rows, costs):
+    """Each generated kernel's row gets its bytes and FLOPs in the iteration
+    from costs per call ({name: {"bytes", "flops"}}), either left null where
+    unknown; a row with neither gets none (its impl unsaid)."""
+    for r in rows.values():
+        c = costs.get(r["name"]) if r["generated"] else None
+        if not c or (c.get("bytes") is None and c.get("flops") is None):
+            continue
+        r["impl"] = "inductor"
+        for k in ("bytes", "flops"):
+            r[k] = c[k] * r["count"] if c.get(k) is not None else None
+
+
 def device_busy_ms(events):
     """The device's busy time (ms) in a profile: its kernels', copies' and
     sets' durations summed (a CUDA graph replay's, which no op on the CPU side
@@ -274,12 +287,15 @@ def device_copy_gbps(nbytes=COPY_BYTES, reps=5):
 PROFILE_TRIES = 3
 
 
-def profile_once(fn, inputs, device, kernel_ops):
+def profile_once(fn, inputs, device, kernel_ops, costs=None):
     """One profiled iteration: the fastest of PROFILE_TRIES, after a profiled
     warm-up call whose start-up cost is dropped.  kernel_ops: {generated kernel name: [aten ops]} from the output
-    code.  Returns {"kernels", "kernel_time_ms", "busy_ms", "idle_ms",
+    code; costs: {generated kernel name: {"bytes", "flops"}} per call
+    (decisions.kernel_costs).  Returns {"kernels", "kernel_time_ms", "busy_ms", "idle_ms",
     "categories_ms", "rows"}; rows are per kernel name: count, total_ms, ops,
-    category, generated (bool)."""
+    category, generated (bool), and for a generated kernel whose costs are
+    known its bytes and FLOPs in the iteration (per call times count) with
+    impl "inductor"."""
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU]
@@ -299,6 +315,7 @@ def profile_once(fn, inputs, device, kernel_ops):
             prof, wall_ms = p, ms
     kevs = _kernel_events(prof)
     rows, source = kernel_rows(kevs, kernel_ops, device)
+    add_costs(rows, costs or {})
     cats = {}
     for r in rows.values():
         r["category"] = _category(r["name"], r["ops"], r["generated"])

@@ -446,6 +446,7 @@ def compile_variant(name, model, inputs, req, root, undo=None, warm=True, share=
         figures["decisions_total"] = len(made)
     figures["_decisions"] = made
     figures["_kernels"] = [k for g in rec.graphs for k in g["kernels"]]
+    figures["_kernel_costs"] = decisions.kernel_costs(rec.graphs)
     return fn, figures
 
 
@@ -781,10 +782,12 @@ def profile_all(req, variants, inputs, proto):
         v.out["peak_mem_bytes"], v.out["peak_mem_method"] = peak, how
         if not req["profile"] or v.fn is None:
             continue
-        kops = {k["name"]: k["aten_ops"] for k in v.out.get("inductor", {}).get("kernels", [])}
+        figs = v.out.get("inductor", {})
+        kops = {k["name"]: k["aten_ops"] for k in figs.get("kernels", [])}
         try:
             with _cupti_window(req["device"], v.name):
-                v.out["profile"] = measure.profile_once(v.fn, inputs, req["device"], kops)
+                v.out["profile"] = measure.profile_once(v.fn, inputs, req["device"], kops,
+                                                        figs.get("_kernel_costs"))
             alloc = v.out["profile"]["peak_alloc_bytes"]
             if alloc is not None and req["device"] == "cpu":
                 v.out["rss_hwm_delta_bytes"] = v.out["peak_mem_bytes"]
