@@ -345,7 +345,9 @@ def _buffer_bytes(name):
     import sympy
     from torch._inductor.utils import get_dtype_size
     from torch._inductor.virtualized import V
-    buf = V.graph.name_to_buffer.get(name) or V.graph.graph_inputs.get(name)
+    buf = V.graph.name_to_buffer.get(name)
+    if buf is None:
+        buf = V.graph.graph_inputs.get(name)
     if buf is None:
         return None, None
     try:
