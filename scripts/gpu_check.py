@@ -610,16 +610,23 @@ print(json.dumps(i))
                 notes.append(f"- {model} ({rungs}): compile/plan {fnum(res.get('plan_ms'), '{:.0f}')}"
                              f" ms; the call took {fnum(r.get('seconds'), '{:.0f}')} s")
         rows = ["| model (bs 32, float16) | rung | median ms | speedup vs its call's eager | kernels "
-                "| kernel ms (device) | fused kernels (ops) | kernel rows with ATen ops | status |",
-                "|---|---|---|---|---|---|---|---|---|"]
+                "| kernel ms (device) | generated kernels' GB/s (rows with counts) "
+                "| fused kernels (ops) | kernel rows with ATen ops | status |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
         for model in INDUCTOR_MODELS:
             for name in INDUCTOR_RUNGS.split(","):
                 v, krows, base = got[model].get(name, ({"status": "not run"}, [], None))
                 m = median_ms(v)
                 joined = sum(1 for kr in krows if kr.get("ops"))
+                counted = [kr for kr in krows if kr.get("impl") == "inductor"
+                           and isinstance(kr.get("bytes"), (int, float))
+                           and (kr.get("total_ms") or 0) > 0]
+                gbps = (sum(kr["bytes"] for kr in counted) /
+                        sum(kr["total_ms"] for kr in counted) / 1e6) if counted else None
                 rows.append(f"| {model} | {name} | {fnum(m, '{:.3f}')} "
                             f"| {fnum(base / m if base and m else None, '{:.2f}')}x "
                             f"| {kernels_text(v)} | {fnum(v.get('kernel_time_ms'), '{:.3f}')} "
+                            f"| {fnum(gbps, '{:.0f}')} ({len(counted)}) "
                             f"| {v.get('fused_kernels', '-')} "
                             f"({v.get('fused_ops', '-')}) | {joined} of {len(krows)} "
                             f"| {v.get('status')} {(v.get('message') or '')[:80]} |")
@@ -630,6 +637,9 @@ print(json.dumps(i))
                 notes.append(f"- {model} bs 32: native fused ({dt}) {median_ms(native):.3f} ms "
                              f"vs torch.compile (float16) {median_ms(ind):.3f} ms")
         notes.append("- the poster's range: 8-101 fused kernels per vision model")
+        notes.append("- generated kernels' GB/s: the Triton kernels' bytes (Inductor's "
+                     "estimate_kernel_num_bytes, else its scheduler's count: docs/EXPLAIN.md, "
+                     "item 14) over their device time, against stage 1's device copy")
         notes.append("- kernel ms: the profiled iteration's kernels' device time (torch.profiler's "
                      "CUDA activity); above the median it would be the launches' CPU time, "
                      "the fallback where no device time was recorded")
