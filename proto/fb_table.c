@@ -310,20 +310,22 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
         fprintf(f, "\nfusion by fusion: not measured: %s\n", tb_str(fx, "error", ""));
         return;
     }
+    char noise[24], parts[24], inter[24]; /* "-" where not measured (a budget of 0) */
+    tb_fmt(noise, sizeof noise, tb_num(fx, "layout_noise_ms"), 3, false);
+    tb_fmt(parts, sizeof parts, tb_num(fx, "sum_of_parts_ms"), 3, true);
+    tb_fmt(inter, sizeof inter, tb_num(fx, "interaction_ms"), 3, true);
     fprintf(f,
             "\nInductor's fusions, each undone (%d decisions; %d won, %d lost, %d no difference, "
-            "%d not measured in the %.0f s budget; layout noise %.3f ms)\n",
+            "%d not measured in the %.0f s budget; layout noise %s ms)\n",
             (int)tb_int(fx, "decisions", 0, INT32_MAX, 0), (int)tb_int(c, "won", 0, INT32_MAX, 0),
             (int)tb_int(c, "lost", 0, INT32_MAX, 0),
             (int)tb_int(c, "no_difference", 0, INT32_MAX, 0),
-            (int)tb_int(c, "not_measured", 0, INT32_MAX, 0), tb_num(fx, "budget_s"),
-            tb_num(fx, "layout_noise_ms"));
+            (int)tb_int(c, "not_measured", 0, INT32_MAX, 0), tb_num(fx, "budget_s"), noise);
     if (isfinite(tb_num(fx, "ladder_step_ms")))
         fprintf(f,
                 "all fusion (inductor-nofusion -> inductor) saved %+.3f ms; the fusions measured "
-                "alone add up to %+.3f ms; interaction %+.3f ms\n",
-                tb_num(fx, "ladder_step_ms"), tb_num(fx, "sum_of_parts_ms"),
-                tb_num(fx, "interaction_ms"));
+                "alone add up to %s ms; interaction %s ms\n",
+                tb_num(fx, "ladder_step_ms"), parts, inter);
     tb_inductor_step(f, tb_get(fx, "step"));
     if (cJSON_IsObject(all))
         fprintf(f, "all %d lost fusions undone at once: %+.3f ms recovered [%.3f, %.3f]\n",
