@@ -392,7 +392,8 @@ def _occupancy_evidence(gpu, lim):
 
 
 def roofline_evidence(copy_gbps, fused, unfused):
-    """Each kernel's bytes (Inductor's estimate, decisions.kernel_bytes) over
+    """Each kernel's bytes (decisions.kernel_costs: Inductor's estimate for a
+    Triton kernel, else its scheduler's count) over
     its device time against the device's measured copy bandwidth: fused is
     (bytes, ms) of the fused kernel, unfused [(bytes, ms)] of the kernels
     holding its members once undone.  {"copy_gbps", "fused": {bytes, ms,
@@ -492,8 +493,8 @@ class Ctx:
     clock, inputs, sync, device
     kernel_ms      {kernel name: ms} of the job's profiled iteration
     base_ms        the job's inductor median (ms)
-    kernel_bytes   {kernel name: bytes} of the job's Triton kernels (Inductor's
-                   estimate; decisions.kernel_bytes)
+    kernel_bytes   {kernel name: bytes} of the job's generated kernels per call
+                   (decisions.kernel_costs)
     copy_gbps      the device's measured copy bandwidth (GB/s, read + write),
                    or None (the CPU)
     """

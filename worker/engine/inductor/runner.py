@@ -878,7 +878,8 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                       base_ms=explain.median(base.samples),
                       base_peak=prof.get("peak_alloc_bytes"),
                       base_externs=figs["extern_calls"], device=req["device"],
-                      kernel_bytes={k["name"]: k.get("bytes") for k in figs.get("_kernels", [])},
+                      kernel_bytes={n: c["bytes"] for n, c in
+                                    figs.get("_kernel_costs", {}).items()},
                       copy_gbps=measure.device_copy_gbps() if req["device"] == "cuda" else None)
     left = req.get("timeout_s", 600) - (time.monotonic() - STARTED) - EXPLAIN_MARGIN_S
     budget = explain.job_budget(req["params"].get("time_budget_s"), spent_s, left)
