@@ -432,43 +432,58 @@ def device_rows(c):
 
 
 def roofline(c, explain):
-    """explain.roofline_evidence on given figures, then a lost fusion on a
-    (faked) CUDA device: its evidence carries each kernel's bytes over its
-    device time against the copy bandwidth."""
+    """explain.roofline_evidence on given figures, then a lost fusion, on the
+    CPU and on a (faked) CUDA device alike: its evidence carries each
+    kernel's bytes over its time against the bandwidth the explanation was
+    given (the worker's roofline)."""
     import decisions
-    r = explain.roofline_evidence(4000.0, (8e6, 0.01), [(4e6, 0.002), (None, 0.001)])
+    roof = {"gbps": 4000.0, "measured_by": "worker"}
+    r = explain.roofline_evidence(roof, (8e6, 0.01), [(4e6, 0.002), (None, 0.001)])
     c.check(abs(r["fused"]["gbps"] - 800.0) < 1e-6 and abs(r["fused"]["share"] - 0.2) < 1e-9 and
             abs(r["unfused"][0]["gbps"] - 2000.0) < 1e-6 and
-            abs(r["unfused"][0]["share"] - 0.5) < 1e-9 and r["unfused"][1]["gbps"] is None,
+            abs(r["unfused"][0]["share"] - 0.5) < 1e-9 and r["unfused"][1]["gbps"] is None and
+            r["limit_gbps"] == 4000.0 and r["measured_by"] == "worker",
             "8 MB in 10 us: 800 GB/s, 20%% of 4000; 4 MB in 2 us: 50%%; no bytes: none (%s)" % r)
-    c.check(explain.roofline_evidence(4000.0, (None, 0.01), [(None, 0.002)]) is None,
+    c.check(explain.roofline_evidence(roof, (None, 0.01), [(None, 0.002)]) is None,
             "no byte figure anywhere: no roofline evidence")
-    c.check(explain.roofline_evidence(None, (8e6, 0.01), [])["fused"]["share"] is None,
-            "no copy bandwidth (the CPU): GB/s without a share")
+    r = explain.roofline_evidence(None, (8e6, 0.01), [])
+    c.check(r["fused"]["share"] is None and r["limit_gbps"] is None,
+            "no bandwidth measured: GB/s without a share (%s)" % r)
     c.check(decisions.kernel_bytes(types.SimpleNamespace(
         estimate_kernel_num_bytes=lambda: 1234.0)) == 1234 and
         decisions.kernel_bytes(object()) is None and decisions.kernel_bytes(None) is None,
         "kernel_bytes: Inductor's estimate, else None (never a failed compile)")
-    ctx, _ = fake_ctx(explain, [0.5, -0.3])
-    plain = ctx.compile_cf
+    import runner
+    req = {"device": "cpu", "roofline": {"gbps": 30.5, "gflops": 142.75}}
+    c.check(runner.explain_roofline(req) == {"gbps": 30.5, "measured_by": "worker"} and
+            runner.explain_roofline(dict(req, roofline=None)) is None,
+            "the explanation's bandwidth: the worker's roofline the request carries; on a CPU "
+            "without one, none (nothing measured again)")
+    for device, gbps in (("cpu", 40.0), ("cuda", 4000.0)):
+        ctx, _ = fake_ctx(explain, [0.5, -0.3])
+        plain = ctx.compile_cf
 
-    def compile_cf(ids):
-        cf = plain(ids)
-        if ids == ["fuse-%012x" % 1]:
-            cf["kernels"] = [{"name": "ka1", "keys": {"a1"}, "bytes": 4_000_000},
-                             {"name": "kb1", "keys": {"b1"}, "bytes": 4_000_000}]
-        return cf
-    ctx.compile_cf = compile_cf
-    ctx.device, ctx.copy_gbps, ctx.kernel_bytes = "cuda", 4000.0, {"k1": 6_000_000}
-    ctx.profile_fn = lambda fn, kops: {"times": {"k1": 0.01, "ka1": 0.002, "kb1": 0.003},
-                                       "peak": None}
-    out = explain.explain(ctx, budget_s=60)
-    e = {x["id"]: x for x in out["fusions"]}["fuse-%012x" % 1]
-    roof = (e.get("evidence") or {}).get("roofline") or {}
-    c.check(e["verdict"] == "lost" and abs(roof["fused"]["share"] - 0.15) < 1e-9 and
-            [round(u["share"], 3) for u in roof["unfused"]] == [0.5, 0.333],
-            "a lost fusion on CUDA: 6 MB in 10 us is 15%% of the copy, its parts 50%% and "
-            "33%% (%s %s)" % (e["verdict"], roof))
+        def compile_cf(ids, plain=plain, gbps=gbps):
+            cf = plain(ids)
+            if ids == ["fuse-%012x" % 1]:
+                cf["kernels"] = [{"name": "ka1", "keys": {"a1"}}, {"name": "kb1", "keys": {"b1"}}]
+                # the per-kernel count (decisions.kernel_costs), scaled to the device
+                cf["costs"] = {"ka1": {"bytes": gbps * 1e3, "flops": 0},
+                               "kb1": {"bytes": gbps * 1e3, "flops": 0}}
+            return cf
+        ctx.compile_cf = compile_cf
+        ctx.device, ctx.roof = device, {"gbps": gbps, "measured_by": "worker"}
+        ctx.kernel_bytes = {"k1": gbps * 1.5e3}
+        ctx.profile_fn = lambda fn, kops: {"times": {"k1": 0.01, "ka1": 0.002, "kb1": 0.003},
+                                           "peak": None}
+        out = explain.explain(ctx, budget_s=60)
+        e = {x["id"]: x for x in out["fusions"]}["fuse-%012x" % 1]
+        roof = (e.get("evidence") or {}).get("roofline") or {}
+        c.check(e["verdict"] == "lost" and abs(roof["fused"]["share"] - 0.15) < 1e-9 and
+                [round(u["share"], 3) for u in roof["unfused"]] == [0.5, 0.333] and
+                roof["limit_gbps"] == gbps,
+                "a lost fusion on %s: its kernel at 15%% of the worker's bandwidth, its parts "
+                "at 50%% and 33%% (%s %s)" % (device, e["verdict"], roof))
 
 
 def occupancy_rules(c, d):

@@ -136,13 +136,19 @@ def main():
     c.check(rc == 1 and lines[-1]["code"] == "invalid_argument", "unknown variant refused")
     rc, lines, _ = indtest.run_runner(py, {"model": "tiny_cnn", "bogus": 1})
     c.check(rc == 1 and "bogus" in lines[-1]["message"], "unknown field named")
+    for bad in ({"gbps": 30.0}, {"gbps": 0, "gflops": 140.0}, {"gbps": True, "gflops": 1.0},
+                {"gbps": "30", "gflops": 140.0}, [30.0, 140.0]):
+        rc, lines, _ = indtest.run_runner(py, {"model": "tiny_cnn", "roofline": bad})
+        c.check(rc == 1 and lines[-1]["code"] == "invalid_argument" and
+                "roofline" in lines[-1]["message"], "roofline %r refused, named" % (bad,))
     r = subprocess.run([py, indtest.RUNNER], input="{not json", capture_output=True, text=True)
     c.check(r.returncode == 1 and json.loads(r.stdout)["type"] == "error", "not JSON: error line")
 
     # A full small job through files, with library prints going to stderr and the
     # injection variable set: it must not reach the protocol nor leak onward.
     req = {"model": "tiny_cnn", "variants": ["eager"], "warmup": 1, "iterations": 3,
-           "threads": 1, "params": {"image_size": 16}}
+           "threads": 1, "params": {"image_size": 16},
+           "roofline": {"gbps": 30.5, "gflops": 142.75}}  # as the worker sends it
     with tempfile.TemporaryDirectory() as d:
         rq, out = os.path.join(d, "req.json"), os.path.join(d, "out.jsonl")
         with open(rq, "w") as f:

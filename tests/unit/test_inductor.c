@@ -256,7 +256,23 @@ static void test_request(void **state)
     spec.explain = true; /* the runner explains fusion by fusion in the job's process */
     r = ind_request_json(&spec);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(r, "explain")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(r, "roofline"))); /* none measured */
     cJSON_Delete(r);
+    /* the worker's measured limits of the job's device go to the runner, so
+     * its explanation holds kernels against them and measures none again */
+    ind_engine.roofline_use("cuda", 4000, 500000);
+    r = ind_request_json(&spec);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(r, "roofline"))); /* another device's */
+    cJSON_Delete(r);
+    ind_engine.roofline_use("cpu", 30.5, 142.75);
+    r = ind_request_json(&spec);
+    p = cJSON_GetObjectItem(r, "roofline");
+    assert_true(cJSON_IsObject(p));
+    assert_true(fabs(cJSON_GetObjectItem(p, "gbps")->valuedouble - 30.5) < 1e-12);
+    assert_true(fabs(cJSON_GetObjectItem(p, "gflops")->valuedouble - 142.75) < 1e-12);
+    cJSON_Delete(r);
+    ind_engine.roofline_use("cpu", 0, 0);
+    ind_engine.roofline_use("cuda", 0, 0);
     fb_spec_free(&spec);
 }
 

@@ -391,21 +391,25 @@ def _occupancy_evidence(gpu, lim):
             "unfused": [list(o) for o in (occupancy(c, lim) for c in gpu[1]) if o]}
 
 
-def roofline_evidence(copy_gbps, fused, unfused):
+def roofline_evidence(roof, fused, unfused):
     """Each kernel's bytes (decisions.kernel_costs: Inductor's estimate for a
-    Triton kernel, else its scheduler's count) over
-    its device time against the device's measured copy bandwidth: fused is
-    (bytes, ms) of the fused kernel, unfused [(bytes, ms)] of the kernels
-    holding its members once undone.  {"copy_gbps", "fused": {bytes, ms,
-    gbps, share}, "unfused": [...]}, share the fraction of the copy
-    bandwidth; None when no kernel has a byte figure."""
+    Triton kernel, else its scheduler's count) over its time against the
+    device's memory bandwidth: roof is {"gbps", "measured_by"} (the worker's
+    roofline, or on a GPU without one the runner's device copy) or None;
+    fused is (bytes, ms) of the fused kernel, unfused [(bytes, ms)] of the
+    kernels holding its members once undone.  {"limit_gbps", "measured_by",
+    "fused": {bytes, ms, gbps, share}, "unfused": [...]}, share the fraction
+    of the bandwidth; None when no kernel has a byte figure."""
+    limit = (roof or {}).get("gbps")
+
     def one(b, ms):
         gbps = b / (ms * 1e-3) / 1e9 if b and ms and ms > 0 else None
         return {"bytes": b, "ms": ms, "gbps": gbps,
-                "share": gbps / copy_gbps if gbps is not None and copy_gbps else None}
+                "share": gbps / limit if gbps is not None and limit else None}
     if fused[0] is None and all(b is None for b, _ in unfused):
         return None
-    return {"copy_gbps": copy_gbps, "fused": one(*fused), "unfused": [one(*u) for u in unfused]}
+    return {"limit_gbps": limit, "measured_by": (roof or {}).get("measured_by"),
+            "fused": one(*fused), "unfused": [one(*u) for u in unfused]}
 
 
 def _gpu_rule(gpu, occ=None):
@@ -495,8 +499,8 @@ class Ctx:
     base_ms        the job's inductor median (ms)
     kernel_bytes   {kernel name: bytes} of the job's generated kernels per call
                    (decisions.kernel_costs)
-    copy_gbps      the device's measured copy bandwidth (GB/s, read + write),
-                   or None (the CPU)
+    roof           {"gbps", "measured_by"}: the device's memory bandwidth
+                   (GB/s, read + write) the kernels are held against, or None
     """
 
     def __init__(self, **kw):
@@ -511,7 +515,7 @@ class Ctx:
         self.compile_knob = None
         self.base_ms = float("nan")
         self.kernel_bytes = {}
-        self.copy_gbps = None
+        self.roof = None
         self.__dict__.update(kw)
         self._base_alloc = None
 
@@ -906,13 +910,12 @@ def _reasons(ctx, lost, by_id):
                                ctx.base_externs, cf["externs"], gpu,
                                base_alloc and (base_alloc, alloc_facts(cf["codes"])), limits)
         ev["unfused_kernel_names"] = cf_kernels
-        if ctx.device == "cuda":
-            nbytes = {k["name"]: k.get("bytes") for k in cf["kernels"]}
-            roof = roofline_evidence(
-                ctx.copy_gbps, (ctx.kernel_bytes.get(d.get("kernel")), base_ms),
-                [(nbytes.get(k), (times or {}).get(k)) for k in cf_kernels])
-            if roof:
-                ev["roofline"] = roof
+        nbytes = {n: c.get("bytes") for n, c in (cf.get("costs") or {}).items()}
+        roof = roofline_evidence(
+            ctx.roof, (ctx.kernel_bytes.get(d.get("kernel")), base_ms),
+            [(nbytes.get(k), (times or {}).get(k)) for k in cf_kernels])
+        if roof:
+            ev["roofline"] = roof
         e["reason"], e["evidence"] = reason, ev
 
 

@@ -195,7 +195,38 @@ static const fb_workload_info *ind_uploaded(const char *device)
 
 /* ---- request ---- */
 
-/* params.threads becomes the request's threads; the rest pass as params. */
+/* The roofline of each device ([0] the CPU, [1] the GPU) the worker measured
+ * at start (fb_engine.roofline_use; 0: none), which the request hands the
+ * runner so its explanation holds kernels against the same limits as the
+ * job's rows, and measures nothing again. */
+static double roof_gbps[2], roof_gflops[2];
+
+static void ind_roofline_use(const char *device, double gbps, double gflops)
+{
+    bool gpu = device && strcmp(device, "cuda") == 0;
+    roof_gbps[gpu] = gbps;
+    roof_gflops[gpu] = gflops;
+}
+
+/* {"gbps", "gflops"} of device as the worker measured it, or null. */
+static cJSON *roofline_json(const char *device)
+{
+    bool gpu = device && strcmp(device, "cuda") == 0;
+    cJSON *o;
+
+    if (!(roof_gbps[gpu] > 0) || !(roof_gflops[gpu] > 0))
+        return cJSON_CreateNull();
+    o = cJSON_CreateObject();
+    if (o && (!cJSON_AddNumberToObject(o, "gbps", roof_gbps[gpu]) ||
+              !cJSON_AddNumberToObject(o, "gflops", roof_gflops[gpu]))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* params.threads becomes the request's threads; the rest pass as params;
+ * roofline the device's limits the worker measured (null: none). */
 cJSON *ind_request_json(const fb_spec *spec)
 {
     cJSON *r = cJSON_CreateObject(), *params = cJSON_Duplicate(spec->params, 1);
@@ -225,6 +256,12 @@ cJSON *ind_request_json(const fb_spec *spec)
     if (!cJSON_IsNumber(threads))
         cJSON_Delete(threads);
     cJSON_AddItemToObject(r, "params", params);
+    cJSON *roof = roofline_json(spec->device);
+    if (!roof) {
+        cJSON_Delete(r);
+        return NULL;
+    }
+    cJSON_AddItemToObject(r, "roofline", roof);
     return r;
 }
 
@@ -460,4 +497,5 @@ const fb_engine ind_engine = {
     .explain_whole = ind_explain,
     .uploaded = ind_uploaded,
     .inspect_model = ind_inspect_model,
+    .roofline_use = ind_roofline_use,
 };

@@ -131,6 +131,7 @@ RUNNER_PARAMS = ("unfuse", "time_budget_s", "tf32", "keep_output_code")
 
 DEFAULTS = {"device": "cpu", "dtype": "float32", "batch_size": 1, "warmup": 10,
             "iterations": 50, "params": {}, "threads": None, "profile": True, "explain": False,
+            "roofline": None,
             "variants": ["eager", "inductor-nofusion", "inductor", "inductor-max-autotune"]}
 
 
@@ -176,6 +177,13 @@ def parse_request(text):
         _check_int(req, "threads", 1, 1024)
     if not isinstance(req["explain"], bool):
         raise BadRequest("explain must be true or false")
+    roof = req["roofline"]
+    if roof is not None and not (
+            isinstance(roof, dict) and set(roof) == {"gbps", "gflops"} and
+            all(not isinstance(v, bool) and isinstance(v, (int, float)) and
+                0 < v < float("inf") for v in roof.values())):
+        raise BadRequest("roofline must be null or {\"gbps\", \"gflops\"}, "
+                         "both positive numbers")
     vs = req["variants"]
     if not isinstance(vs, list) or not vs or len(set(vs)) != len(vs) or \
             any(v not in ladder.VARIANTS for v in vs):
@@ -770,6 +778,20 @@ class _cupti_window:
         return False
 
 
+def explain_roofline(req):
+    """The memory bandwidth the explanation holds kernels against:
+    {"gbps", "measured_by"}, the worker's roofline the request carries (the
+    one the job's kernel rows are held against), else on a GPU the device
+    copy measured here (fusionbench-run without --roofline); None on a CPU
+    without one."""
+    import measure
+
+    if req["roofline"]:
+        return {"gbps": req["roofline"]["gbps"], "measured_by": "worker"}
+    gbps = measure.device_copy_gbps() if req["device"] == "cuda" else None
+    return {"gbps": gbps, "measured_by": "runner"} if gbps else None
+
+
 def profile_all(req, variants, inputs, proto):
     import measure
 
@@ -847,6 +869,7 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                 {"final_nodes": f.get("final_nodes", 0),
                  "generated_kernels": f["generated_kernels"]}))
         return {"fn": fn, "codes": f["_codes"], "kernels": f.get("_kernels", []),
+                "costs": f.get("_kernel_costs", {}),
                 "kernel_ops": {k["name"]: k["aten_ops"] for k in f["kernels"]},
                 "took": took, "externs": f["extern_calls"]}
 
@@ -880,7 +903,7 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                       base_externs=figs["extern_calls"], device=req["device"],
                       kernel_bytes={n: c["bytes"] for n, c in
                                     figs.get("_kernel_costs", {}).items()},
-                      copy_gbps=measure.device_copy_gbps() if req["device"] == "cuda" else None)
+                      roof=explain_roofline(req))
     left = req.get("timeout_s", 600) - (time.monotonic() - STARTED) - EXPLAIN_MARGIN_S
     budget = explain.job_budget(req["params"].get("time_budget_s"), spent_s, left)
     ok_v = {v.name: v for v in variants if v.status == "ok" and len(v.samples) >= 2}
