@@ -6,7 +6,8 @@ its explanation found: Inductor's fusion decisions, their verdicts, the lost
 ones with their reasons, the sum of the parts against the ladder's step, the
 cost-model rank correlation, the step from inductor-nofusion to inductor
 part by part (every decision undone at once, then each of the no-fusion
-rung's other knobs alone), the top refused merge, the break-even iterations
+rung's other knobs alone), the compile's choices beside fusion (its
+convolutions' channels-last layout) switched off alone, the top refused merge, the break-even iterations
 and how long the explanation took.
 
     python3 bench/inductor_explain.py --bin build/worker/fusionbench-run \\
@@ -86,6 +87,9 @@ def row(model, batch, out, secs):
         name = "decisions" if p["part"] == "decisions" else p["what"].split("=")[0]
         parts.append("%s %s%s" % (name, fmt(p.get("saved_ms"), "{:+.3f}"),
                                   "" if p["verdict"] == "no_difference" else " " + p["verdict"]))
+    beside = ["%s %s%s" % (p["what"].split("=")[0], fmt(p.get("saved_ms"), "{:+.3f}"),
+                           "" if p["verdict"] == "no_difference" else " " + p["verdict"])
+              for p in fx.get("beside") or []]
     units = units_of(fx)
     rho_u = spearman([u["predicted_shared_bytes"] for u in units], [u["saved_ms"] for u in units])
     rest = (fx.get("step") or {}).get("rest_ms")
@@ -99,13 +103,14 @@ def row(model, batch, out, secs):
             ("" if it["causes"] else "none found"),
             len(it["tests"]), ", budget" if it["stopped"] == "budget" else ""))
     return ("| %s | %d | %s / %s / %s | %d: %d won, %d lost, %d no difference, %d not measured "
-            "| %s | %s [%s] | %s | %s | %s; %s over %d units | %s | %s | %s "
+            "| %s | %s [%s] | %s | %s | %s | %s; %s over %d units | %s | %s | %s "
             "| %s (%.0f s explaining) |" % (
                 model, batch, fmt(med.get("eager")), fmt(med.get("inductor-nofusion")),
                 fmt(med.get("inductor")), fx.get("decisions", 0), c.get("won", 0),
                 c.get("lost", 0), c.get("no_difference", 0), c.get("not_measured", 0),
                 "; ".join(lost[:3]) or "–", fmt(fx.get("ladder_step_ms"), "{:+.3f}"),
                 fmt(fx.get("sum_of_parts_ms"), "{:+.3f}"), "; ".join(parts) or "–",
+                "; ".join(beside) or "–",
                 fmt(fx.get("layout_noise_ms"), "{:.4f}"),
                 fmt((fx.get("cost_model") or {}).get("spearman"), "{:.2f}"),
                 fmt(rho_u, "{:.2f}"), len(units),
@@ -139,9 +144,10 @@ def main():
             return 2
     print("| model | bs | eager / nofusion / inductor ms | decisions | lost (saved ms, reason) "
           "| nofusion -> inductor [sum of parts] | the step, part by part (ms) "
-          "| layout noise ms | cost model rho (alone; units) "
+          "| beside fusion, switched off alone (ms) | layout noise ms "
+          "| cost model rho (alone; units) "
           "| top refused merge | break-even (cold) | all lost undone | job |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     suite, cmd = [], None
     if a.from_json:
         order = {m: i for i, m in enumerate(MODELS)}

@@ -273,6 +273,19 @@ static void tb_inductor_interaction(FILE *f, const cJSON *it)
     fprintf(f, "\n");
 }
 
+/* One part measured against the job's compile: what, saved ms, its
+ * interval, the verdict. */
+static void tb_part(FILE *f, const cJSON *p)
+{
+    const cJSON *ci = tb_get(p, "ci95");
+    char sv[24], cis[48] = "-";
+    tb_fmt(sv, sizeof sv, tb_num(p, "saved_ms"), 3, true);
+    if (cJSON_IsArray(ci))
+        snprintf(cis, sizeof cis, "[%.3f, %.3f]", tb_arr_num(ci, 0), tb_arr_num(ci, 1));
+    fprintf(f, "  %-42s %9s  %-20s %s\n", tb_str(p, "what", "?"), sv, cis,
+            tb_str(p, "verdict", "?"));
+}
+
 /* The nofusion -> inductor step split by what the no-fusion rung switches
  * off: the fusion decisions undone at once, then each other knob alone. */
 static void tb_inductor_step(FILE *f, const cJSON *st)
@@ -281,16 +294,7 @@ static void tb_inductor_step(FILE *f, const cJSON *st)
     if (cJSON_GetArraySize(tb_get(st, "parts")) == 0)
         return;
     fprintf(f, "the step, part by part (saved ms: > 0, inductor is faster with it):\n");
-    cJSON_ArrayForEach(p, tb_get(st, "parts"))
-    {
-        const cJSON *ci = tb_get(p, "ci95");
-        char sv[24], cis[48] = "-";
-        tb_fmt(sv, sizeof sv, tb_num(p, "saved_ms"), 3, true);
-        if (cJSON_IsArray(ci))
-            snprintf(cis, sizeof cis, "[%.3f, %.3f]", tb_arr_num(ci, 0), tb_arr_num(ci, 1));
-        fprintf(f, "  %-42s %9s  %-20s %s\n", tb_str(p, "what", "?"), sv, cis,
-                tb_str(p, "verdict", "?"));
-    }
+    cJSON_ArrayForEach(p, tb_get(st, "parts")) tb_part(f, p);
     if (isfinite(tb_num(st, "decisions_interaction_ms")))
         fprintf(f, "  the decisions together minus their sum alone: %+.3f ms\n",
                 tb_num(st, "decisions_interaction_ms"));
@@ -298,6 +302,23 @@ static void tb_inductor_step(FILE *f, const cJSON *st)
         fprintf(f, "  the step's rest (interaction of all the parts): %+.3f ms\n",
                 tb_num(st, "rest_ms"));
     tb_inductor_interaction(f, tb_get(st, "interaction"));
+}
+
+/* The compile's choices beside fusion (its convolutions' channels-last
+ * layout), each switched off alone on top of inductor; with how far
+ * inductor is behind eager, when it is. */
+static void tb_inductor_beside(FILE *f, const cJSON *fx)
+{
+    const cJSON *p, *med = tb_get(fx, "medians");
+    double gap = tb_num(med, "inductor") - tb_num(med, "eager");
+    if (cJSON_GetArraySize(tb_get(fx, "beside")) == 0)
+        return;
+    fprintf(f, "beside fusion, each choice of the compile switched off alone (saved ms: > 0, "
+               "inductor is faster with it)");
+    if (gap > 0)
+        fprintf(f, "; inductor is %.3f ms slower than eager", gap);
+    fprintf(f, ":\n");
+    cJSON_ArrayForEach(p, tb_get(fx, "beside")) tb_part(f, p);
 }
 
 /* The inductor explanation's "fusions" (worker/engine/inductor/explain.py):
@@ -327,6 +348,7 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
                 "alone add up to %s ms; interaction %s ms\n",
                 tb_num(fx, "ladder_step_ms"), parts, inter);
     tb_inductor_step(f, tb_get(fx, "step"));
+    tb_inductor_beside(f, fx);
     if (cJSON_IsObject(all))
         fprintf(f, "all %d lost fusions undone at once: %+.3f ms recovered [%.3f, %.3f]\n",
                 cJSON_GetArraySize(tb_get(all, "ids")), tb_num(all, "recovered_ms"),

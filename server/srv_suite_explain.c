@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,7 +101,7 @@ typedef struct inductor_sum {
     double recovered, roof, ms; /* roofline share x kernel ms, kernel ms */
     int n_points, n_units;
     double *pred, *saved, *u_pred, *u_saved;
-    cJSON *by, *missed_by, *missed_top;
+    cJSON *by, *missed_by, *missed_top, *beside;
 } inductor_sum;
 
 /* The (predicted shared bytes, saved ms) pairs of list into x, y after *n. */
@@ -150,6 +151,36 @@ static void inductor_missed(inductor_sum *s, const char *workload, const cJSON *
     }
 }
 
+/* The compile's choices beside fusion, each switched off alone: by the knob
+ * ("layout_optimization"), {"measured": jobs, "saved_ms": their sum (< 0:
+ * the choice cost inductor time), "lost": jobs where it cost time past the
+ * noise, "workloads": those jobs'}. */
+static void inductor_beside(inductor_sum *s, const char *workload, const cJSON *list)
+{
+    const cJSON *p;
+    cJSON_ArrayForEach(p, list)
+    {
+        const char *what = cJSON_GetStringValue(get(p, "what")), *eq;
+        const char *v = cJSON_GetStringValue(get(p, "verdict"));
+        double saved = num(p, "saved_ms");
+        char knob[64];
+        if (!what || !v || !isfinite(saved))
+            continue; /* not measured */
+        eq = strchr(what, '=');
+        snprintf(knob, sizeof knob, "%.*s", (int)(eq ? eq - what : (long)strlen(what)), what);
+        cJSON *r = reason_entry(s->beside, knob, "measured", "saved_ms");
+        if (!r || (!get(r, "lost") && !cJSON_AddNumberToObject(r, "lost", 0)))
+            continue;
+        add_to(r, "measured", 1);
+        add_to(r, "saved_ms", saved);
+        if (strcmp(v, "lost") == 0) {
+            add_to(r, "lost", 1);
+            if (workload)
+                add_workload(r, workload);
+        }
+    }
+}
+
 static void inductor_add(inductor_sum *s, const char *workload, const cJSON *fx)
 {
     static const char *const verdicts[] = {"won", "lost", "no_difference", "not_measured"};
@@ -181,6 +212,7 @@ static void inductor_add(inductor_sum *s, const char *workload, const cJSON *fx)
     }
     inductor_points(s, get(fx, "cost_model"));
     inductor_missed(s, workload, get(fx, "missed"));
+    inductor_beside(s, workload, get(fx, "beside"));
 }
 
 static int by_shared_bytes(const void *a, const void *b)
@@ -240,6 +272,8 @@ static cJSON *inductor_json(inductor_sum *s)
         s->by = NULL;
     if (ok && cJSON_AddItemToObject(o, "missed_by_reason", s->missed_by))
         s->missed_by = NULL;
+    if (ok && cJSON_AddItemToObject(o, "beside", s->beside))
+        s->beside = NULL;
     cJSON *top = ok ? missed_top(s->missed_top) : NULL;
     ok = ok && top && cJSON_AddItemToObject(o, "missed_top", top);
     if (!ok) {
@@ -261,11 +295,12 @@ cJSON *srv_suite_explain(const char *const *workloads, const cJSON *const *expla
     is.by = cJSON_CreateObject();
     is.missed_by = cJSON_CreateObject();
     is.missed_top = cJSON_CreateArray();
+    is.beside = cJSON_CreateObject();
     is.pred = malloc(4 * SE_POINTS_MAX * sizeof *is.pred);
     is.saved = is.pred ? is.pred + SE_POINTS_MAX : NULL;
     is.u_pred = is.pred ? is.pred + 2 * SE_POINTS_MAX : NULL;
     is.u_saved = is.pred ? is.pred + 3 * SE_POINTS_MAX : NULL;
-    if (!ns.by || !is.by || !is.missed_by || !is.missed_top || !is.pred)
+    if (!ns.by || !is.by || !is.missed_by || !is.missed_top || !is.beside || !is.pred)
         goto out;
     for (int i = 0; i < n; i++) {
         const cJSON *ex = explains[i];
@@ -304,6 +339,7 @@ out:
     cJSON_Delete(is.by);
     cJSON_Delete(is.missed_by);
     cJSON_Delete(is.missed_top);
+    cJSON_Delete(is.beside);
     free(is.pred);
     return o;
 }

@@ -285,6 +285,11 @@ async function showSuite(parts) {
       : typeof cm.spearman_units === "number" ? "rank correlation " + cm.spearman_units.toFixed(2) + " over " + cm.units + " units (chunks within the noise among them)"
         : "too few fusions measured alone"));
     cards.push(kpi("Inductor's fused kernels on the roofline", typeof ind.fused_roofline_share === "number" ? (100 * ind.fused_roofline_share).toFixed(0) + "%" : "–"));
+    // the compile's choices beside fusion, each switched off alone (saved_ms < 0: it cost time)
+    for (const [knob, b] of Object.entries(ind.beside || {}))
+      cards.push(kpi("beside fusion: " + knob.replace(/_/g, " ") + " (" + b.measured + " jobs)",
+        (b.lost ? "costs time in " + b.lost + ": " + (b.workloads || []).join(", ") : "costs time in none") +
+        " · " + (b.saved_ms >= 0 ? "saves " : "costs ") + Math.abs(b.saved_ms).toFixed(3) + " ms in all"));
   }
   document.getElementById("suite-cards").replaceChildren(...cards);
   const reasons = ex ? Object.entries(ex.lost_by_reason || {}).sort((a, b) => a[1].lost_ms - b[1].lost_ms) : [];

@@ -259,6 +259,15 @@ function renderInductor(ex) {
     if (typeof (fx.step || {}).rest_ms === "number")
       items.push(["the step's rest", fx.step.rest_ms.toFixed(3) + " ms: the parts' interaction"]);
     if ((fx.step || {}).interaction) items.push(["the decisions' interaction", interactionText(fx.step.interaction)]);
+    // a choice of the compile beside fusion (its convolutions' channels-last
+    // layout), switched off alone: no rung shows it, and it can be what puts
+    // inductor behind eager
+    const med = fx.medians || {}, gap = med.inductor - med.eager;
+    for (const p of (fx.beside || []))
+      items.push(["beside fusion: " + p.what.split("=")[0].replace(/_/g, " ") + " (switched off alone)",
+        (typeof p.saved_ms === "number" ? (p.saved_ms >= 0 ? "it saves " : "it costs ") + Math.abs(p.saved_ms).toFixed(3) +
+          " ms, 95% CI " + ciText(p.ci95) + " (" + p.verdict.replace(/_/g, " ") + ")" : p.verdict.replace(/_/g, " ")) +
+        (gap > 0 ? "; inductor is " + gap.toFixed(3) + " ms slower than eager" : "")]);
     if (all) items.push(["all lost undone", "recovers " + all.recovered_ms.toFixed(3) + " ms"]);
     items.push(["Inductor's cost model", (typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) +
       " over the fusions measured alone, " + (cm.bad_fusions || []).length + " predicted to help and measured to hurt" : "too few fusions measured alone") +

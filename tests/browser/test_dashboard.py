@@ -251,6 +251,11 @@ def explain_card(page, shots):
     picked = page.eval_on_selector_all("#graph-box .gnode.picked", "ns => ns.length")
     check(picked >= 2, "a group's nodes picked out in the graph: %d" % picked)
     # every group's fused kernel on the worker's measured roofline
+    # the compile's layout choice beside fusion: listed, with a budget of 0 not measured
+    check_eq([(b["what"], b["verdict"]) for b in fx["beside"]],
+             [("layout_optimization=False", "not_measured")], "beside fusion in the explanation")
+    check(re.search(r"beside fusion: layout optimization \(switched off alone\)\s+not measured",
+                    text) is not None, "the summary: the layout choice beside fusion (%r)" % text)
     check(page.is_visible("#roofline-box"), "the roofline chart is drawn")
     pts = page.evaluate("() => charts['chart-roofline'].data.datasets.slice(1)"
                         ".flatMap((d) => d.data.map((p) => [p.x, p.y]))")
@@ -306,7 +311,8 @@ def models_page(env, page, shots):
 
 def inductor_explain_card(env, page, shots):
     """An inductor job explained (tiny_cnn, nothing undone: time_budget_s 0):
-    its Explain card lists Inductor's fusion decisions with the share of the
+    its Explain card lists the compile's layout choice beside fusion (not
+    measured) and Inductor's fusion decisions with the share of the
     roofline their kernels reach, and draws each kernel holding one on the
     worker's measured roofline, once, as many points as distinct kernels with
     counts in the explanation."""
@@ -330,6 +336,11 @@ def inductor_explain_card(env, page, shots):
     text = page.inner_text("#explain-summary")
     check(re.search(r"fused kernels on the roofline\s+\d+%", text) is not None,
           "the summary: the fused kernels' share of the roofline (%r)" % text)
+    # the compile's layout choice beside fusion: listed, with a budget of 0 not measured
+    check_eq([(b["what"], b["verdict"]) for b in fx["beside"]],
+             [("layout_optimization=False", "not_measured")], "beside fusion in the explanation")
+    check(re.search(r"beside fusion: layout optimization \(switched off alone\)\s+not measured",
+                    text) is not None, "the summary: the layout choice beside fusion (%r)" % text)
     check(page.is_visible("#roofline-box"), "the roofline chart is drawn")
     pts = page.evaluate("() => charts['chart-roofline'].data.datasets.slice(1)"
                         ".flatMap((d) => d.data.map((p) => p.id))")

@@ -3,7 +3,8 @@ kernel is counted for (run by test_outcode.py in the project venv's python;
 prints one JSON line): three modules whose one kernel's traffic and
 arithmetic are known exactly, each compiled cold on the CPU with the
 Recorder on.  {"kernels": {module: [[name, bytes, flops], ...]}, "rows":
-{module: profile row of its kernel}}."""
+{module: profile row of its kernel}, "layout": {module: [each graph's
+layout_opt]}} (a fourth module, a convolution, for the layout only)."""
 
 import json
 import os
@@ -42,15 +43,27 @@ class Slice(torch.nn.Module):
         return x[:, :512] * 3.0
 
 
+class Conv(torch.nn.Module):
+    """A convolution: Inductor's layout optimization (channels-last) is a
+    choice of its compile; the modules above make none."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
 def main():
     import torch._inductor.config as cfg
     torch.set_num_threads(2)
     cfg.cpp.enable_kernel_profile = True  # as the runner does: kernels by name in the profile
-    out = {"kernels": {}, "rows": {}}
+    out = {"kernels": {}, "rows": {}, "layout": {}}
     with tempfile.TemporaryDirectory() as cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache  # cold: every graph scheduled
-        for m in (Pointwise(), Softmax(), Slice()):
-            x = torch.randn(1024, 1024)
+        for m in (Pointwise(), Softmax(), Slice(), Conv()):
+            x = torch.randn(1, 8, 16, 16) if isinstance(m, Conv) else torch.randn(1024, 1024)
             rec = decisions.Recorder()
             rec.start()
             torch._dynamo.reset()
@@ -61,6 +74,9 @@ def main():
             finally:
                 rec.stop()
             name = type(m).__name__
+            out["layout"][name] = [g.get("layout_opt") for g in rec.graphs]
+            if isinstance(m, Conv):
+                continue
             ks = [k for g in rec.graphs for k in g["kernels"]]
             out["kernels"][name] = [[k["name"], k["bytes"], k["flops"]] for k in ks]
             costs = decisions.kernel_costs(rec.graphs)

@@ -71,6 +71,8 @@ def run_json(c, py, explain):
     c.check(ind["fused_kernels"] >= 1 and ind["fused_ops"] >= 2, "inductor: fused kernels/ops")
     c.check(ind["inductor"].get("compile_cold_ms", 0) > 0 and
             ind["inductor"].get("generated_kernels", 0) >= 2, "inductor: compile time, kernels")
+    c.check(ind["inductor"].get("layout_optimized") is True,
+            "inductor: tiny_cnn's convolutions channels-last (Inductor's layout optimization)")
     c.check(res["env"]["torch"] and res["env"]["threads"] == 2, "env: torch version, 2 threads")
     c.check("inductor" in res["comparison"]["speedup"], "comparison: speedup of inductor")
     rows = out["kernels"]["inductor"]
@@ -100,6 +102,11 @@ def run_json(c, py, explain):
     c.check("undone" in ex["note"] and len(fx.get("fusions", [])) == fx.get("decisions", -1) >= 2
             and all(e["verdict"] in ("won", "lost", "no_difference") for e in fx["fusions"]),
             "explain: each of Inductor's fusions undone, with its verdict (%s)" % fx.get("counts"))
+    bs = fx.get("beside") or []
+    c.check([p["what"] for p in bs] == ["layout_optimization=False"] and
+            all(p["verdict"] in ("won", "lost", "no_difference") and
+                p["ci95"][0] <= p["saved_ms"] <= p["ci95"][1] for p in bs),
+            "explain: the layout choice switched off alone, measured (%s)" % bs)
     # (the table of the fusions: unit.test_table, on the same JSON shape)
 
 

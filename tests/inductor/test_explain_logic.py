@@ -120,8 +120,32 @@ def inside():
             "the decisions' interaction: together minus the sum of the parts (%.3f)" %
             st["decisions_interaction_ms"])
     c.check(abs(st["rest_ms"] - 0.3) < 0.03, "the step's rest: %.3f ms" % st["rest_ms"])
+    # beside fusion: the compile's channels-last layout costs 3 ms, a choice no
+    # rung of the ladder shows; with inductor slower than eager it is measured
+    # before any fusion, else after them
+    for med, first in (({"eager": 8.0, "inductor": 10.0}, True),
+                       ({"eager": 12.0, "inductor": 10.0}, False)):
+        ctx, compiled = fake_ctx(explain, [0.5, -0.3])
+        ctx.beside = [("layout_optimization", False)]
+        ctx.compile_knob = lambda name, value: {"fn": Program(7.0 if name == "layout_optimization"
+                                                              else 10.0)}
+        out = explain.explain(ctx, budget_s=60, medians=med)
+        got = [(p["part"], p["what"], p["verdict"], round(p["saved_ms"], 1))
+               for p in out["beside"]]
+        order = [x.get("knob") for x in out["comparisons"]]
+        c.check(got == [("beside", "layout_optimization=False", "lost", -3.0)] and
+                order.index("layout_optimization") == (0 if first else len(order) - 1),
+                "beside fusion: the layout switched off alone costs inductor -3 ms, measured "
+                "%s (%s, %s)" % ("first" if first else "last", got, order))
+    ctx, compiled = fake_ctx(explain, [0.5, -0.3])
+    out = explain.explain(ctx, budget_s=60, medians={"eager": 8.0, "inductor": 10.0})
+    c.check(out["beside"] == [] and all("knob" not in x for x in out["comparisons"]),
+            "a compile that made no such choice: nothing beside fusion compiled")
     ctx, compiled = fake_ctx(explain, [0.5, -0.3], knobs={"pattern_matcher": 2.0})
+    ctx.beside = [("layout_optimization", False)]
     out = explain.explain(ctx, budget_s=0, ladder_step=(1.0, 0.9, 1.1))
+    c.check([p["verdict"] for p in out["beside"]] == ["not_measured"],
+            "no budget: beside fusion not measured")
     c.check([p["verdict"] for p in out["step"]["parts"]] == ["not_measured"] * 2 and
             "rest_ms" not in out["step"], "no budget: the step's parts not measured, no rest")
     # 24 decisions, one lost and one won among them (sparse, as group testing

@@ -139,6 +139,10 @@ def costs(c, py):
                 (rows[0]["bytes"], rows[0]["flops"]) == (nbytes * rows[0]["count"],
                                                          flops * rows[0]["count"]),
                 "%s: its profile row carries them, per iteration: %r" % (name, rows))
+    lay = out["layout"]
+    c.check(lay["Conv"] == [True] and all(lay[n] == [False] for n in want),
+            "the layout choice read from the compile: the convolution channels-last, the "
+            "others none (%r)" % lay)
 
 
 def main():

@@ -32,7 +32,9 @@ static const char *ind_a =
     "\"units\":[{\"predicted_shared_bytes\":100,\"saved_ms\":1},"
     "{\"decisions\":8,\"predicted_shared_bytes\":800,\"saved_ms\":3}]},"
     "\"missed\":{\"by_reason\":{\"no shared data\":{\"count\":2,\"shared_bytes\":64}},"
-    "\"top\":[{\"nodes\":[\"a\",\"b\"],\"shared_bytes\":64,\"reason\":\"no shared data\"}]}}}";
+    "\"top\":[{\"nodes\":[\"a\",\"b\"],\"shared_bytes\":64,\"reason\":\"no shared data\"}]},"
+    "\"beside\":[{\"what\":\"layout_optimization=False\",\"saved_ms\":-12.25,"
+    "\"verdict\":\"lost\"}]}}";
 static const char *ind_b =
     "{\"engine\":\"inductor\",\"fusions\":{\"fusions\":["
     "{\"verdict\":\"lost\",\"saved_ms\":-0.5,\"reason\":null},"
@@ -43,7 +45,10 @@ static const char *ind_b =
     "{\"predicted_shared_bytes\":null,\"saved_ms\":9}]},"
     "\"missed\":{\"by_reason\":{\"no shared data\":{\"count\":1,\"shared_bytes\":4096},"
     "\"exceeds max fusion\":{\"count\":1,\"shared_bytes\":8}},"
-    "\"top\":[{\"nodes\":[\"c\",\"d\"],\"shared_bytes\":4096,\"reason\":\"no shared data\"}]}}}";
+    "\"top\":[{\"nodes\":[\"c\",\"d\"],\"shared_bytes\":4096,\"reason\":\"no shared data\"}]},"
+    "\"beside\":[{\"what\":\"layout_optimization=False\",\"saved_ms\":1.5,"
+    "\"verdict\":\"won\"},{\"what\":\"freezing=True\",\"saved_ms\":null,"
+    "\"verdict\":\"not_measured\"}]}}";
 
 static double num(const cJSON *o, const char *path)
 {
@@ -100,6 +105,19 @@ static void test_inductor_suite(void **state)
     assert_string_equal(
         cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "workload")->valuestring,
         "mobilenet_v2");
+    /* beside fusion: the layout choice measured in both, costing resnet50
+     * 12.25 ms and saving mobilenet_v2 1.5; one not measured: not counted */
+    assert_int_equal((int)num(ind, "beside.layout_optimization.measured"), 2);
+    assert_int_equal((int)num(ind, "beside.layout_optimization.lost"), 1);
+    assert_float_equal(num(ind, "beside.layout_optimization.saved_ms"), -10.75, 1e-12);
+    wl = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ind, "beside"),
+                                         "layout_optimization"),
+        "workloads");
+    assert_int_equal(cJSON_GetArraySize(wl), 1);
+    assert_string_equal(cJSON_GetArrayItem(wl, 0)->valuestring, "resnet50");
+    assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ind, "beside"),
+                                                 "freezing"));
     cJSON_Delete(o);
     cJSON_Delete(a);
     cJSON_Delete(b);

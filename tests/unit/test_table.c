@@ -264,6 +264,9 @@ static void test_table_inductor_fusions(void **state)
         "\"cost_model\":{\"spearman\":-0.5,\"bad_fusions\":[{\"id\":\"fuse-0123456789ab\"}],"
         "\"units\":[{},{},{}],\"spearman_units\":0.25},"
         "\"fused_roofline_share\":0.424,"
+        "\"medians\":{\"eager\":14.977,\"inductor\":21.886},"
+        "\"beside\":[{\"part\":\"beside\",\"what\":\"layout_optimization=False\","
+        "\"saved_ms\":-12.2025,\"ci95\":[-12.454,-11.868],\"verdict\":\"lost\"}],"
         "\"missed\":{\"top\":[{\"nodes\":[\"op1\",\"op4\"],\"shared_bytes\":4096,"
         "\"reason\":\"exceeds max fusion\"}]},"
         "\"fusions\":[{\"id\":\"fuse-0123456789ab\",\"kind\":\"vertical\",\"verdict\":\"lost\","
@@ -292,6 +295,10 @@ static void test_table_inductor_fusions(void **state)
                                 "    reason: fresh_allocation (allocated at each call: 184.1 MB "
                                 "fused, 134.8 MB with every decision undone)\n"));
     assert_non_null(strstr(buf, "  the decisions together minus their sum alone: -0.150 ms\n"));
+    assert_non_null(strstr(buf, "beside fusion, each choice of the compile switched off alone "
+                                "(saved ms: > 0, inductor is faster with it); inductor is 6.909 "
+                                "ms slower than eager:\n  layout_optimization=False"
+                                "                    -12.203  [-12.454, -11.868]   lost\n"));
     assert_null(strstr(buf, "the step's rest"));
     assert_non_null(strstr(buf, "all 1 lost fusions undone at once: +1.300 ms recovered "
                                 "[1.200, 1.400]\n"));
@@ -319,6 +326,7 @@ static void test_table_inductor_fusions(void **state)
     assert_non_null(strstr(buf, "saved -1.307 ms; the fusions measured alone add up to - ms; "
                                 "interaction - ms\n"));
     assert_null(strstr(buf, "nan"));
+    assert_null(strstr(buf, "beside fusion")); /* no choice measured: no section */
     free(buf);
 }
 

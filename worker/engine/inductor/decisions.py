@@ -241,6 +241,14 @@ class Recorder:
 
     def on_scheduled(self, sched):
         g = self._graph()
+        # whether the graph's convolutions run channels-last (Inductor's
+        # layout optimization, GraphLowering.decide_layout_opt): a choice of
+        # the compile beside its fusions, the explanation switches it off
+        try:
+            from torch._inductor.virtualized import V
+            g["layout_opt"] = bool(getattr(V.graph, "layout_opt", False))
+        except Exception:  # no graph being lowered: unknown
+            g["layout_opt"] = None
         for node in sched.nodes:
             bases = _bases(node)
             if bases:

@@ -490,6 +490,9 @@ class Ctx:
                    the fusion decisions, each switched off alone by
                    compile_knob(name, value) -> dict(fn) (a cold compile of the
                    model as inductor, that one knob changed)
+    beside         [(config name, value)]: choices of the job's compile beside
+                   fusion (ladder.BESIDE_KNOBS it made), each switched off
+                   alone by compile_knob the same way
     profile_fn     profile_fn(fn, kernel_ops) -> {"times": {kernel name: ms},
                    "peak": bytes or None} of one profiled iteration, or None
     base_kernel_ops  kernel_ops of the job's compile (for profiling base_fn
@@ -512,6 +515,7 @@ class Ctx:
         self.kernel_ms = {}
         self.base_kernel_ops = {}
         self.knobs = []
+        self.beside = []
         self.compile_knob = None
         self.base_ms = float("nan")
         self.kernel_bytes = {}
@@ -689,6 +693,12 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
                           "rounds": len(a)}
         out["rounds_per_comparison"] = rounds
     m = _Measure(ctx, budget, noise)
+    # inductor slower than eager: first ask whether fusion is to blame at all
+    med = medians or {}
+    lagging = isinstance(med.get("inductor"), float) and isinstance(med.get("eager"), float) \
+        and med["inductor"] > med["eager"]
+    if lagging:
+        out["beside"] = _beside(ctx, m)
     if len(entries) <= SINGLE_MAX:
         for e in entries:
             _group_test(m, entries, [e])
@@ -717,6 +727,8 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
                                       "ci95": r["ci"], "took": r["took"],
                                       "recovered_ms": -r["saved_ms"]}
     out["step"] = _decompose(ctx, m, entries, ladder_step, out["sum_of_parts_ms"])
+    if not lagging:
+        out["beside"] = _beside(ctx, m)
     out["cost_model"] = audit(entries, m.units)
     out["missed"] = missed
     out["break_even"] = break_even(compile_times, medians)
@@ -763,6 +775,18 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
             not any(e["verdict"] == "lost" for e in entries):
         out["interaction"] = _interaction(m, entries, r)
     return out
+
+
+def _beside(ctx, m):
+    """Each choice of the job's compile beside fusion (ctx.beside: the
+    channels-last layout of its convolutions) switched off alone on top of
+    inductor, compared with the job's compile: saved_ms > 0, inductor is that
+    much faster with the choice; < 0 (verdict lost), the choice costs it that
+    much.  No rung of the ladder shows these (inductor-nofusion makes them
+    too), so an inductor slower than eager can be a choice here and no
+    fusion; explain() measures them first then."""
+    return [_step_item("beside", "%s=%s" % (name, value), m.knob(name, value), m.noise)
+            for name, value in ctx.beside]
 
 
 def _interaction(m, entries, all_undone):

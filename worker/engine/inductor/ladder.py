@@ -59,11 +59,24 @@ NOFUSION_KNOBS = {
 # split the nofusion -> inductor step (explain._decompose).
 STEP_KNOBS = ("pattern_matcher", "epilogue_fusion", "prologue_fusion")
 
+# Choices of the compile beside fusion, which every compiled rung makes (the
+# no-fusion rung too, so the ladder's steps never show them): the explanation
+# switches each off alone on top of inductor (explain._beside), when the
+# job's compile made it.  layout_optimization: the convolutions run
+# channels-last, so a graph whose weights are inputs converts each of them
+# at every call (docs/INDUCTOR.md, "Slower than eager on the CPU").
+BESIDE_KNOBS = {"layout_optimization": False}
+
 
 def step_knobs():
     """[(name, value)] of STEP_KNOBS this PyTorch has, as the no-fusion rung sets them."""
     known = _known_knobs(NOFUSION_KNOBS)
     return [(k, known[k]) for k in STEP_KNOBS if k in known]
+
+
+def beside_knobs():
+    """[(name, value)] of BESIDE_KNOBS this PyTorch has."""
+    return sorted(_known_knobs(BESIDE_KNOBS).items())
 
 
 class KnobOff:

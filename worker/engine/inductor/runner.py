@@ -446,6 +446,9 @@ def compile_variant(name, model, inputs, req, root, undo=None, warm=True, share=
         return fn, figures
     made = rec.decisions()
     figures["final_nodes"] = rec.final_nodes()
+    layout = [g.get("layout_opt") for g in rec.graphs]
+    figures["layout_optimized"] = True if any(layout) else \
+        (False if layout and all(x is False for x in layout) else None)
     figures["fusion_decisions"] = {
         "fuse": sum(1 for d in made if d["id"].startswith("fuse-")),
         "group": sum(1 for d in made if d["id"].startswith("group-"))}
@@ -894,6 +897,7 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
     ctx = explain.Ctx(base_fn=base.fn, decisions=made, base_codes=figs["_codes"],
                       compile_cf=compile_cf, profile_fn=profile_fn,
                       knobs=ladder.step_knobs(), compile_knob=compile_knob,
+                      beside=ladder.beside_knobs() if figs.get("layout_optimized") else [],
                       clock=measure.Clock(req["device"]), inputs=inputs,
                       sync=lambda: _sync(req["device"]),
                       kernel_ms={r["name"]: r["total_ms"] for r in prof.get("rows", [])},
