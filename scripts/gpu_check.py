@@ -749,7 +749,8 @@ print(json.dumps(i))
                 "(docs/EXPLAIN.md, \"Inductor, fusion by fusion\"); what the budget did not "
                 "reach is not measured.", "",
                 "| model | decisions | won / lost / no difference / not measured | layout noise "
-                "ms | lost (reason) | cost model rho | status |", "|---|---|---|---|---|---|---|"]
+                "ms | lost (reason) | beside fusion, switched off alone (ms) | cost model rho "
+                "| status |", "|---|---|---|---|---|---|---|---|"]
         for k, (model, args, _) in enumerate(INDUCTOR_EXPLAIN):
             left = self.stage_deadline - time.monotonic()
             mine = max(left - sum(least for _, _, least in INDUCTOR_EXPLAIN[k + 1:]), 2)
@@ -763,10 +764,14 @@ print(json.dumps(i))
             c = fx.get("counts") or {}
             lost = [f"{e['id']} {fnum(e.get('saved_ms'), '{:+.3f}')} ({e.get('reason')})"
                     for e in fx.get("fusions", []) if e.get("verdict") == "lost"]
+            # the compile's layout choice (channels-last convolutions), when it made one
+            beside = [f"{b['what']} {fnum(b.get('saved_ms'), '{:+.3f}')} ({b['verdict']})"
+                      for b in fx.get("beside") or []]
             rows.append(f"| {model} {' '.join(args)} | {fx.get('decisions', '-')} "
                         f"| {c.get('won', '-')} / {c.get('lost', '-')} / {c.get('no_difference', '-')}"
                         f" / {c.get('not_measured', '-')} | {fnum(fx.get('layout_noise_ms'), '{:.4f}')} "
                         f"| {'; '.join(lost[:4]) or '-'} "
+                        f"| {'; '.join(beside) or '-'} "
                         f"| {fnum((fx.get('cost_model') or {}).get('spearman'), '{:.2f}')} "
                         f"| {r['status']} {fx.get('error', '')} |")
         return "\n".join(rows)
