@@ -294,7 +294,10 @@ static void tb_inductor_step(FILE *f, const cJSON *st)
     if (cJSON_GetArraySize(tb_get(st, "parts")) == 0)
         return;
     fprintf(f, "the step, part by part (saved ms: > 0, inductor is faster with it):\n");
-    cJSON_ArrayForEach(p, tb_get(st, "parts")) tb_part(f, p);
+    cJSON_ArrayForEach(p, tb_get(st, "parts"))
+    {
+        tb_part(f, p);
+    }
     if (isfinite(tb_num(st, "decisions_interaction_ms")))
         fprintf(f, "  the decisions together minus their sum alone: %+.3f ms\n",
                 tb_num(st, "decisions_interaction_ms"));
@@ -318,7 +321,10 @@ static void tb_inductor_beside(FILE *f, const cJSON *fx)
     if (gap > 0)
         fprintf(f, "; inductor is %.3f ms slower than eager", gap);
     fprintf(f, ":\n");
-    cJSON_ArrayForEach(p, tb_get(fx, "beside")) tb_part(f, p);
+    cJSON_ArrayForEach(p, tb_get(fx, "beside"))
+    {
+        tb_part(f, p);
+    }
 }
 
 /* The inductor explanation's "fusions" (worker/engine/inductor/explain.py):

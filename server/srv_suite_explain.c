@@ -164,10 +164,12 @@ static void inductor_beside(inductor_sum *s, const char *workload, const cJSON *
         const char *v = cJSON_GetStringValue(get(p, "verdict"));
         double saved = num(p, "saved_ms");
         char knob[64];
-        if (!what || !v || !isfinite(saved))
-            continue; /* not measured */
+        if (!what || !v || !isfinite(saved)) /* not measured */
+            continue;
+        /* "layout_optimization=False": the knob */
         eq = strchr(what, '=');
-        snprintf(knob, sizeof knob, "%.*s", (int)(eq ? eq - what : (long)strlen(what)), what);
+        size_t len = eq ? (size_t)(eq - what) : strlen(what);
+        snprintf(knob, sizeof knob, "%.*s", (int)(len < sizeof knob ? len : sizeof knob - 1), what);
         cJSON *r = reason_entry(s->beside, knob, "measured", "saved_ms");
         if (!r || (!get(r, "lost") && !cJSON_AddNumberToObject(r, "lost", 0)))
             continue;
