@@ -43,7 +43,7 @@ static const opt_def opts[CL_O_COUNT] = {
     [CL_O_LIMIT] = {"limit", true, BIT(CL_CMD_JOBS) | BIT(CL_CMD_RESULTS)},
     [CL_O_VARIANT] = {"variant", true, BIT(CL_CMD_RESULTS)},
     [CL_O_TOKEN_STDIN] = {"token-stdin", false, BIT(CL_CMD_LOGIN)},
-    [CL_O_EXPLAIN] = {"explain", false, BIT(CL_CMD_SUBMIT)},
+    [CL_O_EXPLAIN] = {"explain", false, SPEC_CMDS},
     [CL_O_REQUEST] = {"request", false, BIT(CL_CMD_EXPLAIN)},
     [CL_O_VISIBILITY] = {"visibility", true, BIT(CL_CMD_MODEL_ADD)},
 };
@@ -99,9 +99,10 @@ static const cmd_def cmds[CL_CMD_COUNT] = {
          "usage: fusionbench suite submit NAME WORKLOAD... [--batch-sizes 1,8]\n"
          "         [--variants a,b] [--engine E] [--device D] [--dtype T]\n"
          "         [--iterations N] [--warmup N] [--param k=v ...]\n"
-         "         [--label k=v ...] [--priority N] [--wait] [--json]\n"
+         "         [--label k=v ...] [--priority N] [--explain] [--wait] [--json]\n"
          "Queues one job per workload and batch size; a WORKLOAD may be a\n"
-         "domain (pattern, vision, ...), all, or your own model:NAME.\n"},
+         "domain (pattern, vision, ...), all, or your own model:NAME.\n"
+         "--explain: explain every job's fusions; the suite's summary adds them up.\n"},
     [CL_CMD_SUITE_SHOW] = {"suite show", 1, 1,
                            "usage: fusionbench suite show ID [--json]\nShows a suite's jobs and "
                            "summary.\n"},
@@ -518,6 +519,8 @@ fb_code cl_args_suite(const cl_args *a, cJSON **out, fb_err *err)
     }
     if (rc == FB_OK)
         rc = common_fields(a, suite, err);
+    if (rc == FB_OK && a->set[CL_O_EXPLAIN]) /* copied into every job */
+        rc = put(suite, "explain", cJSON_CreateTrue(), err);
     cJSON_Delete(w);
     if (rc) {
         cJSON_Delete(suite);

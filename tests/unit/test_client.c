@@ -116,6 +116,13 @@ static void test_args_suite_compare(void **state)
     assert_json(body, "{\"name\":\"nightly\",\"workloads\":[\"softmax\",\"pattern\"],"
                       "\"batch_sizes\":[1,8],\"device\":\"cpu\"}");
     cJSON_Delete(body);
+    assert_int_equal(
+        PARSE(&a, &err, "suite", "submit", "n", "resnet18", "--engine", "inductor", "--explain"),
+        FB_OK);
+    assert_int_equal(cl_args_suite(&a, &body, &err), FB_OK);
+    assert_json(body, "{\"name\":\"n\",\"workloads\":[\"resnet18\"],\"engine\":\"inductor\","
+                      "\"explain\":true}");
+    cJSON_Delete(body);
     assert_int_equal(PARSE(&a, &err, "suite", "submit", "n", "w", "--batch-sizes", "1,x"), FB_OK);
     assert_int_equal(cl_args_suite(&a, &body, &err), FB_EINVAL);
     assert_int_equal(cl_compare_ref("42", ref, sizeof ref, &err), FB_OK);
