@@ -435,10 +435,11 @@ static void tb_explain_inductor(FILE *f, const cJSON *ex)
         cJSON_ArrayForEach(op, tb_get(k, "ops"))
         {
             const char *name = tb_str(op, "op", "?");
-            int w = snprintf(ops + used, sizeof ops - used, "%s%s%s (%.3f)", used ? ", " : "",
+            char ms[24]; /* "-": eager never called it (an op only the compile has) */
+            tb_fmt(ms, sizeof ms, tb_num(op, "eager_ms_per_call"), 3, false);
+            int w = snprintf(ops + used, sizeof ops - used, "%s%s%s (%s)", used ? ", " : "",
                              strncmp(name, "aten.", 5) == 0 ? name + 5 : name,
-                             cJSON_IsTrue(tb_get(op, "extern")) ? "*" : "",
-                             tb_num(op, "eager_ms_per_call"));
+                             cJSON_IsTrue(tb_get(op, "extern")) ? "*" : "", ms);
             used = w < 0 || used + (size_t)w >= sizeof ops ? sizeof ops - 1 : used + (size_t)w;
         }
         fprintf(f, "%-40.40s %6d %10.4f  %s\n", tb_str(k, "kernel", "?"),

@@ -316,16 +316,22 @@ static void test_table_inductor_fusions(void **state)
                                 "(time-weighted; Inductor's byte and FLOP counts)\n"));
     assert_non_null(strstr(buf, "        4096 B  op1 + op4: exceeds max fusion\n"));
     free(buf);
-    /* a budget of 0: nothing undone, so no noise and no parts (not "nan") */
-    buf = explain_text("{\"engine\":\"inductor\",\"note\":\"n\",\"ladder\":[],\"kernels\":[],"
-                       "\"fusions\":{\"decisions\":1,\"budget_s\":0,\"layout_noise_ms\":null,"
-                       "\"counts\":{\"won\":0,\"lost\":0,\"no_difference\":0,\"not_measured\":1},"
-                       "\"ladder_step_ms\":-1.307,\"sum_of_parts_ms\":null,\"interaction_ms\":null,"
-                       "\"fusions\":[]}}");
+    /* a budget of 0: nothing undone, so no noise and no parts (not "nan");
+     * an op eager never called has no time per call: "-" */
+    buf =
+        explain_text("{\"engine\":\"inductor\",\"note\":\"n\",\"ladder\":[],\"kernels\":["
+                     "{\"kernel\":\"cpp_fused_mean_relu_2\",\"count\":1,\"mean_ms\":0.0339,"
+                     "\"ops\":[{\"op\":\"aten.relu\",\"extern\":true,\"eager_ms_per_call\":0.011},"
+                     "{\"op\":\"aten.mean\",\"extern\":true,\"eager_ms_per_call\":null}]}],"
+                     "\"fusions\":{\"decisions\":1,\"budget_s\":0,\"layout_noise_ms\":null,"
+                     "\"counts\":{\"won\":0,\"lost\":0,\"no_difference\":0,\"not_measured\":1},"
+                     "\"ladder_step_ms\":-1.307,\"sum_of_parts_ms\":null,\"interaction_ms\":null,"
+                     "\"fusions\":[]}}");
     assert_non_null(strstr(buf, "1 not measured in the 0 s budget; layout noise - ms)\n"));
     assert_non_null(strstr(buf, "saved -1.307 ms; the fusions measured alone add up to - ms; "
                                 "interaction - ms\n"));
     assert_null(strstr(buf, "nan"));
+    assert_non_null(strstr(buf, "  relu* (0.011), mean* (-)\n"));
     assert_null(strstr(buf, "beside fusion")); /* no choice measured: no section */
     free(buf);
 }
