@@ -268,6 +268,78 @@ static void suite_header(FILE *f, const cJSON *suite)
     fprintf(f, "\n");
 }
 
+static void join(char *buf, size_t cap, const cJSON *arr);
+
+/* "  code: n groups, x ms (a, b)" for each entry of a lost-by-reason object,
+ * count_key the count's name, ms_key the summed time's. */
+static void suite_reasons(FILE *f, const cJSON *by, const char *count_key, const char *ms_key)
+{
+    const cJSON *r;
+    cJSON_ArrayForEach(r, as_obj(by))
+    {
+        char n[24], ms[24], ws[160];
+        fmt_int(n, sizeof n, num(r, count_key));
+        fmt_num(ms, sizeof ms, num(r, ms_key), 3, " ms");
+        join(ws, sizeof ws, get(r, "workloads"));
+        fprintf(f, "  lost by %s: %s %s, %s (%s)\n", r->string ? r->string : "?", n, count_key, ms,
+                ws);
+    }
+}
+
+/* A count of o's for text: "-" unless a whole number (its buffer, one of
+ * CNT_BUFS used in turn, lives until that many more calls). */
+#define CNT_BUFS 8
+static const char *cnt(const cJSON *o, const char *key)
+{
+    static char bufs[CNT_BUFS][24];
+    static int next;
+    char *b = bufs[next++ % CNT_BUFS];
+    fmt_int(b, sizeof bufs[0], num(o, key));
+    return b;
+}
+
+/* The suite's explanation summed over its jobs (summary.explain): the
+ * native engine's groups, Inductor's fusions, the compile's choices beside
+ * fusion. */
+static void suite_explain(FILE *f, const cJSON *ex)
+{
+    const cJSON *ind = get(ex, "inductor"), *b;
+    char share[24];
+    if (num(ex, "jobs") > 0) {
+        fmt_num(share, sizeof share, num(ex, "fused_roofline_share") * 100, 0, "%");
+        fprintf(f,
+                "fusion groups explained (%s jobs): %s won, %s lost, %s within noise; "
+                "fused kernels on the roofline %s\n",
+                cnt(ex, "jobs"), cnt(ex, "won"), cnt(ex, "lost"), cnt(ex, "within_noise"), share);
+        suite_reasons(f, get(ex, "lost_by_reason"), "groups", "lost_ms");
+    }
+    if (!cJSON_IsObject(ind))
+        return;
+    const cJSON *cm = get(ind, "cost_model");
+    char rho[24];
+    fmt_num(share, sizeof share, num(ind, "fused_roofline_share") * 100, 0, "%");
+    fmt_num(rho, sizeof rho, num(cm, "spearman_units"), 2, "");
+    fprintf(f,
+            "Inductor's fusions explained (%s jobs): %s won, %s lost, %s no difference, "
+            "%s not measured; cost model rank correlation %s over %s units; fused kernels on "
+            "the roofline %s\n",
+            cnt(ind, "jobs"), cnt(ind, "won"), cnt(ind, "lost"), cnt(ind, "no_difference"),
+            cnt(ind, "not_measured"), rho, cnt(cm, "units"), share);
+    suite_reasons(f, get(ind, "lost_by_reason"), "fusions", "lost_ms");
+    cJSON_ArrayForEach(b, as_obj(get(ind, "beside")))
+    {
+        char ms[24], ws[160];
+        double saved = num(b, "saved_ms");
+        fmt_num(ms, sizeof ms, fabs(saved), 3, " ms");
+        join(ws, sizeof ws, get(b, "workloads"));
+        fprintf(f,
+                "beside fusion: %s, switched off alone in %s jobs, %s inductor %s in all; lost "
+                "in %s%s%s%s\n",
+                b->string ? b->string : "?", cnt(b, "measured"), saved < 0 ? "cost" : "saved", ms,
+                cnt(b, "lost"), ws[0] ? " (" : "", ws, ws[0] ? ")" : "");
+    }
+}
+
 void cl_fmt_suite(FILE *f, const cJSON *suite)
 {
     const cJSON *rows = get(suite, "rows"), *r, *v;
@@ -313,6 +385,7 @@ void cl_fmt_suite(FILE *f, const cJSON *suite)
                     num(v, "unstable"));
         fprintf(f, "\n");
     }
+    suite_explain(f, get(sum, "explain"));
 }
 
 /* "a,b,c" from an array of strings. */

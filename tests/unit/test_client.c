@@ -291,6 +291,30 @@ static void test_tables(void **state)
     assert_non_null(strstr(out, "fused against eager: geomean speedup 1.420x [95% CI 1.380, "
                                 "1.461], passed 2/2; 1 faster, 0 slower, 1 no difference, 1 "
                                 "unstable\n"));
+    assert_null(strstr(out, "explained")); /* no job explained */
+    free(out);
+    /* an explained suite: the native groups and Inductor's fusions summed,
+     * the compile's layout choice beside fusion */
+    out = print_to_string(
+        cl_fmt_suite,
+        "{\"id\":4,\"name\":\"cnn\",\"progress\":{\"total\":2,\"done\":2},\"rows\":[],"
+        "\"summary\":{\"baseline\":\"eager\",\"variants\":{},\"explain\":{\"jobs\":1,"
+        "\"won\":3,\"lost\":1,\"within_noise\":2,\"fused_roofline_share\":0.25,"
+        "\"lost_by_reason\":{\"kernel_slowdown\":{\"groups\":1,\"lost_ms\":-0.2,"
+        "\"workloads\":[\"mlp\"]}},\"inductor\":{\"jobs\":2,\"won\":1,\"lost\":0,"
+        "\"no_difference\":4,\"not_measured\":8,\"fused_roofline_share\":0.21,"
+        "\"cost_model\":{\"units\":3,\"spearman_units\":0.5},\"lost_by_reason\":{},"
+        "\"beside\":{\"layout_optimization\":{\"measured\":2,\"saved_ms\":-15.627,"
+        "\"lost\":2,\"workloads\":[\"resnet18\",\"tiny_cnn\"]}}}}}}");
+    assert_non_null(strstr(out, "fusion groups explained (1 jobs): 3 won, 1 lost, 2 within noise; "
+                                "fused kernels on the roofline 25%\n  lost by kernel_slowdown: 1 "
+                                "groups, -0.200 ms (mlp)\n"));
+    assert_non_null(strstr(out, "Inductor's fusions explained (2 jobs): 1 won, 0 lost, 4 no "
+                                "difference, 8 not measured; cost model rank correlation 0.50 over "
+                                "3 units; fused kernels on the roofline 21%\n"));
+    assert_non_null(strstr(out, "beside fusion: layout_optimization, switched off alone in 2 "
+                                "jobs, cost inductor 15.627 ms in all; lost in 2 "
+                                "(resnet18,tiny_cnn)\n"));
     free(out);
     out = print_to_string(cl_fmt_models,
                           "{\"items\":[{\"id\":7,\"name\":\"mine\",\"owner\":\"alice\","
