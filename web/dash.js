@@ -52,6 +52,9 @@ function kpi(label, value, href) {
   return el("div", { class: "kpi" }, href ? el("a", { href }, v) : v, el("span", { class: "k" }, label));
 }
 function variantOf(row, name) { return (row.variants || {})[name] || {}; }
+// the fused variant of a row: the native engine's "fused", the inductor
+// engine's "inductor" (its compiled rung)
+function fusedOf(row) { return (row.variants || {}).fused || variantOf(row, "inductor"); }
 
 // ---- overview: the latest suite per device ----
 
@@ -76,7 +79,7 @@ function isSlower(f) {
 // Bars by verdict (docs/METHOD.md): faster blue, slower red, no significant
 // difference grey; the tooltip gives the 95% interval and says unstable.
 function speedupChart(rows) {
-  const fs = rows.map((r) => variantOf(r, "fused"));
+  const fs = rows.map((r) => fusedOf(r));
   const sp = fs.map((f) => f.speedup);
   const colour = (f) => f.change === "no_difference" ? COLORS.eager
     : isSlower(f) ? COLORS.bad : COLORS.fused;
@@ -102,7 +105,7 @@ function kernelsChart(rows) {
     type: "bar",
     data: { labels: rows.map((r) => r.workload), datasets: [
       { label: "eager", data: rows.map((r) => variantOf(r, "eager").kernels), backgroundColor: COLORS.eager },
-      { label: "fused", data: rows.map((r) => variantOf(r, "fused").kernels), backgroundColor: COLORS.fused }] },
+      { label: "fused", data: rows.map((r) => fusedOf(r).kernels), backgroundColor: COLORS.fused }] },
     options: { indexAxis: "y", onClick: (e, els) => { if (els.length) location.hash = "#/jobs/" + rows[els[0].index].job_id; } },
   });
 }
@@ -116,7 +119,7 @@ function groupsChart(rows) {
     kinds.set(k, acc);
   };
   for (const r of rows) {
-    const f = variantOf(r, "fused");
+    const f = fusedOf(r);
     // The planner's own groups with their kinds when the engine reports them.
     if (Array.isArray(f.fusion_groups) && f.fusion_groups.length)
       for (const g of f.fusion_groups) add(g.kind.replace(/\+/g, " + ").replace("_", " "), g.count, g.count * (g.ops || []).length);
@@ -132,7 +135,7 @@ function groupsChart(rows) {
 }
 
 function memoryChart(rows) {
-  const m = rows.map((r) => variantOf(r, "fused").memory_ratio);
+  const m = rows.map((r) => fusedOf(r).memory_ratio);
   drawChart("chart-memory", {
     type: "bar",
     data: { labels: rows.map((r) => r.workload), datasets: [{ label: "memory ratio", data: m,
@@ -143,7 +146,7 @@ function memoryChart(rows) {
 }
 
 function overviewRow(r) {
-  const e = variantOf(r, "eager"), f = variantOf(r, "fused");
+  const e = variantOf(r, "eager"), f = fusedOf(r);
   const sp = f.speedup;
   return el("tr", {},
     el("td", {}, jobLink(r.job_id, r.workload)), el("td", {}, KIND[r.workload] || "model"),
@@ -169,11 +172,11 @@ async function loadOverview() {
   const rows = suite.rows.filter((r) => r.state === "succeeded");
   document.getElementById("ov-suite").replaceChildren("latest suite: ",
     el("a", { href: "#/suites/" + suite.id }, "#" + suite.id + " " + (suite.name || "")), " · " + fmtTime(suite.created_at));
-  const fused = (suite.summary.variants || {}).fused || {};
+  const vs = suite.summary.variants || {}, fused = vs.fused || vs.inductor || {};
   document.getElementById("ov-cards").replaceChildren(
     kpi("geometric mean speedup (fused), 95% CI", fmtGeomean(fused), "#/suites/" + suite.id),
     kpi("pass rate", fused.pass_rate !== null && fused.pass_rate !== undefined ? (fused.pass_rate * 100).toFixed(0) + "% (" + fused.passed + "/" + fused.total + ")" : "–", "#/suites/" + suite.id),
-    kpi("slowdowns (significant)", String(rows.filter((r) => isSlower(variantOf(r, "fused"))).length), "#/suites/" + suite.id),
+    kpi("slowdowns (significant)", String(rows.filter((r) => isSlower(fusedOf(r))).length), "#/suites/" + suite.id),
     kpi("jobs done", suite.progress.done + " / " + suite.progress.total, "#/suites/" + suite.id));
   speedupChart(rows);
   kernelsChart(rows);
@@ -236,7 +239,7 @@ async function submitSuite(ev) {
 }
 
 function suiteRow(r) {
-  const e = variantOf(r, "eager"), f = variantOf(r, "fused");
+  const e = variantOf(r, "eager"), f = fusedOf(r);
   const p = r.progress;
   let prog = "–";
   if (r.state === "running" && p) prog = progressBar(p.total ? p.done / p.total : 0, [p.phase, p.variant, p.total ? p.done + "/" + p.total : ""].filter(Boolean).join(" "));

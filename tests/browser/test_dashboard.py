@@ -310,13 +310,25 @@ def inductor_explain_card(env, page, shots):
     measured) and Inductor's fusion decisions with the share of the
     roofline their kernels reach, and draws each kernel holding one on the
     worker's measured roofline, once, as many points as distinct kernels with
-    counts in the explanation."""
-    st, _, job = env.post("/api/v1/jobs", {
-        "workload": "tiny_cnn", "engine": "inductor", "variants": ["eager", "inductor"],
-        "params": {"image_size": 16, "time_budget_s": 0},
+    counts in the explanation.  Submitted as a suite of one, whose page
+    shows the inductor job's compiled rung as its fused column."""
+    st, _, suite = env.post("/api/v1/suites", {
+        "name": "inductor", "workloads": ["tiny_cnn"], "engine": "inductor",
+        "variants": ["eager", "inductor"], "params": {"image_size": 16, "time_budget_s": 0},
         "warmup": 1, "iterations": 5, "explain": True})
-    check_eq(st, 201, "inductor job: %s" % job)
+    check_eq(st, 201, "inductor suite: %s" % suite)
+    job = {"id": suite["rows"][0]["job_id"]}
     check_eq(env.wait_job(job["id"], timeout=600)["state"], "succeeded", "inductor job")
+    page.goto(env.base + "/#/suites/%d" % suite["id"])
+    page.wait_for_function("() => /Inductor's fusions explained/.test("
+                           "document.getElementById('suite-cards').innerText)", timeout=20000)
+    cells = page.eval_on_selector_all("#suite-table tbody tr:first-child td",
+                                      "tds => tds.map((t) => t.textContent.trim())")
+    fused_ms = env.job(job["id"])["result"]["variants"]
+    fused_ms = {v["name"]: v["latency_ms"]["median"] for v in fused_ms}["inductor"]
+    check(len(cells) >= 8 and cells[6] != "–" and abs(float(cells[6]) - fused_ms) < 1e-3 * fused_ms
+          + 1e-4 and cells[7] != "–", "the suite's row: inductor's median as fused ms, its speedup "
+          "(%r, %.4f)" % (cells, fused_ms))
     st, _, ex = env.get("/api/v1/jobs/%d/explain" % job["id"])
     fx = ex["explain"]["fusions"]
     kernels = {e["kernel"] for e in fx["fusions"]
