@@ -18,7 +18,9 @@ extern const fb_engine ind_engine;
  * "inductor" object.  Exposed for unit tests. */
 FB_MUSTCHECK fb_code ind_result_from_json(const cJSON *line, fb_result *out, fb_err *err);
 
-/* The runner request for a spec (defaults applied).  Caller deletes. */
+/* The runner request for a spec (defaults applied), with the roofline of its
+ * device the worker measured (fb_engine.roofline_use; null: none).  Caller
+ * deletes. */
 cJSON *ind_request_json(const fb_spec *spec);
 
 #endif
