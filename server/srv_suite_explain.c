@@ -3,7 +3,6 @@
 
 #include <math.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,16 +159,11 @@ static void inductor_beside(inductor_sum *s, const char *workload, const cJSON *
     const cJSON *p;
     cJSON_ArrayForEach(p, list)
     {
-        const char *what = cJSON_GetStringValue(get(p, "what")), *eq;
+        const char *knob = cJSON_GetStringValue(get(p, "knob"));
         const char *v = cJSON_GetStringValue(get(p, "verdict"));
         double saved = num(p, "saved_ms");
-        char knob[64];
-        if (!what || !v || !isfinite(saved)) /* not measured */
+        if (!knob || !v || !isfinite(saved)) /* not measured */
             continue;
-        /* "layout_optimization=False": the knob */
-        eq = strchr(what, '=');
-        size_t len = eq ? (size_t)(eq - what) : strlen(what);
-        snprintf(knob, sizeof knob, "%.*s", (int)(len < sizeof knob ? len : sizeof knob - 1), what);
         cJSON *r = reason_entry(s->beside, knob, "measured", "saved_ms");
         if (!r || (!get(r, "lost") && !cJSON_AddNumberToObject(r, "lost", 0)))
             continue;

@@ -250,12 +250,14 @@ function renderInductor(ex) {
         (typeof fx.interaction_ms === "number" ? fx.interaction_ms.toFixed(3) : "–") + " ms"]);
     // saved_ms > 0: inductor is that much faster with the part (the decisions,
     // or a knob that the no-fusion rung switches off, here switched off alone)
+    // one part measured against the job's compile: what it saves or costs
+    const partText = (p) => typeof p.saved_ms === "number" ? (p.saved_ms >= 0 ? "it saves " : "it costs ") +
+      Math.abs(p.saved_ms).toFixed(3) + " ms, 95% CI " + ciText(p.ci95) + " (" + p.verdict.replace(/_/g, " ") + ")"
+      : p.verdict.replace(/_/g, " ");
+    const knobName = (p) => p.what.split("=")[0].replace(/_/g, " ") + " (switched off alone)";
     for (const p of ((fx.step || {}).parts || []))
-      items.push([p.part === "decisions" ? "the step: fusion decisions"
-        : "the step: " + p.what.split("=")[0].replace(/_/g, " ") + " (switched off alone)",
-        (typeof p.saved_ms === "number" ? (p.saved_ms >= 0 ? "it saves " : "it costs ") + Math.abs(p.saved_ms).toFixed(3) +
-          " ms, 95% CI " + ciText(p.ci95) + " (" + p.verdict.replace(/_/g, " ") + ")" : p.verdict.replace(/_/g, " ")) +
-        (p.part === "decisions" ? "; " + p.what : "")]);
+      items.push([p.part === "decisions" ? "the step: fusion decisions" : "the step: " + knobName(p),
+        partText(p) + (p.part === "decisions" ? "; " + p.what : "")]);
     if (typeof (fx.step || {}).rest_ms === "number")
       items.push(["the step's rest", fx.step.rest_ms.toFixed(3) + " ms: the parts' interaction"]);
     if ((fx.step || {}).interaction) items.push(["the decisions' interaction", interactionText(fx.step.interaction)]);
@@ -264,10 +266,8 @@ function renderInductor(ex) {
     // inductor behind eager
     const med = fx.medians || {}, gap = med.inductor - med.eager;
     for (const p of (fx.beside || []))
-      items.push(["beside fusion: " + p.what.split("=")[0].replace(/_/g, " ") + " (switched off alone)",
-        (typeof p.saved_ms === "number" ? (p.saved_ms >= 0 ? "it saves " : "it costs ") + Math.abs(p.saved_ms).toFixed(3) +
-          " ms, 95% CI " + ciText(p.ci95) + " (" + p.verdict.replace(/_/g, " ") + ")" : p.verdict.replace(/_/g, " ")) +
-        (gap > 0 ? "; inductor is " + gap.toFixed(3) + " ms slower than eager" : "")]);
+      items.push(["beside fusion: " + knobName(p),
+        partText(p) + (gap > 0 ? "; inductor is " + gap.toFixed(3) + " ms slower than eager" : "")]);
     if (all) items.push(["all lost undone", "recovers " + all.recovered_ms.toFixed(3) + " ms"]);
     items.push(["Inductor's cost model", (typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) +
       " over the fusions measured alone, " + (cm.bad_fusions || []).length + " predicted to help and measured to hurt" : "too few fusions measured alone") +

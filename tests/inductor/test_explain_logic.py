@@ -130,10 +130,11 @@ def inside():
         ctx.compile_knob = lambda name, value: {"fn": Program(7.0 if name == "layout_optimization"
                                                               else 10.0)}
         out = explain.explain(ctx, budget_s=60, medians=med)
-        got = [(p["part"], p["what"], p["verdict"], round(p["saved_ms"], 1))
+        got = [(p["part"], p["knob"], p["what"], p["verdict"], round(p["saved_ms"], 1))
                for p in out["beside"]]
         order = [x.get("knob") for x in out["comparisons"]]
-        c.check(got == [("beside", "layout_optimization=False", "lost", -3.0)] and
+        c.check(got == [("beside", "layout_optimization", "layout_optimization=False", "lost",
+                         -3.0)] and
                 order.index("layout_optimization") == (0 if first else len(order) - 1),
                 "beside fusion: the layout switched off alone costs inductor -3 ms, measured "
                 "%s (%s, %s)" % ("first" if first else "last", got, order))
@@ -477,7 +478,12 @@ def roofline(c, explain):
         estimate_kernel_num_bytes=lambda: 1234.0)) == 1234 and
         decisions.kernel_bytes(object()) is None and decisions.kernel_bytes(None) is None,
         "kernel_bytes: Inductor's estimate, else None (never a failed compile)")
+    import ladder
     import runner
+    c.check(ladder.beside_knobs({"layout_optimized": True}) == [("layout_optimization", False)]
+            and ladder.beside_knobs({"layout_optimized": False}) == []
+            and ladder.beside_knobs({}) == [],
+            "beside fusion: the layout switched off only for a compile that made the choice")
     req = {"device": "cpu", "roofline": {"gbps": 30.5, "gflops": 142.75}}
     c.check(runner.explain_roofline(req) == {"gbps": 30.5, "measured_by": "worker"} and
             runner.explain_roofline(dict(req, roofline=None)) is None,

@@ -33,7 +33,8 @@ static const char *ind_a =
     "{\"decisions\":8,\"predicted_shared_bytes\":800,\"saved_ms\":3}]},"
     "\"missed\":{\"by_reason\":{\"no shared data\":{\"count\":2,\"shared_bytes\":64}},"
     "\"top\":[{\"nodes\":[\"a\",\"b\"],\"shared_bytes\":64,\"reason\":\"no shared data\"}]},"
-    "\"beside\":[{\"what\":\"layout_optimization=False\",\"saved_ms\":-12.25,"
+    "\"beside\":[{\"knob\":\"layout_optimization\",\"what\":\"layout_optimization=False\",\"saved_"
+    "ms\":-12.25,"
     "\"verdict\":\"lost\"}]}}";
 static const char *ind_b =
     "{\"engine\":\"inductor\",\"fusions\":{\"fusions\":["
@@ -46,8 +47,9 @@ static const char *ind_b =
     "\"missed\":{\"by_reason\":{\"no shared data\":{\"count\":1,\"shared_bytes\":4096},"
     "\"exceeds max fusion\":{\"count\":1,\"shared_bytes\":8}},"
     "\"top\":[{\"nodes\":[\"c\",\"d\"],\"shared_bytes\":4096,\"reason\":\"no shared data\"}]},"
-    "\"beside\":[{\"what\":\"layout_optimization=False\",\"saved_ms\":1.5,"
-    "\"verdict\":\"won\"},{\"what\":\"freezing=True\",\"saved_ms\":null,"
+    "\"beside\":[{\"knob\":\"layout_optimization\",\"what\":\"layout_optimization=False\",\"saved_"
+    "ms\":1.5,"
+    "\"verdict\":\"won\"},{\"knob\":\"freezing\",\"what\":\"freezing=True\",\"saved_ms\":null,"
     "\"verdict\":\"not_measured\"}]}}";
 
 static double num(const cJSON *o, const char *path)

@@ -785,8 +785,8 @@ def _beside(ctx, m):
     much.  No rung of the ladder shows these (inductor-nofusion makes them
     too), so an inductor slower than eager can be a choice here and no
     fusion; explain() measures them first then."""
-    return [_step_item("beside", "%s=%s" % (name, value), m.knob(name, value), m.noise)
-            for name, value in ctx.beside]
+    return [dict(_step_item("beside", "%s=%s" % (name, value), m.knob(name, value), m.noise),
+                 knob=name) for name, value in ctx.beside]
 
 
 def _interaction(m, entries, all_undone):

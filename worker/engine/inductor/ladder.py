@@ -65,7 +65,8 @@ STEP_KNOBS = ("pattern_matcher", "epilogue_fusion", "prologue_fusion")
 # job's compile made it.  layout_optimization: the convolutions run
 # channels-last, so a graph whose weights are inputs converts each of them
 # at every call (docs/INDUCTOR.md, "Slower than eager on the CPU").
-BESIDE_KNOBS = {"layout_optimization": False}
+# {knob: (value switched to, the compile's figure saying it made the choice)}
+BESIDE_KNOBS = {"layout_optimization": (False, "layout_optimized")}
 
 
 def step_knobs():
@@ -74,9 +75,11 @@ def step_knobs():
     return [(k, known[k]) for k in STEP_KNOBS if k in known]
 
 
-def beside_knobs():
-    """[(name, value)] of BESIDE_KNOBS this PyTorch has."""
-    return sorted(_known_knobs(BESIDE_KNOBS).items())
+def beside_knobs(figures):
+    """[(name, value)] of BESIDE_KNOBS this PyTorch has and the compile whose
+    figures these are made (its figure true)."""
+    return sorted((k, v) for k, (v, made) in _known_knobs(BESIDE_KNOBS).items()
+                  if figures.get(made))
 
 
 class KnobOff:

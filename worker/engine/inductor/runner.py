@@ -897,7 +897,7 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
     ctx = explain.Ctx(base_fn=base.fn, decisions=made, base_codes=figs["_codes"],
                       compile_cf=compile_cf, profile_fn=profile_fn,
                       knobs=ladder.step_knobs(), compile_knob=compile_knob,
-                      beside=ladder.beside_knobs() if figs.get("layout_optimized") else [],
+                      beside=ladder.beside_knobs(figs),
                       clock=measure.Clock(req["device"]), inputs=inputs,
                       sync=lambda: _sync(req["device"]),
                       kernel_ms={r["name"]: r["total_ms"] for r in prof.get("rows", [])},
