@@ -155,14 +155,17 @@ def main():
         check_sums(name, [])
 
     # Judged at 50 rounds; on this 2-vCPU VM one run in several comes out within
-    # noise, so a second measurement is taken then (as bert_base's above) and
-    # the verdict must be "lost" in it.
+    # noise (the verdict, or the undo's own measurement: recovered +0.178 ms
+    # [-0.045, +0.342] once), so a second measurement is taken then (as
+    # bert_base's above) and both must hold in it.
     for attempt in (1, 2):
         ex = explain("graph", ["graph=" + json.dumps(DW)], 50, threads=1, env=ROW)
         g = ex["groups"][0]
-        if g["verdict"] == "lost" or attempt == 2:
+        undone = (g.get("counterfactual") or {}).get("verdict")
+        if (g["verdict"] == "lost" and undone == "confirmed") or attempt == 2:
             break
-        log("depthwise conv + SiLU judged %s at 50 rounds: measuring again" % g["verdict"])
+        log("depthwise conv + SiLU judged %s, its undo %s, at 50 rounds: measuring again"
+            % (g["verdict"], undone))
     check_eq((len(ex["groups"]), g["verdict"], (g.get("reason") or {}).get("code")),
              (1, "lost", "kernel_slowdown"), "the depthwise conv + SiLU with its epilogue per row")
     check_eq(g["counterfactual"]["verdict"], "confirmed", "undoing it recovers the time: %r" % g)
