@@ -275,14 +275,15 @@ async function showSuite(parts) {
     cards.push(kpi("verdicts, " + name, (v.faster || 0) + " faster · " + (v.slower || 0) + " slower · " + (v.no_difference || 0) + " same"));
     cards.push(kpi("pass rate, " + name, v.total ? (v.pass_rate * 100).toFixed(0) + "% (" + v.passed + "/" + v.total + ")" : "–"));
   }
+  const nJobs = (n) => n + (n === 1 ? " job" : " jobs");
   const ex = s.summary.explain;
   if (ex && ex.jobs) {
-    cards.push(kpi("fusion groups explained (" + ex.jobs + " jobs)", ex.won + " won · " + ex.lost + " lost · " + ex.within_noise + " within noise"));
+    cards.push(kpi("fusion groups explained (" + nJobs(ex.jobs) + ")", ex.won + " won · " + ex.lost + " lost · " + ex.within_noise + " within noise"));
     cards.push(kpi("fused kernels on the roofline", typeof ex.fused_roofline_share === "number" ? (100 * ex.fused_roofline_share).toFixed(0) + "%" : "–"));
   }
   const ind = ex ? ex.inductor : null;
   if (ind) {
-    cards.push(kpi("Inductor's fusions explained (" + ind.jobs + " jobs)", ind.won + " won · " + ind.lost + " lost · " + ind.no_difference + " no difference"));
+    cards.push(kpi("Inductor's fusions explained (" + nJobs(ind.jobs) + ")", ind.won + " won · " + ind.lost + " lost · " + ind.no_difference + " no difference"));
     const cm = ind.cost_model || {};
     cards.push(kpi("Inductor's cost model vs measured", typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) + " over " + cm.points + " fusions"
       : typeof cm.spearman_units === "number" ? "rank correlation " + cm.spearman_units.toFixed(2) + " over " + cm.units + " units (chunks within the noise among them)"
@@ -290,7 +291,7 @@ async function showSuite(parts) {
     cards.push(kpi("Inductor's fused kernels on the roofline", typeof ind.fused_roofline_share === "number" ? (100 * ind.fused_roofline_share).toFixed(0) + "%" : "–"));
     // the compile's choices beside fusion, each switched off alone (saved_ms < 0: it cost time)
     for (const [knob, b] of Object.entries(ind.beside || {}))
-      cards.push(kpi("beside fusion: " + knob.replace(/_/g, " ") + " (" + b.measured + " jobs)",
+      cards.push(kpi("beside fusion: " + knob.replace(/_/g, " ") + " (" + nJobs(b.measured) + ")",
         (b.lost ? "costs time in " + b.lost + ": " + (b.workloads || []).join(", ") : "costs time in none") +
         " · " + (b.saved_ms >= 0 ? "saves " : "costs ") + Math.abs(b.saved_ms).toFixed(3) + " ms in all"));
   }

@@ -254,7 +254,8 @@ function renderInductor(ex) {
     const partText = (p) => typeof p.saved_ms === "number" ? (p.saved_ms >= 0 ? "it saves " : "it costs ") +
       Math.abs(p.saved_ms).toFixed(3) + " ms, 95% CI " + ciText(p.ci95) + " (" + p.verdict.replace(/_/g, " ") + ")"
       : p.verdict.replace(/_/g, " ");
-    const knobName = (p) => p.what.split("=")[0].replace(/_/g, " ") + " (switched off alone)";
+    // (results stored before parts carried their knob: its name is what's text up to "=")
+    const knobName = (p) => (p.knob || p.what.split("=")[0]).replace(/_/g, " ") + " (switched off alone)";
     for (const p of ((fx.step || {}).parts || []))
       items.push([p.part === "decisions" ? "the step: fusion decisions" : "the step: " + knobName(p),
         partText(p) + (p.part === "decisions" ? "; " + p.what : "")]);

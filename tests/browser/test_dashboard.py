@@ -322,6 +322,8 @@ def inductor_explain_card(env, page, shots):
     page.goto(env.base + "/#/suites/%d" % suite["id"])
     page.wait_for_function("() => /Inductor's fusions explained/.test("
                            "document.getElementById('suite-cards').innerText)", timeout=20000)
+    cards = page.inner_text("#suite-cards")
+    check("Inductor's fusions explained (1 job)" in cards, "a suite of one job: %r" % cards)
     cells = page.eval_on_selector_all("#suite-table tbody tr:first-child td",
                                       "tds => tds.map((t) => t.textContent.trim())")
     fused_ms = env.job(job["id"])["result"]["variants"]

@@ -111,10 +111,11 @@ def inside():
                              knobs={"pattern_matcher": 2.0, "epilogue_fusion": -0.5})
     out = explain.explain(ctx, budget_s=60, ladder_step=(0.2 + 0.4 + 2.0 - 0.5 + 0.3, 2.3, 2.5))
     st = out["step"]
-    got = [(p["part"], p["what"], p["verdict"], round(p["saved_ms"], 1)) for p in st["parts"]]
-    c.check(got == [("decisions", "all 3 fusion decisions undone at once", "won", 0.6),
-                    ("knob", "pattern_matcher=False", "won", 2.0),
-                    ("knob", "epilogue_fusion=False", "lost", -0.5)],
+    got = [(p["part"], p.get("knob"), p["what"], p["verdict"], round(p["saved_ms"], 1))
+           for p in st["parts"]]
+    c.check(got == [("decisions", None, "all 3 fusion decisions undone at once", "won", 0.6),
+                    ("knob", "pattern_matcher", "pattern_matcher=False", "won", 2.0),
+                    ("knob", "epilogue_fusion", "epilogue_fusion=False", "lost", -0.5)],
             "the step's parts: decisions at once, then each knob alone (%s)" % got)
     c.check(abs(st["decisions_interaction_ms"] - 0.4) < 0.03,
             "the decisions' interaction: together minus the sum of the parts (%.3f)" %
@@ -448,12 +449,27 @@ def device_rows(c):
     rows, src = measure.kernel_rows(evs, ops, "cpu")
     c.check(abs(rows["aten::mm"]["total_ms"] - 0.02) < 1e-9 and "aten::view" in rows and
             src.endswith("CPU"), "CPU: the CPU side's times (%s)" % src)
+    # the profiler's own overhead: no row, and read through (a graph call's
+    # kernel nested under it by time is still the graph's)
+    call = Ev("## Call CompiledFxGraph abc ##", 90.0, 1300.0)
+    over = Ev("Activity Buffer Request", 430.0, 400.0)
+    top = [call, Ev("graph_0_triton_poi_fused_relu_0", 40.0, 900.0),
+           over, Ev("graph_0_triton_poi_fused_relu_0", 30.0, 400.0),
+           Ev("aten::mm", 20.0, 2500.0), Ev("aten::view", 5.0, 0.0)]
+    for e, parent in zip(top, [None, call, call, over, None, top[4]]):
+        e.cpu_parent = parent
+    got = [e.name for e in measure.kernel_events(top)]
+    c.check(got == ["graph_0_triton_poi_fused_relu_0"] * 2 + ["aten::mm"],
+            "the iteration's kernels: the graph's two (one under the profiler's "
+            "overhead), the top-level aten::mm; no overhead, no nested view (%s)" % got)
     dev = [Ev("triton_poi_fused_relu_0", 0.0, 300.0, DeviceType.CUDA),
            Ev("Memcpy HtoD (Pageable -> Device)", 0.0, 100.0, DeviceType.CUDA),
+           Ev("Activity Buffer Request", 0.0, 250.0, DeviceType.CUDA),
            Ev("cudaGraphLaunch", 15.0, 0.0)]
     c.check(abs(measure.device_busy_ms(dev) - 0.4) < 1e-9 and
-            measure.device_busy_ms(dev[2:]) is None,
-            "a replay's device busy time: 0.3 + 0.1 ms; none recorded: None")
+            measure.device_busy_ms(dev[3:]) is None,
+            "a replay's device busy time: 0.3 + 0.1 ms, not the profiler's overhead; "
+            "none recorded: None")
 
 
 def roofline(c, explain):
@@ -569,8 +585,10 @@ def replay_count(c):
     evs = [Ev("aten::_foreach_copy_", cpu), Ev("cudaGraphLaunch", cpu),
            Ev("cudaStreamIsCapturing", cpu), Ev("triton_poi_fused_relu_0", cuda),
            Ev("triton_red_fused_sum_1", cuda), Ev("void cutlass::Kernel<x>", cuda),
-           Ev("Memcpy HtoD (Pageable -> Device)", cuda), Ev("Memset (Device)", cuda)]
-    c.check(measure.replay_kernels(evs) == 3, "a replay's kernels: the 3 device kernels")
+           Ev("Memcpy HtoD (Pageable -> Device)", cuda), Ev("Memset (Device)", cuda),
+           Ev("Activity Buffer Request", cuda)]
+    c.check(measure.replay_kernels(evs) == 3, "a replay's kernels: the 3 device kernels "
+            "(no copy, set or profiler overhead)")
     c.check(measure.replay_kernels(evs[:3]) is None,
             "a replay with no device kernel recorded: unknown, not the 3 CPU rows")
 

@@ -762,7 +762,8 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
                       "saved_ms": e["saved_ms"], "ci95": e["saved_ci95"],
                       "verdict": e["verdict"]})
     for name, value in ctx.knobs:
-        items.append(_step_item("knob", "%s=%s" % (name, value), m.knob(name, value), m.noise))
+        items.append(dict(_step_item("knob", "%s=%s" % (name, value), m.knob(name, value),
+                                     m.noise), knob=name))
     measured = [x["saved_ms"] for x in items if x["saved_ms"] is not None]
     out = {"parts": items}
     dec = items[0] if items and items[0]["part"] == "decisions" else None

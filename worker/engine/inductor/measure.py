@@ -160,14 +160,36 @@ def _category(name, ops, generated):
     return "elementwise"
 
 
-def _kernel_events(prof):
+# CUPTI's overhead activities (CUpti_ActivityOverheadKind, as Kineto names
+# them), which the profiler shows as CPU-side events: the profiler's own
+# bookkeeping, never a kernel.  Nested by their time between an op and what it
+# launched (a graph call's kernel under an "Activity Buffer Request"), so the
+# tree is read through them.
+PROFILER_OVERHEAD = frozenset((
+    "Activity Buffer Request", "Buffer Flush", "Instrumentation", "Resource",
+    "Driver Compiler", "Runtime Triggered Module Loading", "Lazy Function Loading",
+    "Command Buffer Full", "UVM Activity Init"))
+
+
+def _parent(e):
+    """e's parent on the CPU side, the profiler's own overhead events skipped."""
+    p = e.cpu_parent
+    while p is not None and p.name in PROFILER_OVERHEAD:
+        p = p.cpu_parent
+    return p
+
+
+def kernel_events(events):
     """Events that are kernels of the iteration: ATen ops called at the top level
     (eager, and eager ops between compiled graphs), and the direct children of a
     compiled graph's call (its generated kernels, named graph_N_<kernel>, and its
-    extern ATen calls)."""
+    extern ATen calls); never the profiler's own overhead (PROFILER_OVERHEAD),
+    which on a GPU took a 0.43 ms row of its own among bert_base's kernels."""
     out = []
-    for e in prof.events():
-        parent = e.cpu_parent
+    for e in events:
+        if e.name in PROFILER_OVERHEAD:
+            continue
+        parent = _parent(e)
         if parent is None and e.name.startswith("aten::"):
             out.append(e)
         elif parent is not None and parent.name.startswith(_GRAPH_CALL):
@@ -188,7 +210,8 @@ def replay_kernels(events):
     count is unknown, never the CPU side's few rows."""
     cuda = torch.autograd.DeviceType.CUDA
     n = sum(1 for e in events
-            if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset")))
+            if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset"))
+            and e.name not in PROFILER_OVERHEAD)
     return n or None
 
 
@@ -204,7 +227,7 @@ def _device_ms(e):
 
 def kernel_rows(events, kernel_ops, device):
     """({kernel name: row}, time source) of an iteration's kernel events
-    (_kernel_events): a row's count, total_ms, ops, generated.  On CUDA a row's
+    (kernel_events): a row's count, total_ms, ops, generated.  On CUDA a row's
     time is its kernels' device time, not the CPU side's, which is only the
     launch, and an op that ran nothing on the device has no row; a CUDA
     profile with no device time at all (the activity not recorded) keeps the
@@ -248,9 +271,11 @@ def add_costs(rows, costs):
 def device_busy_ms(events):
     """The device's busy time (ms) in a profile: its kernels', copies' and
     sets' durations summed (a CUDA graph replay's, which no op on the CPU side
-    stands for), or None when it recorded none."""
+    stands for; the profiler's overhead, which Kineto may put in the device's
+    lane, is not the device's work), or None when it recorded none."""
     cuda = torch.autograd.DeviceType.CUDA
-    ms = sum(e.time_range.elapsed_us() for e in events if e.device_type == cuda) / 1e3
+    ms = sum(e.time_range.elapsed_us() for e in events
+             if e.device_type == cuda and e.name not in PROFILER_OVERHEAD) / 1e3
     return ms or None
 
 
@@ -313,7 +338,7 @@ def profile_once(fn, inputs, device, kernel_ops, costs=None):
         ms = (time.perf_counter_ns() - t0) / 1e6
         if ms < wall_ms:
             prof, wall_ms = p, ms
-    kevs = _kernel_events(prof)
+    kevs = kernel_events(prof.events())
     rows, source = kernel_rows(kevs, kernel_ops, device)
     add_costs(rows, costs or {})
     cats = {}
