@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fb_table.h"
+
 static const cJSON *get(const cJSON *o, const char *key)
 {
     return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
@@ -506,21 +508,6 @@ void cl_fmt_workloads(FILE *f, const cJSON *list)
 
 /* ---- models ---- */
 
-void cl_fmt_bytes(char *buf, size_t cap, double b)
-{
-    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    if (!isfinite(b)) {
-        snprintf(buf, cap, "-");
-        return;
-    }
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        u++;
-    }
-    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
-}
-
 void cl_fmt_models(FILE *f, const cJSON *list)
 {
     const cJSON *m;
@@ -531,7 +518,7 @@ void cl_fmt_models(FILE *f, const cJSON *list)
     cJSON_ArrayForEach(m, items(list))
     {
         fmt_int(id, sizeof id, num(m, "id"));
-        cl_fmt_bytes(size, sizeof size, num(m, "size"));
+        fb_table_bytes(size, sizeof size, num(m, "size"));
         fprintf(f, "%6s %-24s %-12s %-9s %-10s %10s %s\n", id, str(m, "name", "?"),
                 str(m, "owner", "-"), str(m, "visibility", "?"), str(m, "status", "?"), size,
                 str(m, "created_at", "-"));
@@ -562,7 +549,7 @@ void cl_fmt_model(FILE *f, const cJSON *m)
     const cJSON *info = get(m, "info");
 
     fmt_int(id, sizeof id, num(m, "id"));
-    cl_fmt_bytes(size, sizeof size, num(m, "size"));
+    fb_table_bytes(size, sizeof size, num(m, "size"));
     fprintf(f, "model %s: %s (%s, %s)\n", id, str(m, "name", "?"), str(m, "owner", "no owner"),
             str(m, "visibility", "?"));
     fprintf(f, "  status   %s%s%s\n", str(m, "status", "?"),
@@ -587,7 +574,7 @@ void cl_fmt_model(FILE *f, const cJSON *m)
         fprintf(f, " %s\n", str(t, "dtype", "?"));
     }
     fmt_int(id, sizeof id, num(info, "parameters"));
-    cl_fmt_bytes(size, sizeof size, num(info, "weight_bytes"));
+    fb_table_bytes(size, sizeof size, num(info, "weight_bytes"));
     fprintf(f, "  params   %s (%s of weights); batch %s\n", id, size,
             cJSON_IsTrue(get(info, "dynamic_batch")) ? "dynamic" : "fixed by the export");
     if (cJSON_IsNumber(get(eager, "median_ms")))
@@ -616,7 +603,7 @@ void cl_fmt_model(FILE *f, const cJSON *m)
     const cJSON *nat = get(info, "native"), *form = get(nat, "form");
     bool native = cJSON_IsTrue(get(nat, "ok")) && cJSON_IsObject(form);
     if (cJSON_IsTrue(get(nat, "ok"))) {
-        cl_fmt_bytes(size, sizeof size, num(form, "bytes"));
+        fb_table_bytes(size, sizeof size, num(form, "bytes"));
         fprintf(f, "\n  native   converts to %d graph nodes%s; %s%s", (int)num(nat, "nodes"),
                 cJSON_IsTrue(get(nat, "batch_dynamic")) ? ", any batch" : "",
                 native ? "native form " : "no native form (upload it again)", native ? size : "");

@@ -37,9 +37,6 @@ void cl_fmt_suite(FILE *f, const cJSON *suite);
 void cl_fmt_workers(FILE *f, const cJSON *list);
 void cl_fmt_workloads(FILE *f, const cJSON *list);
 
-/* b bytes as "512 B", "18.1 KiB", "2.4 MiB", ... ("-" when not a number). */
-void cl_fmt_bytes(char *buf, size_t cap, double b);
-
 /* GET /api/v1/models: one line per model (id, name, owner, status, size, visibility). */
 void cl_fmt_models(FILE *f, const cJSON *list);
 

@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include "cl_fmt.h"
+#include "fb_table.h"
 
 static volatile sig_atomic_t *interrupted;
 
@@ -243,8 +244,8 @@ static int on_file_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t u
     for (int i = 0; i < 30; i++)
         bar[i] = i < filled ? '#' : '.';
     bar[30] = '\0';
-    cl_fmt_bytes(a, sizeof a, now);
-    cl_fmt_bytes(b, sizeof b, total);
+    fb_table_bytes(a, sizeof a, now);
+    fb_table_bytes(b, sizeof b, total);
     fprintf(stderr, "\r%s [%s] %s / %s %3.0f%% %5.1f MiB/s", x->t->label ? x->t->label : "", bar, a,
             b, total > 0 ? 100 * now / total : 0.0, secs > 0 ? now / secs / (1024 * 1024) : 0.0);
     x->drew = true;

@@ -59,6 +59,23 @@ static void tb_fmt_int(char *buf, size_t cap, int64_t v)
         snprintf(buf, cap, "%lld", (long long)v);
 }
 
+void fb_table_bytes(char *buf, size_t cap, double b)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    const char *sign = b < 0 ? "-" : "";
+    int u = 0;
+    if (!isfinite(b)) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    b = fabs(b);
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(buf, cap, u ? "%s%.1f %s" : "%s%.0f %s", sign, b, unit[u]);
+}
+
 static bool tb_is_ok(const fb_variant_result *v)
 {
     return v->status == FB_VS_OK;
@@ -327,6 +344,74 @@ static void tb_inductor_beside(FILE *f, const cJSON *fx)
     }
 }
 
+/* A part's effect on the peak, when its profile had one: "name raises the
+ * peak by X" (peak_mem_delta_bytes > 0: the job's compile peaks higher than
+ * with the part undone or switched off). */
+static void tb_peak_delta(FILE *f, const char *name, const cJSON *o, int *n)
+{
+    double d = tb_num(o, "peak_mem_delta_bytes");
+    char b[32];
+    if (!isfinite(d) || d == 0)
+        return;
+    fb_table_bytes(b, sizeof b, fabs(d));
+    fprintf(f, "%s%s %s it by %s", (*n)++ ? "; " : "  ", name, d > 0 ? "raises" : "lowers", b);
+}
+
+/* Each rung's peak in one iteration and what held it, then the parts whose
+ * undoing moved the job's peak; and compile time against run time. */
+static void tb_inductor_memory(FILE *f, const cJSON *fx)
+{
+    const cJSON *rung, *h, *e, *be;
+    if (cJSON_GetArraySize(tb_get(fx, "memory")) > 0) {
+        fprintf(f, "memory, each rung's peak in one iteration (allocated over what was live "
+                   "before it) and what held it:\n");
+        cJSON_ArrayForEach(rung, tb_get(fx, "memory"))
+        {
+            char b[32];
+            fb_table_bytes(b, sizeof b, tb_num(rung, "peak_bytes"));
+            fprintf(f, "  %-22s %10s ", rung->string ? rung->string : "?", b);
+            int k = 0;
+            cJSON_ArrayForEach(h, tb_get(rung, "held_by"))
+            {
+                fb_table_bytes(b, sizeof b, cJSON_IsNumber(h) ? h->valuedouble : NAN);
+                fprintf(f, "%s%s %s", k++ ? ", " : " ", h->string ? h->string : "?", b);
+            }
+            fprintf(f, "\n");
+        }
+    }
+    int n = 0;
+    cJSON_ArrayForEach(e, tb_get(fx, "fusions"))
+    {
+        tb_peak_delta(f, tb_str(e, "id", "?"), e, &n);
+    }
+    cJSON_ArrayForEach(e, tb_get(tb_get(fx, "step"), "parts"))
+    {
+        if (tb_get(e, "knob"))
+            tb_peak_delta(f, tb_str(e, "knob", "?"), e, &n);
+    }
+    cJSON_ArrayForEach(e, tb_get(fx, "beside"))
+    {
+        tb_peak_delta(f, tb_str(e, "knob", "?"), e, &n);
+    }
+    if (n)
+        fprintf(f, " (inductor's peak, against it undone or switched off)\n");
+    cJSON_ArrayForEach(be, tb_get(fx, "break_even"))
+    {
+        double cold = tb_num(be, "iterations_cold"), warm = tb_num(be, "iterations_warm");
+        double save = tb_num(be, "saving_ms_per_iter");
+        fprintf(f, "compile against run time, %s: %s %.3f ms an iteration against eager; ",
+                be->string ? be->string : "?", save < 0 ? "costs" : "saves", fabs(save));
+        if (isfinite(cold))
+            fprintf(f,
+                    "its cold compile (%.1f s) pays after %.0f iterations, a warm one (%.1f s) "
+                    "after %.0f\n",
+                    tb_num(be, "compile_cold_ms") / 1e3, cold, tb_num(be, "compile_warm_ms") / 1e3,
+                    warm);
+        else
+            fprintf(f, "its compile never pays\n");
+    }
+}
+
 /* The inductor explanation's "fusions" (worker/engine/inductor/explain.py):
  * each of Inductor's fusion decisions, undone, with its verdict. */
 static void tb_inductor_fusions(FILE *f, const cJSON *fx)
@@ -408,6 +493,7 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
                     b ? b : "?", tb_str(e, "reason", "?"));
         }
     }
+    tb_inductor_memory(f, fx);
 }
 
 static void tb_explain_inductor(FILE *f, const cJSON *ex)

@@ -28,6 +28,10 @@ void fb_table_print(FILE *f, const fb_spec *spec, const fb_result *r);
  * prints it when the result has one). */
 void fb_table_explain(FILE *f, const cJSON *explain);
 
+/* b bytes as "512 B", "18.1 KiB", "2.4 MiB", ... ("-" when not a number);
+ * negative amounts keep their sign ("-1.2 MiB"). */
+void fb_table_bytes(char *buf, size_t cap, double b);
+
 /* True when r has at least one variant and every variant's status is ok. */
 bool fb_table_all_ok(const fb_result *r);
 

@@ -276,6 +276,16 @@ function renderInductor(ex) {
         " units measured (a chunk within the noise counts as one)" : "")]);
     const top = ((fx.missed || {}).top || []).slice(0, 3);
     items.push(["merges Inductor refused", top.length ? top.map((t) => t.nodes.join(" + ") + " (" + t.shared_bytes + " B): " + t.reason).join("; ") : "none sharing bytes"]);
+    // each rung's peak in one iteration and what held it; the parts whose
+    // undoing moved inductor's peak (peak_mem_delta_bytes > 0: it raises it)
+    const held = (m) => Object.entries(m.held_by || {}).map(([k, b]) => k + " " + fmtBytes(b)).join(", ");
+    const mem = Object.entries(fx.memory || {}).filter(([, m]) => typeof m.peak_bytes === "number");
+    if (mem.length) items.push(["memory, one iteration's peak", mem.map(([rung, m]) => rung + " " + fmtBytes(m.peak_bytes) +
+      (held(m) ? " (" + held(m) + ")" : "")).join(" · ")]);
+    const moved = (fx.fusions || []).map((e) => [e.id, e]).concat(((fx.step || {}).parts || []).concat(fx.beside || [])
+      .filter((p) => p.knob).map((p) => [p.knob, p])).filter(([, p]) => typeof p.peak_mem_delta_bytes === "number" && p.peak_mem_delta_bytes !== 0);
+    if (moved.length) items.push(["inductor's peak, part by part", moved.map(([name, p]) => name + (p.peak_mem_delta_bytes > 0 ? " raises it by " : " lowers it by ") +
+      fmtBytes(Math.abs(p.peak_mem_delta_bytes))).join("; ") + " (against it undone or switched off)"]);
     if (be) items.push(["break-even vs eager", be.iterations_cold ? be.iterations_cold + " iterations (cold compile), " + be.iterations_warm + " (warm)" : "never: no saving per iteration"]);
   }
   summaryList("explain-summary", items);

@@ -350,6 +350,12 @@ def inductor_explain_card(env, page, shots):
              [("layout_optimization=False", "not_measured")], "beside fusion in the explanation")
     check(re.search(r"beside fusion: layout optimization \(switched off alone\)\s+not measured",
                     text) is not None, "the summary: the layout choice beside fusion (%r)" % text)
+    mem = fx["memory"]["inductor"]
+    top = max(mem["held_by"].items(), key=lambda kv: kv[1])
+    check(re.search(r"memory, one iteration's peak\s+eager [\d.]+ K?M?i?B .*· inductor [\d.]+ "
+                    r"K?M?i?B \(.*%s" % re.escape(top[0]), text) is not None and
+          sum(mem["held_by"].values()) >= mem["peak_bytes"],
+          "the summary: each rung's peak and what held it (%r; %s)" % (text, mem))
     check(page.is_visible("#roofline-box"), "the roofline chart is drawn")
     pts = page.evaluate("() => charts['chart-roofline'].data.datasets.slice(1)"
                         ".flatMap((d) => d.data.map((p) => p.id))")

@@ -139,6 +139,15 @@ def inside():
                 order.index("layout_optimization") == (0 if first else len(order) - 1),
                 "beside fusion: the layout switched off alone costs inductor -3 ms, measured "
                 "%s (%s, %s)" % ("first" if first else "last", got, order))
+    # profiled once: the layout off peaks at 2 MB where the job's compile
+    # peaks at 1.5 MB (its channels-last convolutions' outputs are fewer live)
+    ctx.profile_fn = lambda fn, kops: {"times": {}, "peak": 2_000_000 if fn.ms == 7.0
+                                       else 1_500_000}
+    ctx.base_peak = 1_500_000
+    out = explain.explain(ctx, budget_s=60, medians={"eager": 12.0, "inductor": 10.0})
+    c.check([p.get("peak_mem_delta_bytes") for p in out["beside"]] == [-500_000],
+            "beside fusion: the peak with the choice against without it, -500 kB (%s)" %
+            out["beside"])
     ctx, compiled = fake_ctx(explain, [0.5, -0.3])
     out = explain.explain(ctx, budget_s=60, medians={"eager": 8.0, "inductor": 10.0})
     c.check(out["beside"] == [] and all("knob" not in x for x in out["comparisons"]),
@@ -413,7 +422,53 @@ def inside():
             "than the most before it (STEP_ROOM %.2f)" % explain.STEP_ROOM)
     replay_count(c)
     device_rows(c)
+    memory_peak(c)
     c.done()
+
+
+def memory_peak(c):
+    """measure.peak_breakdown on a real profile: a compiled graph's call (its
+    record, as Inductor's wrapper makes it) allocates a 2 MiB buffer of its
+    own, then a 1 MiB result of aten::mul, frees its buffer (del) and
+    allocates another 1 MiB result: at most 3 MiB are live, held by the
+    graph's buffer and the first mul.  Booking the frees at the end of the
+    call, as the ops' self memory does, read 4 MiB, everything allocated."""
+    import measure
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    n = 1 << 18  # floats: 1 MiB
+    x = torch.ones(n)
+
+    def graph():
+        with record_function("## Call CompiledFxGraph test ##"):
+            buf0 = torch.empty_strided((2 * n,), (1,))
+            buf0.fill_(2.0)
+            buf1 = torch.mul(x, buf0[:n])
+            del buf0
+            buf2 = torch.mul(buf1, buf1)
+            del buf1
+            return buf2
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = graph()
+    peak, held = measure.peak_breakdown(prof, "cpu")
+    c.check(peak == 3 * 4 * n and held == {"compiled graph buffers": 8 * n, "aten::mul": 4 * n},
+            "a graph's peak: 3 MiB, its own buffer and one mul's result (%s, %s)" % (peak, held))
+    del out
+    # eager: what each top-level op allocated, its inner ops' allocations
+    # included
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        w = torch.ones(4, n)
+        y = torch.nn.functional.linear(x.view(1, n), w)
+        x2 = torch.relu(y)
+    peak, held = measure.peak_breakdown(prof, "cpu")
+    c.check(peak == 4 * 4 * n + 32 and
+            held == {"aten::ones": 4 * 4 * n, "aten::linear": 16, "aten::relu": 16},
+            "eager: each allocation by its top-level op (%s, %s)" % (peak, held))
+    del w, y, x2
+    c.check(measure.peak_of([]) == (None, {}) and measure.peak_of([(-64, 1, ())]) == (0, {}),
+            "nothing recorded: no peak; only a free: none over the start")
 
 
 def device_rows(c):

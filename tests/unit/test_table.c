@@ -265,12 +265,22 @@ static void test_table_inductor_fusions(void **state)
         "\"units\":[{},{},{}],\"spearman_units\":0.25},"
         "\"fused_roofline_share\":0.424,"
         "\"medians\":{\"eager\":14.977,\"inductor\":21.886},"
-        "\"beside\":[{\"part\":\"beside\",\"what\":\"layout_optimization=False\","
-        "\"saved_ms\":-12.2025,\"ci95\":[-12.454,-11.868],\"verdict\":\"lost\"}],"
+        "\"beside\":[{\"part\":\"beside\",\"knob\":\"layout_optimization\","
+        "\"what\":\"layout_optimization=False\",\"saved_ms\":-12.2025,"
+        "\"ci95\":[-12.454,-11.868],\"verdict\":\"lost\","
+        "\"peak_mem_delta_bytes\":-1204224}],"
+        "\"memory\":{\"eager\":{\"peak_bytes\":2913664,\"held_by\":{"
+        "\"aten::conv2d\":1508736,\"aten::batch_norm\":1404928}},"
+        "\"inductor\":{\"peak_bytes\":1508736,\"held_by\":{\"aten::convolution\":1508736}}},"
+        "\"break_even\":{\"inductor\":{\"saving_ms_per_iter\":7.21,\"compile_cold_ms\":"
+        "37060,\"compile_warm_ms\":2100,\"iterations_cold\":5139,\"iterations_warm\":292},"
+        "\"inductor-nofusion\":{\"saving_ms_per_iter\":-0.5,\"compile_cold_ms\":40000,"
+        "\"compile_warm_ms\":2000,\"iterations_cold\":null,\"iterations_warm\":null}},"
         "\"missed\":{\"top\":[{\"nodes\":[\"op1\",\"op4\"],\"shared_bytes\":4096,"
         "\"reason\":\"exceeds max fusion\"}]},"
         "\"fusions\":[{\"id\":\"fuse-0123456789ab\",\"kind\":\"vertical\",\"verdict\":\"lost\","
         "\"kernel_ms\":17.1,\"saved_ms\":-1.3,\"saved_ci95\":[-1.39,-1.26],"
+        "\"peak_mem_delta_bytes\":12288,"
         "\"predicted_shared_bytes\":4194304,\"reason\":\"kernel_slowdown\",\"kernel\":\"k0\","
         "\"costs\":{\"roofline_share\":0.424}},"
         "{\"id\":\"group-abcdef012345\",\"kind\":\"kernel_group\",\"verdict\":\"won\","
@@ -315,6 +325,19 @@ static void test_table_inductor_fusions(void **state)
     assert_non_null(strstr(buf, "the kernels holding a fusion reach 42% of the roofline "
                                 "(time-weighted; Inductor's byte and FLOP counts)\n"));
     assert_non_null(strstr(buf, "        4096 B  op1 + op4: exceeds max fusion\n"));
+    assert_non_null(strstr(buf, "memory, each rung's peak in one iteration (allocated over what "
+                                "was live before it) and what held it:\n"
+                                "  eager                     2.8 MiB  aten::conv2d 1.4 MiB, "
+                                "aten::batch_norm 1.3 MiB\n"
+                                "  inductor                  1.4 MiB  aten::convolution 1.4 MiB\n"
+                                "  fuse-0123456789ab raises it by 12.0 KiB; layout_optimization "
+                                "lowers it by 1.1 MiB (inductor's peak, against it undone or "
+                                "switched off)\n"));
+    assert_non_null(strstr(buf, "compile against run time, inductor: saves 7.210 ms an iteration "
+                                "against eager; its cold compile (37.1 s) pays after 5139 "
+                                "iterations, a warm one (2.1 s) after 292\n"
+                                "compile against run time, inductor-nofusion: costs 0.500 ms an "
+                                "iteration against eager; its compile never pays\n"));
     free(buf);
     /* a budget of 0: nothing undone, so no noise and no parts (not "nan");
      * an op eager never called has no time per call: "-" */

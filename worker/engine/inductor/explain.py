@@ -572,10 +572,14 @@ class _Measure:
         return r
 
     def knob(self, name, value):
-        """inductor with one knob switched off, compared the same way."""
-        r = self.timed(lambda: self.ctx.compile_knob(name, value), {"knob": name})
+        """inductor with one knob switched off, compared the same way, and
+        profiled once (its peak memory)."""
+        prof = None
+        if self.ctx.profile_fn:
+            prof = lambda cf: self.ctx.profile_fn(cf["fn"], cf.get("kernel_ops", {}))  # noqa: E731
+        r = self.timed(lambda: self.ctx.compile_knob(name, value), {"knob": name}, prof)
         if r is not None:
-            r["took"] = True
+            r.update(took=True, profile=r.pop("after"))
         return r
 
 
@@ -763,7 +767,7 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
                       "verdict": e["verdict"]})
     for name, value in ctx.knobs:
         items.append(dict(_step_item("knob", "%s=%s" % (name, value), m.knob(name, value),
-                                     m.noise), knob=name))
+                                     m.noise, ctx.base_peak), knob=name))
     measured = [x["saved_ms"] for x in items if x["saved_ms"] is not None]
     out = {"parts": items}
     dec = items[0] if items and items[0]["part"] == "decisions" else None
@@ -786,8 +790,8 @@ def _beside(ctx, m):
     much.  No rung of the ladder shows these (inductor-nofusion makes them
     too), so an inductor slower than eager can be a choice here and no
     fusion; explain() measures them first then."""
-    return [dict(_step_item("beside", "%s=%s" % (name, value), m.knob(name, value), m.noise),
-                 knob=name) for name, value in ctx.beside]
+    return [dict(_step_item("beside", "%s=%s" % (name, value), m.knob(name, value), m.noise,
+                            ctx.base_peak), knob=name) for name, value in ctx.beside]
 
 
 def _interaction(m, entries, all_undone):
@@ -895,13 +899,20 @@ def _interaction(m, entries, all_undone):
             "evidence": {"allocated_per_call": {"fused": base_alloc, "all_undone": none_alloc}}}
 
 
-def _step_item(part, what, r, noise):
+def _step_item(part, what, r, noise, base_peak=None):
+    """One part measured against the job's compile; with its profile's peak
+    and the job's, peak_mem_delta_bytes (> 0: the job's compile peaks that
+    much higher than with the part switched off)."""
     if r is None:
         return {"part": part, "what": what, "saved_ms": None, "ci95": None,
                 "verdict": "not_measured"}
     v = verdict(r["ci"][0], r["ci"][1], noise)
-    return {"part": part, "what": what, "saved_ms": r["saved_ms"], "ci95": r["ci"],
-            "verdict": v if r["took"] else "did_not_take"}
+    out = {"part": part, "what": what, "saved_ms": r["saved_ms"], "ci95": r["ci"],
+           "verdict": v if r["took"] else "did_not_take"}
+    peak = (r.get("profile") or {}).get("peak")
+    if peak is not None and base_peak is not None:
+        out["peak_mem_delta_bytes"] = base_peak - peak
+    return out
 
 
 def _reasons(ctx, lost, by_id):
