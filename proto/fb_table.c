@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- reading members leniently ---- */
@@ -357,26 +358,75 @@ static void tb_peak_delta(FILE *f, const char *name, const cJSON *o, int *n)
     fprintf(f, "%s%s %s it by %s", (*n)++ ? "; " : "  ", name, d > 0 ? "raises" : "lowers", b);
 }
 
+/* The ladder's order of the rungs an object is keyed by (a server's JSONB
+ * keeps its keys in an order of its own): eager, inductor-nofusion,
+ * inductor, then the rest. */
+static int tb_rung_rank(const char *name)
+{
+    static const char *order[] = {"eager", "inductor-nofusion", "inductor"};
+    for (int i = 0; i < 3; i++)
+        if (name && strcmp(name, order[i]) == 0)
+            return i;
+    return 3;
+}
+
+static int tb_by_value_desc(const void *a, const void *b)
+{
+    double x = (*(const cJSON *const *)a)->valuedouble, y = (*(const cJSON *const *)b)->valuedouble;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* One rung's peak and what held it, the largest holder first. */
+static void tb_rung_memory(FILE *f, const cJSON *rung)
+{
+    const cJSON *h, *held[16];
+    int k = 0;
+    char b[32];
+    fb_table_bytes(b, sizeof b, tb_num(rung, "peak_bytes"));
+    fprintf(f, "  %-22s %10s ", rung->string ? rung->string : "?", b);
+    cJSON_ArrayForEach(h, tb_get(rung, "held_by"))
+    {
+        if (cJSON_IsNumber(h) && k < 16)
+            held[k++] = h;
+    }
+    qsort(held, (size_t)k, sizeof held[0], tb_by_value_desc);
+    for (int i = 0; i < k; i++) {
+        fb_table_bytes(b, sizeof b, held[i]->valuedouble);
+        fprintf(f, "%s%s %s", i ? ", " : " ", held[i]->string ? held[i]->string : "?", b);
+    }
+    fprintf(f, "\n");
+}
+
+static void tb_break_even(FILE *f, const cJSON *be)
+{
+    double cold = tb_num(be, "iterations_cold"), warm = tb_num(be, "iterations_warm");
+    double save = tb_num(be, "saving_ms_per_iter");
+    fprintf(f, "compile against run time, %s: %s %.3f ms an iteration against eager; ",
+            be->string ? be->string : "?", save < 0 ? "costs" : "saves", fabs(save));
+    if (isfinite(cold))
+        fprintf(f,
+                "its cold compile (%.1f s) pays after %.0f iterations, a warm one (%.1f s) "
+                "after %.0f\n",
+                tb_num(be, "compile_cold_ms") / 1e3, cold, tb_num(be, "compile_warm_ms") / 1e3,
+                warm);
+    else
+        fprintf(f, "its compile never pays\n");
+}
+
 /* Each rung's peak in one iteration and what held it, then the parts whose
- * undoing moved the job's peak; and compile time against run time. */
+ * undoing moved the job's peak; and compile time against run time, the
+ * rungs in the ladder's order. */
 static void tb_inductor_memory(FILE *f, const cJSON *fx)
 {
-    const cJSON *rung, *h, *e, *be;
-    if (cJSON_GetArraySize(tb_get(fx, "memory")) > 0) {
+    const cJSON *rung, *e;
+    if (cJSON_GetArraySize(tb_get(fx, "memory")) > 0)
         fprintf(f, "memory, each rung's peak in one iteration (allocated over what was live "
                    "before it) and what held it:\n");
+    for (int rank = 0; rank <= 3; rank++) {
         cJSON_ArrayForEach(rung, tb_get(fx, "memory"))
         {
-            char b[32];
-            fb_table_bytes(b, sizeof b, tb_num(rung, "peak_bytes"));
-            fprintf(f, "  %-22s %10s ", rung->string ? rung->string : "?", b);
-            int k = 0;
-            cJSON_ArrayForEach(h, tb_get(rung, "held_by"))
-            {
-                fb_table_bytes(b, sizeof b, cJSON_IsNumber(h) ? h->valuedouble : NAN);
-                fprintf(f, "%s%s %s", k++ ? ", " : " ", h->string ? h->string : "?", b);
-            }
-            fprintf(f, "\n");
+            if (tb_rung_rank(rung->string) == rank)
+                tb_rung_memory(f, rung);
         }
     }
     int n = 0;
@@ -395,20 +445,12 @@ static void tb_inductor_memory(FILE *f, const cJSON *fx)
     }
     if (n)
         fprintf(f, " (inductor's peak, against it undone or switched off)\n");
-    cJSON_ArrayForEach(be, tb_get(fx, "break_even"))
-    {
-        double cold = tb_num(be, "iterations_cold"), warm = tb_num(be, "iterations_warm");
-        double save = tb_num(be, "saving_ms_per_iter");
-        fprintf(f, "compile against run time, %s: %s %.3f ms an iteration against eager; ",
-                be->string ? be->string : "?", save < 0 ? "costs" : "saves", fabs(save));
-        if (isfinite(cold))
-            fprintf(f,
-                    "its cold compile (%.1f s) pays after %.0f iterations, a warm one (%.1f s) "
-                    "after %.0f\n",
-                    tb_num(be, "compile_cold_ms") / 1e3, cold, tb_num(be, "compile_warm_ms") / 1e3,
-                    warm);
-        else
-            fprintf(f, "its compile never pays\n");
+    for (int rank = 0; rank <= 3; rank++) {
+        cJSON_ArrayForEach(e, tb_get(fx, "break_even"))
+        {
+            if (tb_rung_rank(e->string) == rank)
+                tb_break_even(f, e);
+        }
     }
 }
 

@@ -278,8 +278,13 @@ function renderInductor(ex) {
     items.push(["merges Inductor refused", top.length ? top.map((t) => t.nodes.join(" + ") + " (" + t.shared_bytes + " B): " + t.reason).join("; ") : "none sharing bytes"]);
     // each rung's peak in one iteration and what held it; the parts whose
     // undoing moved inductor's peak (peak_mem_delta_bytes > 0: it raises it)
-    const held = (m) => Object.entries(m.held_by || {}).map(([k, b]) => k + " " + fmtBytes(b)).join(", ");
-    const mem = Object.entries(fx.memory || {}).filter(([, m]) => typeof m.peak_bytes === "number");
+    // (rungs in the ladder's order and holders largest first: a server's
+    // JSONB keeps keys in an order of its own)
+    const held = (m) => Object.entries(m.held_by || {}).sort((a, b) => b[1] - a[1])
+      .map(([k, b]) => k + " " + fmtBytes(b)).join(", ");
+    const rank = (r) => { const i = ["eager", "inductor-nofusion", "inductor"].indexOf(r); return i < 0 ? 3 : i; };
+    const mem = Object.entries(fx.memory || {}).filter(([, m]) => typeof m.peak_bytes === "number")
+      .sort((a, b) => rank(a[0]) - rank(b[0]));
     if (mem.length) items.push(["memory, one iteration's peak", mem.map(([rung, m]) => rung + " " + fmtBytes(m.peak_bytes) +
       (held(m) ? " (" + held(m) + ")" : "")).join(" · ")]);
     const moved = (fx.fusions || []).map((e) => [e.id, e]).concat(((fx.step || {}).parts || []).concat(fx.beside || [])
