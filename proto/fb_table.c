@@ -345,8 +345,8 @@ static void tb_inductor_beside(FILE *f, const cJSON *fx)
     }
 }
 
-/* A part's effect on the peak, when its profile had one: "name raises the
- * peak by X" (peak_mem_delta_bytes > 0: the job's compile peaks higher than
+/* A part's effect on inductor's peak, when its profile had one: "name +X"
+ * (peak_mem_delta_bytes > 0: the job's compile peaks that much higher than
  * with the part undone or switched off). */
 static void tb_peak_delta(FILE *f, const char *name, const cJSON *o, int *n)
 {
@@ -355,7 +355,8 @@ static void tb_peak_delta(FILE *f, const char *name, const cJSON *o, int *n)
     if (!isfinite(d) || d == 0)
         return;
     fb_table_bytes(b, sizeof b, fabs(d));
-    fprintf(f, "%s%s %s it by %s", (*n)++ ? "; " : "  ", name, d > 0 ? "raises" : "lowers", b);
+    fprintf(f, "%s%s %s%s", (*n)++ ? "; " : "  what each part adds to inductor's peak: ", name,
+            d > 0 ? "+" : "-", b);
 }
 
 /* The ladder's order of the rungs an object is keyed by (a server's JSONB
@@ -436,15 +437,14 @@ static void tb_inductor_memory(FILE *f, const cJSON *fx)
     }
     cJSON_ArrayForEach(e, tb_get(tb_get(fx, "step"), "parts"))
     {
-        if (tb_get(e, "knob"))
-            tb_peak_delta(f, tb_str(e, "knob", "?"), e, &n);
+        tb_peak_delta(f, tb_str(e, "knob", "all fusion decisions"), e, &n);
     }
     cJSON_ArrayForEach(e, tb_get(fx, "beside"))
     {
         tb_peak_delta(f, tb_str(e, "knob", "?"), e, &n);
     }
     if (n)
-        fprintf(f, " (inductor's peak, against it undone or switched off)\n");
+        fprintf(f, " (against it undone or switched off)\n");
     for (int rank = 0; rank <= 3; rank++) {
         cJSON_ArrayForEach(e, tb_get(fx, "break_even"))
         {

@@ -277,7 +277,7 @@ function renderInductor(ex) {
     const top = ((fx.missed || {}).top || []).slice(0, 3);
     items.push(["merges Inductor refused", top.length ? top.map((t) => t.nodes.join(" + ") + " (" + t.shared_bytes + " B): " + t.reason).join("; ") : "none sharing bytes"]);
     // each rung's peak in one iteration and what held it; the parts whose
-    // undoing moved inductor's peak (peak_mem_delta_bytes > 0: it raises it)
+    // undoing moved inductor's peak (peak_mem_delta_bytes > 0: the part adds that much)
     // (rungs in the ladder's order and holders largest first: a server's
     // JSONB keeps keys in an order of its own)
     const held = (m) => Object.entries(m.held_by || {}).sort((a, b) => b[1] - a[1])
@@ -288,9 +288,9 @@ function renderInductor(ex) {
     if (mem.length) items.push(["memory, one iteration's peak", mem.map(([rung, m]) => rung + " " + fmtBytes(m.peak_bytes) +
       (held(m) ? " (" + held(m) + ")" : "")).join(" · ")]);
     const moved = (fx.fusions || []).map((e) => [e.id, e]).concat(((fx.step || {}).parts || []).concat(fx.beside || [])
-      .filter((p) => p.knob).map((p) => [p.knob, p])).filter(([, p]) => typeof p.peak_mem_delta_bytes === "number" && p.peak_mem_delta_bytes !== 0);
-    if (moved.length) items.push(["inductor's peak, part by part", moved.map(([name, p]) => name + (p.peak_mem_delta_bytes > 0 ? " raises it by " : " lowers it by ") +
-      fmtBytes(Math.abs(p.peak_mem_delta_bytes))).join("; ") + " (against it undone or switched off)"]);
+      .map((p) => [p.knob || "all fusion decisions", p])).filter(([, p]) => typeof p.peak_mem_delta_bytes === "number" && p.peak_mem_delta_bytes !== 0);
+    if (moved.length) items.push(["what each part adds to inductor's peak", moved.map(([name, p]) => name + " " +
+      (p.peak_mem_delta_bytes > 0 ? "+" : "−") + fmtBytes(Math.abs(p.peak_mem_delta_bytes))).join("; ") + " (against it undone or switched off)"]);
     if (be) items.push(["break-even vs eager", be.iterations_cold ? be.iterations_cold + " iterations (cold compile), " + be.iterations_warm + " (warm)" : "never: no saving per iteration"]);
   }
   summaryList("explain-summary", items);

@@ -253,7 +253,8 @@ static void test_table_inductor_fusions(void **state)
         "\"all_lost_undone\":{\"ids\":[\"fuse-0123456789ab\"],\"recovered_ms\":1.3,"
         "\"ci95\":[-1.4,-1.2]},"
         "\"step\":{\"parts\":[{\"part\":\"decisions\",\"what\":\"all 2 fusion decisions "
-        "undone at once\",\"saved_ms\":-1.25,\"ci95\":[-1.3,-1.2],\"verdict\":\"lost\"},"
+        "undone at once\",\"saved_ms\":-1.25,\"ci95\":[-1.3,-1.2],\"verdict\":\"lost\","
+        "\"peak_mem_delta_bytes\":54036000},"
         "{\"part\":\"knob\",\"what\":\"pattern_matcher=False\",\"saved_ms\":null,"
         "\"ci95\":null,\"verdict\":\"not_measured\"}],\"decisions_interaction_ms\":-0.15,"
         "\"interaction\":{\"causes\":[\"fuse-0123456789ab\",\"fuse-00000000000a\"],"
@@ -330,9 +331,9 @@ static void test_table_inductor_fusions(void **state)
                                 "  eager                     2.8 MiB  aten::conv2d 1.4 MiB, "
                                 "aten::batch_norm 1.3 MiB\n"
                                 "  inductor                  1.4 MiB  aten::convolution 1.4 MiB\n"
-                                "  fuse-0123456789ab raises it by 12.0 KiB; layout_optimization "
-                                "lowers it by 1.1 MiB (inductor's peak, against it undone or "
-                                "switched off)\n"));
+                                "  what each part adds to inductor's peak: fuse-0123456789ab "
+                                "+12.0 KiB; all fusion decisions +51.5 MiB; layout_optimization "
+                                "-1.1 MiB (against it undone or switched off)\n"));
     /* the rungs in the ladder's order, the holders largest first, whatever
      * order the JSON holds them in (a server's JSONB has its own) */
     assert_non_null(strstr(buf, "compile against run time, inductor-nofusion: costs 0.500 ms an "

@@ -559,13 +559,16 @@ class _Measure:
         return {"saved_ms": d[0], "ci": [d[1], d[2]], "cf": cf, "rounds": len(a), "seconds": s,
                 "after": extra}
 
-    def undo(self, ids):
+    def undo(self, ids, peak=False):
         """Compiles with ids undone and compares against the job's compile:
         dict(saved_ms, ci, took, cf, profile) or None when the budget is spent.
-        A single decision undone is also profiled (kernel times, peak)."""
+        A single decision undone is also profiled (kernel times, peak), and
+        with peak any set undone (its peak)."""
         prof = None
         if len(ids) == 1 and self.ctx.profile_fn:
             prof = lambda cf: paired_profile(self.ctx, cf)  # noqa: E731
+        elif peak and self.ctx.profile_fn:
+            prof = lambda cf: self.ctx.profile_fn(cf["fn"], cf["kernel_ops"])  # noqa: E731
         r = self.timed(lambda: self.ctx.compile_cf(list(ids)), {"ids": list(ids)}, prof)
         if r is not None:
             r.update(ids=list(ids), took=r["cf"]["took"], profile=r.pop("after"))
@@ -757,9 +760,9 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
     items = []
     ids = [e["id"] for e in entries]
     if len(ids) > 1:
-        r = m.undo(ids)
+        r = m.undo(ids, peak=True)
         items.append(_step_item("decisions", "all %d fusion decisions undone at once" %
-                                len(ids), r, m.noise))
+                                len(ids), r, m.noise, ctx.base_peak))
     elif ids:  # one decision: undone alone already
         e = entries[0]
         items.append({"part": "decisions", "what": "the one fusion decision undone",
