@@ -102,6 +102,14 @@ def row(model, batch, out, secs):
             "".join("; together %s" % ", ".join(g) for g in it["together"]) or
             ("" if it["causes"] else "none found"),
             len(it["tests"]), ", budget" if it["stopped"] == "budget" else ""))
+    pi = fx.get("peak_interaction")
+    if pi:
+        parts.append("extra peak %.1f MiB: %s%s (%d profiled keep-tests%s)" % (
+            pi["extra_peak_bytes"] / 1048576,
+            "any one of %s" % ", ".join(pi["causes"]) if pi["causes"] else "",
+            "".join("; together %s" % ", ".join(g) for g in pi["together"]) or
+            ("" if pi["causes"] else "none found"),
+            len(pi["tests"]), ", budget" if pi["stopped"] == "budget" else ""))
     return ("| %s | %d | %s / %s / %s | %d: %d won, %d lost, %d no difference, %d not measured "
             "| %s | %s [%s] | %s | %s | %s | %s; %s over %d units | %s | %s | %s "
             "| %s (%.0f s explaining) |" % (

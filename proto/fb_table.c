@@ -359,6 +359,40 @@ static void tb_peak_delta(FILE *f, const char *name, const cJSON *o, int *n)
             d > 0 ? "+" : "-", b);
 }
 
+/* Inductor's extra peak held by fusions together or by any one of several:
+ * the memory keep-tests' finding (explain.py _peak_interaction). */
+static void tb_inductor_peak_interaction(FILE *f, const cJSON *pi)
+{
+    const cJSON *g;
+    char b[32];
+    if (!cJSON_IsObject(pi))
+        return;
+    fb_table_bytes(b, sizeof b, tb_num(pi, "extra_peak_bytes"));
+    fprintf(f,
+            "  inductor's peak is %s above every decision undone, and no decision undone alone "
+            "lowers it by half of that (%d profiled keep-tests%s):\n",
+            b, cJSON_GetArraySize(tb_get(pi, "tests")),
+            strcmp(tb_str(pi, "stopped", ""), "budget") == 0 ? ", stopped by the budget" : "");
+    if (cJSON_GetArraySize(tb_get(pi, "causes")) > 0) {
+        fprintf(f, "    any one of these kept fused, everything else unfused, brings it back: ");
+        tb_id_list(f, tb_get(pi, "causes"));
+    }
+    cJSON_ArrayForEach(g, tb_get(pi, "together"))
+    {
+        fprintf(f, "    these bring it back kept together, neither half alone: ");
+        tb_id_list(f, g);
+    }
+    if (cJSON_GetArraySize(tb_get(pi, "causes")) == 0 &&
+        cJSON_GetArraySize(tb_get(pi, "together")) == 0)
+        fprintf(f, "    no kept set found\n");
+    const cJSON *al = tb_get(tb_get(pi, "evidence"), "allocated_per_call");
+    if (cJSON_IsObject(al))
+        fprintf(f,
+                "    allocated at each call: %.1f MB fused, %.1f MB with every decision undone\n",
+                tb_num(tb_get(al, "fused"), "bytes") / 1e6,
+                tb_num(tb_get(al, "all_undone"), "bytes") / 1e6);
+}
+
 /* The ladder's order of the rungs an object is keyed by (a server's JSONB
  * keeps its keys in an order of its own): eager, inductor-nofusion,
  * inductor, then the rest. */
@@ -445,6 +479,7 @@ static void tb_inductor_memory(FILE *f, const cJSON *fx)
     }
     if (n)
         fprintf(f, " (against it undone or switched off)\n");
+    tb_inductor_peak_interaction(f, tb_get(fx, "peak_interaction"));
     for (int rank = 0; rank <= 3; rank++) {
         cJSON_ArrayForEach(e, tb_get(fx, "break_even"))
         {

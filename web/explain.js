@@ -164,7 +164,8 @@ function fusionRow(e) {
     el("td", { class: "num" }, e.costs && typeof e.costs.roofline_share === "number" ? (100 * e.costs.roofline_share).toFixed(0) + "%" : "–"),
     el("td", {}, e.measured ? e.measured.replace(/_/g, " ") : "–"),
     el("td", { title: e.evidence ? JSON.stringify(e.evidence).slice(0, 600) : "" },
-      e.reason || (e.interaction ? "interaction: " + (e.interaction === "cause" ? "a cause" : "kept together") : "")),
+      e.reason || (e.interaction ? "interaction: " + (e.interaction === "cause" ? "a cause" : "kept together") : "") ||
+        (e.peak_interaction ? "holds the extra peak: " + (e.peak_interaction === "cause" ? "a cause" : "kept together") : "")),
     el("td", {}, el("code", {}, e.kernel || "–")));
 }
 
@@ -183,6 +184,23 @@ function interactionText(it) {
   return parts.join("; ") + " (" + (it.tests || []).length + " keep-tests" +
     (it.stopped === "budget" ? ", stopped by the budget" : "") + "). Reason: " + (it.reason || "unexplained").replace(/_/g, " ") +
     (al ? " (allocated at each call: " + mb(al.fused) + " fused, " + mb(al.all_undone) + " with every decision undone)" : "");
+}
+
+// Inductor's extra peak held by fusions together, or by any one of several:
+// what the profiled keep-tests showed (worker/engine/inductor/explain.py
+// _peak_interaction).
+function peakInteractionText(pi) {
+  const parts = [];
+  if ((pi.causes || []).length)
+    parts.push("any one of " + pi.causes.length + " kept fused, everything else unfused, brings it back: " + pi.causes.join(", "));
+  for (const g of pi.together || [])
+    parts.push("these " + g.length + " bring it back kept together, neither half alone: " + g.join(", "));
+  if (!parts.length) parts.push("no kept set found");
+  const al = (pi.evidence || {}).allocated_per_call;
+  const mb = (x) => ((x || {}).bytes / 1e6).toFixed(1) + " MB";
+  return fmtBytes(pi.extra_peak_bytes) + " above every decision undone, no decision alone half of it; " + parts.join("; ") +
+    " (" + (pi.tests || []).length + " profiled keep-tests" + (pi.stopped === "budget" ? ", stopped by the budget" : "") + ")" +
+    (al ? "; allocated at each call: " + mb(al.fused) + " fused, " + mb(al.all_undone) + " with every decision undone" : "");
 }
 
 // From inductor-nofusion's median to inductor's: the fusions that won, lost,
@@ -291,6 +309,7 @@ function renderInductor(ex) {
       .map((p) => [p.knob || "all fusion decisions", p])).filter(([, p]) => typeof p.peak_mem_delta_bytes === "number" && p.peak_mem_delta_bytes !== 0);
     if (moved.length) items.push(["what each part adds to inductor's peak", moved.map(([name, p]) => name + " " +
       (p.peak_mem_delta_bytes > 0 ? "+" : "−") + fmtBytes(Math.abs(p.peak_mem_delta_bytes))).join("; ") + " (against it undone or switched off)"]);
+    if (fx.peak_interaction) items.push(["what holds inductor's extra peak", peakInteractionText(fx.peak_interaction)]);
     if (be) items.push(["break-even vs eager", be.iterations_cold ? be.iterations_cold + " iterations (cold compile), " + be.iterations_warm + " (warm)" : "never: no saving per iteration"]);
   }
   summaryList("explain-summary", items);

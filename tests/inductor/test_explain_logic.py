@@ -27,8 +27,8 @@ class FakeClock:
 
 
 class Program:
-    def __init__(self, ms):
-        self.ms = ms
+    def __init__(self, ms, undone=frozenset()):
+        self.ms, self.undone = ms, frozenset(undone)
 
     def __call__(self, *a):
         return None
@@ -58,7 +58,7 @@ def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.
         undone = {int(x[5:], 16) for x in (ids or [])}
         if extra:
             ms += extra(undone)
-        return {"fn": Program(ms), "codes": [code(undone)] if code else [], "kernels": [],
+        return {"fn": Program(ms, undone), "codes": [code(undone)] if code else [], "kernels": [],
                 "kernel_ops": {}, "took": took(undone) if took else True, "externs": 0}
 
     ctx = explain.Ctx(base_fn=Program(base_ms), decisions=ds,
@@ -294,6 +294,58 @@ def inside():
     c.check(it.get("together") == [] and
             any(t["verdict"] == "did_not_take" for t in it.get("tests", [])),
             "a keep-test that did not take: no group claimed from it (%s)" % it.get("together"))
+    # the same three as causes of inductor's extra peak, with no time to it:
+    # the step holds zero, so no timing search runs, and the memory one names
+    # them from profiled compiles alone (any one kept: a 54 MB buffer more)
+    def peaks(ctx, extra_peak):
+        ctx.profile_fn = lambda fn, kops: {"times": {}, "peak": 66_000_000 + extra_peak(fn.undone)}
+        ctx.base_peak = 66_000_000 + extra_peak(frozenset())
+        return ctx
+
+    ctx, compiled = fake_ctx(explain, [0.0] * 15, code=wrapper)
+    ctx = peaks(ctx, lambda u: 54_000_000 if cause - u else 0)
+    out = explain.explain(ctx, budget_s=600)
+    pi = out.get("peak_interaction") or {}
+    c.check("interaction" not in out["step"] and pi.get("extra_peak_bytes") == 54_000_000 and
+            sorted(pi.get("causes", [])) == ["fuse-%012x" % i for i in sorted(cause)] and
+            pi.get("together") == [] and pi.get("stopped") == "done",
+            "inductor's extra peak: any one of three kept brings it back, found with no timing "
+            "(%s)" % {k: pi.get(k) for k in ("extra_peak_bytes", "causes", "together")})
+    c.check(sorted(e["id"] for e in out["fusions"] if e.get("peak_interaction") == "cause") ==
+            ["fuse-%012x" % i for i in sorted(cause)] and
+            not any(e.get("interaction") for e in out["fusions"]),
+            "the entries marked as the peak's causes, none as the timing's")
+    tests = pi.get("tests", [])
+    c.check(tests and all(t["holds"] == bool(cause & {int(i[5:], 16) for i in t["kept"]}) and
+                          t["adds_bytes"] == (54_000_000 if t["holds"] else 0) for t in tests)
+            and len(tests) < 2 * 15,
+            "each memory keep-test holds exactly when it keeps a cause (%d tests)" % len(tests))
+    # (the placebo, two chunks of 8 and 7, every decision undone at once)
+    c.check(len(compiled) == 1 + 2 + 1 + len(tests) and
+            pi["evidence"]["allocated_per_call"]["fused"]["bytes"] == 108000512,
+            "one compile a keep-test (%d compiles, %d tests), the allocations read" %
+            (len(compiled), len(tests)))
+    # two of three kept together: a group of exactly two
+    ctx, _ = fake_ctx(explain, [0.0] * 15)
+    ctx = peaks(ctx, lambda u: 54_000_000 if len(need - u) >= 2 else 0)
+    pi = explain.explain(ctx, budget_s=600).get("peak_interaction") or {}
+    grp = pi.get("together") or [[]]
+    c.check(pi.get("causes") == [] and len(grp) == 1 and len(grp[0]) == 2 and
+            {int(i[5:], 16) for i in grp[0]} < need,
+            "the peak needs two of three kept together: one group of two (%s, %s)" %
+            (pi.get("causes"), pi.get("together")))
+    # one decision undone alone already lowers the peak (measured alone, 4 of
+    # them): no search; nor for an extra peak under 1 MiB
+    ctx, _ = fake_ctx(explain, [0.0] * 4)
+    ctx = peaks(ctx, lambda u: 0 if 1 in u else 54_000_000)
+    out = explain.explain(ctx, budget_s=600)
+    c.check(out.get("peak_interaction") is None and
+            [e.get("peak_mem_delta_bytes") for e in out["fusions"]][1] == 54_000_000,
+            "one decision alone holds the extra peak: its own delta says so, no search")
+    ctx, _ = fake_ctx(explain, [0.0] * 15)
+    ctx = peaks(ctx, lambda u: 500_000 if cause - u else 0)
+    c.check(explain.explain(ctx, budget_s=600).get("peak_interaction") is None,
+            "an extra peak under 1 MiB: no search")
     # decisions lost alone: no interaction search
     ctx, _ = fake_ctx(explain, [0.0, -0.4, 0.0])
     out = explain.explain(ctx, budget_s=600)

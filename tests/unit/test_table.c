@@ -265,6 +265,10 @@ static void test_table_inductor_fusions(void **state)
         "\"cost_model\":{\"spearman\":-0.5,\"bad_fusions\":[{\"id\":\"fuse-0123456789ab\"}],"
         "\"units\":[{},{},{}],\"spearman_units\":0.25},"
         "\"fused_roofline_share\":0.424,"
+        "\"peak_interaction\":{\"extra_peak_bytes\":54036000,\"causes\":["
+        "\"fuse-0123456789ab\",\"fuse-00000000000a\"],\"together\":[],\"tests\":[{},{}],"
+        "\"stopped\":\"done\",\"evidence\":{\"allocated_per_call\":{\"fused\":{\"bytes\":"
+        "184140000},\"all_undone\":{\"bytes\":130104000}}}},"
         "\"medians\":{\"eager\":14.977,\"inductor\":21.886},"
         "\"beside\":[{\"part\":\"beside\",\"knob\":\"layout_optimization\","
         "\"what\":\"layout_optimization=False\",\"saved_ms\":-12.2025,"
@@ -333,7 +337,14 @@ static void test_table_inductor_fusions(void **state)
                                 "  inductor                  1.4 MiB  aten::convolution 1.4 MiB\n"
                                 "  what each part adds to inductor's peak: fuse-0123456789ab "
                                 "+12.0 KiB; all fusion decisions +51.5 MiB; layout_optimization "
-                                "-1.1 MiB (against it undone or switched off)\n"));
+                                "-1.1 MiB (against it undone or switched off)\n"
+                                "  inductor's peak is 51.5 MiB above every decision undone, and "
+                                "no decision undone alone lowers it by half of that (2 profiled "
+                                "keep-tests):\n"
+                                "    any one of these kept fused, everything else unfused, brings "
+                                "it back: fuse-0123456789ab, fuse-00000000000a\n"
+                                "    allocated at each call: 184.1 MB fused, 130.1 MB with every "
+                                "decision undone\n"));
     /* the rungs in the ladder's order, the holders largest first, whatever
      * order the JSON holds them in (a server's JSONB has its own) */
     assert_non_null(strstr(buf, "compile against run time, inductor-nofusion: costs 0.500 ms an "

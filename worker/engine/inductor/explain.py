@@ -540,6 +540,22 @@ class _Measure:
         # chunk within the noise that was not split (they partition what was
         # measured; the cost model is audited over them)
         self.units = []
+        self.all_undone = None  # every decision undone at once (the step's first part)
+        self.peak_cost = None  # the most one profiled compile (peak_of) cost, seconds
+
+    def peak_of(self, ids):
+        """Compiles with ids undone and profiles it once, untimed (an
+        allocation's size does not depend on the machine's load): dict(cf,
+        peak) or None when the budget does not hold one more (the most one
+        cost, or before the first the most a timed one did)."""
+        if self.budget.left() <= STEP_ROOM * (self.peak_cost or self.budget.cost or 0.0):
+            return None
+        t0 = time.monotonic()
+        cf = self.ctx.compile_cf(list(ids))
+        prof = self.ctx.profile_fn(cf["fn"], cf.get("kernel_ops", {})) if cf["took"] else None
+        s = time.monotonic() - t0
+        self.peak_cost = s if self.peak_cost is None else max(self.peak_cost, s)
+        return {"cf": cf, "peak": (prof or {}).get("peak"), "seconds": s}
 
     def timed(self, compile_fn, label, after=None):
         """compile_fn() -> dict with "fn", compared against the job's compile,
@@ -736,6 +752,7 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
     out["step"] = _decompose(ctx, m, entries, ladder_step, out["sum_of_parts_ms"])
     if not lagging:
         out["beside"] = _beside(ctx, m)
+    out["peak_interaction"] = _peak_interaction(m, entries)
     out["cost_model"] = audit(entries, m.units)
     out["missed"] = missed
     out["break_even"] = break_even(compile_times, medians)
@@ -760,7 +777,7 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
     items = []
     ids = [e["id"] for e in entries]
     if len(ids) > 1:
-        r = m.undo(ids, peak=True)
+        r = m.all_undone = m.undo(ids, peak=True)
         items.append(_step_item("decisions", "all %d fusion decisions undone at once" %
                                 len(ids), r, m.noise, ctx.base_peak))
     elif ids:  # one decision: undone alone already
@@ -797,6 +814,74 @@ def _beside(ctx, m):
                             ctx.base_peak), knob=name) for name, value in ctx.beside]
 
 
+def _keep_search(all_ids, holds):
+    """Group testing of what is kept (every other decision undone): holds(kept)
+    -> True (the kept set holds the effect), False, "unknown" (its undo did
+    not take: it proves nothing) or None (the budget is spent).  All of them
+    kept holds it, by definition; a set that holds it is split in halves,
+    each kept alone in turn, and a half that holds it is split again, down to
+    single decisions: the causes.  A set that holds it while neither half
+    does (and neither half's test was unknown) needs members of both kept
+    together: a group, refined by keeping it less one member at a time and
+    dropping each member without which it still holds, so that every member
+    left is needed.  -> (causes, groups, stopped by the budget)."""
+    causes, groups = [], []
+    stopped = [False]
+
+    def search(chunk):
+        if len(chunk) == 1:
+            causes.append(chunk[0])
+            return
+        half = len(chunk) // 2
+        found = unknown = False
+        for part in (chunk[:half], chunk[half:]):
+            h = holds(part)
+            if h is None:
+                stopped[0] = True
+                return
+            unknown = unknown or h == "unknown"
+            if h is True:
+                found = True
+                search(part)
+                if stopped[0]:
+                    return
+        if not found and not unknown:  # (an undo that did not take proves nothing)
+            groups.append(list(chunk))
+
+    def refine(group):
+        kept = list(group)
+        for x in group:
+            if len(kept) < 2 or stopped[0]:
+                break
+            trial = [i for i in kept if i != x]
+            h = holds(trial)
+            if h is None:
+                stopped[0] = True
+            elif h is True:
+                kept = trial
+        return kept
+
+    search(list(all_ids))
+    refined = []
+    for g in groups:
+        g = g if stopped[0] else refine(g)
+        if len(g) == 1:
+            causes.append(g[0])  # (one kept alone holds it after all)
+        else:
+            refined.append(g)
+    return causes, refined, stopped[0]
+
+
+def _mark(entries, field, causes, groups):
+    """entries' field: "cause" or "together", as _keep_search found them."""
+    by_id = {e["id"]: e for e in entries}
+    for i in causes:
+        by_id[i][field] = "cause"
+    for g in groups:
+        for i in g:
+            by_id[i][field] = "together"
+
+
 def _interaction(m, entries, all_undone):
     """Every decision undone at once is faster, yet no decision or chunk undone
     alone is: the loss lives in an interaction.  Found from the other side, by
@@ -821,7 +906,7 @@ def _interaction(m, entries, all_undone):
     brings the buffer back: a fused kernel that cannot write in place needs
     one more buffer, however many fusions share it); else `unexplained`."""
     all_ids = [e["id"] for e in entries]
-    tests, causes, groups = [], [], []
+    tests = []
     none_alloc = alloc_facts(all_undone["cf"]["codes"])
 
     def holds(kept):
@@ -835,60 +920,10 @@ def _interaction(m, entries, all_undone):
         tests.append({"kept": list(kept), "saved_ms": r["saved_ms"], "ci95": r["ci"],
                       "verdict": v, "holds": h,
                       "allocated_bytes": alloc_facts(r["cf"]["codes"])["bytes"]})
-        return h
+        return "unknown" if v == "did_not_take" else h
 
-    stopped = [False]
-
-    def search(chunk):
-        if len(chunk) == 1:
-            causes.append(chunk[0])
-            return
-        half = len(chunk) // 2
-        found = unknown = False
-        for part in (chunk[:half], chunk[half:]):
-            h = holds(part)
-            if h is None:
-                stopped[0] = True
-                return
-            unknown = unknown or tests[-1]["verdict"] == "did_not_take"
-            if h:
-                found = True
-                search(part)
-                if stopped[0]:
-                    return
-        if not found and not unknown:  # (an undo that did not take proves nothing)
-            groups.append(list(chunk))
-
-    def refine(group):
-        # each member whose keep-test without it still holds the loss is
-        # dropped: what is left needs every member (or as far as the budget went)
-        kept = list(group)
-        for x in group:
-            if len(kept) < 2 or stopped[0]:
-                break
-            trial = [i for i in kept if i != x]
-            h = holds(trial)
-            if h is None:
-                stopped[0] = True
-            elif h:
-                kept = trial
-        return kept
-
-    search(all_ids)
-    refined = []
-    for g in groups:
-        g = g if stopped[0] else refine(g)
-        if len(g) == 1:
-            causes.append(g[0])  # (one kept alone holds it after all)
-        else:
-            refined.append(g)
-    groups = refined
-    by_id = {e["id"]: e for e in entries}
-    for i in causes:
-        by_id[i]["interaction"] = "cause"
-    for g in groups:
-        for i in g:
-            by_id[i]["interaction"] = "together"
+    causes, groups, stopped = _keep_search(all_ids, holds)
+    _mark(entries, "interaction", causes, groups)
     base_alloc = m.ctx.base_alloc()
     kept_alone = {t["kept"][0]: t["allocated_bytes"] for t in tests if len(t["kept"]) == 1}
     # (on a GPU the caching allocator hands a call its buffers back: no cost)
@@ -897,9 +932,58 @@ def _interaction(m, entries, all_undone):
         kept_alone.get(i, base_alloc["bytes"]) - none_alloc["bytes"] >= ALLOC_EVIDENCE_BYTES
         for i in causes)
     return {"causes": causes, "together": groups, "tests": tests,
-            "stopped": "budget" if stopped[0] else "done",
+            "stopped": "budget" if stopped else "done",
             "reason": "fresh_allocation" if fresh else "unexplained",
             "evidence": {"allocated_per_call": {"fused": base_alloc, "all_undone": none_alloc}}}
+
+
+def _peak_interaction(m, entries):
+    """Every decision undone at once lowers inductor's peak by at least
+    ALLOC_EVIDENCE_BYTES, and no decision undone alone accounts for half of
+    it: the extra memory is held by fusions together, or by any one of
+    several (whisper_tiny's four fused softmaxes: any one of them needs a
+    second 54 MB scores buffer, so undoing one leaves it).  Found as the
+    timing interaction is, by what is kept (_keep_search), with a profiled
+    compile for each keep-test and no timed rounds: a kept set holds the
+    extra peak when, every other decision undone, the compile peaks at least
+    half of it above the compile with every decision undone.  An
+    allocation's size does not depend on the machine's load, so this
+    answers where the timing cannot resolve the step.  None when it does not
+    apply; else {"extra_peak_bytes", "causes", "together", "tests",
+    "stopped", "evidence"}, and the entries get peak_interaction "cause" or
+    "together"."""
+    ctx, r = m.ctx, m.all_undone
+    none_peak = ((r or {}).get("profile") or {}).get("peak")
+    if not ctx.profile_fn or ctx.base_peak is None or none_peak is None or len(entries) < 2:
+        return None
+    extra = ctx.base_peak - none_peak
+    alone = max((e.get("peak_mem_delta_bytes") or 0) for e in entries)
+    if extra < ALLOC_EVIDENCE_BYTES or alone >= extra / 2:
+        return None
+    all_ids = [e["id"] for e in entries]
+    tests = []
+
+    def holds(kept):
+        keep = set(kept)
+        p = m.peak_of([i for i in all_ids if i not in keep])
+        if p is None:
+            return None
+        t = {"kept": list(kept), "peak_bytes": p["peak"], "adds_bytes": None, "holds": None,
+             "allocated_bytes": alloc_facts(p["cf"]["codes"])["bytes"],
+             "seconds": round(p["seconds"], 3)}
+        tests.append(t)
+        if not p["cf"]["took"] or p["peak"] is None:
+            return "unknown"
+        t["adds_bytes"] = p["peak"] - none_peak
+        t["holds"] = t["adds_bytes"] >= extra / 2
+        return t["holds"]
+
+    causes, groups, stopped = _keep_search(all_ids, holds)
+    _mark(entries, "peak_interaction", causes, groups)
+    return {"extra_peak_bytes": extra, "causes": causes, "together": groups, "tests": tests,
+            "stopped": "budget" if stopped else "done",
+            "evidence": {"allocated_per_call": {"fused": ctx.base_alloc(),
+                                                "all_undone": alloc_facts(r["cf"]["codes"])}}}
 
 
 def _step_item(part, what, r, noise, base_peak=None):
