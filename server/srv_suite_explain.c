@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,7 +152,8 @@ static void inductor_missed(inductor_sum *s, const char *workload, const cJSON *
 }
 
 /* The compile's choices beside fusion, each switched off alone: by the knob
- * ("layout_optimization"), {"measured": jobs, "saved_ms": their sum (< 0:
+ * ("layout_optimization"; in results stored before items carried it, what
+ * "what" holds up to its "="), {"measured": jobs, "saved_ms": their sum (< 0:
  * the choice cost inductor time), "lost": jobs where it cost time past the
  * noise, "workloads": those jobs'}. */
 static void inductor_beside(inductor_sum *s, const char *workload, const cJSON *list)
@@ -160,6 +162,12 @@ static void inductor_beside(inductor_sum *s, const char *workload, const cJSON *
     cJSON_ArrayForEach(p, list)
     {
         const char *knob = cJSON_GetStringValue(get(p, "knob"));
+        const char *what = cJSON_GetStringValue(get(p, "what"));
+        char name[64];
+        if (!knob && what && strcspn(what, "=") < sizeof name) {
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(what, "="), what);
+            knob = name;
+        }
         const char *v = cJSON_GetStringValue(get(p, "verdict"));
         double saved = num(p, "saved_ms");
         if (!knob || !v || !isfinite(saved)) /* not measured */

@@ -47,8 +47,8 @@ static const char *ind_b =
     "\"missed\":{\"by_reason\":{\"no shared data\":{\"count\":1,\"shared_bytes\":4096},"
     "\"exceeds max fusion\":{\"count\":1,\"shared_bytes\":8}},"
     "\"top\":[{\"nodes\":[\"c\",\"d\"],\"shared_bytes\":4096,\"reason\":\"no shared data\"}]},"
-    "\"beside\":[{\"knob\":\"layout_optimization\",\"what\":\"layout_optimization=False\",\"saved_"
-    "ms\":1.5,"
+    /* (stored before beside items carried their knob: only "what") */
+    "\"beside\":[{\"what\":\"layout_optimization=False\",\"saved_ms\":1.5,"
     "\"verdict\":\"won\"},{\"knob\":\"freezing\",\"what\":\"freezing=True\",\"saved_ms\":null,"
     "\"verdict\":\"not_measured\"}]}}";
 
