@@ -359,6 +359,33 @@ static void tb_peak_delta(FILE *f, const char *name, const cJSON *o, int *n)
             d > 0 ? "+" : "-", b);
 }
 
+/* The causes of the extra peak, each with what it brings back kept alone
+ * (its keep-test's adds_bytes): "fuse-x (+36.1 MiB), ...". */
+static void tb_peak_causes(FILE *f, const cJSON *pi)
+{
+    const cJSON *id, *t;
+    int n = 0;
+    cJSON_ArrayForEach(id, tb_get(pi, "causes"))
+    {
+        const char *s = cJSON_GetStringValue(id);
+        double adds = NAN;
+        cJSON_ArrayForEach(t, tb_get(pi, "tests"))
+        {
+            const cJSON *kept = tb_get(t, "kept");
+            const char *k = cJSON_GetStringValue(cJSON_GetArrayItem(kept, 0));
+            if (s && k && cJSON_GetArraySize(kept) == 1 && strcmp(s, k) == 0)
+                adds = tb_num(t, "adds_bytes");
+        }
+        fprintf(f, "%s%s", n++ ? ", " : "", s ? s : "?");
+        if (isfinite(adds)) {
+            char b[32];
+            fb_table_bytes(b, sizeof b, adds);
+            fprintf(f, " (+%s)", b);
+        }
+    }
+    fprintf(f, "\n");
+}
+
 /* Inductor's extra peak held by fusions together or by any one of several:
  * the memory keep-tests' finding (explain.py _peak_interaction). */
 static void tb_inductor_peak_interaction(FILE *f, const cJSON *pi)
@@ -374,8 +401,9 @@ static void tb_inductor_peak_interaction(FILE *f, const cJSON *pi)
             b, cJSON_GetArraySize(tb_get(pi, "tests")),
             strcmp(tb_str(pi, "stopped", ""), "budget") == 0 ? ", stopped by the budget" : "");
     if (cJSON_GetArraySize(tb_get(pi, "causes")) > 0) {
-        fprintf(f, "    any one of these kept fused, everything else unfused, brings it back: ");
-        tb_id_list(f, tb_get(pi, "causes"));
+        fprintf(f, "    any one of these kept fused, everything else unfused, brings it back "
+                   "(kept alone, it adds): ");
+        tb_peak_causes(f, pi);
     }
     cJSON_ArrayForEach(g, tb_get(pi, "together"))
     {

@@ -192,7 +192,10 @@ function interactionText(it) {
 function peakInteractionText(pi) {
   const parts = [];
   if ((pi.causes || []).length)
-    parts.push("any one of " + pi.causes.length + " kept fused, everything else unfused, brings it back: " + pi.causes.join(", "));
+    parts.push("any one of " + pi.causes.length + " kept fused, everything else unfused, brings it back: " + pi.causes.map((id) => {
+      const t = (pi.tests || []).find((x) => (x.kept || []).length === 1 && x.kept[0] === id);
+      return id + (t && typeof t.adds_bytes === "number" ? " (+" + fmtBytes(t.adds_bytes) + " kept alone)" : "");
+    }).join(", "));
   for (const g of pi.together || [])
     parts.push("these " + g.length + " bring it back kept together, neither half alone: " + g.join(", "));
   if (!parts.length) parts.push("no kept set found");

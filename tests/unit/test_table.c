@@ -266,7 +266,8 @@ static void test_table_inductor_fusions(void **state)
         "\"units\":[{},{},{}],\"spearman_units\":0.25},"
         "\"fused_roofline_share\":0.424,"
         "\"peak_interaction\":{\"extra_peak_bytes\":54036000,\"causes\":["
-        "\"fuse-0123456789ab\",\"fuse-00000000000a\"],\"together\":[],\"tests\":[{},{}],"
+        "\"fuse-0123456789ab\",\"fuse-00000000000a\"],\"together\":[],\"tests\":[{},"
+        "{\"kept\":[\"fuse-00000000000a\"],\"adds_bytes\":37896000}],"
         "\"stopped\":\"done\",\"evidence\":{\"allocated_per_call\":{\"fused\":{\"bytes\":"
         "184140000},\"all_undone\":{\"bytes\":130104000}}}},"
         "\"medians\":{\"eager\":14.977,\"inductor\":21.886},"
@@ -342,7 +343,8 @@ static void test_table_inductor_fusions(void **state)
                                 "no decision undone alone lowers it by half of that (2 profiled "
                                 "keep-tests):\n"
                                 "    any one of these kept fused, everything else unfused, brings "
-                                "it back: fuse-0123456789ab, fuse-00000000000a\n"
+                                "it back (kept alone, it adds): fuse-0123456789ab, "
+                                "fuse-00000000000a (+36.1 MiB)\n"
                                 "    allocated at each call: 184.1 MB fused, 130.1 MB with every "
                                 "decision undone\n"));
     /* the rungs in the ladder's order, the holders largest first, whatever

@@ -541,6 +541,7 @@ class _Measure:
         # measured; the cost model is audited over them)
         self.units = []
         self.all_undone = None  # every decision undone at once (the step's first part)
+        self.peak_interaction = None  # _peak_interaction's finding, measured after it
         self.peak_cost = None  # the most one profiled compile (peak_of) cost, seconds
 
     def peak_of(self, ids):
@@ -752,7 +753,7 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
     out["step"] = _decompose(ctx, m, entries, ladder_step, out["sum_of_parts_ms"])
     if not lagging:
         out["beside"] = _beside(ctx, m)
-    out["peak_interaction"] = _peak_interaction(m, entries)
+    out["peak_interaction"] = m.peak_interaction
     out["cost_model"] = audit(entries, m.units)
     out["missed"] = missed
     out["break_even"] = break_even(compile_times, medians)
@@ -785,6 +786,10 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
         items.append({"part": "decisions", "what": "the one fusion decision undone",
                       "saved_ms": e["saved_ms"], "ci95": e["saved_ci95"],
                       "verdict": e["verdict"]})
+    # what holds the peak the decisions raise together: next, before the timed
+    # knobs (its keep-tests are untimed, so a fraction of one's cost, and the
+    # answer on a machine whose timing cannot resolve the step)
+    m.peak_interaction = _peak_interaction(m, entries)
     for name, value in ctx.knobs:
         items.append(dict(_step_item("knob", "%s=%s" % (name, value), m.knob(name, value),
                                      m.noise, ctx.base_peak), knob=name))
@@ -948,8 +953,9 @@ def _peak_interaction(m, entries):
     extra peak when, every other decision undone, the compile peaks at least
     half of it above the compile with every decision undone.  An
     allocation's size does not depend on the machine's load, so this
-    answers where the timing cannot resolve the step.  None when it does not
-    apply; else {"extra_peak_bytes", "causes", "together", "tests",
+    answers where the timing cannot resolve the step; it runs right after
+    every decision undone at once, before the step's timed knobs.  None when
+    it does not apply; else {"extra_peak_bytes", "causes", "together", "tests",
     "stopped", "evidence"}, and the entries get peak_interaction "cause" or
     "together"."""
     ctx, r = m.ctx, m.all_undone
