@@ -517,6 +517,22 @@ static void tb_inductor_memory(FILE *f, const cJSON *fx)
     }
 }
 
+/* A fusion row's reason column: its reason when it lost, else what a
+ * keep-test search made it (a cause of the interaction's loss or of the
+ * extra peak, or a member of a set needed together), else "-". */
+static const char *tb_fusion_reason(const cJSON *e)
+{
+    const char *r = tb_str(e, "reason", NULL), *it = tb_str(e, "interaction", ""),
+               *pk = tb_str(e, "peak_interaction", "");
+    if (r)
+        return r;
+    if (*it)
+        return strcmp(it, "cause") == 0 ? "interaction: cause" : "interaction: group";
+    if (*pk)
+        return strcmp(pk, "cause") == 0 ? "extra peak: cause" : "extra peak: group";
+    return "-";
+}
+
 /* The inductor explanation's "fusions" (worker/engine/inductor/explain.py):
  * each of Inductor's fusion decisions, undone, with its verdict. */
 static void tb_inductor_fusions(FILE *f, const cJSON *fx)
@@ -583,7 +599,7 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
             snprintf(rf, sizeof rf, "%.0f%%", 100 * share);
         fprintf(f, "%-18s %-12s %-14s %9s %9s  %-20s %12s %5s  %-18s %s\n", tb_str(e, "id", "?"),
                 tb_str(e, "kind", "?"), tb_str(e, "verdict", "?"), km, sv, cis, pb, rf,
-                tb_str(e, "reason", "-"), tb_str(e, "kernel", "-"));
+                tb_fusion_reason(e), tb_str(e, "kernel", "-"));
     }
     if (cJSON_GetArraySize(tb_get(missed, "top")) > 0) {
         fprintf(f, "merges Inductor refused, by the bytes they would have shared:\n");

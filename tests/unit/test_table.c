@@ -291,7 +291,8 @@ static void test_table_inductor_fusions(void **state)
         "\"costs\":{\"roofline_share\":0.424}},"
         "{\"id\":\"group-abcdef012345\",\"kind\":\"kernel_group\",\"verdict\":\"won\","
         "\"kernel_ms\":17.1,\"saved_ms\":0.13,\"saved_ci95\":[0.08,0.18],"
-        "\"predicted_shared_bytes\":null,\"reason\":null,\"kernel\":\"k0\"}]}}";
+        "\"predicted_shared_bytes\":null,\"reason\":null,\"peak_interaction\":\"cause\","
+        "\"kernel\":\"k0\"}]}}";
     char *buf = explain_text(text);
     assert_non_null(strstr(buf, "Inductor's fusions, each undone (2 decisions; 1 won, 1 lost, 0 "
                                 "no difference, 0 not measured in the 60 s budget; layout noise "
@@ -327,7 +328,7 @@ static void test_table_inductor_fusions(void **state)
                            "[-1.390, -1.260]          4194304   42%  kernel_slowdown    k0\n"));
     assert_non_null(strstr(buf,
                            "group-abcdef012345 kernel_group won              17.1000   +0.1300  "
-                           "[0.080, 0.180]                  -     -  -                  k0\n"));
+                           "[0.080, 0.180]                  -     -  extra peak: cause  k0\n"));
     assert_non_null(strstr(buf, "the kernels holding a fusion reach 42% of the roofline "
                                 "(time-weighted; Inductor's byte and FLOP counts)\n"));
     assert_non_null(strstr(buf, "        4096 B  op1 + op4: exceeds max fusion\n"));
