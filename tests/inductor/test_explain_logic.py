@@ -321,10 +321,34 @@ def inside():
             and len(tests) < 2 * 15,
             "each memory keep-test holds exactly when it keeps a cause (%d tests)" % len(tests))
     # (the placebo, two chunks of 8 and 7, every decision undone at once)
+    c.check(out["stopped"] == "done", "everything measured: stopped says done")
     c.check(len(compiled) == 1 + 2 + 1 + len(tests) and
             pi["evidence"]["allocated_per_call"]["fused"]["bytes"] == 108000512,
             "one compile a keep-test (%d compiles, %d tests), the allocations read" %
             (len(compiled), len(tests)))
+    # a budget that ends in the search: the search and the job say so
+    cctx, _ = fake_ctx(explain, [0.0] * 15, code=wrapper)
+    cctx = peaks(cctx, lambda u: 54_000_000 if cause - u else 0)
+    cctx.knobs = [("pattern_matcher", False)]
+    clock = [0.0]
+    real = explain.time.monotonic
+    explain.time.monotonic = lambda: clock[0]
+    try:
+        prof = cctx.profile_fn
+
+        def slow_profile(fn, kops):  # each profile 10 s of the fake clock
+            clock[0] += 10.0
+            return prof(fn, kops)
+        cctx.profile_fn = slow_profile
+        cut = explain.explain(cctx, budget_s=60)
+    finally:
+        explain.time.monotonic = real
+    cpi = cut.get("peak_interaction") or {}
+    c.check(cpi.get("stopped") == "budget" and cut["stopped"] == "budget" and
+            cut["step"]["parts"][-1]["verdict"] == "not_measured",
+            "a budget that ends in the peak's search: it and the job say budget, the knob not "
+            "measured (%s, %s, %s)" % (cpi.get("stopped"), cut["stopped"],
+                                       cut["step"]["parts"][-1]["verdict"]))
     # two of three kept together: a group of exactly two
     ctx, _ = fake_ctx(explain, [0.0] * 15)
     ctx = peaks(ctx, lambda u: 54_000_000 if len(need - u) >= 2 else 0)

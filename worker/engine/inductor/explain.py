@@ -760,8 +760,12 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
     out["medians"] = medians
     out["comparisons"] = m.log
     out["seconds"] = time.monotonic() - t_start
-    out["stopped"] = "budget" if any(e["verdict"] == "not_measured" for e in entries) else \
-        "done"
+    # the budget ended before something was measured: a decision, a part of
+    # the step, a choice beside fusion, or a keep-test search
+    parts = out["step"]["parts"] + (out.get("beside") or [])
+    searches = [out["step"].get("interaction"), out["peak_interaction"]]
+    out["stopped"] = "budget" if any(e["verdict"] == "not_measured" for e in entries + parts) or \
+        any((x or {}).get("stopped") == "budget" for x in searches) else "done"
     return out
 
 
