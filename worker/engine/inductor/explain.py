@@ -896,18 +896,13 @@ def _interaction(m, entries, all_undone):
     alone is: the loss lives in an interaction.  Found from the other side, by
     group testing what is kept: a set C "holds the loss" when every decision
     but C's undone is not `lost` against the job's compile (keeping C fused
-    alone keeps the loss).  All of them kept holds it, by definition; a set
-    that holds it is split in halves, each kept alone in turn; a half that
-    holds it is split again, down to single decisions: the causes, each of
-    which alone, everything else unfused, costs the loss (when any one of
-    several fusions is enough to cost it, undoing one of them changes
-    nothing, and these are what undoing finds no part of).  A set that holds
-    it while neither half alone does needs members of both kept together: a
-    group, then refined by keeping it less one member at a time, dropping each
-    member without which it still holds the loss, so that every member left is
-    needed (unless the budget ran out first: `stopped` says so).  Each
-    keep-test is one counterfactual, within the budget; entries get
-    interaction "cause" or "together".
+    alone keeps the loss), by _keep_search: the causes, each of which alone,
+    everything else unfused, costs the loss (when any one of several fusions
+    is enough to cost it, undoing one of them changes nothing, and these are
+    what undoing finds no part of), and groups needed together.  Each
+    keep-test is one timed counterfactual, within the budget (`stopped`
+    says when it ran out first); entries get interaction "cause" or
+    "together".
 
     Its reason, from evidence: `fresh_allocation` when the job's compile
     allocates at least ALLOC_EVIDENCE_BYTES more at each call than with every
