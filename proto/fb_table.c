@@ -258,11 +258,25 @@ static void tb_id_list(FILE *f, const cJSON *ids)
     fprintf(f, "\n");
 }
 
+/* A keep-test search's sets needed together ("these <verb> kept together"),
+ * and "no kept set found" when it found neither causes nor such sets. */
+static void tb_kept_groups(FILE *f, const cJSON *search, const char *verb)
+{
+    const cJSON *g;
+    cJSON_ArrayForEach(g, tb_get(search, "together"))
+    {
+        fprintf(f, "    these %s kept together, neither half alone: ", verb);
+        tb_id_list(f, g);
+    }
+    if (cJSON_GetArraySize(tb_get(search, "causes")) == 0 &&
+        cJSON_GetArraySize(tb_get(search, "together")) == 0)
+        fprintf(f, "    no kept set found\n");
+}
+
 /* Every decision undone at once lost, none alone: the keep-tests' finding
  * (explain.py _interaction). */
 static void tb_inductor_interaction(FILE *f, const cJSON *it)
 {
-    const cJSON *g;
     if (!cJSON_IsObject(it))
         return;
     fprintf(f,
@@ -274,14 +288,7 @@ static void tb_inductor_interaction(FILE *f, const cJSON *it)
         fprintf(f, "    any one of these kept fused, everything else unfused, costs the loss: ");
         tb_id_list(f, tb_get(it, "causes"));
     }
-    cJSON_ArrayForEach(g, tb_get(it, "together"))
-    {
-        fprintf(f, "    these cost it kept together, neither half alone: ");
-        tb_id_list(f, g);
-    }
-    if (cJSON_GetArraySize(tb_get(it, "causes")) == 0 &&
-        cJSON_GetArraySize(tb_get(it, "together")) == 0)
-        fprintf(f, "    no kept set found\n");
+    tb_kept_groups(f, it, "cost it");
     const cJSON *al = tb_get(tb_get(it, "evidence"), "allocated_per_call");
     fprintf(f, "    reason: %s", tb_str(it, "reason", "unexplained"));
     if (cJSON_IsObject(al))
@@ -390,7 +397,6 @@ static void tb_peak_causes(FILE *f, const cJSON *pi)
  * the memory keep-tests' finding (explain.py _peak_interaction). */
 static void tb_inductor_peak_interaction(FILE *f, const cJSON *pi)
 {
-    const cJSON *g;
     char b[32];
     if (!cJSON_IsObject(pi))
         return;
@@ -405,14 +411,7 @@ static void tb_inductor_peak_interaction(FILE *f, const cJSON *pi)
                    "(kept alone, it adds): ");
         tb_peak_causes(f, pi);
     }
-    cJSON_ArrayForEach(g, tb_get(pi, "together"))
-    {
-        fprintf(f, "    these bring it back kept together, neither half alone: ");
-        tb_id_list(f, g);
-    }
-    if (cJSON_GetArraySize(tb_get(pi, "causes")) == 0 &&
-        cJSON_GetArraySize(tb_get(pi, "together")) == 0)
-        fprintf(f, "    no kept set found\n");
+    tb_kept_groups(f, pi, "bring it back");
     const cJSON *al = tb_get(tb_get(pi, "evidence"), "allocated_per_call");
     if (cJSON_IsObject(al))
         fprintf(f,
