@@ -553,11 +553,16 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
             (int)tb_int(c, "lost", 0, INT32_MAX, 0),
             (int)tb_int(c, "no_difference", 0, INT32_MAX, 0),
             (int)tb_int(c, "not_measured", 0, INT32_MAX, 0), tb_num(fx, "budget_s"), noise);
-    if (isfinite(tb_num(fx, "ladder_step_ms")))
+    if (isfinite(tb_num(fx, "ladder_step_ms")) && isfinite(tb_num(fx, "sum_of_parts_ms")))
         fprintf(f,
                 "all fusion (inductor-nofusion -> inductor) saved %+.3f ms; the fusions measured "
                 "alone add up to %s ms; interaction %s ms\n",
                 tb_num(fx, "ladder_step_ms"), parts, inter);
+    else if (isfinite(tb_num(fx, "ladder_step_ms")))
+        fprintf(f,
+                "all fusion (inductor-nofusion -> inductor) saved %+.3f ms; no fusion was "
+                "measured alone, so there is no sum of parts to set against it\n",
+                tb_num(fx, "ladder_step_ms"));
     tb_inductor_step(f, tb_get(fx, "step"));
     tb_inductor_beside(f, fx);
     if (cJSON_IsObject(all))

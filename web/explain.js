@@ -266,9 +266,10 @@ function renderInductor(ex) {
     items.push(["fused kernels on the roofline", typeof fx.fused_roofline_share === "number" ? (100 * fx.fused_roofline_share).toFixed(0) +
       "% (time-weighted, the kernels holding a decision; Inductor's byte and FLOP counts)" : "–"]);
     if (typeof fx.ladder_step_ms === "number")
-      items.push(["all fusion vs its parts", "saved " + fx.ladder_step_ms.toFixed(3) + " ms; measured alone they add up to " +
-        (typeof fx.sum_of_parts_ms === "number" ? fx.sum_of_parts_ms.toFixed(3) : "–") + " ms; interaction " +
-        (typeof fx.interaction_ms === "number" ? fx.interaction_ms.toFixed(3) : "–") + " ms"]);
+      items.push(["all fusion vs its parts", "saved " + fx.ladder_step_ms.toFixed(3) + " ms; " +
+        (typeof fx.sum_of_parts_ms === "number" ? "measured alone they add up to " + fx.sum_of_parts_ms.toFixed(3) + " ms; interaction " +
+          (typeof fx.interaction_ms === "number" ? fx.interaction_ms.toFixed(3) : "–") + " ms"
+          : "no fusion was measured alone, so there is no sum of parts to set against it")]);
     // saved_ms > 0: inductor is that much faster with the part (the decisions,
     // or a knob that the no-fusion rung switches off, here switched off alone)
     // one part measured against the job's compile: what it saves or costs
