@@ -70,6 +70,15 @@ def fmt(x, f="{:.3f}"):
     return f.format(x) if isinstance(x, (int, float)) else "–"
 
 
+def kept_sets(s):
+    """A keep-test search's finding (explain.py _keep_search), in a cell."""
+    return "%s%s (%d keep-tests%s)" % (
+        "any one of %s" % ", ".join(s["causes"]) if s["causes"] else "",
+        "".join("; together %s" % ", ".join(g) for g in s["together"]) or
+        ("" if s["causes"] else "none found"),
+        len(s["tests"]), ", budget" if s["stopped"] == "budget" else "")
+
+
 def row(model, batch, out, secs):
     res = out["result"]
     vs = {v["name"]: v for v in res["variants"]}
@@ -97,19 +106,10 @@ def row(model, batch, out, secs):
         parts.append("rest %+.3f" % rest)
     it = (fx.get("step") or {}).get("interaction")
     if it:
-        parts.append("interaction: %s%s (%d keep-tests%s)" % (
-            "any one of %s" % ", ".join(it["causes"]) if it["causes"] else "",
-            "".join("; together %s" % ", ".join(g) for g in it["together"]) or
-            ("" if it["causes"] else "none found"),
-            len(it["tests"]), ", budget" if it["stopped"] == "budget" else ""))
+        parts.append("interaction: " + kept_sets(it))
     pi = fx.get("peak_interaction")
     if pi:
-        parts.append("extra peak %.1f MiB: %s%s (%d profiled keep-tests%s)" % (
-            pi["extra_peak_bytes"] / 1048576,
-            "any one of %s" % ", ".join(pi["causes"]) if pi["causes"] else "",
-            "".join("; together %s" % ", ".join(g) for g in pi["together"]) or
-            ("" if pi["causes"] else "none found"),
-            len(pi["tests"]), ", budget" if pi["stopped"] == "budget" else ""))
+        parts.append("extra peak %.1f MiB: %s" % (pi["extra_peak_bytes"] / 1048576, kept_sets(pi)))
     return ("| %s | %d | %s / %s / %s | %d: %d won, %d lost, %d no difference, %d not measured "
             "| %s | %s [%s] | %s | %s | %s | %s; %s over %d units | %s | %s | %s "
             "| %s (%.0f s explaining) |" % (

@@ -169,41 +169,45 @@ function fusionRow(e) {
     el("td", {}, el("code", {}, e.kernel || "–")));
 }
 
-// Every decision undone at once lost, none alone: what keeping showed
-// (worker/engine/inductor/explain.py _interaction).
-function interactionText(it) {
-  const ids = (xs) => xs.join(", ");
+// What a keep-test search found (worker/engine/inductor/explain.py
+// _keep_search): its causes (each written by cause(id)), its sets needed
+// together, [one, several] what keeping them does ("costs the loss", "cost
+// the loss"); how many tests, and whether the budget stopped it.
+function keptSetsText(s, [one, several], cause) {
   const parts = [];
-  if ((it.causes || []).length)
-    parts.push("any one of " + it.causes.length + " kept fused, everything else unfused, costs the loss: " + ids(it.causes));
-  for (const g of it.together || [])
-    parts.push("these " + g.length + " cost it kept together, neither half alone: " + ids(g));
+  if ((s.causes || []).length)
+    parts.push("any one of " + s.causes.length + " kept fused, everything else unfused, " + one + ": " + s.causes.map(cause).join(", "));
+  for (const g of s.together || [])
+    parts.push("these " + g.length + " kept together, neither half alone, " + several + ": " + g.join(", "));
   if (!parts.length) parts.push("no kept set found");
-  const al = (it.evidence || {}).allocated_per_call;
+  return parts.join("; ") + " (" + (s.tests || []).length + " keep-tests" + (s.stopped === "budget" ? ", stopped by the budget" : "") + ")";
+}
+
+// "allocated at each call: X MB fused, Y MB with every decision undone", or "".
+function allocatedText(s) {
+  const al = (s.evidence || {}).allocated_per_call;
   const mb = (x) => ((x || {}).bytes / 1e6).toFixed(1) + " MB";
-  return parts.join("; ") + " (" + (it.tests || []).length + " keep-tests" +
-    (it.stopped === "budget" ? ", stopped by the budget" : "") + "). Reason: " + (it.reason || "unexplained").replace(/_/g, " ") +
-    (al ? " (allocated at each call: " + mb(al.fused) + " fused, " + mb(al.all_undone) + " with every decision undone)" : "");
+  return al ? "allocated at each call: " + mb(al.fused) + " fused, " + mb(al.all_undone) + " with every decision undone" : "";
+}
+
+// Every decision undone at once lost, none alone: what keeping showed
+// (explain.py _interaction).
+function interactionText(it) {
+  const al = allocatedText(it);
+  return keptSetsText(it, ["costs the loss", "cost the loss"], (id) => id) + ". Reason: " + (it.reason || "unexplained").replace(/_/g, " ") +
+    (al ? " (" + al + ")" : "");
 }
 
 // Inductor's extra peak held by fusions together, or by any one of several:
-// what the profiled keep-tests showed (worker/engine/inductor/explain.py
-// _peak_interaction).
+// what the profiled (untimed) keep-tests showed (explain.py _peak_interaction).
 function peakInteractionText(pi) {
-  const parts = [];
-  if ((pi.causes || []).length)
-    parts.push("any one of " + pi.causes.length + " kept fused, everything else unfused, brings it back: " + pi.causes.map((id) => {
-      const t = (pi.tests || []).find((x) => (x.kept || []).length === 1 && x.kept[0] === id);
-      return id + (t && typeof t.adds_bytes === "number" ? " (+" + fmtBytes(t.adds_bytes) + " kept alone)" : "");
-    }).join(", "));
-  for (const g of pi.together || [])
-    parts.push("these " + g.length + " bring it back kept together, neither half alone: " + g.join(", "));
-  if (!parts.length) parts.push("no kept set found");
-  const al = (pi.evidence || {}).allocated_per_call;
-  const mb = (x) => ((x || {}).bytes / 1e6).toFixed(1) + " MB";
-  return fmtBytes(pi.extra_peak_bytes) + " above every decision undone, no decision alone half of it; " + parts.join("; ") +
-    " (" + (pi.tests || []).length + " profiled keep-tests" + (pi.stopped === "budget" ? ", stopped by the budget" : "") + ")" +
-    (al ? "; allocated at each call: " + mb(al.fused) + " fused, " + mb(al.all_undone) + " with every decision undone" : "");
+  const alone = (id) => {
+    const t = (pi.tests || []).find((x) => (x.kept || []).length === 1 && x.kept[0] === id);
+    return id + (t && typeof t.adds_bytes === "number" ? " (+" + fmtBytes(t.adds_bytes) + " kept alone)" : "");
+  };
+  const al = allocatedText(pi);
+  return fmtBytes(pi.extra_peak_bytes) + " above every decision undone, no decision alone half of it; " +
+    keptSetsText(pi, ["brings it back", "bring it back"], alone) + (al ? "; " + al : "");
 }
 
 // From inductor-nofusion's median to inductor's: the fusions that won, lost,

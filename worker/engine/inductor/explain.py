@@ -807,7 +807,7 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
         out["rest_ms"] = ladder_step[0] - sum(measured)
     if dec and dec["verdict"] == "lost" and len(ids) > 1 and \
             not any(e["verdict"] == "lost" for e in entries):
-        out["interaction"] = _interaction(m, entries, r)
+        out["interaction"] = _interaction(m, entries)
     return out
 
 
@@ -891,7 +891,7 @@ def _mark(entries, field, causes, groups):
             by_id[i][field] = "together"
 
 
-def _interaction(m, entries, all_undone):
+def _interaction(m, entries):
     """Every decision undone at once is faster, yet no decision or chunk undone
     alone is: the loss lives in an interaction.  Found from the other side, by
     group testing what is kept: a set C "holds the loss" when every decision
@@ -911,7 +911,7 @@ def _interaction(m, entries, all_undone):
     one more buffer, however many fusions share it); else `unexplained`."""
     all_ids = [e["id"] for e in entries]
     tests = []
-    none_alloc = alloc_facts(all_undone["cf"]["codes"])
+    none_alloc = alloc_facts(m.all_undone["cf"]["codes"])
 
     def holds(kept):
         keep = set(kept)
