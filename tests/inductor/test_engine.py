@@ -102,6 +102,10 @@ def run_json(c, py, explain):
     c.check("undone" in ex["note"] and len(fx.get("fusions", [])) == fx.get("decisions", -1) >= 2
             and all(e["verdict"] in ("won", "lost", "no_difference") for e in fx["fusions"]),
             "explain: each of Inductor's fusions undone, with its verdict (%s)" % fx.get("counts"))
+    st = [s for s in ex["ladder"] if s["to"] == "inductor"][0]
+    c.check(abs(fx.get("ladder_step_ms", 1e9) - st["saved_ms"]) < 1e-9 and
+            "ladder_step_ci95" not in fx,
+            "explain: the fusions' step is the ladder's, with the ladder's one interval")
     bs = fx.get("beside") or []
     c.check([p["what"] for p in bs] == ["layout_optimization=False"] and
             all(p["verdict"] in ("won", "lost", "no_difference") and

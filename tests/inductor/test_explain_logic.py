@@ -77,7 +77,7 @@ def inside():
     c = indtest.Checks()
     # 4 decisions, measured one by one
     ctx, compiled = fake_ctx(explain, [0.5, -0.3, 0.0, 0.001])
-    out = explain.explain(ctx, budget_s=60, ladder_step=(0.1, 0.05, 0.15))
+    out = explain.explain(ctx, budget_s=60, ladder_step=0.1)
     v = {e["id"]: e for e in out["fusions"]}
     c.check([v["fuse-%012x" % i]["verdict"] for i in range(4)] ==
             ["won", "lost", "no_difference", "no_difference"],
@@ -114,7 +114,7 @@ def inside():
     ctx.profile_fn = lambda fn, kops: {"times": {}, "peak": 600_000 if abs(fn.ms - 10.6) < 1e-9
                                        else 1_000_000}
     ctx.base_peak = 1_000_000
-    out = explain.explain(ctx, budget_s=60, ladder_step=(0.2 + 0.4 + 2.0 - 0.5 + 0.3, 2.3, 2.5))
+    out = explain.explain(ctx, budget_s=60, ladder_step=0.2 + 0.4 + 2.0 - 0.5 + 0.3)
     st = out["step"]
     got = [(p["part"], p.get("knob"), p["what"], p["verdict"], round(p["saved_ms"], 1))
            for p in st["parts"]]
@@ -162,7 +162,7 @@ def inside():
             "a compile that made no such choice: nothing beside fusion compiled")
     ctx, compiled = fake_ctx(explain, [0.5, -0.3], knobs={"pattern_matcher": 2.0})
     ctx.beside = [("layout_optimization", False)]
-    out = explain.explain(ctx, budget_s=0, ladder_step=(1.0, 0.9, 1.1))
+    out = explain.explain(ctx, budget_s=0, ladder_step=1.0)
     c.check([p["verdict"] for p in out["beside"]] == ["not_measured"],
             "no budget: beside fusion not measured")
     c.check([p["verdict"] for p in out["step"]["parts"]] == ["not_measured"] * 2 and
@@ -239,7 +239,7 @@ def inside():
 
     ctx, compiled = fake_ctx(explain, [0.0] * 15,
                              extra=lambda u: -0.5 if cause <= u else 0.0, code=wrapper)
-    out = explain.explain(ctx, budget_s=600, ladder_step=(-0.5, -0.55, -0.45))
+    out = explain.explain(ctx, budget_s=600, ladder_step=-0.5)
     it = out["step"].get("interaction")
     c.check(out["counts"]["lost"] == 0 and out["step"]["parts"][0]["verdict"] == "lost",
             "any one of three costs the loss: none lost, all at once lost (%s, %s)" %

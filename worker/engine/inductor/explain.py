@@ -683,9 +683,11 @@ def _group_test(m, entries, chunk, depth=0):
 
 def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None,
             medians=None, missed=None):
-    """The explanation's "fusions" object (docs/EXPLAIN.md).  ladder_step:
-    (saved_ms, lo, hi) of inductor-nofusion -> inductor from the job's rounds,
-    or None; compile_times: {rung: {"cold_ms", "warm_ms"}}; medians: {rung: ms}."""
+    """The explanation's "fusions" object (docs/EXPLAIN.md).  ladder_step: the
+    ms inductor-nofusion -> inductor saved in the job's rounds (difference of
+    medians), or None: its interval is the ladder's own (ind_explain.c, one
+    bootstrap for one number); compile_times: {rung: {"cold_ms", "warm_ms"}};
+    medians: {rung: ms}."""
     t_start = time.monotonic()
     # before the first counterfactual is measured, one is expected to cost what
     # the job's own cold compile of the rung did, plus its rounds: a budget
@@ -739,10 +741,9 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
                      for v in ("won", "lost", "no_difference", "did_not_take", "not_measured")}
     out["sum_of_parts_ms"] = sum(e["saved_ms"] for e in alone) if alone else None
     if ladder_step is not None:
-        out["ladder_step_ms"] = ladder_step[0]
-        out["ladder_step_ci95"] = [ladder_step[1], ladder_step[2]]
+        out["ladder_step_ms"] = ladder_step
         out["interaction_ms"] = None if out["sum_of_parts_ms"] is None else \
-            ladder_step[0] - out["sum_of_parts_ms"]
+            ladder_step - out["sum_of_parts_ms"]
     out["all_lost_undone"] = None
     if lost:
         r = m.undo([e["id"] for e in lost])
@@ -803,8 +804,8 @@ def _decompose(ctx, m, entries, ladder_step, sum_of_parts):
     if dec and dec["saved_ms"] is not None and sum_of_parts is not None and len(ids) > 1:
         out["decisions_interaction_ms"] = dec["saved_ms"] - sum_of_parts
     if ladder_step is not None and len(measured) == len(items):
-        out["ladder_step_ms"] = ladder_step[0]
-        out["rest_ms"] = ladder_step[0] - sum(measured)
+        out["ladder_step_ms"] = ladder_step
+        out["rest_ms"] = ladder_step - sum(measured)
     if dec and dec["verdict"] == "lost" and len(ids) > 1 and \
             not any(e["verdict"] == "lost" for e in entries):
         out["interaction"] = _interaction(m, entries)

@@ -913,7 +913,8 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
     ok_v = {v.name: v for v in variants if v.status == "ok" and len(v.samples) >= 2}
     step = None
     if "inductor-nofusion" in ok_v:
-        step = explain.diff_ci(ok_v["inductor"].samples, ok_v["inductor-nofusion"].samples)
+        step = explain.median(ok_v["inductor-nofusion"].samples) - \
+            explain.median(ok_v["inductor"].samples)
     out = explain.explain(
         ctx, budget, ladder_step=step,
         compile_times={v.name: {"cold_ms": v.out["inductor"].get("compile_cold_ms"),
