@@ -6,7 +6,10 @@
  *  - an error is one of the codes the contract allows and leaves the spec owning
  *    nothing, with a message;
  *  - what is accepted is valid, encodes within FB_SPEC_JSON_MAX, and re-parses to
- *    an equal spec, before and after defaults. */
+ *    an equal spec, before and after defaults;
+ *  - params.unfuse's form check (run on every POST /jobs) accepts or refuses
+ *    with FB_EINVAL naming params.unfuse or one of its elements, the same
+ *    answer twice. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +100,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fuzz_check_valid(&a);
     fuzz_round_trip(&a);
+    fb_err_clear(&err);
+    rc = fb_spec_check_unfuse(&a, &err);
+    FUZZ_CHECK(rc == FB_OK || (rc == FB_EINVAL && err.msg[0] != '\0' &&
+                               strncmp(err.field, "params.unfuse", 13) == 0));
+    FUZZ_CHECK(fb_spec_check_unfuse(&a, &err) == rc);
     static const char *const vars[] = {"eager", "fused", NULL};
     fb_spec_apply_defaults(&a, "cpu", 4, vars);
     fuzz_check_valid(&a);
