@@ -6,13 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool cat_put(cJSON *o, const char *key, cJSON *item)
-{
-    if (item && cJSON_AddItemToObject(o, key, item))
-        return true;
-    cJSON_Delete(item);
-    return false;
-}
+#include "fb_result.h"
 
 static cJSON *cat_str(const char *s)
 {
@@ -65,15 +59,15 @@ static cJSON *cat_words(const char *list)
 cJSON *fb_workload_info_to_json(const fb_workload_info *w)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && cat_put(o, "name", cat_str(w->name)) &&
-              cat_put(o, "engine", cat_str(w->engine)) &&
-              cat_put(o, "domain", cat_str(w->domain)) &&
-              cat_put(o, "devices", cat_list(w->devices, FB_MAX_DEVICES)) &&
-              cat_put(o, "dtypes", cat_list(w->dtypes, FB_MAX_DTYPES)) &&
-              cat_put(o, "variants", cat_list(w->variants, FB_MAX_VARIANTS)) &&
-              cat_put(o, "description", cat_str(w->description)) &&
-              cat_put(o, "default_batch_size", cat_pos(w->default_batch_size)) &&
-              (!w->params || cat_put(o, "params", cat_words(w->params)));
+    bool ok = o && fb_json_put(o, "name", cat_str(w->name)) &&
+              fb_json_put(o, "engine", cat_str(w->engine)) &&
+              fb_json_put(o, "domain", cat_str(w->domain)) &&
+              fb_json_put(o, "devices", cat_list(w->devices, FB_MAX_DEVICES)) &&
+              fb_json_put(o, "dtypes", cat_list(w->dtypes, FB_MAX_DTYPES)) &&
+              fb_json_put(o, "variants", cat_list(w->variants, FB_MAX_VARIANTS)) &&
+              fb_json_put(o, "description", cat_str(w->description)) &&
+              fb_json_put(o, "default_batch_size", cat_pos(w->default_batch_size)) &&
+              (!w->params || fb_json_put(o, "params", cat_words(w->params)));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -135,13 +129,14 @@ fb_code fb_workload_params_check(const fb_workload_info *w, const cJSON *params,
 cJSON *fb_device_info_to_json(const fb_device_info *d)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && cat_put(o, "kind", cat_str(d->kind)) && cat_put(o, "name", cat_str(d->name)) &&
-              cat_put(o, "uuid", cat_str(d->uuid)) &&
-              cat_put(o, "memory_bytes", cat_pos(d->memory_bytes)) &&
-              cat_put(o, "job_memory_bytes", cat_pos(d->job_memory_bytes)) &&
-              cat_put(o, "driver", cat_str(d->driver)) &&
-              cat_put(o, "compute_capability", cat_str(d->compute_capability)) &&
-              cat_put(o, "threads", cat_pos(d->threads));
+    bool ok = o && fb_json_put(o, "kind", cat_str(d->kind)) &&
+              fb_json_put(o, "name", cat_str(d->name)) &&
+              fb_json_put(o, "uuid", cat_str(d->uuid)) &&
+              fb_json_put(o, "memory_bytes", cat_pos(d->memory_bytes)) &&
+              fb_json_put(o, "job_memory_bytes", cat_pos(d->job_memory_bytes)) &&
+              fb_json_put(o, "driver", cat_str(d->driver)) &&
+              fb_json_put(o, "compute_capability", cat_str(d->compute_capability)) &&
+              fb_json_put(o, "threads", cat_pos(d->threads));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

@@ -181,13 +181,25 @@ cJSON *fb_json_int_or_null(int64_t v)
     return v == -1 ? cJSON_CreateNull() : cJSON_CreateNumber((double)v);
 }
 
-/* Attaches item under key; on failure frees item.  False on ENOMEM. */
-static bool res_put(cJSON *o, const char *key, cJSON *item)
+bool fb_json_put(cJSON *o, const char *key, cJSON *item)
 {
-    if (item && cJSON_AddItemToObject(o, key, item))
+    if (item && o && cJSON_AddItemToObject(o, key, item))
         return true;
     cJSON_Delete(item);
     return false;
+}
+
+cJSON *fb_json_roofline(double gbps, double gflops)
+{
+    if (!(gbps > 0) || !(gflops > 0))
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddNumberToObject(o, "gbps", gbps) ||
+        !cJSON_AddNumberToObject(o, "gflops", gflops)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
 }
 
 static bool res_push(cJSON *arr, cJSON *item)
@@ -210,8 +222,8 @@ static cJSON *res_roofline(const fb_env *e)
     if (!(e->roofline_gbps > 0) || !(e->roofline_gflops > 0))
         return cJSON_CreateNull();
     cJSON *o = cJSON_CreateObject();
-    if (!o || !res_put(o, "triad_gbps", cJSON_CreateNumber(e->roofline_gbps)) ||
-        !res_put(o, "gemm_gflops", cJSON_CreateNumber(e->roofline_gflops))) {
+    if (!o || !fb_json_put(o, "triad_gbps", cJSON_CreateNumber(e->roofline_gbps)) ||
+        !fb_json_put(o, "gemm_gflops", cJSON_CreateNumber(e->roofline_gflops))) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -221,21 +233,21 @@ static cJSON *res_roofline(const fb_env *e)
 cJSON *fb_env_to_json(const fb_env *e)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && res_put(o, "device_name", res_str_or_null(e->device_name)) &&
-              res_put(o, "device_uuid", res_str_or_null(e->device_uuid)) &&
-              res_put(o, "driver", res_str_or_null(e->driver)) &&
-              res_put(o, "cuda", res_str_or_null(e->cuda)) &&
-              res_put(o, "cudnn", res_str_or_null(e->cudnn)) &&
-              res_put(o, "cublas", res_str_or_null(e->cublas)) &&
-              res_put(o, "torch", res_str_or_null(e->torch)) &&
-              res_put(o, "triton", res_str_or_null(e->triton)) &&
-              res_put(o, "cpu", res_str_or_null(e->cpu)) &&
-              res_put(o, "blas", res_str_or_null(e->blas)) &&
-              res_put(o, "threads",
-                      e->threads > 0 ? cJSON_CreateNumber(e->threads) : cJSON_CreateNull()) &&
-              res_put(o, "fusionbench", res_str_or_null(e->fusionbench)) &&
-              res_put(o, "hostname", res_str_or_null(e->hostname)) &&
-              res_put(o, "roofline", res_roofline(e));
+    bool ok = o && fb_json_put(o, "device_name", res_str_or_null(e->device_name)) &&
+              fb_json_put(o, "device_uuid", res_str_or_null(e->device_uuid)) &&
+              fb_json_put(o, "driver", res_str_or_null(e->driver)) &&
+              fb_json_put(o, "cuda", res_str_or_null(e->cuda)) &&
+              fb_json_put(o, "cudnn", res_str_or_null(e->cudnn)) &&
+              fb_json_put(o, "cublas", res_str_or_null(e->cublas)) &&
+              fb_json_put(o, "torch", res_str_or_null(e->torch)) &&
+              fb_json_put(o, "triton", res_str_or_null(e->triton)) &&
+              fb_json_put(o, "cpu", res_str_or_null(e->cpu)) &&
+              fb_json_put(o, "blas", res_str_or_null(e->blas)) &&
+              fb_json_put(o, "threads",
+                          e->threads > 0 ? cJSON_CreateNumber(e->threads) : cJSON_CreateNull()) &&
+              fb_json_put(o, "fusionbench", res_str_or_null(e->fusionbench)) &&
+              fb_json_put(o, "hostname", res_str_or_null(e->hostname)) &&
+              fb_json_put(o, "roofline", res_roofline(e));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -256,14 +268,14 @@ static cJSON *res_pair(double a, double b)
 static cJSON *res_latency(const fb_stats *st)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && res_put(o, "median", fb_json_num_or_null(st->median)) &&
-              res_put(o, "mean", fb_json_num_or_null(st->mean)) &&
-              res_put(o, "stdev", fb_json_num_or_null(st->stdev)) &&
-              res_put(o, "min", fb_json_num_or_null(st->min)) &&
-              res_put(o, "max", fb_json_num_or_null(st->max)) &&
-              res_put(o, "p90", fb_json_num_or_null(st->p90)) &&
-              res_put(o, "cv", fb_json_num_or_null(st->cv)) &&
-              res_put(o, "ci95", res_pair(st->ci95_lo, st->ci95_hi));
+    bool ok = o && fb_json_put(o, "median", fb_json_num_or_null(st->median)) &&
+              fb_json_put(o, "mean", fb_json_num_or_null(st->mean)) &&
+              fb_json_put(o, "stdev", fb_json_num_or_null(st->stdev)) &&
+              fb_json_put(o, "min", fb_json_num_or_null(st->min)) &&
+              fb_json_put(o, "max", fb_json_num_or_null(st->max)) &&
+              fb_json_put(o, "p90", fb_json_num_or_null(st->p90)) &&
+              fb_json_put(o, "cv", fb_json_num_or_null(st->cv)) &&
+              fb_json_put(o, "ci95", res_pair(st->ci95_lo, st->ci95_hi));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -290,7 +302,7 @@ static cJSON *res_categories(const fb_variant_result *v)
     for (int c = 0; o && c < FB_KC_COUNT; c++) {
         if (!isfinite(v->categories_ms[c]))
             continue;
-        if (!res_put(o, fb_kcat_name((fb_kcat)c), cJSON_CreateNumber(v->categories_ms[c]))) {
+        if (!fb_json_put(o, fb_kcat_name((fb_kcat)c), cJSON_CreateNumber(v->categories_ms[c]))) {
             cJSON_Delete(o);
             return NULL;
         }
@@ -301,12 +313,13 @@ static cJSON *res_categories(const fb_variant_result *v)
 /* The CUPTI figures; dram_reason only when DRAM bytes are unknown for a reason. */
 static bool res_variant_gpu(cJSON *o, const fb_variant_result *v)
 {
-    return res_put(o, "memcpy_ms", fb_json_num_or_null(v->memcpy_ms)) &&
-           res_put(o, "memcpy_bytes", fb_json_int_or_null(v->memcpy_bytes)) &&
-           res_put(o, "dropped_records", fb_json_int_or_null(v->dropped_records)) &&
-           res_put(o, "dram_read_bytes", fb_json_int_or_null(v->dram_read_bytes)) &&
-           res_put(o, "dram_write_bytes", fb_json_int_or_null(v->dram_write_bytes)) &&
-           (!v->dram_reason[0] || res_put(o, "dram_reason", cJSON_CreateString(v->dram_reason)));
+    return fb_json_put(o, "memcpy_ms", fb_json_num_or_null(v->memcpy_ms)) &&
+           fb_json_put(o, "memcpy_bytes", fb_json_int_or_null(v->memcpy_bytes)) &&
+           fb_json_put(o, "dropped_records", fb_json_int_or_null(v->dropped_records)) &&
+           fb_json_put(o, "dram_read_bytes", fb_json_int_or_null(v->dram_read_bytes)) &&
+           fb_json_put(o, "dram_write_bytes", fb_json_int_or_null(v->dram_write_bytes)) &&
+           (!v->dram_reason[0] ||
+            fb_json_put(o, "dram_reason", cJSON_CreateString(v->dram_reason)));
 }
 
 cJSON *fb_fusion_groups_to_json(const fb_variant_result *v)
@@ -336,20 +349,20 @@ static bool res_fusion_groups(cJSON *o, const fb_variant_result *v)
 {
     if (v->n_fusion_groups <= 0 || !v->fusion_groups)
         return true;
-    return res_put(o, "fusion_groups", fb_fusion_groups_to_json(v));
+    return fb_json_put(o, "fusion_groups", fb_fusion_groups_to_json(v));
 }
 
 static bool res_variant_metrics(cJSON *o, const fb_variant_result *v)
 {
-    return res_put(o, "kernels", fb_json_int_or_null(v->kernels)) &&
-           res_put(o, "kernel_time_ms", fb_json_num_or_null(v->kernel_time_ms)) &&
-           res_put(o, "busy_ms", fb_json_num_or_null(v->busy_ms)) &&
-           res_put(o, "idle_ms", fb_json_num_or_null(v->idle_ms)) &&
-           res_put(o, "fused_kernels", fb_json_int_or_null(v->fused_kernels)) &&
-           res_put(o, "fused_ops", fb_json_int_or_null(v->fused_ops)) &&
-           res_put(o, "peak_mem_bytes", fb_json_int_or_null(v->peak_mem_bytes)) &&
-           res_put(o, "max_rel_error", fb_json_num_or_null(v->max_rel_error)) &&
-           res_put(o, "categories_ms", res_categories(v)) && res_variant_gpu(o, v) &&
+    return fb_json_put(o, "kernels", fb_json_int_or_null(v->kernels)) &&
+           fb_json_put(o, "kernel_time_ms", fb_json_num_or_null(v->kernel_time_ms)) &&
+           fb_json_put(o, "busy_ms", fb_json_num_or_null(v->busy_ms)) &&
+           fb_json_put(o, "idle_ms", fb_json_num_or_null(v->idle_ms)) &&
+           fb_json_put(o, "fused_kernels", fb_json_int_or_null(v->fused_kernels)) &&
+           fb_json_put(o, "fused_ops", fb_json_int_or_null(v->fused_ops)) &&
+           fb_json_put(o, "peak_mem_bytes", fb_json_int_or_null(v->peak_mem_bytes)) &&
+           fb_json_put(o, "max_rel_error", fb_json_num_or_null(v->max_rel_error)) &&
+           fb_json_put(o, "categories_ms", res_categories(v)) && res_variant_gpu(o, v) &&
            res_fusion_groups(o, v);
 }
 
@@ -366,25 +379,27 @@ static bool res_node_groups(cJSON *o, const fb_variant_result *v)
             return false;
         }
     }
-    return res_put(o, "node_groups", arr);
+    return fb_json_put(o, "node_groups", arr);
 }
 
 /* The engine's own object (e.g. "inductor"), when it has one. */
 static bool res_extra(cJSON *o, const fb_variant_result *v)
 {
-    return !v->extra || !v->extra_key[0] || res_put(o, v->extra_key, cJSON_Duplicate(v->extra, 1));
+    return !v->extra || !v->extra_key[0] ||
+           fb_json_put(o, v->extra_key, cJSON_Duplicate(v->extra, 1));
 }
 
 static cJSON *res_variant(const fb_variant_result *v)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && res_put(o, "name", cJSON_CreateString(v->name)) &&
-              res_put(o, "status", cJSON_CreateString(fb_vstatus_name(v->status))) &&
-              (v->status == FB_VS_OK || res_put(o, "message", cJSON_CreateString(v->message))) &&
-              res_put(o, "latency_ms", res_latency(&v->latency)) &&
-              res_put(o, "samples_ms", res_samples(v)) &&
-              res_put(o, "unstable", cJSON_CreateBool(v->unstable)) && res_variant_metrics(o, v) &&
-              res_node_groups(o, v) && res_extra(o, v);
+    bool ok =
+        o && fb_json_put(o, "name", cJSON_CreateString(v->name)) &&
+        fb_json_put(o, "status", cJSON_CreateString(fb_vstatus_name(v->status))) &&
+        (v->status == FB_VS_OK || fb_json_put(o, "message", cJSON_CreateString(v->message))) &&
+        fb_json_put(o, "latency_ms", res_latency(&v->latency)) &&
+        fb_json_put(o, "samples_ms", res_samples(v)) &&
+        fb_json_put(o, "unstable", cJSON_CreateBool(v->unstable)) && res_variant_metrics(o, v) &&
+        res_node_groups(o, v) && res_extra(o, v);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -431,7 +446,7 @@ bool fb_result_against_baseline(const fb_result *r, const fb_variant_result *v, 
 /* Adds key: x to map when x is finite. */
 static bool res_put_ratio(cJSON *map, const char *key, double x)
 {
-    return !isfinite(x) || res_put(map, key, cJSON_CreateNumber(x));
+    return !isfinite(x) || fb_json_put(map, key, cJSON_CreateNumber(x));
 }
 
 /* Fills the three maps.  Only variants with status ok against an ok baseline get
@@ -444,8 +459,8 @@ static bool res_put_change(cJSON *ci, cJSON *change, const fb_variant_result *v)
     if (!c || !isfinite(v->speedup_lo) || !isfinite(v->speedup_hi))
         return true;
     double pair[2] = {v->speedup_lo, v->speedup_hi};
-    return res_put(ci, v->name, cJSON_CreateDoubleArray(pair, 2)) &&
-           res_put(change, v->name, cJSON_CreateString(c));
+    return fb_json_put(ci, v->name, cJSON_CreateDoubleArray(pair, 2)) &&
+           fb_json_put(change, v->name, cJSON_CreateString(c));
 }
 
 static bool res_fill_comparison(const fb_result *r, cJSON *speed, cJSON *kern, cJSON *mem,
@@ -466,7 +481,7 @@ static bool res_fill_comparison(const fb_result *r, cJSON *speed, cJSON *kern, c
 static cJSON *res_comparison(const fb_result *r)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && res_put(o, "baseline", res_str_or_null(r->baseline));
+    bool ok = o && fb_json_put(o, "baseline", res_str_or_null(r->baseline));
     cJSON *speed = ok ? cJSON_AddObjectToObject(o, "speedup") : NULL;
     cJSON *kern = speed ? cJSON_AddObjectToObject(o, "kernel_ratio") : NULL;
     cJSON *mem = kern ? cJSON_AddObjectToObject(o, "memory_ratio") : NULL;
@@ -514,11 +529,11 @@ static cJSON *res_gpu(const fb_gpu_interference *g)
         snprintf(num, sizeof num, "bit_%d", b);
         cJSON_AddItemToArray(reasons, cJSON_CreateString(name ? name : num));
     }
-    if (!o || !reasons || !res_put(o, "samples", cJSON_CreateNumber(g->n_samples)) ||
-        !res_put(o, "sm_clock_mhz", res_range(g->sm_mhz_min, g->sm_mhz_max)) ||
-        !res_put(o, "mem_clock_mhz", res_range(g->mem_mhz_min, g->mem_mhz_max)) ||
-        !res_put(o, "max_temperature_c", fb_json_num_or_null(g->temp_c_max)) ||
-        !res_put(o, "throttle_reasons", reasons)) {
+    if (!o || !reasons || !fb_json_put(o, "samples", cJSON_CreateNumber(g->n_samples)) ||
+        !fb_json_put(o, "sm_clock_mhz", res_range(g->sm_mhz_min, g->sm_mhz_max)) ||
+        !fb_json_put(o, "mem_clock_mhz", res_range(g->mem_mhz_min, g->mem_mhz_max)) ||
+        !fb_json_put(o, "max_temperature_c", fb_json_num_or_null(g->temp_c_max)) ||
+        !fb_json_put(o, "throttle_reasons", reasons)) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -528,12 +543,12 @@ static cJSON *res_gpu(const fb_gpu_interference *g)
 static cJSON *res_interference(const fb_interference *f)
 {
     cJSON *o = cJSON_CreateObject();
-    if (!o || !res_put(o, "timed_ms", fb_json_num_or_null(f->timed_ms)) ||
-        !res_put(o, "steal_ms", fb_json_num_or_null(f->steal_ms)) ||
-        !res_put(o, "involuntary_switches", fb_json_int_or_null(f->invol_switches)) ||
-        !res_put(o, "minor_faults", fb_json_int_or_null(f->minor_faults)) ||
-        !res_put(o, "major_faults", fb_json_int_or_null(f->major_faults)) ||
-        !res_put(o, "gpu", res_gpu(&f->gpu))) {
+    if (!o || !fb_json_put(o, "timed_ms", fb_json_num_or_null(f->timed_ms)) ||
+        !fb_json_put(o, "steal_ms", fb_json_num_or_null(f->steal_ms)) ||
+        !fb_json_put(o, "involuntary_switches", fb_json_int_or_null(f->invol_switches)) ||
+        !fb_json_put(o, "minor_faults", fb_json_int_or_null(f->minor_faults)) ||
+        !fb_json_put(o, "major_faults", fb_json_int_or_null(f->major_faults)) ||
+        !fb_json_put(o, "gpu", res_gpu(&f->gpu))) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -546,10 +561,10 @@ static cJSON *res_repetition(const fb_repetition *p)
     if (!p->stop[0])
         return cJSON_CreateNull();
     cJSON *o = cJSON_CreateObject();
-    if (!o || !res_put(o, "rounds_requested", cJSON_CreateNumber(p->rounds_requested)) ||
-        !res_put(o, "rounds", cJSON_CreateNumber(p->rounds)) ||
-        !res_put(o, "budget_s", fb_json_num_or_null(p->budget_s)) ||
-        !res_put(o, "stop", cJSON_CreateString(p->stop))) {
+    if (!o || !fb_json_put(o, "rounds_requested", cJSON_CreateNumber(p->rounds_requested)) ||
+        !fb_json_put(o, "rounds", cJSON_CreateNumber(p->rounds)) ||
+        !fb_json_put(o, "budget_s", fb_json_num_or_null(p->budget_s)) ||
+        !fb_json_put(o, "stop", cJSON_CreateString(p->stop))) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -559,14 +574,14 @@ static cJSON *res_repetition(const fb_repetition *p)
 cJSON *fb_result_to_json(const fb_result *r)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && res_put(o, "env", fb_env_to_json(&r->env)) &&
-              res_put(o, "interference", res_interference(&r->interference)) &&
-              res_put(o, "repetition", res_repetition(&r->repetition)) &&
-              res_put(o, "plan_ms", fb_json_num_or_null(r->plan_ms)) &&
-              res_put(o, "variants", res_variants(r)) &&
-              res_put(o, "comparison", res_comparison(r)) &&
-              (!r->graph || res_put(o, "graph", cJSON_Duplicate(r->graph, 1))) &&
-              (!r->explain || res_put(o, "explain", cJSON_Duplicate(r->explain, 1)));
+    bool ok = o && fb_json_put(o, "env", fb_env_to_json(&r->env)) &&
+              fb_json_put(o, "interference", res_interference(&r->interference)) &&
+              fb_json_put(o, "repetition", res_repetition(&r->repetition)) &&
+              fb_json_put(o, "plan_ms", fb_json_num_or_null(r->plan_ms)) &&
+              fb_json_put(o, "variants", res_variants(r)) &&
+              fb_json_put(o, "comparison", res_comparison(r)) &&
+              (!r->graph || fb_json_put(o, "graph", cJSON_Duplicate(r->graph, 1))) &&
+              (!r->explain || fb_json_put(o, "explain", cJSON_Duplicate(r->explain, 1)));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -599,23 +614,24 @@ static cJSON *res_kernel_row(const fb_kernel_row *k)
 {
     cJSON *o = cJSON_CreateObject();
     int n_ops = k->n_ops < FB_MAX_KERNEL_OPS ? k->n_ops : FB_MAX_KERNEL_OPS;
-    bool ok = o && res_put(o, "name", cJSON_CreateString(k->name)) &&
-              res_put(o, "category", cJSON_CreateString(fb_kcat_name(k->category))) &&
-              res_put(o, "count", cJSON_CreateNumber(k->count)) &&
-              res_put(o, "total_ms", fb_json_num_or_null(k->total_ms)) &&
-              res_put(o, "mean_ms", fb_json_num_or_null(k->mean_ms)) &&
-              res_put(o, "grid", res_dim3(k->grid)) && res_put(o, "block", res_dim3(k->block));
+    bool ok = o && fb_json_put(o, "name", cJSON_CreateString(k->name)) &&
+              fb_json_put(o, "category", cJSON_CreateString(fb_kcat_name(k->category))) &&
+              fb_json_put(o, "count", cJSON_CreateNumber(k->count)) &&
+              fb_json_put(o, "total_ms", fb_json_num_or_null(k->total_ms)) &&
+              fb_json_put(o, "mean_ms", fb_json_num_or_null(k->mean_ms)) &&
+              fb_json_put(o, "grid", res_dim3(k->grid)) &&
+              fb_json_put(o, "block", res_dim3(k->block));
     cJSON *ops = ok ? cJSON_AddArrayToObject(o, "ops") : NULL;
     ok = ops != NULL;
     for (int i = 0; ok && i < n_ops; i++)
         ok = res_push(ops, cJSON_CreateString(k->ops[i]));
     if (ok && k->n_launches > 0)
-        ok = res_put(o, "launches", res_launches(k));
+        ok = fb_json_put(o, "launches", res_launches(k));
     if (ok && k->impl[0]) /* what the launches cost by their shapes */
-        ok = res_put(o, "impl", cJSON_CreateString(k->impl)) &&
-             res_put(o, "bytes", fb_json_num_or_null(k->bytes)) &&
-             res_put(o, "flops", fb_json_num_or_null(k->flops)) &&
-             res_put(o, "roofline_ms", fb_json_num_or_null(k->roof_ms));
+        ok = fb_json_put(o, "impl", cJSON_CreateString(k->impl)) &&
+             fb_json_put(o, "bytes", fb_json_num_or_null(k->bytes)) &&
+             fb_json_put(o, "flops", fb_json_num_or_null(k->flops)) &&
+             fb_json_put(o, "roofline_ms", fb_json_num_or_null(k->roof_ms));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

@@ -262,4 +262,13 @@ FB_MUSTCHECK fb_code fb_kernel_rows_from_json(const cJSON *arr, const char *at,
 cJSON *fb_json_num_or_null(double v);
 cJSON *fb_json_int_or_null(int64_t v);
 
+/* Adds item to o as key; on failure (item NULL, or no memory) deletes item and
+ * returns false, so a builder can chain `ok = ok && fb_json_put(...)`. */
+bool fb_json_put(cJSON *o, const char *key, cJSON *item);
+
+/* {"gbps", "gflops"}: a machine's measured limits, the roofline an
+ * explanation holds kernels against; null unless both are > 0; NULL when out
+ * of memory. */
+cJSON *fb_json_roofline(double gbps, double gflops);
+
 #endif

@@ -198,29 +198,6 @@ static const fb_kernel_row *row_named(const fb_variant_result *v, const char *na
     return NULL;
 }
 
-static bool put(cJSON *o, const char *key, cJSON *item)
-{
-    if (item && cJSON_AddItemToObject(o, key, item))
-        return true;
-    cJSON_Delete(item);
-    return false;
-}
-
-/* {"gbps", "gflops"}: the roofline the job's environment holds (measured by
- * the worker, or fusionbench-run --roofline), or null. */
-static cJSON *limits_json(const fb_env *env)
-{
-    if (!(env->roofline_gbps > 0) || !(env->roofline_gflops > 0))
-        return cJSON_CreateNull();
-    cJSON *o = cJSON_CreateObject();
-    if (!o || !cJSON_AddNumberToObject(o, "gbps", env->roofline_gbps) ||
-        !cJSON_AddNumberToObject(o, "gflops", env->roofline_gflops)) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
-}
-
 /* Each fusion decision's kernel where the machine's limits put it: "costs"
  * {bytes, flops, gbps, gflops, roofline_share} of its kernel in the profiled
  * iteration (the kernel's row: Inductor's scheduler counts, the kernel's
@@ -243,12 +220,12 @@ static bool fusion_costs(cJSON *fx, const fb_variant_result *f)
             continue;
         double t = k->total_ms * 1e6; /* ms -> GB/s, GFLOP/s */
         cJSON *c = cJSON_CreateObject();
-        bool ok = c && put(c, "bytes", fb_json_num_or_null(k->bytes)) &&
-                  put(c, "flops", fb_json_num_or_null(k->flops)) &&
-                  put(c, "gbps", fb_json_num_or_null(k->bytes / t)) &&
-                  put(c, "gflops", fb_json_num_or_null(k->flops / t)) &&
-                  put(c, "roofline_share", fb_json_num_or_null(k->roof_ms / k->total_ms));
-        if (!ok || !put(e, "costs", c)) {
+        bool ok = c && fb_json_put(c, "bytes", fb_json_num_or_null(k->bytes)) &&
+                  fb_json_put(c, "flops", fb_json_num_or_null(k->flops)) &&
+                  fb_json_put(c, "gbps", fb_json_num_or_null(k->bytes / t)) &&
+                  fb_json_put(c, "gflops", fb_json_num_or_null(k->flops / t)) &&
+                  fb_json_put(c, "roofline_share", fb_json_num_or_null(k->roof_ms / k->total_ms));
+        if (!ok || !fb_json_put(e, "costs", c)) {
             if (!ok)
                 cJSON_Delete(c);
             free(seen);
@@ -261,9 +238,9 @@ static bool fusion_costs(cJSON *fx, const fb_variant_result *f)
         ms += k->total_ms;
     }
     free(seen);
-    return put(fx, "fused_roofline_share",
-               ms > 0 ? cJSON_CreateNumber(roof / ms) : cJSON_CreateNull()) &&
-           put(fx, "fused_kernels_ms", cJSON_CreateNumber(ms));
+    return fb_json_put(fx, "fused_roofline_share",
+                       ms > 0 ? cJSON_CreateNumber(roof / ms) : cJSON_CreateNull()) &&
+           fb_json_put(fx, "fused_kernels_ms", cJSON_CreateNumber(ms));
 }
 
 fb_code ind_explain(const fb_result *r, cJSON **out, fb_err *err)
@@ -311,7 +288,8 @@ fb_code ind_explain(const fb_result *r, cJSON **out, fb_err *err)
                         cJSON_AddItemToObject(o, "fusions", fusions)));
     if (!ok)
         cJSON_Delete(fusions);
-    ok = ok && put(o, "roofline", limits_json(&r->env));
+    ok = ok &&
+         fb_json_put(o, "roofline", fb_json_roofline(r->env.roofline_gbps, r->env.roofline_gflops));
     ok = ok && cJSON_AddStringToObject(
                    o, "note",
                    fx ? "fusions: each of Inductor's fusion decisions undone alone (or, among "

@@ -273,17 +273,6 @@ void nat_ex_free(nat_ex_result *ex)
 
 /* ---- JSON ---- */
 
-static bool put(cJSON *o, const char *k, cJSON *v)
-{
-    if (!v)
-        return false;
-    if (!cJSON_AddItemToObject(o, k, v)) {
-        cJSON_Delete(v);
-        return false;
-    }
-    return true;
-}
-
 static cJSON *pair(double a, double b)
 {
     cJSON *arr = cJSON_CreateArray();
@@ -361,11 +350,11 @@ static cJSON *cf_json(const nat_ex_group *g)
     if (!g->cf_run)
         return cJSON_CreateNull();
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && put(o, "fused_ms", fb_json_num_or_null(g->cf_fused_ms)) &&
-              put(o, "unfused_ms", fb_json_num_or_null(g->cf_unfused_ms)) &&
-              put(o, "recovered_ms", fb_json_num_or_null(g->cf_diff)) &&
-              put(o, "recovered_ci95", pair(g->cf_lo, g->cf_hi)) &&
-              put(o, "verdict", cJSON_CreateString(nat_ex_cf_name(g->cf_verdict)));
+    bool ok = o && fb_json_put(o, "fused_ms", fb_json_num_or_null(g->cf_fused_ms)) &&
+              fb_json_put(o, "unfused_ms", fb_json_num_or_null(g->cf_unfused_ms)) &&
+              fb_json_put(o, "recovered_ms", fb_json_num_or_null(g->cf_diff)) &&
+              fb_json_put(o, "recovered_ci95", pair(g->cf_lo, g->cf_hi)) &&
+              fb_json_put(o, "verdict", cJSON_CreateString(nat_ex_cf_name(g->cf_verdict)));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -378,8 +367,8 @@ static cJSON *reason_json(const nat_ex_group *g)
     if (g->reason == NAT_EX_NONE)
         return cJSON_CreateNull();
     cJSON *o = cJSON_CreateObject();
-    if (o && (!put(o, "code", cJSON_CreateString(nat_ex_reason_name(g->reason))) ||
-              !put(o, "text", cJSON_CreateString(reason_text(g->reason))))) {
+    if (o && (!fb_json_put(o, "code", cJSON_CreateString(nat_ex_reason_name(g->reason))) ||
+              !fb_json_put(o, "text", cJSON_CreateString(reason_text(g->reason))))) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -392,17 +381,19 @@ static cJSON *costs_json(const nat_ex_group *g)
     double ms = g->fused_med;
     cJSON *o = cJSON_CreateObject();
     bool ok =
-        o && put(o, "eager_bytes", fb_json_num_or_null(x->eager_bytes)) &&
-        put(o, "fused_bytes", fb_json_num_or_null(x->fused_bytes)) &&
-        put(o, "bytes_saved", fb_json_num_or_null(x->eager_bytes - x->fused_bytes)) &&
-        put(o, "eager_flops", fb_json_num_or_null(x->eager_flops)) &&
-        put(o, "fused_flops", fb_json_num_or_null(x->fused_flops)) &&
-        put(o, "flops_added", fb_json_num_or_null(x->fused_flops - x->eager_flops)) &&
-        put(o, "fused_gbps", fb_json_num_or_null(ms > 0 ? x->fused_bytes / (ms * 1e6) : NAN)) &&
-        put(o, "fused_gflops", fb_json_num_or_null(ms > 0 ? x->fused_flops / (ms * 1e6) : NAN)) &&
-        put(o, "roofline_share", fb_json_num_or_null(ms > 0 ? g->roof_ms / ms : NAN)) &&
-        put(o, "eager_units_max", fb_json_num_or_null(x->eager_units_max)) &&
-        put(o, "fused_units", fb_json_num_or_null(x->fused_units));
+        o && fb_json_put(o, "eager_bytes", fb_json_num_or_null(x->eager_bytes)) &&
+        fb_json_put(o, "fused_bytes", fb_json_num_or_null(x->fused_bytes)) &&
+        fb_json_put(o, "bytes_saved", fb_json_num_or_null(x->eager_bytes - x->fused_bytes)) &&
+        fb_json_put(o, "eager_flops", fb_json_num_or_null(x->eager_flops)) &&
+        fb_json_put(o, "fused_flops", fb_json_num_or_null(x->fused_flops)) &&
+        fb_json_put(o, "flops_added", fb_json_num_or_null(x->fused_flops - x->eager_flops)) &&
+        fb_json_put(o, "fused_gbps",
+                    fb_json_num_or_null(ms > 0 ? x->fused_bytes / (ms * 1e6) : NAN)) &&
+        fb_json_put(o, "fused_gflops",
+                    fb_json_num_or_null(ms > 0 ? x->fused_flops / (ms * 1e6) : NAN)) &&
+        fb_json_put(o, "roofline_share", fb_json_num_or_null(ms > 0 ? g->roof_ms / ms : NAN)) &&
+        fb_json_put(o, "eager_units_max", fb_json_num_or_null(x->eager_units_max)) &&
+        fb_json_put(o, "fused_units", fb_json_num_or_null(x->fused_units));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -417,25 +408,25 @@ static cJSON *group_json(const nat_ex_group *g, const nat_ex_input *in, const na
     if (!o)
         return NULL;
     cJSON *ops = cJSON_AddArrayToObject(o, "ops"), *nodes = nodes_of(ctx, g->id);
-    bool ok = put(o, "nodes", nodes ? nodes : cJSON_CreateNull()) && ops;
+    bool ok = fb_json_put(o, "nodes", nodes ? nodes : cJSON_CreateNull()) && ops;
     for (int k = 0; ok && l && k < l->n_ops; k++)
         ok = cJSON_AddItemToArray(ops, cJSON_CreateString(l->ops[k] ? l->ops[k] : "?"));
-    ok = ok && put(o, "id", cJSON_CreateNumber(g->id)) &&
-         put(o, "rule", l && l->rule ? cJSON_CreateString(l->rule) : cJSON_CreateNull()) &&
-         put(o, "kind", l && l->kind ? cJSON_CreateString(l->kind) : cJSON_CreateNull()) &&
-         put(o, "eager_kernels", kernels_of(in->eager.plan, g->id, false)) &&
-         put(o, "eager_impl", kernels_of(in->eager.plan, g->id, true)) &&
-         put(o, "fused_kernels", kernels_of(in->fused.plan, g->id, false)) &&
-         put(o, "fused_impl", kernels_of(in->fused.plan, g->id, true)) &&
-         put(o, "eager_ms", fb_json_num_or_null(g->eager_med)) &&
-         put(o, "fused_ms", fb_json_num_or_null(g->fused_med)) &&
-         put(o, "delta_ms", fb_json_num_or_null(g->delta)) &&
-         put(o, "delta_ci95", pair(g->delta_lo, g->delta_hi)) &&
-         put(o, "median_delta_ms", fb_json_num_or_null(g->med_delta)) &&
-         put(o, "median_delta_ci95", pair(g->med_lo, g->med_hi)) &&
-         put(o, "verdict", cJSON_CreateString(verdict_name(g->verdict))) &&
-         put(o, "reason", reason_json(g)) && put(o, "costs", costs_json(g)) &&
-         put(o, "counterfactual", cf_json(g));
+    ok = ok && fb_json_put(o, "id", cJSON_CreateNumber(g->id)) &&
+         fb_json_put(o, "rule", l && l->rule ? cJSON_CreateString(l->rule) : cJSON_CreateNull()) &&
+         fb_json_put(o, "kind", l && l->kind ? cJSON_CreateString(l->kind) : cJSON_CreateNull()) &&
+         fb_json_put(o, "eager_kernels", kernels_of(in->eager.plan, g->id, false)) &&
+         fb_json_put(o, "eager_impl", kernels_of(in->eager.plan, g->id, true)) &&
+         fb_json_put(o, "fused_kernels", kernels_of(in->fused.plan, g->id, false)) &&
+         fb_json_put(o, "fused_impl", kernels_of(in->fused.plan, g->id, true)) &&
+         fb_json_put(o, "eager_ms", fb_json_num_or_null(g->eager_med)) &&
+         fb_json_put(o, "fused_ms", fb_json_num_or_null(g->fused_med)) &&
+         fb_json_put(o, "delta_ms", fb_json_num_or_null(g->delta)) &&
+         fb_json_put(o, "delta_ci95", pair(g->delta_lo, g->delta_hi)) &&
+         fb_json_put(o, "median_delta_ms", fb_json_num_or_null(g->med_delta)) &&
+         fb_json_put(o, "median_delta_ci95", pair(g->med_lo, g->med_hi)) &&
+         fb_json_put(o, "verdict", cJSON_CreateString(verdict_name(g->verdict))) &&
+         fb_json_put(o, "reason", reason_json(g)) && fb_json_put(o, "costs", costs_json(g)) &&
+         fb_json_put(o, "counterfactual", cf_json(g));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -449,13 +440,13 @@ static cJSON *all_json(const nat_ex_result *ex)
     if (ex->all.n < 1)
         return cJSON_CreateNull();
     cJSON *o = cJSON_CreateObject();
-    bool ok = o && put(o, "groups", cJSON_CreateNumber(ex->all.n)) &&
-              put(o, "lost_ms", fb_json_num_or_null(ex->all.loss)) &&
-              put(o, "fused_ms", fb_json_num_or_null(ex->all.fused_ms)) &&
-              put(o, "unfused_ms", fb_json_num_or_null(ex->all.unfused_ms)) &&
-              put(o, "recovered_ms", fb_json_num_or_null(ex->all.diff)) &&
-              put(o, "recovered_ci95", pair(ex->all.lo, ex->all.hi)) &&
-              put(o, "verdict", cJSON_CreateString(nat_ex_cf_name(ex->all.verdict)));
+    bool ok = o && fb_json_put(o, "groups", cJSON_CreateNumber(ex->all.n)) &&
+              fb_json_put(o, "lost_ms", fb_json_num_or_null(ex->all.loss)) &&
+              fb_json_put(o, "fused_ms", fb_json_num_or_null(ex->all.fused_ms)) &&
+              fb_json_put(o, "unfused_ms", fb_json_num_or_null(ex->all.unfused_ms)) &&
+              fb_json_put(o, "recovered_ms", fb_json_num_or_null(ex->all.diff)) &&
+              fb_json_put(o, "recovered_ci95", pair(ex->all.lo, ex->all.hi)) &&
+              fb_json_put(o, "verdict", cJSON_CreateString(nat_ex_cf_name(ex->all.verdict)));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -473,24 +464,24 @@ static int by_effect(const void *a, const void *b)
 static cJSON *waterfall_json(const nat_ex_result *ex)
 {
     cJSON *o = cJSON_CreateObject();
-    bool ok =
-        o && put(o, "eager_ms", fb_json_num_or_null(ex->eager_med)) &&
-        put(o, "won_ms", fb_json_num_or_null(ex->won)) &&
-        put(o, "lost_ms", fb_json_num_or_null(ex->lost)) &&
-        put(o, "within_noise_ms", fb_json_num_or_null(ex->noise)) &&
-        put(o, "outside_groups_ms", fb_json_num_or_null(ex->outside)) &&
-        put(o, "overhead_ms", fb_json_num_or_null(ex->overhead)) &&
-        put(o, "unexplained_ms", fb_json_num_or_null(ex->unexplained)) &&
-        put(o, "fused_ms", fb_json_num_or_null(ex->fused_med)) &&
-        put(o, "measured_ms", fb_json_num_or_null(ex->measured)) &&
-        put(o, "measured_ci95", pair(ex->measured_lo, ex->measured_hi)) &&
-        put(o, "explained_ms",
-            fb_json_num_or_null(ex->won + ex->lost + ex->noise + ex->outside + ex->overhead)) &&
-        put(o, "explained_ci95", pair(ex->explained_lo, ex->explained_hi)) &&
-        put(o, "remeasured_ms", fb_json_num_or_null(ex->remeasured)) &&
-        put(o, "remeasured_ci95", pair(ex->remeasured_lo, ex->remeasured_hi)) &&
-        put(o, "profiled_eager_ms", fb_json_num_or_null(ex->eager_wall)) &&
-        put(o, "profiled_fused_ms", fb_json_num_or_null(ex->fused_wall));
+    bool ok = o && fb_json_put(o, "eager_ms", fb_json_num_or_null(ex->eager_med)) &&
+              fb_json_put(o, "won_ms", fb_json_num_or_null(ex->won)) &&
+              fb_json_put(o, "lost_ms", fb_json_num_or_null(ex->lost)) &&
+              fb_json_put(o, "within_noise_ms", fb_json_num_or_null(ex->noise)) &&
+              fb_json_put(o, "outside_groups_ms", fb_json_num_or_null(ex->outside)) &&
+              fb_json_put(o, "overhead_ms", fb_json_num_or_null(ex->overhead)) &&
+              fb_json_put(o, "unexplained_ms", fb_json_num_or_null(ex->unexplained)) &&
+              fb_json_put(o, "fused_ms", fb_json_num_or_null(ex->fused_med)) &&
+              fb_json_put(o, "measured_ms", fb_json_num_or_null(ex->measured)) &&
+              fb_json_put(o, "measured_ci95", pair(ex->measured_lo, ex->measured_hi)) &&
+              fb_json_put(o, "explained_ms",
+                          fb_json_num_or_null(ex->won + ex->lost + ex->noise + ex->outside +
+                                              ex->overhead)) &&
+              fb_json_put(o, "explained_ci95", pair(ex->explained_lo, ex->explained_hi)) &&
+              fb_json_put(o, "remeasured_ms", fb_json_num_or_null(ex->remeasured)) &&
+              fb_json_put(o, "remeasured_ci95", pair(ex->remeasured_lo, ex->remeasured_hi)) &&
+              fb_json_put(o, "profiled_eager_ms", fb_json_num_or_null(ex->eager_wall)) &&
+              fb_json_put(o, "profiled_fused_ms", fb_json_num_or_null(ex->fused_wall));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -516,13 +507,13 @@ static cJSON *summary_json(const nat_ex_result *ex)
         }
     }
     cJSON *o = cJSON_CreateObject(), *by = cJSON_CreateObject();
-    bool ok = o && by && put(o, "won", cJSON_CreateNumber(won)) &&
-              put(o, "lost", cJSON_CreateNumber(lost)) &&
-              put(o, "within_noise", cJSON_CreateNumber(noise)) &&
-              put(o, "fused_roofline_share", fb_json_num_or_null(ms > 0 ? roof / ms : NAN));
+    bool ok = o && by && fb_json_put(o, "won", cJSON_CreateNumber(won)) &&
+              fb_json_put(o, "lost", cJSON_CreateNumber(lost)) &&
+              fb_json_put(o, "within_noise", cJSON_CreateNumber(noise)) &&
+              fb_json_put(o, "fused_roofline_share", fb_json_num_or_null(ms > 0 ? roof / ms : NAN));
     for (int r = NAT_EX_NONE + 1; ok && r < NAT_EX_COUNT; r++)
-        ok = !reasons[r] || put(by, nat_ex_reason_name(r), cJSON_CreateNumber(reasons[r]));
-    if (!ok || !put(o, "lost_by_reason", by)) {
+        ok = !reasons[r] || fb_json_put(by, nat_ex_reason_name(r), cJSON_CreateNumber(reasons[r]));
+    if (!ok || !fb_json_put(o, "lost_by_reason", by)) {
         cJSON_Delete(o);
         if (!ok)
             cJSON_Delete(by);
@@ -534,16 +525,9 @@ static cJSON *summary_json(const nat_ex_result *ex)
 /* {"gbps", "gflops"}: the limits the groups were held against, or null. */
 static cJSON *limits_json(bool gpu)
 {
-    double gbps, gflops;
-    if (!nat_roofline_get(gpu, &gbps, &gflops))
-        return cJSON_CreateNull();
-    cJSON *o = cJSON_CreateObject();
-    if (!o || !cJSON_AddNumberToObject(o, "gbps", gbps) ||
-        !cJSON_AddNumberToObject(o, "gflops", gflops)) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
+    double gbps = 0, gflops = 0;
+    return nat_roofline_get(gpu, &gbps, &gflops) ? fb_json_roofline(gbps, gflops)
+                                                 : cJSON_CreateNull();
 }
 
 cJSON *nat_ex_to_json(const nat_ex_result *ex, const nat_ex_input *in, const nat_ctx *ctx)
@@ -561,15 +545,17 @@ cJSON *nat_ex_to_json(const nat_ex_result *ex, const nat_ex_input *in, const nat
         if (!ok)
             cJSON_Delete(g);
     }
-    ok = ok && put(o, "engine", cJSON_CreateString("native")) &&
-         put(o, "device", cJSON_CreateString(in->gpu ? "cuda" : "cpu")) &&
-         put(o, "rounds", cJSON_CreateNumber(ex->rounds)) &&
-         put(o, "noise_threshold", cJSON_CreateNumber(FB_NOISE_THRESHOLD)) &&
-         put(o, "layout_noise_ms", fb_json_num_or_null(ex->layout_ms)) &&
-         put(o, "roofline", limits_json(in->gpu)) && put(o, "waterfall", waterfall_json(ex)) &&
-         put(o, "summary", summary_json(ex)) && put(o, "all_lost_undone", all_json(ex));
-    bool given = ok; /* put() attaches groups or frees it */
-    ok = ok && put(o, "groups", groups);
+    ok = ok && fb_json_put(o, "engine", cJSON_CreateString("native")) &&
+         fb_json_put(o, "device", cJSON_CreateString(in->gpu ? "cuda" : "cpu")) &&
+         fb_json_put(o, "rounds", cJSON_CreateNumber(ex->rounds)) &&
+         fb_json_put(o, "noise_threshold", cJSON_CreateNumber(FB_NOISE_THRESHOLD)) &&
+         fb_json_put(o, "layout_noise_ms", fb_json_num_or_null(ex->layout_ms)) &&
+         fb_json_put(o, "roofline", limits_json(in->gpu)) &&
+         fb_json_put(o, "waterfall", waterfall_json(ex)) &&
+         fb_json_put(o, "summary", summary_json(ex)) &&
+         fb_json_put(o, "all_lost_undone", all_json(ex));
+    bool given = ok; /* fb_json_put() attaches groups or frees it */
+    ok = ok && fb_json_put(o, "groups", groups);
     free(order);
     if (!ok) {
         cJSON_Delete(o);
