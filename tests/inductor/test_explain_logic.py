@@ -418,6 +418,61 @@ def inside():
                              ["for(){ at::vec::a(in_ptr0[i]); }", "for(){ at::vec::b(in_ptr0[i]);"
                               " at::vec::c(in_ptr1[i]); }"], 2.0, 1.0, 0, 0)
     c.check(r == "recompute", "more loads fused than apart: %s" % r)
+    # threads: Inductor's C++ as it writes it (a reduction split across
+    # threads, then a loop nest under omp single; an unbraced loop; the
+    # per-thread combining loops are not nests)
+    split = """#pragma omp parallel
+{
+    int tid = omp_get_thread_num();
+    #pragma omp for
+    for(int64_t x0=0; x0<1048576L; x0+=8L)
+    {
+        {
+            tmp_acc0_vec_local = cascade_sum_combine(at::vec::a(in_ptr0 + x0), &h);
+            for(int64_t x1=0; x1<8L; x1+=1L) { t[x1] = 0; }
+        }
+    }
+    tmp_acc0_vec_arr[tid] = tmp_acc0_vec_local;
+    tmp_acc0_arr[tid] = tmp_acc0_local;
+    masked_tmp_acc0_vec_arr[tid] = masked_tmp_acc0_vec_local;
+}
+for (int tid = 0; tid < 2; tid++)
+{
+    tmp_acc0_vec = tmp_acc0_vec + tmp_acc0_vec_arr[tid];
+}
+"""
+    single = """#pragma omp parallel
+{
+    #pragma omp for
+    for(int64_t x0=0; x0<3L; x0+=1L)
+    {
+        out_ptr0[x0] = at::vec::b(in_ptr0 + x0);
+    }
+    #pragma omp single
+    {
+        for(int64_t x0=0; x0<1000L; x0+=8L)
+            for(int64_t x1=0; x1<3L; x1+=1L)
+            {
+                acc = at::vec::c(in_ptr0 + x0 + 1000L*x1);
+            }
+    }
+}
+"""
+    sf, gf = explain.code_facts(split), explain.code_facts(single)
+    c.check((sf["parallel_loops"], sf["serial_loops"], sf["split_reductions"]) == (1, 0, 1) and
+            (gf["parallel_loops"], gf["serial_loops"], gf["split_reductions"]) == (1, 1, 0),
+            "C++ loop nests: a split reduction across threads (1, 0, 1 of %s), a nest under "
+            "omp single (1, 1, 0 of %s)" % (sf, gf))
+    c.check(explain.loop_nests("for(i)\n    x[i] = 0;\nfor(j)\n{\n}\n") == (0, 2),
+            "two loop nests in a kernel with no parallel region: both on one thread")
+    r, ev = explain.reason_of(d, single, [split, split], 2.0, 1.0, 0, 0)
+    c.check(r == "lost_parallelism" and ev["fused_kernel"]["serial_loops"] == 1,
+            "a fused loop nest on one thread that its parts ran on every thread: %s" % r)
+    r, _ = explain.reason_of(d, single, [single], 2.0, 1.0, 0, 0)
+    c.check(r == "kernel_slowdown", "the same nest on one thread apart: not the reason (%s)" % r)
+    r, _ = explain.reason_of(d, single, [single.replace("#pragma omp for", "")], 2.0, 1.0, 0, 0)
+    c.check(r == "kernel_slowdown", "parts with no parallel nest (one thread): not the reason "
+            "(%s)" % r)
     r, _ = explain.reason_of({"kind": "epilogue"}, "x", ["y"], 2.0, 1.0, 0, 1)
     c.check(r == "library_path_lost", "an epilogue whose undoing brings a library call back")
     r, _ = explain.reason_of(d, "at::vec::a(in_ptr0[i]);", ["at::vec::a(in_ptr0[i]);"],

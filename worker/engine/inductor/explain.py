@@ -276,16 +276,61 @@ def fresh_allocation(base_alloc, cf_alloc):
                 base_alloc["bytes"] - cf_alloc["bytes"] >= ALLOC_EVIDENCE_BYTES)
 
 
+def loop_nests(src):
+    """(parallel, serial): how many outermost loop nests of Inductor's C++
+    kernel code run across threads (a `for(` right under `#pragma omp for`)
+    and how many on one thread (under `#pragma omp single`, or in a kernel
+    with no parallel region).  Inductor writes its loop nests as `for(` and
+    each body in braces on the next line; the per-thread combining loops of a
+    split reduction (`for (int tid ...`) are not nests."""
+    par = ser = depth = 0
+    bodies = []  # the brace depth of each open loop nest's body
+    omp_for = want_body = False
+    for line in src.splitlines():
+        t = line.strip()
+        if not t:
+            continue
+        if t.startswith("#pragma omp for"):
+            omp_for = True
+            continue
+        if t.startswith("for("):
+            if not bodies and not want_body:  # outermost (not an unbraced loop's body)
+                par, ser = (par + 1, ser) if omp_for else (par, ser + 1)
+            want_body = True
+        elif want_body and not t.startswith("{"):
+            want_body = False  # an unbraced body: this one statement
+        if not t.startswith("#"):
+            omp_for = False
+        for ch in t:
+            if ch == "{":
+                depth += 1
+                if want_body:
+                    bodies.append(depth)
+                    want_body = False
+            elif ch == "}":
+                if bodies and bodies[-1] == depth:
+                    bodies.pop()
+                depth -= 1
+    return par, ser
+
+
 def code_facts(src):
     """What a kernel's generated code shows: loop nests, vectorized ones (C++:
-    at::vec), loads (reads through an input pointer)."""
+    at::vec), loads (reads through an input pointer); in C++, the outermost
+    loop nests run across threads and on one thread (loop_nests), and the
+    reductions split across threads (each thread's partial result kept in
+    an array by thread: `tmp_acc0_arr[tid] = `, with its vector and masked
+    twins, one reduction)."""
     if src is None:
         return None
     nests = len(re.findall(r"^\s*#pragma omp for|^\s*for\(", src, re.M)) or 1
+    par, ser = loop_nests(src)
     return {"vectorized": "at::vec::" in src or "tl.load" in src,
             "vec_ops": src.count("at::vec::"),
             "loads": sum(1 for _ in _LOAD_RE.finditer(src)),
-            "loop_lines": nests, "bytes": len(src)}
+            "loop_lines": nests, "bytes": len(src),
+            "parallel_loops": par, "serial_loops": ser,
+            "split_reductions": len(set(re.findall(r"(tmp_acc\d+)\w*_arr\[tid\]\s*=", src)))}
 
 
 def triton_facts(names, modules=None):
@@ -318,8 +363,8 @@ def triton_facts(names, modules=None):
 # ---- reasons ----
 
 REASONS = ("library_path_lost", "register_spills", "low_occupancy", "register_pressure",
-           "lost_vectorization", "recompute", "kernel_slowdown", "fresh_allocation",
-           "unexplained")
+           "lost_vectorization", "recompute", "lost_parallelism", "kernel_slowdown",
+           "fresh_allocation", "unexplained")
 # A fused Triton kernel under register pressure: this many registers a thread
 # and more than REGS_X times the most any of its unfused kernels needs.
 REGS_HIGH, REGS_X = 128, 1.5
@@ -466,6 +511,12 @@ def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gp
             return "lost_vectorization", ev
         if bf["loads"] > sum(f["loads"] for f in cfs):
             return "recompute", ev
+        # a loop nest on one thread that the unfused kernels ran on all of
+        # them (a reduction no longer split across threads, or an outer loop
+        # too short to share once fused)
+        if bf["serial_loops"] > sum(f["serial_loops"] for f in cfs) and \
+                sum(f["parallel_loops"] for f in cfs) > 0:
+            return "lost_parallelism", ev
     if base_ms is not None and cf_ms is not None and base_ms > cf_ms:
         return "kernel_slowdown", ev
     if allocs and fresh_allocation(*allocs):  # the loss outside the kernels
