@@ -473,6 +473,11 @@ for (int tid = 0; tid < 2; tid++)
     r, _ = explain.reason_of(d, single, [single.replace("#pragma omp for", "")], 2.0, 1.0, 0, 0)
     c.check(r == "kernel_slowdown", "parts with no parallel nest (one thread): not the reason "
             "(%s)" % r)
+    with open(os.path.join(HERE, "..", "..", "docs", "EXPLAIN.md")) as f:
+        doc = f.read()
+    undocumented = [x for x in explain.REASONS if "   | `%s` |" % x not in doc]
+    c.check(not undocumented, "every reason code in EXPLAIN.md's table (missing: %s)"
+            % undocumented)
     r, _ = explain.reason_of({"kind": "epilogue"}, "x", ["y"], 2.0, 1.0, 0, 1)
     c.check(r == "library_path_lost", "an epilogue whose undoing brings a library call back")
     r, _ = explain.reason_of(d, "at::vec::a(in_ptr0[i]);", ["at::vec::a(in_ptr0[i]);"],
