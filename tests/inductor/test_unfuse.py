@@ -52,6 +52,15 @@ def decisions_listed(c, py):
     res = indtest.result_of(lines)
     f = figures(res, "inductor")
     explained(c, py, res, f)
+    # its progress: seconds spent of the explanation's budget, never past it
+    ex = [(l["done"], l["total"]) for l in lines
+          if l.get("type") == "progress" and l.get("phase") == "explain"]
+    fx = f.get("fusion_explain", {})
+    c.check(len(ex) >= 3 and all(t == max(1, round(fx.get("budget_s", -1))) and 0 <= d <= t
+                                 for d, t in ex) and
+            [d for d, _ in ex] == sorted(d for d, _ in ex),
+            "explain progress: seconds of the %s s budget, rising, never past it (%s)"
+            % (fx.get("budget_s"), ex[:8]))
     ds = f.get("decisions", [])
     c.check(rc == 0 and f.get("decisions_total") == len(ds) >= 2,
             "inductor lists its fusion decisions (%d)" % len(ds))

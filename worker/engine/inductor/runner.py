@@ -850,11 +850,17 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
         return {"error": why, "code": "unsupported"}
     counts = {"final_nodes": figs.get("final_nodes", 0),
               "generated_kernels": figs["generated_kernels"]}
-    done = [0]
+    # progress: the seconds spent of the explanation's budget (what bounds
+    # it; how many compiles group testing will take is not known ahead)
+    clock = {"t0": time.monotonic(), "budget": 0}
+
+    def tick():
+        spent = int(time.monotonic() - clock["t0"])
+        proto.progress("explain", "inductor", min(spent, clock["budget"]), clock["budget"],
+                       force=True)
 
     def compile_cf(ids):
-        proto.progress("explain", "inductor", done[0], len(made), force=True)
-        done[0] += 1
+        tick()
         undo = decisions.undo_for(ids, made) if ids else None
         v = Variant(ladder.UNFUSED if ids else "inductor")
         v.undo = undo
@@ -877,7 +883,7 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                 "took": took, "externs": f["extern_calls"]}
 
     def compile_knob(name, value):
-        proto.progress("explain", "inductor", done[0], len(made), force=True)
+        tick()
         fn, _ = compile_variant("inductor", model, inputs, req, root,
                                 undo=ladder.KnobOff(name, value), warm=False,
                                 share=figs["_cache_dir"])
@@ -910,6 +916,8 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                       roof=explain_roofline(req))
     left = req.get("timeout_s", 600) - (time.monotonic() - STARTED) - EXPLAIN_MARGIN_S
     budget = explain.job_budget(req["params"].get("time_budget_s"), spent_s, left)
+    clock.update(t0=time.monotonic(), budget=max(1, int(round(budget))))
+    tick()
     ok_v = {v.name: v for v in variants if v.status == "ok" and len(v.samples) >= 2}
     step = None
     if "inductor-nofusion" in ok_v:
