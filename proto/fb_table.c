@@ -605,6 +605,20 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
                 tb_str(e, "kind", "?"), tb_str(e, "verdict", "?"), km, sv, cis, pb, rf,
                 tb_fusion_reason(e), tb_str(e, "kernel", "-"));
     }
+    n = 0; /* each lost fusion's evidence in words (explain.py why_of) */
+    cJSON_ArrayForEach(e, tb_get(fx, "fusions"))
+    {
+        if (strcmp(tb_str(e, "verdict", ""), "lost") != 0 || !tb_str(e, "why", NULL))
+            continue;
+        if (n++ == 0)
+            fprintf(f, "why they lost:\n");
+        if (n > TB_EXPLAIN_ROWS) {
+            fprintf(f, "  ...\n");
+            break;
+        }
+        fprintf(f, "  %s %s: %s\n", tb_str(e, "id", "?"), tb_str(e, "reason", "?"),
+                tb_str(e, "why", ""));
+    }
     if (cJSON_GetArraySize(tb_get(missed, "top")) > 0) {
         fprintf(f, "merges Inductor refused, by the bytes they would have shared:\n");
         n = 0;

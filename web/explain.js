@@ -24,7 +24,7 @@ function stepBars(first, from, steps, last, to) {
   const bars = [[first, [0, from]]];
   let at = from;
   for (const [name, v] of steps) {
-    bars.push([name + " " + (v >= 0 ? "−" : "+") + Math.abs(v).toFixed(3), [at - v, at]]);
+    bars.push([name + " " + (v > 0 ? "−" : v < 0 ? "+" : "") + Math.abs(v).toFixed(3), [at - v, at]]);
     at -= v;
   }
   bars.push([last, [0, to]]);
@@ -163,7 +163,7 @@ function fusionRow(e) {
     el("td", { class: "num" }, typeof e.predicted_shared_bytes === "number" ? String(e.predicted_shared_bytes) : "–"),
     el("td", { class: "num" }, e.costs && typeof e.costs.roofline_share === "number" ? (100 * e.costs.roofline_share).toFixed(0) + "%" : "–"),
     el("td", {}, e.measured ? e.measured.replace(/_/g, " ") : "–"),
-    el("td", { title: e.evidence ? JSON.stringify(e.evidence).slice(0, 600) : "" },
+    el("td", { title: e.why || (e.evidence ? JSON.stringify(e.evidence).slice(0, 600) : "") },
       e.reason || (e.interaction ? "interaction: " + (e.interaction === "cause" ? "a cause" : "kept together") : "") ||
         (e.peak_interaction ? "holds the extra peak: " + (e.peak_interaction === "cause" ? "a cause" : "kept together") : "")),
     el("td", {}, el("code", {}, e.kernel || "–")));
@@ -216,9 +216,13 @@ function drawInductorWaterfall(fx) {
   const m = fx.medians || {}, fus = fx.fusions || [];
   if (typeof m["inductor-nofusion"] !== "number" || typeof m.inductor !== "number" || !hasChart()) return false;
   const sum = (v) => fus.filter((e) => e.verdict === v && e.measured === "alone").reduce((a, e) => a + e.saved_ms, 0);
-  drawBars(stepBars("inductor-nofusion", m["inductor-nofusion"], [["won", sum("won")], ["lost", sum("lost")],
+  // with no fusion measured alone (all in chunks) there are no parts: the
+  // whole step is one bar, not four empty ones that leave it unaccounted
+  const steps = typeof fx.sum_of_parts_ms === "number" ? [["won", sum("won")], ["lost", sum("lost")],
     ["no difference", sum("no_difference")],
-    ["interaction", typeof fx.interaction_ms === "number" ? fx.interaction_ms : 0]], "inductor", m.inductor));
+    ["interaction", typeof fx.interaction_ms === "number" ? fx.interaction_ms : 0]]
+    : [["fusion, none measured alone", m["inductor-nofusion"] - m.inductor]];
+  drawBars(stepBars("inductor-nofusion", m["inductor-nofusion"], steps, "inductor", m.inductor));
   return true;
 }
 
@@ -270,7 +274,7 @@ function renderInductor(ex) {
     items.push(["fused kernels on the roofline", typeof fx.fused_roofline_share === "number" ? (100 * fx.fused_roofline_share).toFixed(0) +
       "% (time-weighted, the kernels holding a decision; Inductor's byte and FLOP counts)" : "–"]);
     if (typeof fx.ladder_step_ms === "number")
-      items.push(["all fusion vs its parts", "saved " + fx.ladder_step_ms.toFixed(3) + " ms; " +
+      items.push(["all fusion vs its parts", (fx.ladder_step_ms >= 0 ? "saves " : "costs ") + Math.abs(fx.ladder_step_ms).toFixed(3) + " ms; " +
         (typeof fx.sum_of_parts_ms === "number" ? "measured alone they add up to " + fx.sum_of_parts_ms.toFixed(3) + " ms; interaction " +
           (typeof fx.interaction_ms === "number" ? fx.interaction_ms.toFixed(3) : "–") + " ms"
           : "no fusion was measured alone, so there is no sum of parts to set against it")]);
@@ -295,6 +299,10 @@ function renderInductor(ex) {
     for (const p of (fx.beside || []))
       items.push(["beside fusion: " + knobName(p),
         partText(p) + (gap > 0 ? "; inductor is " + gap.toFixed(3) + " ms slower than eager" : "")]);
+    // each lost fusion's evidence in words (explain.py why_of)
+    const why = (fx.fusions || []).filter((e) => e.verdict === "lost" && e.why);
+    if (why.length) items.push(["why they lost", why.slice(0, 8).map((e) => e.id + " (" + e.reason.replace(/_/g, " ") + "): " + e.why).join("; ") +
+      (why.length > 8 ? "; and " + (why.length - 8) + " more (hover a reason in the table)" : "")]);
     if (all) items.push(["all lost undone", "recovers " + all.recovered_ms.toFixed(3) + " ms"]);
     items.push(["Inductor's cost model", (typeof cm.spearman === "number" ? "rank correlation " + cm.spearman.toFixed(2) +
       " over the fusions measured alone, " + (cm.bad_fusions || []).length + " predicted to help and measured to hurt" : "too few fusions measured alone") +

@@ -478,8 +478,32 @@ for (int tid = 0; tid < 2; tid++)
     undocumented = [x for x in explain.REASONS if "   | `%s` |" % x not in doc]
     c.check(not undocumented, "every reason code in EXPLAIN.md's table (missing: %s)"
             % undocumented)
-    r, _ = explain.reason_of({"kind": "epilogue"}, "x", ["y"], 2.0, 1.0, 0, 1)
+    r, ev = explain.reason_of(d, single, [split, split], 2.0, 1.0, 0, 0)
+    w = explain.why_of(r, ev)
+    c.check("runs 1 of its loop nests on one thread (0 split reductions)" in w and
+            "2 unfused kernels run 0 on one thread and 2 across threads (2 split" in w,
+            "lost_parallelism in words: %s" % w)
+    r, ev = explain.reason_of({"kind": "epilogue"}, "x", ["y"], 2.0, 1.0, 0, 1)
     c.check(r == "library_path_lost", "an epilogue whose undoing brings a library call back")
+    w = explain.why_of(r, ev)
+    c.check("makes 1 library calls instead of 0" in w, "library_path_lost in words: %s" % w)
+    r, ev = explain.reason_of(d, vec_a, vec_b, 1.0, 2.0, 0, 0, allocs=(a, b))
+    w = explain.why_of(r, ev)
+    c.check("allocates 3.1 MB at each call with the fusion, 1.0 MB without" in w,
+            "fresh_allocation in words: %s" % w)
+    r, ev = explain.reason_of(d, vec_a, vec_b, 2.0, 1.0, 0, 0)
+    ev["roofline"] = explain.roofline_evidence({"gbps": 10.0}, (4e6, 2.0), [(4e6, 1.0)])
+    w = explain.why_of(r, ev)
+    c.check(r == "kernel_slowdown" and "takes 2.0000 ms; its unfused kernel takes 1.0000 ms, and" in w
+            and "at 20% of the memory bandwidth, its unfused kernel at 40%" in w,
+            "kernel_slowdown in words, with the roofline: %s" % w)
+    r, ev = explain.reason_of(d, "for(){ x = in_ptr0[i]; }",
+                              ["for(){ at::vec::Vectorized<float> a; }"], 2.0, 1.0, 0, 0)
+    w = explain.why_of(r, ev)
+    c.check("has 0 vector operations (scalar loops); its unfused kernel has 1" in w,
+            "lost_vectorization in words: %s" % w)
+    c.check(explain.why_of("unexplained", {}) == "no rule's evidence holds",
+            "unexplained in words")
     r, _ = explain.reason_of(d, "at::vec::a(in_ptr0[i]);", ["at::vec::a(in_ptr0[i]);"],
                              2.0, 1.0, 0, 0)
     c.check(r == "kernel_slowdown", "same code facts, fused kernel slower: kernel_slowdown")
@@ -523,8 +547,9 @@ for (int tid = 0; tid < 2; tid++)
             "paired profiles: base and counterfactual in turn, least time per kernel (%s)" % pp)
     gpu = ({"n_regs": 255, "n_spills": 24}, [{"n_regs": 96, "n_spills": 0}])
     r, ev = explain.reason_of(d, "tl.load", ["tl.load"], 2.0, 1.0, 0, 0, gpu)
-    c.check(r == "register_spills" and ev["triton"]["fused"]["n_spills"] == 24,
-            "Triton: the fused kernel spills, its parts do not")
+    c.check(r == "register_spills" and ev["triton"]["fused"]["n_spills"] == 24 and
+            "spills 24 registers; its unfused kernel spills none" in explain.why_of(r, ev),
+            "Triton: the fused kernel spills, its parts do not (%s)" % explain.why_of(r, ev))
     gpu = ({"n_regs": 200, "n_spills": 0}, [{"n_regs": 64, "n_spills": 0}])
     r, _ = explain.reason_of(d, "tl.load", ["tl.load"], 2.0, 1.0, 0, 0, gpu)
     c.check(r == "register_pressure", "Triton: 200 registers against 64: register_pressure")

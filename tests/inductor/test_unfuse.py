@@ -148,6 +148,8 @@ def planted(c, py, seeds):
                     "harmful (seed %d): reason kernel_slowdown, fused kernel %s ms against "
                     "%s ms apart" % (seed, ev.get("fused_kernel_ms"),
                                      ev.get("unfused_kernels_ms")))
+            c.check(("takes %.4f ms" % ev.get("fused_kernel_ms", 0)) in e.get("why", ""),
+                    "harmful (seed %d): why, in words: %s" % (seed, e.get("why")))
             all_lost = fx.get("all_lost_undone") or {}
             c.check((all_lost.get("recovered_ms") or 0) > 0,
                     "harmful (seed %d): undoing the lost fusion recovers %s ms" % (

@@ -288,12 +288,17 @@ static void test_table_inductor_fusions(void **state)
         "\"kernel_ms\":17.1,\"saved_ms\":-1.3,\"saved_ci95\":[-1.39,-1.26],"
         "\"peak_mem_delta_bytes\":12288,"
         "\"predicted_shared_bytes\":4194304,\"reason\":\"kernel_slowdown\",\"kernel\":\"k0\","
+        "\"why\":\"the fused kernel takes 17.1000 ms; its unfused kernel takes 15.8000 ms\","
         "\"costs\":{\"roofline_share\":0.424}},"
         "{\"id\":\"group-abcdef012345\",\"kind\":\"kernel_group\",\"verdict\":\"won\","
         "\"kernel_ms\":17.1,\"saved_ms\":0.13,\"saved_ci95\":[0.08,0.18],"
         "\"predicted_shared_bytes\":null,\"reason\":null,\"peak_interaction\":\"cause\","
         "\"kernel\":\"k0\"}]}}";
     char *buf = explain_text(text);
+    /* the lost fusion's evidence in words; the won one has none */
+    assert_non_null(strstr(buf, "why they lost:\n  fuse-0123456789ab kernel_slowdown: the fused "
+                                "kernel takes 17.1000 ms; its unfused kernel takes 15.8000 ms\n"));
+    assert_null(strstr(buf, "\n  group-abcdef012345 "));
     assert_non_null(strstr(buf, "Inductor's fusions, each undone (2 decisions; 1 won, 1 lost, 0 "
                                 "no difference, 0 not measured in the 60 s budget; layout noise "
                                 "0.050 ms)\n"));

@@ -524,6 +524,73 @@ def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gp
     return "unexplained", ev
 
 
+def _n(x, fmt="{:d}"):
+    return "?" if x is None else fmt.format(x)
+
+
+def why_of(reason, ev):
+    """The evidence for `reason` (reason_of's) in one sentence, with its
+    numbers, for a reader who will not open the evidence's JSON."""
+    bf = ev.get("fused_kernel") or {}
+    cfs = ev.get("unfused_kernels") or []
+    one = len(cfs) == 1
+    parts = "its unfused kernel" if one else "its %d unfused kernels" % len(cfs)
+    both = "" if one else " together"
+
+    def verb(v):  # "take" -> "takes" for one kernel
+        return v + ("s" if one else "")
+    tr = ev.get("triton") or {}
+    if reason == "library_path_lost":
+        b, c = (ev.get("extern_calls") or [None, None])[:2]
+        return ("undone, the compile makes %s library calls instead of %s: the fusion into "
+                "the template took the library's path" % (_n(c), _n(b)))
+    if reason == "register_spills":
+        return ("the fused Triton kernel spills %s registers; %s %s none"
+                % (_n((tr.get("fused") or {}).get("n_spills")), parts, verb("spill")))
+    if reason == "low_occupancy":
+        (fo, lim), least = ev["occupancy"]["fused"], min(o for o, _ in ev["occupancy"]["unfused"])
+        return ("the fused Triton kernel's occupancy is %.0f%%, limited by its %s; %s %s at "
+                "least %.0f%%" % (100 * fo, lim.replace("_", " "), parts, verb("reach"),
+                                  100 * least))
+    if reason == "register_pressure":
+        most = max(((c or {}).get("n_regs") or 0) for c in tr.get("unfused") or [{}])
+        return ("the fused Triton kernel needs %s registers a thread; %s at most %d"
+                % (_n((tr.get("fused") or {}).get("n_regs")), parts, most))
+    if reason == "lost_vectorization":
+        return ("the fused kernel has %d vector operations%s; %s %s %d%s"
+                % (bf.get("vec_ops", 0), "" if bf.get("vectorized") else " (scalar loops)",
+                   parts, "has" if one else "have", sum(f.get("vec_ops", 0) for f in cfs), both))
+    if reason == "recompute":
+        return ("the fused kernel reads through its input pointers %d times; %s %d times%s"
+                % (bf.get("loads", 0), parts, sum(f.get("loads", 0) for f in cfs), both))
+    if reason == "lost_parallelism":
+        return ("the fused kernel runs %d of its loop nests on one thread (%d split reductions); "
+                "%s %s %d on one thread and %d across threads (%d split reductions)"
+                % (bf.get("serial_loops", 0), bf.get("split_reductions", 0), parts, verb("run"),
+                   sum(f.get("serial_loops", 0) for f in cfs),
+                   sum(f.get("parallel_loops", 0) for f in cfs),
+                   sum(f.get("split_reductions", 0) for f in cfs)))
+    if reason == "kernel_slowdown":
+        roof = ev.get("roofline") or {}
+        fs = (roof.get("fused") or {}).get("share")
+        us = [u.get("share") for u in roof.get("unfused") or [] if u.get("share") is not None]
+        bw = "" if fs is None or not us else (
+            "; it moves its bytes at %.0f%% of the memory bandwidth, %s at %s"
+            % (100 * fs, parts, ", ".join("%.0f%%" % (100 * u) for u in us)))
+        return ("the fused kernel takes %s ms; %s %s %s ms%s, and no other rule's evidence "
+                "holds%s" % (_n(ev.get("fused_kernel_ms"), "{:.4f}"), parts, verb("take"),
+                             _n(ev.get("unfused_kernels_ms"), "{:.4f}"), both, bw))
+    if reason == "fresh_allocation":
+        al = ev.get("allocated_per_call") or {}
+        mb = [(al.get(k) or {}).get("bytes") for k in ("fused", "unfused")]
+        return ("the loss is outside the kernels: the compile allocates %s MB at each call "
+                "with the fusion, %s MB without it"
+                % tuple(_n(x if x is None else x / 1e6, "{:.1f}") for x in mb))
+    if ev.get("why"):
+        return ev["why"]
+    return "no rule's evidence holds"
+
+
 # ---- the explanation ----
 
 
@@ -1069,6 +1136,7 @@ def _reasons(ctx, lost, by_id):
         d = by_id[e["id"]]
         if r is None:
             e["reason"], e["evidence"] = "unexplained", {"why": "not measured alone"}
+            e["why"] = "not measured alone"
             continue
         cf = r["cf"]
         keys = {m["key"] for m in d["members"]}
@@ -1096,7 +1164,7 @@ def _reasons(ctx, lost, by_id):
             [(nbytes.get(k), (times or {}).get(k)) for k in cf_kernels])
         if roof:
             ev["roofline"] = roof
-        e["reason"], e["evidence"] = reason, ev
+        e["reason"], e["evidence"], e["why"] = reason, ev, why_of(reason, ev)
 
 
 def _memory(ctx, entries):
