@@ -258,7 +258,13 @@ function drawCostModel(fx) {
 // each of Inductor's fusion decisions undone with its verdict, the waterfall
 // from inductor-nofusion to inductor, and the cost model's scatter; without,
 // its fused kernels with eager's per-call time of each ATen op type they name.
+const EXPLAIN_SUB = {
+  native: "which fusion groups won, which lost, and why; click a group to see it in the graph (docs/EXPLAIN.md)",
+  inductor: "which of Inductor's fusion decisions won, which lost, and why: each undone and timed against the job's compile (docs/EXPLAIN.md)",
+};
+
 function renderInductor(ex) {
+  document.getElementById("explain-sub").textContent = EXPLAIN_SUB.inductor;
   document.getElementById("explain-none").hidden = true;
   document.getElementById("explain-body").hidden = false;
   const fx = ex.fusions && !ex.fusions.error ? ex.fusions : null;
@@ -355,6 +361,7 @@ function renderInductor(ex) {
 
 function renderExplain(ex) {
   if (ex.engine === "inductor") { renderInductor(ex); return; }
+  document.getElementById("explain-sub").textContent = EXPLAIN_SUB.native;
   const w = ex.waterfall || {}, s = ex.summary || {};
   document.getElementById("explain-none").hidden = true;
   document.getElementById("explain-body").hidden = false;

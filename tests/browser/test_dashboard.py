@@ -246,6 +246,7 @@ def explain_card(page, shots):
     page.click("#graph-tools button[data-variant=fused]")
     page.wait_for_function("() => document.querySelectorAll('#explain-table tbody tr').length == 20", timeout=20000)
     text = page.inner_text("#explain-summary")
+    check("click a group" in page.inner_text("#explain-sub"), "a native job's card subtitle")
     check("won" in text and "measured difference" in text, "explain summary: %r" % text)
     page.click("#explain-table tbody tr:first-child")
     picked = page.eval_on_selector_all("#graph-box .gnode.picked", "ns => ns.length")
@@ -342,6 +343,9 @@ def inductor_explain_card(env, page, shots):
                            % len(fx["fusions"]), timeout=20000)
     head = page.eval_on_selector_all("#explain-table thead th", "ths => ths.map((t) => t.textContent)")
     check("of roofline" in head and "predicted B" in head, "the fusions' columns: %r" % head)
+    sub = page.inner_text("#explain-sub")
+    check("Inductor's fusion decisions" in sub and "graph" not in sub,
+          "the card's subtitle speaks of Inductor's decisions, not the native graph (%r)" % sub)
     text = page.inner_text("#explain-summary")
     check(re.search(r"fused kernels on the roofline\s+\d+%", text) is not None,
           "the summary: the fused kernels' share of the roofline (%r)" % text)
