@@ -247,7 +247,7 @@ function drawCostModel(fx) {
       { label: "no difference", data: by("no_difference"), backgroundColor: "#b0b7c3" },
       { label: "a chunk within the noise", data: grouped, backgroundColor: "rgba(0,0,0,0)", borderColor: "#6b7280", pointRadius: 5 }] },
     options: {
-      scales: { x: { title: { display: true, text: "Inductor's predicted shared bytes" } },
+      scales: { x: { beginAtZero: true, title: { display: true, text: "Inductor's predicted shared bytes" } },
         y: { title: { display: true, text: "saved ms (undone − inductor)" } } },
       plugins: { tooltip: { callbacks: { label: (c) => c.raw.id + ": " + c.raw.x + " B, " + c.raw.y.toFixed(4) + " ms" } } },
     },
