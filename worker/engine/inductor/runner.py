@@ -829,6 +829,18 @@ STARTED = time.monotonic()
 EXPLAIN_MARGIN_S = 60.0
 
 
+class _Ticking:
+    """The explanation's clock, reporting its progress between samples
+    (a timed comparison can take minutes between two compiles)."""
+
+    def __init__(self, clock, tick):
+        self.clock, self.tick = clock, tick
+
+    def time_ms(self, fn, inputs):
+        self.tick()
+        return self.clock.time_ms(fn, inputs)
+
+
 def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
     """explain.explain() over the inductor rung's decisions, with this job's
     compiles, clock and profile, within params.time_budget_s less the spent_s
@@ -852,12 +864,13 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
               "generated_kernels": figs["generated_kernels"]}
     # progress: the seconds spent of the explanation's budget (what bounds
     # it; how many compiles group testing will take is not known ahead)
-    clock = {"t0": time.monotonic(), "budget": 0}
+    clock = {"t0": time.monotonic(), "budget": 0, "sent": None}
 
-    def tick():
-        spent = int(time.monotonic() - clock["t0"])
-        proto.progress("explain", "inductor", min(spent, clock["budget"]), clock["budget"],
-                       force=True)
+    def tick():  # at most one line a second
+        spent = min(int(time.monotonic() - clock["t0"]), clock["budget"])
+        if spent != clock["sent"]:
+            clock["sent"] = spent
+            proto.progress("explain", "inductor", spent, clock["budget"], force=True)
 
     def compile_cf(ids):
         tick()
@@ -904,7 +917,7 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                       compile_cf=compile_cf, profile_fn=profile_fn,
                       knobs=ladder.step_knobs(), compile_knob=compile_knob,
                       beside=ladder.beside_knobs(figs),
-                      clock=measure.Clock(req["device"]), inputs=inputs,
+                      clock=_Ticking(measure.Clock(req["device"]), tick), inputs=inputs,
                       sync=lambda: _sync(req["device"]),
                       kernel_ms={r["name"]: r["total_ms"] for r in prof.get("rows", [])},
                       base_kernel_ops={k["name"]: k["aten_ops"] for k in figs.get("kernels", [])},
