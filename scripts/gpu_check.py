@@ -751,6 +751,7 @@ print(json.dumps(i))
                 "| model | decisions | won / lost / no difference / not measured | layout noise "
                 "ms | lost (reason) | beside fusion, switched off alone (ms) | cost model rho "
                 "| status |", "|---|---|---|---|---|---|---|---|"]
+        whys = []  # each lost fusion's evidence in words (explain.py why_of)
         for k, (model, args, _) in enumerate(INDUCTOR_EXPLAIN):
             left = self.stage_deadline - time.monotonic()
             mine = max(left - sum(least for _, _, least in INDUCTOR_EXPLAIN[k + 1:]), 2)
@@ -764,6 +765,8 @@ print(json.dumps(i))
             c = fx.get("counts") or {}
             lost = [f"{e['id']} {fnum(e.get('saved_ms'), '{:+.3f}')} ({e.get('reason')})"
                     for e in fx.get("fusions", []) if e.get("verdict") == "lost"]
+            whys += [f"- {model} {e['id']} ({e.get('reason')}): {e['why']}"
+                     for e in fx.get("fusions", []) if e.get("verdict") == "lost" and e.get("why")]
             # the compile's layout choice (channels-last convolutions), when it made one
             beside = [f"{b['what']} {fnum(b.get('saved_ms'), '{:+.3f}')} ({b['verdict']})"
                       for b in fx.get("beside") or []]
@@ -774,6 +777,8 @@ print(json.dumps(i))
                         f"| {'; '.join(beside) or '-'} "
                         f"| {fnum((fx.get('cost_model') or {}).get('spearman'), '{:.2f}')} "
                         f"| {r['status']} {fx.get('error', '')} |")
+        if whys:
+            rows += ["", "Why each lost fusion lost, from the evidence read:", ""] + whys
         return "\n".join(rows)
 
     STAGES = (
