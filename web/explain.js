@@ -254,15 +254,16 @@ function drawCostModel(fx) {
   });
 }
 
-// The inductor engine's explanation: the ladder's steps; with "fusions",
-// each of Inductor's fusion decisions undone with its verdict, the waterfall
-// from inductor-nofusion to inductor, and the cost model's scatter; without,
-// its fused kernels with eager's per-call time of each ATen op type they name.
+// The Explain card's subtitle, by engine.
 const EXPLAIN_SUB = {
   native: "which fusion groups won, which lost, and why; click a group to see it in the graph (docs/EXPLAIN.md)",
   inductor: "which of Inductor's fusion decisions won, which lost, and why: each undone and timed against the job's compile (docs/EXPLAIN.md)",
 };
 
+// The inductor engine's explanation: the ladder's steps; with "fusions",
+// each of Inductor's fusion decisions undone with its verdict, the waterfall
+// from inductor-nofusion to inductor, and the cost model's scatter; without,
+// its fused kernels with eager's per-call time of each ATen op type they name.
 function renderInductor(ex) {
   document.getElementById("explain-sub").textContent = EXPLAIN_SUB.inductor;
   document.getElementById("explain-none").hidden = true;
