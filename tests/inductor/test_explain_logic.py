@@ -494,7 +494,8 @@ for (int tid = 0; tid < 2; tid++)
     r, ev = explain.reason_of(d, vec_a, vec_b, 2.0, 1.0, 0, 0)
     ev["roofline"] = explain.roofline_evidence({"gbps": 10.0}, (4e6, 2.0), [(4e6, 1.0)])
     w = explain.why_of(r, ev)
-    c.check(r == "kernel_slowdown" and "takes 2.0000 ms; its unfused kernel takes 1.0000 ms, and" in w
+    c.check(r == "kernel_slowdown" and
+            "takes 2.0000 ms; its unfused kernel takes 1.0000 ms, and" in w
             and "at 20% of the memory bandwidth, its unfused kernel at 40%" in w,
             "kernel_slowdown in words, with the roofline: %s" % w)
     r, ev = explain.reason_of(d, "for(){ x = in_ptr0[i]; }",

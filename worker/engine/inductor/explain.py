@@ -524,7 +524,7 @@ def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gp
     return "unexplained", ev
 
 
-def _n(x, fmt="{:d}"):
+def _num_text(x, fmt="{:d}"):
     return "?" if x is None else fmt.format(x)
 
 
@@ -543,10 +543,10 @@ def why_of(reason, ev):
     if reason == "library_path_lost":
         b, c = (ev.get("extern_calls") or [None, None])[:2]
         return ("undone, the compile makes %s library calls instead of %s: the fusion into "
-                "the template took the library's path" % (_n(c), _n(b)))
+                "the template took the library's path" % (_num_text(c), _num_text(b)))
     if reason == "register_spills":
         return ("the fused Triton kernel spills %s registers; %s %s none"
-                % (_n((tr.get("fused") or {}).get("n_spills")), parts, verb("spill")))
+                % (_num_text((tr.get("fused") or {}).get("n_spills")), parts, verb("spill")))
     if reason == "low_occupancy":
         (fo, lim), least = ev["occupancy"]["fused"], min(o for o, _ in ev["occupancy"]["unfused"])
         return ("the fused Triton kernel's occupancy is %.0f%%, limited by its %s; %s %s at "
@@ -555,7 +555,7 @@ def why_of(reason, ev):
     if reason == "register_pressure":
         most = max(((c or {}).get("n_regs") or 0) for c in tr.get("unfused") or [{}])
         return ("the fused Triton kernel needs %s registers a thread; %s at most %d"
-                % (_n((tr.get("fused") or {}).get("n_regs")), parts, most))
+                % (_num_text((tr.get("fused") or {}).get("n_regs")), parts, most))
     if reason == "lost_vectorization":
         return ("the fused kernel has %d vector operations%s; %s %s %d%s"
                 % (bf.get("vec_ops", 0), "" if bf.get("vectorized") else " (scalar loops)",
@@ -578,16 +578,14 @@ def why_of(reason, ev):
             "; it moves its bytes at %.0f%% of the memory bandwidth, %s at %s"
             % (100 * fs, parts, ", ".join("%.0f%%" % (100 * u) for u in us)))
         return ("the fused kernel takes %s ms; %s %s %s ms%s, and no other rule's evidence "
-                "holds%s" % (_n(ev.get("fused_kernel_ms"), "{:.4f}"), parts, verb("take"),
-                             _n(ev.get("unfused_kernels_ms"), "{:.4f}"), both, bw))
+                "holds%s" % (_num_text(ev.get("fused_kernel_ms"), "{:.4f}"), parts, verb("take"),
+                             _num_text(ev.get("unfused_kernels_ms"), "{:.4f}"), both, bw))
     if reason == "fresh_allocation":
         al = ev.get("allocated_per_call") or {}
         mb = [(al.get(k) or {}).get("bytes") for k in ("fused", "unfused")]
         return ("the loss is outside the kernels: the compile allocates %s MB at each call "
                 "with the fusion, %s MB without it"
-                % tuple(_n(x if x is None else x / 1e6, "{:.1f}") for x in mb))
-    if ev.get("why"):
-        return ev["why"]
+                % tuple(_num_text(x if x is None else x / 1e6, "{:.1f}") for x in mb))
     return "no rule's evidence holds"
 
 
@@ -1135,8 +1133,7 @@ def _reasons(ctx, lost, by_id):
         r = e.get("_r")
         d = by_id[e["id"]]
         if r is None:
-            e["reason"], e["evidence"] = "unexplained", {"why": "not measured alone"}
-            e["why"] = "not measured alone"
+            e["reason"], e["evidence"], e["why"] = "unexplained", {}, "not measured alone"
             continue
         cf = r["cf"]
         keys = {m["key"] for m in d["members"]}

@@ -864,13 +864,13 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
               "generated_kernels": figs["generated_kernels"]}
     # progress: the seconds spent of the explanation's budget (what bounds
     # it; how many compiles group testing will take is not known ahead)
-    clock = {"t0": time.monotonic(), "budget": 0, "sent": None}
+    progress = {"t0": time.monotonic(), "budget": 0, "sent": None}
 
     def tick():  # at most one line a second
-        spent = min(int(time.monotonic() - clock["t0"]), clock["budget"])
-        if spent != clock["sent"]:
-            clock["sent"] = spent
-            proto.progress("explain", "inductor", spent, clock["budget"], force=True)
+        spent = min(int(time.monotonic() - progress["t0"]), progress["budget"])
+        if spent != progress["sent"]:
+            progress["sent"] = spent
+            proto.progress("explain", "inductor", spent, progress["budget"], force=True)
 
     def compile_cf(ids):
         tick()
@@ -929,7 +929,7 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                       roof=explain_roofline(req))
     left = req.get("timeout_s", 600) - (time.monotonic() - STARTED) - EXPLAIN_MARGIN_S
     budget = explain.job_budget(req["params"].get("time_budget_s"), spent_s, left)
-    clock.update(t0=time.monotonic(), budget=max(1, int(round(budget))))
+    progress.update(t0=time.monotonic(), budget=max(1, int(round(budget))))
     tick()
     ok_v = {v.name: v for v in variants if v.status == "ok" and len(v.samples) >= 2}
     step = None
