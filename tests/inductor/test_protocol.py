@@ -16,6 +16,7 @@ import indtest
 
 sys.path.insert(0, os.path.join(indtest.SRC, "worker", "engine", "inductor"))
 import probecache  # noqa: E402
+import runner  # noqa: E402  (its top level is the standard library only)
 
 
 def probe_cached(py, cache):
@@ -101,9 +102,42 @@ def probe_cache(c, py, cache, first, mods1):
         del os.environ["FUSIONBENCH_PROBE_CACHE"]
 
 
+def beating(c):
+    """runner._beating: the explanation's progress goes out from a thread
+    while a compile holds the interpreter (here a busy loop of bytecodes, as
+    Inductor's scheduling is), whole lines only, and stops with the block."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "p.jsonl")
+        proto = runner.Proto(path)
+        ticks = []
+
+        def tick():
+            ticks.append(time.monotonic())
+            proto.progress("explain", "inductor", len(ticks), 100, force=True)
+
+        t0 = time.monotonic()
+        with runner._beating(tick, every_s=0.2):
+            n = 0
+            while time.monotonic() - t0 < 1.5:
+                n += 1
+        ended = len(ticks)
+        time.sleep(0.5)
+        proto.f.close()
+        with open(path) as f:
+            lines = [json.loads(l) for l in f]
+        gaps = [b - a for a, b in zip([t0] + ticks, ticks + [time.monotonic()])]
+    c.check(ended >= 4 and len(ticks) == ended and [l["done"] for l in lines] ==
+            list(range(1, ended + 1)),
+            "explain progress beats while a block holds the interpreter: %d lines in 1.5 s, "
+            "none after it ends (%d)" % (ended, len(ticks)))
+    c.check(max(gaps[:-1]) < 1.0, "beats at most a second apart (%s)" %
+            ["%.2f" % g for g in gaps[:-1]])
+
+
 def main():
     py = indtest.python_or_skip()
     c = indtest.Checks()
+    beating(c)
 
     cache = tempfile.mkdtemp(prefix="fb-probe-cache-")
     rc, lines, mods = probe_cached(py, cache)

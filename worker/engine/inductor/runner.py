@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -51,10 +52,15 @@ class Proto:
             self.f = os.fdopen(fd, "w", buffering=1)
         self.last = 0.0
         self.phase = None
+        # one line at a time: the explanation's progress also goes out from
+        # a thread while a compile runs (_beating)
+        self.lock = threading.Lock()
 
     def send(self, obj):
-        self.f.write(json.dumps(obj, allow_nan=False, default=str) + "\n")
-        self.f.flush()
+        line = json.dumps(obj, allow_nan=False, default=str) + "\n"
+        with self.lock:
+            self.f.write(line)
+            self.f.flush()
 
     def progress(self, phase, variant=None, done=0, total=0, force=False):
         now = time.monotonic()
@@ -841,6 +847,27 @@ class _Ticking:
         return self.clock.time_ms(fn, inputs)
 
 
+@contextlib.contextmanager
+def _beating(tick, every_s=1.0):
+    """tick() every every_s seconds from a thread while the block runs: a
+    compile holds the explanation for 20 s to minutes, and its progress
+    should move meanwhile (the thread gets the interpreter between the
+    compile's bytecodes and while it waits on a C++ build)."""
+    stop = threading.Event()
+
+    def beat():
+        while not stop.wait(every_s):
+            tick()
+
+    t = threading.Thread(target=beat, name="explain-progress", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+
+
 def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
     """explain.explain() over the inductor rung's decisions, with this job's
     compiles, clock and profile, within params.time_budget_s less the spent_s
@@ -865,12 +892,15 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
     # progress: the seconds spent of the explanation's budget (what bounds
     # it; how many compiles group testing will take is not known ahead)
     progress = {"t0": time.monotonic(), "budget": 0, "sent": None}
+    progress_lock = threading.Lock()
 
-    def tick():  # at most one line a second
-        spent = min(int(time.monotonic() - progress["t0"]), progress["budget"])
-        if spent != progress["sent"]:
+    def tick():  # at most one line a second; from _beating's thread too
+        with progress_lock:
+            spent = min(int(time.monotonic() - progress["t0"]), progress["budget"])
+            if spent == progress["sent"]:
+                return
             progress["sent"] = spent
-            proto.progress("explain", "inductor", spent, progress["budget"], force=True)
+        proto.progress("explain", "inductor", spent, progress["budget"], force=True)
 
     def compile_cf(ids):
         tick()
@@ -881,8 +911,9 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
         # rest load from the job's own compile), and the placebo, the control
         # that matches it, regenerates and reloads the whole graph and builds
         # nothing
-        fn, f = compile_variant(v.name, model, inputs, req, root, undo=undo, warm=False,
-                                share=figs["_cache_dir"])
+        with _beating(tick):
+            fn, f = compile_variant(v.name, model, inputs, req, root, undo=undo, warm=False,
+                                    share=figs["_cache_dir"])
         rebind_one(base)
         took = True
         if ids:
@@ -897,9 +928,10 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
 
     def compile_knob(name, value):
         tick()
-        fn, _ = compile_variant("inductor", model, inputs, req, root,
-                                undo=ladder.KnobOff(name, value), warm=False,
-                                share=figs["_cache_dir"])
+        with _beating(tick):
+            fn, _ = compile_variant("inductor", model, inputs, req, root,
+                                    undo=ladder.KnobOff(name, value), warm=False,
+                                    share=figs["_cache_dir"])
         rebind_one(base)
         return {"fn": fn}
 
