@@ -233,6 +233,12 @@ static void tb_group(FILE *f, const cJSON *g)
 }
 
 #define TB_EXPLAIN_ROWS 15
+/* A share past 100%: the roof is a stream through memory, not a ceiling on
+ * every kernel (docs/METHOD.md, "The machine's limits"). */
+#define TB_OVER_ROOF                                                                               \
+    "* over 100% of the roofline: the roof is a measured stream through memory (a triad on a "     \
+    "CPU, a copy on a GPU); a kernel whose data sat in cache, or that mostly reads, moves bytes "  \
+    "faster"
 
 /* The inductor engine's explanation: the ladder, then its fused kernels. */
 /* v with `digits` decimals (signed: with its sign always), or "-" when it is
@@ -579,11 +585,13 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
                 "Inductor's cost model over the %d units measured (a fusion alone, or a chunk "
                 "within the noise, its predictions summed): rank correlation %.2f\n",
                 cJSON_GetArraySize(tb_get(cm, "units")), tb_num(cm, "spearman_units"));
-    if (isfinite(tb_num(fx, "fused_roofline_share")))
+    double fused_share = tb_num(fx, "fused_roofline_share");
+    bool over_roof = isfinite(fused_share) && fused_share > 1;
+    if (isfinite(fused_share))
         fprintf(f,
-                "the kernels holding a fusion reach %.0f%% of the roofline (time-weighted; "
+                "the kernels holding a fusion reach %.0f%%%s of the roofline (time-weighted; "
                 "Inductor's byte and FLOP counts)\n",
-                100 * tb_num(fx, "fused_roofline_share"));
+                100 * fused_share, over_roof ? "*" : "");
     fprintf(f, "%-18s %-12s %-14s %9s %9s  %-20s %12s %5s  %-18s %s\n", "fusion", "kind", "verdict",
             "kernel ms", "saved ms", "95% CI", "predicted B", "roof", "reason", "kernel");
     int n = 0;
@@ -600,11 +608,14 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
         tb_fmt(sv, sizeof sv, tb_num(e, "saved_ms"), 4, true);
         tb_fmt(pb, sizeof pb, tb_num(e, "predicted_shared_bytes"), 0, false);
         if (isfinite(share))
-            snprintf(rf, sizeof rf, "%.0f%%", 100 * share);
+            snprintf(rf, sizeof rf, "%.0f%%%s", 100 * share, share > 1 ? "*" : "");
+        over_roof |= isfinite(share) && share > 1;
         fprintf(f, "%-18s %-12s %-14s %9s %9s  %-20s %12s %5s  %-18s %s\n", tb_str(e, "id", "?"),
                 tb_str(e, "kind", "?"), tb_str(e, "verdict", "?"), km, sv, cis, pb, rf,
                 tb_fusion_reason(e), tb_str(e, "kernel", "-"));
     }
+    if (over_roof)
+        fprintf(f, "%s\n", TB_OVER_ROOF);
     n = 0; /* each lost fusion's evidence in words (explain.py why_of) */
     cJSON_ArrayForEach(e, tb_get(fx, "fusions"))
     {

@@ -320,9 +320,20 @@ function rate(x, ms) {
   return r >= 100 ? r.toFixed(0) : r.toPrecision(3);
 }
 
+// A share of the roofline as a table cell. The roof is a stream through
+// memory (a triad on a CPU, a copy on a GPU), not a ceiling on every
+// kernel: past 100% it is marked and says why (docs/METHOD.md).
+const OVER_ROOF = "over 100% of the roofline: the roof is a measured stream through memory (a triad on a CPU, " +
+  "a copy on a GPU); a kernel whose data sat in cache, or that mostly reads, moves bytes faster";
+function shareCell(share) {
+  if (typeof share !== "number" || !isFinite(share)) return el("td", { class: "num" }, "–");
+  const over = share > 1;
+  return el("td", over ? { class: "num over-roof", title: OVER_ROOF } : { class: "num" },
+    (100 * share).toFixed(0) + "%" + (over ? "*" : ""));
+}
+
 function roofShare(k) {
-  if (typeof k.roofline_ms !== "number" || !(k.total_ms > 0)) return "–";
-  return (100 * k.roofline_ms / k.total_ms).toFixed(0) + "%";
+  return shareCell(typeof k.roofline_ms === "number" && k.total_ms > 0 ? k.roofline_ms / k.total_ms : null);
 }
 
 function kernelRow(k) {
@@ -336,7 +347,7 @@ function kernelRow(k) {
     el("td", { class: "num" }, fmtMs(k.mean_ms)),
     el("td", { class: "num" }, rate(k.bytes, k.total_ms)),
     el("td", { class: "num" }, rate(k.flops, k.total_ms)),
-    el("td", { class: "num" }, roofShare(k)),
+    roofShare(k),
     el("td", {}, dims(k.grid)),
     el("td", {}, dims(k.block)),
     el("td", {}, Array.isArray(k.ops) ? k.ops.join(", ") : "–"));

@@ -129,7 +129,7 @@ function groupRow(g) {
     el("td", {}, (g.ops || []).join(" → ")),
     msCell(g.eager_ms), msCell(g.fused_ms), msCell(g.delta_ms), el("td", {}, ciText(g.median_delta_ci95 || g.delta_ci95)),
     el("td", { class: "num" }, typeof costs.bytes_saved === "number" ? (costs.bytes_saved / 1048576).toFixed(2) : "–"),
-    el("td", { class: "num" }, typeof costs.roofline_share === "number" ? (100 * costs.roofline_share).toFixed(0) + "%" : "–"),
+    shareCell(costs.roofline_share),
     el("td", {}, (g.eager_impl || []).join(", ") + " → " + (g.fused_impl || []).join(", ")),
     el("td", { title: g.reason ? g.reason.text : "" }, g.reason ? g.reason.code : ""),
     el("td", {}, cf ? cf.verdict + " (" + (cf.recovered_ms >= 0 ? "+" : "") + cf.recovered_ms.toFixed(3) + " ms)" : ""));
@@ -161,7 +161,7 @@ function fusionRow(e) {
     el("td", {}, el("span", { class: VERDICT_CLASS[e.verdict] || "" }, e.verdict.replace(/_/g, " "))),
     el("td", {}, e.kind), msCell(e.kernel_ms, 4), msCell(e.saved_ms, 4), el("td", {}, ciText(e.saved_ci95)),
     el("td", { class: "num" }, typeof e.predicted_shared_bytes === "number" ? String(e.predicted_shared_bytes) : "–"),
-    el("td", { class: "num" }, e.costs && typeof e.costs.roofline_share === "number" ? (100 * e.costs.roofline_share).toFixed(0) + "%" : "–"),
+    shareCell(e.costs ? e.costs.roofline_share : null),
     el("td", {}, e.measured ? e.measured.replace(/_/g, " ") : "–"),
     el("td", { title: e.why || (e.evidence ? JSON.stringify(e.evidence).slice(0, 600) : "") },
       e.reason || (e.interaction ? "interaction: " + (e.interaction === "cause" ? "a cause" : "kept together") : "") ||

@@ -343,6 +343,23 @@ def inductor_explain_card(env, page, shots):
                            % len(fx["fusions"]), timeout=20000)
     head = page.eval_on_selector_all("#explain-table thead th", "ths => ths.map((t) => t.textContent)")
     check("of roofline" in head and "predicted B" in head, "the fusions' columns: %r" % head)
+    # each decision's share of the roofline as its kernel reached it; one past
+    # 100% marked and explained (the roof is a stream through memory)
+    shares = page.eval_on_selector_all(
+        "#explain-table tbody tr", "trs => trs.map((r) => [r.children[%d].textContent, "
+        "r.children[%d].title])" % (head.index("of roofline"), head.index("of roofline")))
+    want = []
+    for e in fx["fusions"]:
+        sh = (e.get("costs") or {}).get("roofline_share")
+        want.append(["–", ""] if sh is None else
+                    ["%.0f%%%s" % (100 * sh, "*" if sh > 1 else ""),
+                     "over 100% of the roofline" if sh > 1 else ""])
+    check_eq([[t, "over 100% of the roofline" if ti.startswith("over 100%") else ""]
+              for t, ti in shares], want, "the fusions' shares of the roofline")
+    over = page.evaluate("() => { const td = shareCell(1.094); return [td.textContent, td.title, "
+                         "td.className]; }")
+    check(over[0] == "109%*" and "from cache" not in over[1] and "sat in cache" in over[1] and
+          "over-roof" in over[2], "a share past 100%% is marked and says why (%r)" % (over,))
     sub = page.inner_text("#explain-sub")
     check("Inductor's fusion decisions" in sub and "graph" not in sub,
           "the card's subtitle speaks of Inductor's decisions, not the native graph (%r)" % sub)

@@ -293,7 +293,7 @@ static void test_table_inductor_fusions(void **state)
         "{\"id\":\"group-abcdef012345\",\"kind\":\"kernel_group\",\"verdict\":\"won\","
         "\"kernel_ms\":17.1,\"saved_ms\":0.13,\"saved_ci95\":[0.08,0.18],"
         "\"predicted_shared_bytes\":null,\"reason\":null,\"peak_interaction\":\"cause\","
-        "\"kernel\":\"k0\"}]}}";
+        "\"kernel\":\"k0\",\"costs\":{\"roofline_share\":1.09}}]}}";
     char *buf = explain_text(text);
     /* the lost fusion's evidence in words; the won one has none */
     assert_non_null(strstr(buf, "why they lost:\n  fuse-0123456789ab kernel_slowdown: the fused "
@@ -333,7 +333,12 @@ static void test_table_inductor_fusions(void **state)
                            "[-1.390, -1.260]          4194304   42%  kernel_slowdown    k0\n"));
     assert_non_null(strstr(buf,
                            "group-abcdef012345 kernel_group won              17.1000   +0.1300  "
-                           "[0.080, 0.180]                  -     -  extra peak: cause  k0\n"));
+                           "[0.080, 0.180]                  - 109%*  extra peak: cause  k0\n"));
+    /* past the roof: marked, and said what it means once, under the table */
+    assert_non_null(strstr(buf, "k0\n* over 100% of the roofline: the roof is a measured stream "
+                                "through memory (a triad on a CPU, a copy on a GPU); a kernel "
+                                "whose data sat in cache, or that mostly reads, moves bytes "
+                                "faster\nwhy they lost:"));
     assert_non_null(strstr(buf, "the kernels holding a fusion reach 42% of the roofline "
                                 "(time-weighted; Inductor's byte and FLOP counts)\n"));
     assert_non_null(strstr(buf, "        4096 B  op1 + op4: exceeds max fusion\n"));
