@@ -3,16 +3,19 @@
 and prints the fusion-by-fusion explanation as one JSON line.  Used by
 test_explain.py for the planted harmful and helpful fusions.
 
-    python explain_probe.py MODULE [--budget S] [--seed N]
+    python explain_probe.py MODULE [--budget S] [--seed N] [--size N]
 
 MODULE: harmful (a fusion Inductor makes that measurably costs time on the
-CPU) or helpful (one that measurably saves)."""
+CPU), helpful (one that measurably saves) or interaction (a loss and an extra
+peak that any one of four fusions holds; --size N: its scores are 4 x N x N
+floats, 1500 by default)."""
 
 import argparse
 import json
 import os
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "worker", "engine", "inductor"))
@@ -46,16 +49,35 @@ class Helpful(torch.nn.Module):
         return (x - y) * w, (x * x).mean(0)
 
 
+class Interaction(torch.nn.Module):
+    """A loss that no one fusion holds: four attention-like layers whose
+    scores, 4 x 1500 x 1500 floats (36 MB, past glibc's 32 MiB mmap
+    threshold; --size), come from a library call (bmm).  Unfused, the softmax's
+    last pointwise kernel writes over the scores in place, so one 36 MB
+    buffer serves every layer; a softmax fused into one loop nest reads
+    the scores in three passes and writes elsewhere, so the graph needs a
+    second 36 MB buffer, mapped and zeroed page by page at each call, as
+    soon as any one of the four is fused (whisper_tiny's encoder in
+    miniature, EXPLAIN.md)."""
+
+    def forward(self, q, k, v):
+        for s in (0.5, 0.7, 0.9, 1.1):
+            q = torch.bmm(torch.softmax(torch.bmm(q, k.transpose(1, 2)) * s, -1), v)
+        return q
+
+
 PLANTED = {
     "harmful": (Harmful, lambda b: (torch.randn(256, 4096),)),
     "helpful": (Helpful, lambda b: (torch.randn(4096, 1024), torch.randn(1024))),
+    "interaction": (Interaction, lambda b, n: tuple(torch.randn(4, n, 4) for _ in range(3))),
 }
 
 
-def register(name):
+def register(name, size=1500):
     cls, inputs = PLANTED[name]
+    make = (lambda b: inputs(b, size)) if name == "interaction" else inputs
     models.MODELS["planted_" + name] = ("test", "planted (tests)",
-                                         lambda batch, params: (cls().eval(), inputs(batch)), ())
+                                         lambda batch, params: (cls().eval(), make(batch)), ())
     return "planted_" + name
 
 
@@ -65,13 +87,15 @@ def main():
     ap.add_argument("--budget", type=float, default=120)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--size", type=int, default=1500)
     a = ap.parse_args()
     torch.manual_seed(a.seed)
-    name = register(a.module)
+    name = register(a.module, a.size)
     req = runner.parse_request(json.dumps({
         "model": name, "variants": ["eager", "inductor-nofusion", "inductor"], "warmup": 3,
         "iterations": a.iterations, "threads": 2, "explain": True, "timeout_s": 3600,
         "params": {"time_budget_s": a.budget}}))
+    t0 = time.monotonic()
     out = os.path.join(tempfile.mkdtemp(prefix="fb-explain-probe-"), "proto.jsonl")
     line = runner.run_job(req, runner.Proto(out))
     if line["type"] != "result":
@@ -79,6 +103,7 @@ def main():
         return 1
     ind = next(v for v in line["variants"] if v["name"] == "inductor")
     print(json.dumps({"fusion_explain": ind["inductor"].get("fusion_explain"),
+                      "seconds": round(time.monotonic() - t0, 1),
                       "decisions": ind["inductor"].get("decisions"),
                       "medians": {v["name"]: sorted(v["samples_ms"])[len(v["samples_ms"]) // 2]
                                   for v in line["variants"] if v["samples_ms"]}},
