@@ -11,9 +11,11 @@
 # tests), 2 patterns (the ten, float16; the copy roofline; the CUPTI
 # injection), 3 zoo (resnet50, bert_base, vit_b_16, whisper_tiny at bs 1 and
 # 32; parity with the CPU engine), 4 inductor (the CUDA rungs on resnet50 and
-# bert_base), 5 repeat (five resnet50 runs: the CV), 6 explain.  report.md and
-# raw.jsonl are written to --out ($OUT on the device machine) as each stage
-# and command ends.  The work is scripts/gpu_check.py's (standard library only).
+# bert_base), 5 repeat (five resnet50 runs: the CV), 6 explain (the native
+# explanation, launch marks), 7 inductor_explain (Inductor, fusion by fusion,
+# on resnet18 and bert_base), 8 planner (the cost planner's timing; attention
+# on the tensor cores).  report.md and raw.jsonl are written to --out ($OUT on
+# the device machine) as each stage and command ends.  The work is scripts/gpu_check.py's (standard library only).
 cd "$(dirname "$0")/.." || exit 1
 PY=${FB_CHECK_PYTHON:-python3}
 exec "$PY" scripts/gpu_check.py "$@"
