@@ -155,6 +155,13 @@ static void test_roofline(void **state)
     assert_string_equal(k[2].impl, ""); /* no counts: bytes, FLOPs, bound all unsaid */
     fb_err_clear(&err);
     assert_int_equal(ind_explain(&res, &ex, &err), FB_OK);
+    /* eager -> inductor with no inductor-nofusion between: the step is the
+     * compile and the fusion, and says so */
+    const cJSON *st = cJSON_GetArrayItem(cJSON_GetObjectItem(ex, "ladder"), 0);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(ex, "ladder")), 1);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(st, "mechanism")),
+                        "compiling without fusion (decompositions, lowering, the C++ codegen), "
+                        "then Inductor's fusion");
     const cJSON *lim = cJSON_GetObjectItem(ex, "roofline");
     assert_true(num_at(lim, "gbps") == 10 && num_at(lim, "gflops") == 100);
     const cJSON *fx = cJSON_GetObjectItem(ex, "fusions");

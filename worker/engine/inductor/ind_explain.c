@@ -255,6 +255,7 @@ fb_code ind_explain(const fb_result *r, cJSON **out, fb_err *err)
         {"inductor-max-autotune", "GEMM/conv template autotuning"},
     };
     const fb_variant_result *prev = NULL, *e = variant(r, "eager"), *f = variant(r, "inductor");
+    size_t prev_i = 0;
     *out = NULL;
     if (!e || !f)
         return fb_err_set(err, FB_EUNSUPPORTED, "variants",
@@ -266,12 +267,20 @@ fb_code ind_explain(const fb_result *r, cJSON **out, fb_err *err)
         if (!v)
             continue;
         if (prev) {
-            cJSON *s = step(prev, v, rungs[i].mechanism);
+            /* a step over rungs not run holds each of their mechanisms:
+             * eager -> inductor is the compile and the fusion, not fusion */
+            char mech[384] = "";
+            size_t n = 0;
+            for (size_t j = prev_i + 1; j <= i && n < sizeof mech; j++)
+                n += (size_t)snprintf(mech + n, sizeof mech - n, "%s%s",
+                                      j > prev_i + 1 ? ", then " : "", rungs[j].mechanism);
+            cJSON *s = step(prev, v, mech);
             ok = s && cJSON_AddItemToArray(ladder, s);
             if (!ok)
                 cJSON_Delete(s);
         }
         prev = v;
+        prev_i = i;
     }
     cJSON *kernels = ok ? kernels_json(f, e) : NULL;
     ok = ok && kernels && cJSON_AddStringToObject(o, "engine", "inductor") &&
