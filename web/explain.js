@@ -77,12 +77,20 @@ function drawRooflinePoints(lim, pts, what) {
     type: "scatter",
     data: { datasets: sets },
     options: {
-      scales: { x: { type: "logarithmic", title: { display: true, text: "FLOPs per byte (" + what + ")" } },
-        y: { type: "logarithmic", title: { display: true, text: "GFLOP/s achieved" } } },
+      scales: { x: { type: "logarithmic", ticks: { callback: logTick }, title: { display: true, text: "FLOPs per byte (" + what + ")" } },
+        y: { type: "logarithmic", ticks: { callback: logTick }, title: { display: true, text: "GFLOP/s achieved" } } },
       plugins: { tooltip: { callbacks: { label: (c) => c.raw.id === undefined ? c.dataset.label :
         c.raw.id + ": " + c.raw.x.toFixed(2) + " FLOP/B, " + c.raw.y.toFixed(1) + " GFLOP/s" } } },
     },
   });
+}
+
+// A log axis' ticks: 1, 2 and 5 of each power of ten, each as short as it
+// reads (Chart.js writes every label with the most decimals any one needs:
+// "20.0000" beside "0.0001").
+function logTick(v) {
+  const m = v / Math.pow(10, Math.floor(Math.log10(v) + 1e-9));
+  return [1, 2, 5].some((k) => Math.abs(m - k) < 1e-6) ? String(Number(v.toPrecision(1))) : "";
 }
 
 // The native engine: each group's fused kernel.
