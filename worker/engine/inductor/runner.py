@@ -894,13 +894,12 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
     progress = {"t0": time.monotonic(), "budget": 0, "sent": None}
     progress_lock = threading.Lock()
 
-    def tick():  # at most one line a second; from _beating's thread too
+    def tick():  # at most one line a second; from _beating's thread too (in order)
         with progress_lock:
             spent = min(int(time.monotonic() - progress["t0"]), progress["budget"])
-            if spent == progress["sent"]:
-                return
-            progress["sent"] = spent
-        proto.progress("explain", "inductor", spent, progress["budget"], force=True)
+            if spent != progress["sent"]:
+                progress["sent"] = spent
+                proto.progress("explain", "inductor", spent, progress["budget"], force=True)
 
     def compile_cf(ids):
         tick()
