@@ -66,6 +66,12 @@ def decisions_listed(c, py):
             [d for d, _ in ex] == sorted(set(d for d, _ in ex)),
             "explain progress: seconds of the %s s budget, each once, rising, never past it (%s)"
             % (fx.get("budget_s"), ex[:8]))
+    # and it moves while a counterfactual compiles (a beat each second): no
+    # stretch of the explanation goes by without a line
+    gaps = [b - a for (a, _), (b, _) in zip(ex, ex[1:])]
+    c.check(gaps and max(gaps) <= 3,
+            "explain progress: no more than 3 s without a line, compiles included (largest gap "
+            "%s s over %d lines)" % (max(gaps or [None]), len(ex)))
     ds = f.get("decisions", [])
     c.check(rc == 0 and f.get("decisions_total") == len(ds) >= 2,
             "inductor lists its fusion decisions (%d)" % len(ds))
