@@ -649,7 +649,7 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
 static void tb_explain_inductor(FILE *f, const cJSON *ex)
 {
     const cJSON *st, *k;
-    fprintf(f, "\nexplanation (docs/EXPLAIN.md): %s\nthe ladder, one mechanism a step:\n",
+    fprintf(f, "\nexplanation (docs/EXPLAIN.md): %s\nthe ladder, what each step changes:\n",
             tb_str(ex, "note", ""));
     cJSON_ArrayForEach(st, tb_get(ex, "ladder"))
     {
