@@ -465,6 +465,44 @@ for (int tid = 0; tid < 2; tid++)
             "omp single (1, 1, 0 of %s)" % (sf, gf))
     c.check(explain.loop_nests("for(i)\n    x[i] = 0;\nfor(j)\n{\n}\n") == (0, 2),
             "two loop nests in a kernel with no parallel region: both on one thread")
+    # a short outer loop whose rows are each a reduction split across
+    # threads (torch 2.15's row sum of 2 x 500,000): the nest runs across
+    # threads, though its own loop does not
+    rows = """{
+    #pragma GCC ivdep
+    for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(2L); x0+=static_cast<int64_t>(1L))
+    {
+        {
+            float tmp_acc0_arr[2];
+            for (int i = 0; i < 2; i++)
+            {
+                tmp_acc0_arr[i] = 0;
+            }
+            #pragma omp parallel
+            {
+                int tid = omp_get_thread_num();
+                #pragma omp for
+                for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(500000L); x1+=static_cast<int64_t>(8L))
+                {
+                    tmp_acc0_vec_local = cascade_sum_combine(at::vec::a(in_ptr0 + x1), &h);
+                }
+                tmp_acc0_arr[tid] = tmp_acc0_local;
+            }
+            out_ptr0[x0] = tmp_acc0;
+        }
+    }
+}
+{
+    for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(2L); x0+=static_cast<int64_t>(1L))
+    {
+        out_ptr1[x0] = out_ptr0[x0] * 2;
+    }
+}
+"""
+    rf = explain.code_facts(rows)
+    c.check((rf["parallel_loops"], rf["serial_loops"], rf["split_reductions"]) == (1, 1, 1),
+            "C++ loop nests: a short outer loop of split reductions runs across threads, the "
+            "serial pointwise after it on one (1, 1, 1 of %s)" % rf)
     r, ev = explain.reason_of(d, single, [split, split], 2.0, 1.0, 0, 0)
     c.check(r == "lost_parallelism" and ev["fused_kernel"]["serial_loops"] == 1,
             "a fused loop nest on one thread that its parts ran on every thread: %s" % r)

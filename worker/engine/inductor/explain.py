@@ -278,24 +278,31 @@ def fresh_allocation(base_alloc, cf_alloc):
 
 def loop_nests(src):
     """(parallel, serial): how many outermost loop nests of Inductor's C++
-    kernel code run across threads (a `for(` right under `#pragma omp for`)
-    and how many on one thread (under `#pragma omp single`, or in a kernel
-    with no parallel region).  Inductor writes its loop nests as `for(` and
-    each body in braces on the next line; the per-thread combining loops of a
-    split reduction (`for (int tid ...`) are not nests."""
+    kernel code run across threads (a `for(` right under `#pragma omp for`,
+    or one whose body shares an inner loop across threads: a short outer
+    loop, each of whose rows is a reduction split across threads, as torch
+    2.15 writes a row sum of 2 x 500,000) and how many on one thread (under
+    `#pragma omp single`, or in a kernel with no parallel region).  Inductor
+    writes its loop nests as `for(` and each body in braces on the next
+    line; the per-thread combining loops of a split reduction (`for (int tid
+    ...`) are not nests."""
     par = ser = depth = 0
     bodies = []  # the brace depth of each open loop nest's body
     omp_for = want_body = False
+    outer_serial = False  # the open outermost nest, counted on one thread so far
     for line in src.splitlines():
         t = line.strip()
         if not t:
             continue
         if t.startswith("#pragma omp for"):
+            if bodies and outer_serial:  # work shared inside it: the nest is parallel
+                par, ser, outer_serial = par + 1, ser - 1, False
             omp_for = True
             continue
         if t.startswith("for("):
             if not bodies and not want_body:  # outermost (not an unbraced loop's body)
                 par, ser = (par + 1, ser) if omp_for else (par, ser + 1)
+                outer_serial = not omp_for
             want_body = True
         elif want_body and not t.startswith("{"):
             want_body = False  # an unbraced body: this one statement
