@@ -358,18 +358,25 @@ static void tb_inductor_beside(FILE *f, const cJSON *fx)
     }
 }
 
-/* A part's effect on inductor's peak, when its profile had one: "name +X"
- * (peak_mem_delta_bytes > 0: the job's compile peaks that much higher than
- * with the part undone or switched off). */
-static void tb_peak_delta(FILE *f, const char *name, const cJSON *o, int *n)
+/* A part's effect on inductor's memory, when it was measured: "name +X", the
+ * first one after lead (peak_mem_delta_bytes > 0: the job's compile peaks
+ * that much higher than with the part undone or switched off;
+ * alloc_delta_bytes > 0: it allocates that much more at each call). */
+static void tb_mem_delta(FILE *f, const char *name, const cJSON *o, const char *key,
+                         const char *lead, int *n)
 {
-    double d = tb_num(o, "peak_mem_delta_bytes");
+    double d = tb_num(o, key);
     char b[32];
     if (!isfinite(d) || d == 0)
         return;
     fb_table_bytes(b, sizeof b, fabs(d));
-    fprintf(f, "%s%s %s%s", (*n)++ ? "; " : "  what each part adds to inductor's peak: ", name,
-            d > 0 ? "+" : "-", b);
+    fprintf(f, "%s%s %s%s", (*n)++ ? "; " : lead, name, d > 0 ? "+" : "-", b);
+}
+
+static void tb_peak_delta(FILE *f, const char *name, const cJSON *o, int *n)
+{
+    tb_mem_delta(f, name, o, "peak_mem_delta_bytes",
+                 "  what each part adds to inductor's peak: ", n);
 }
 
 /* The causes of the extra peak, each with what it brings back kept alone
@@ -512,6 +519,14 @@ static void tb_inductor_memory(FILE *f, const cJSON *fx)
     }
     if (n)
         fprintf(f, " (against it undone or switched off)\n");
+    n = 0; /* allocated at each call (CPU): a buffer past 32 MiB is mapped afresh each time */
+    cJSON_ArrayForEach(e, tb_get(fx, "fusions"))
+    {
+        tb_mem_delta(f, tb_str(e, "id", "?"), e, "alloc_delta_bytes",
+                     "  what each decision adds to what inductor allocates at each call: ", &n);
+    }
+    if (n)
+        fprintf(f, " (against it undone alone)\n");
     tb_inductor_peak_interaction(f, tb_get(fx, "peak_interaction"));
     for (int rank = 0; rank <= 3; rank++) {
         cJSON_ArrayForEach(e, tb_get(fx, "break_even"))

@@ -340,6 +340,11 @@ function renderInductor(ex) {
       .map((p) => [p.knob || "all fusion decisions", p])).filter(([, p]) => typeof p.peak_mem_delta_bytes === "number" && p.peak_mem_delta_bytes !== 0);
     if (moved.length) items.push(["what each part adds to inductor's peak", moved.map(([name, p]) => name + " " +
       (p.peak_mem_delta_bytes > 0 ? "+" : "−") + fmtBytes(Math.abs(p.peak_mem_delta_bytes))).join("; ") + " (against it undone or switched off)"]);
+    // what each decision's fusion adds to the bytes allocated at each call
+    // (CPU; alloc_delta_bytes < 0: undone, it allocates more)
+    const alloc = (fx.fusions || []).filter((e) => typeof e.alloc_delta_bytes === "number" && e.alloc_delta_bytes !== 0);
+    if (alloc.length) items.push(["what each decision adds to what inductor allocates at each call", alloc.map((e) => e.id + " " +
+      (e.alloc_delta_bytes > 0 ? "+" : "−") + fmtBytes(Math.abs(e.alloc_delta_bytes))).join("; ") + " (against it undone alone)"]);
     if (fx.peak_interaction) items.push(["what holds inductor's extra peak", peakInteractionText(fx.peak_interaction)]);
     if (be) items.push(["break-even vs eager", be.iterations_cold ? be.iterations_cold + " iterations (cold compile), " + be.iterations_warm + " (warm)" : "never: no saving per iteration"]);
   }

@@ -237,6 +237,29 @@ def inside():
                "1), torch.float32)\n    " + big + "buf2 = empty_strided_cpu((1, 64), (64, 1), " \
                "torch.int64)\n"
 
+    # each decision measured alone: what its output code allocates at each
+    # call against the job's (explain_probe's four softmaxes at 1500: undoing
+    # one of the two in the middle makes the graph allocate a third 36 MB
+    # scores buffer a call, and costs 16 ms)
+    def layers(undone):
+        n = 1 if undone == {0, 1, 2, 3} else 3 if undone in ({1}, {2}) else 2
+        return "def call(args):\n" + "".join(
+            "    buf%d = empty_strided_cpu((4, 1500, 1500), (2250000, 1500, 1), torch.float32)"
+            "\n" % i for i in range(n))
+
+    ctx, _ = fake_ctx(explain, [0.0, 16.0, 16.0, 0.0], code=layers)
+    out = explain.explain(ctx, budget_s=600)
+    c.check([e.get("alloc_delta_bytes") for e in out["fusions"]] ==
+            [0, -36_000_000, -36_000_000, 0] and
+            [e["verdict"] for e in out["fusions"]] == ["no_difference", "won", "won",
+                                                       "no_difference"],
+            "each decision alone: the bytes its fusion spares or adds at each call "
+            "(%s)" % [(e["id"][-1], e["verdict"], e.get("alloc_delta_bytes"))
+                      for e in out["fusions"]])
+    ctx, _ = fake_ctx(explain, [0.0, 16.0], code=lambda u: "def call(args):\n    buf0 = "
+                      "empty_strided_cpu((s0, 4), (4, 1), torch.float32)\n")
+    c.check(all("alloc_delta_bytes" not in e for e in explain.explain(ctx, budget_s=600)["fusions"]),
+            "a symbolic size: the allocation's delta unsaid")
     ctx, compiled = fake_ctx(explain, [0.0] * 15,
                              extra=lambda u: -0.5 if cause <= u else 0.0, code=wrapper)
     out = explain.explain(ctx, budget_s=600, ladder_step=-0.5)

@@ -1173,12 +1173,23 @@ def _reasons(ctx, lost, by_id):
 
 def _memory(ctx, entries):
     """Peak memory of each counterfactual measured alone, against the job's
-    (> 0: the fusion raised the peak by that much)."""
+    (> 0: the fusion raised the peak by that much); on the CPU also the bytes
+    its output code allocates at each call, against the job's
+    (alloc_delta_bytes > 0: the fusion allocates that much more a call; each
+    buffer past glibc's 32 MiB mmap threshold is mapped and zeroed afresh at
+    every call, a cost outside any kernel that the timing shows).  Sizes
+    that are symbolic in either compile leave it unsaid."""
+    base_alloc = None if ctx.device == "cuda" else ctx.base_alloc()
     for e in entries:
         r = e.get("_r")
         p = ((r or {}).get("profile") or {}).get("peak")
         if p is not None and ctx.base_peak is not None:
             e["peak_mem_delta_bytes"] = ctx.base_peak - p
+        cf = (r or {}).get("cf")
+        if base_alloc and not base_alloc["symbolic"] and cf and cf.get("codes"):
+            a = alloc_facts(cf["codes"])
+            if not a["symbolic"]:
+                e["alloc_delta_bytes"] = base_alloc["bytes"] - a["bytes"]
 
 
 def audit(entries, units=()):
