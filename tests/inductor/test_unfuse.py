@@ -24,7 +24,8 @@ decisions.py, docs/INDUCTOR.md "Fusion by fusion"):
   inductor.test_unfuse_interaction): explain_probe.py's planted interaction,
   four softmaxes any one of which, kept fused, needs a second scores buffer,
   is found by the peak search on a real compile: all four its causes, the
-  extra peak one buffer's bytes, no timing asked of the machine."""
+  extra peak one buffer's bytes, and the two middle ones, undone alone,
+  allocating a third buffer a call; no timing asked of the machine."""
 
 import json
 import os
@@ -223,6 +224,13 @@ def interaction(c, py):
             ((per.get("all_undone") or {}).get("bytes") or 0) >= 0.95 * scores,
             "interaction: the output code allocates about a scores buffer more a call fused "
             "(%s)" % per)
+    # undone alone, each of the two middle softmaxes breaks the buffers'
+    # ping-pong: the graph allocates a third scores buffer a call
+    ad = sorted((e.get("alloc_delta_bytes") for e in rows), key=lambda x: (x is None, x))
+    c.check(len(ad) == 4 and None not in ad and ad[1] <= -0.95 * scores and
+            abs(ad[2]) < 0.05 * scores and abs(ad[3]) < 0.05 * scores,
+            "interaction: two decisions undone alone allocate a scores buffer more a call, the "
+            "other two about the same (alloc_delta_bytes %s)" % ad)
     print("interaction (informative, not checked): medians %s; step %s ms, layout noise %s ms" %
           (p.get("medians"), fx.get("ladder_step_ms"), fx.get("layout_noise_ms")))
 
