@@ -1185,7 +1185,7 @@ def _memory(ctx, entries):
         p = ((r or {}).get("profile") or {}).get("peak")
         if p is not None and ctx.base_peak is not None:
             e["peak_mem_delta_bytes"] = ctx.base_peak - p
-        cf = (r or {}).get("cf")
+        cf = (r or {}).get("cf") if (r or {}).get("took") else None  # an undo that took
         if base_alloc and not base_alloc["symbolic"] and cf and cf.get("codes"):
             a = alloc_facts(cf["codes"])
             if not a["symbolic"]:
