@@ -336,15 +336,15 @@ function renderInductor(ex) {
       .sort((a, b) => rank(a[0]) - rank(b[0]));
     if (mem.length) items.push(["memory, one iteration's peak", mem.map(([rung, m]) => rung + " " + fmtBytes(m.peak_bytes) +
       (held(m) ? " (" + held(m) + ")" : "")).join(" · ")]);
-    const moved = (fx.fusions || []).map((e) => [e.id, e]).concat(((fx.step || {}).parts || []).concat(fx.beside || [])
-      .map((p) => [p.knob || "all fusion decisions", p])).filter(([, p]) => typeof p.peak_mem_delta_bytes === "number" && p.peak_mem_delta_bytes !== 0);
-    if (moved.length) items.push(["what each part adds to inductor's peak", moved.map(([name, p]) => name + " " +
-      (p.peak_mem_delta_bytes > 0 ? "+" : "−") + fmtBytes(Math.abs(p.peak_mem_delta_bytes))).join("; ") + " (against it undone or switched off)"]);
-    // what each decision's fusion adds to the bytes allocated at each call
-    // (CPU; alloc_delta_bytes < 0: undone, it allocates more)
-    const alloc = (fx.fusions || []).filter((e) => typeof e.alloc_delta_bytes === "number" && e.alloc_delta_bytes !== 0);
-    if (alloc.length) items.push(["what each decision adds to what inductor allocates at each call", alloc.map((e) => e.id + " " +
-      (e.alloc_delta_bytes > 0 ? "+" : "−") + fmtBytes(Math.abs(e.alloc_delta_bytes))).join("; ") + " (against it undone alone)"]);
+    // [name, part] pairs whose `key` moved: "name +X; ..." (> 0: the part adds that much)
+    const deltas = (pairs, key) => pairs.filter(([, p]) => typeof p[key] === "number" && p[key] !== 0)
+      .map(([name, p]) => name + " " + (p[key] > 0 ? "+" : "−") + fmtBytes(Math.abs(p[key]))).join("; ");
+    const peak = deltas((fx.fusions || []).map((e) => [e.id, e]).concat(((fx.step || {}).parts || []).concat(fx.beside || [])
+      .map((p) => [p.knob || "all fusion decisions", p])), "peak_mem_delta_bytes");
+    if (peak) items.push(["what each part adds to inductor's peak", peak + " (against it undone or switched off)"]);
+    // what each decision's fusion adds to the bytes allocated at each call (CPU)
+    const alloc = deltas((fx.fusions || []).map((e) => [e.id, e]), "alloc_delta_bytes");
+    if (alloc) items.push(["what each decision adds to what inductor allocates at each call", alloc + " (against it undone alone)"]);
     if (fx.peak_interaction) items.push(["what holds inductor's extra peak", peakInteractionText(fx.peak_interaction)]);
     if (be) items.push(["break-even vs eager", be.iterations_cold ? be.iterations_cold + " iterations (cold compile), " + be.iterations_warm + " (warm)" : "never: no saving per iteration"]);
   }

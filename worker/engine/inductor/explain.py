@@ -1181,13 +1181,13 @@ def _memory(ctx, entries):
     that are symbolic in either compile leave it unsaid."""
     base_alloc = None if ctx.device == "cuda" else ctx.base_alloc()
     for e in entries:
-        r = e.get("_r")
-        p = ((r or {}).get("profile") or {}).get("peak")
+        r = e.get("_r") or {}
+        p = (r.get("profile") or {}).get("peak")
         if p is not None and ctx.base_peak is not None:
             e["peak_mem_delta_bytes"] = ctx.base_peak - p
-        cf = (r or {}).get("cf") if (r or {}).get("took") else None  # an undo that took
-        if base_alloc and not base_alloc["symbolic"] and cf and cf.get("codes"):
-            a = alloc_facts(cf["codes"])
+        codes = (r.get("cf") or {}).get("codes") if r.get("took") else None  # an undo that took
+        if base_alloc and not base_alloc["symbolic"] and codes:
+            a = alloc_facts(codes)
             if not a["symbolic"]:
                 e["alloc_delta_bytes"] = base_alloc["bytes"] - a["bytes"]
 

@@ -849,10 +849,13 @@ class _Ticking:
 
 @contextlib.contextmanager
 def _beating(tick, every_s=1.0):
-    """tick() every every_s seconds from a thread while the block runs: a
-    compile holds the explanation for 20 s to minutes, and its progress
-    should move meanwhile (the thread gets the interpreter between the
-    compile's bytecodes and while it waits on a C++ build)."""
+    """tick() now, then every every_s seconds from a thread while the block
+    runs: a compile holds the explanation for 20 s to minutes, and its
+    progress should move meanwhile (the thread gets the interpreter between
+    the compile's bytecodes and while it waits on a C++ build).  Only around
+    compiles: a thread waking amid timed samples would take the interpreter
+    from the call being timed (_Ticking reports between them instead)."""
+    tick()
     stop = threading.Event()
 
     def beat():
@@ -902,7 +905,6 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                 proto.progress("explain", "inductor", spent, progress["budget"], force=True)
 
     def compile_cf(ids):
-        tick()
         undo = decisions.undo_for(ids, made) if ids else None
         v = Variant(ladder.UNFUSED if ids else "inductor")
         v.undo = undo
@@ -926,7 +928,6 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                 "took": took, "externs": f["extern_calls"]}
 
     def compile_knob(name, value):
-        tick()
         with _beating(tick):
             fn, _ = compile_variant("inductor", model, inputs, req, root,
                                     undo=ladder.KnobOff(name, value), warm=False,
