@@ -447,6 +447,42 @@ static void test_explain_cpu(void **state)
     cJSON_Delete(js);
 }
 
+/* The profiled rounds' order: each round runs all four (each plan timed
+ * launch by launch and plainly); over a stream of rounds each of the four
+ * follows its own plan in exactly half the rounds, as the job's timing (A B,
+ * B A) has each plan do, so the timed runs and the plain ones beside them see
+ * the same caches. */
+static void test_round_order(void **state)
+{
+    (void)state;
+    enum { ROUNDS = 8 };
+    int own[2][2] = {{0}}, seen[2][2] = {{0}};
+    nat_ex_step prev = nat_ex_round_step(0, 0);
+    for (int r = 0; r < ROUNDS; r++) {
+        int in_round[2][2] = {{0}};
+        for (int k = 0; k < 4; k++) {
+            nat_ex_step st = nat_ex_round_step(r, k);
+            in_round[st.fused][st.timed]++;
+            if (r > 0 || k > 0) {
+                seen[st.fused][st.timed]++;
+                own[st.fused][st.timed] += prev.fused == st.fused;
+            }
+            prev = st;
+        }
+        for (int p = 0; p < 2; p++)
+            for (int t = 0; t < 2; t++)
+                assert_int_equal(in_round[p][t], 1);
+    }
+    /* the stream's first run has no run before it: eager timed, round 0 */
+    assert_true(!nat_ex_round_step(0, 0).fused && nat_ex_round_step(0, 0).timed);
+    for (int p = 0; p < 2; p++)
+        for (int t = 0; t < 2; t++) {
+            int n = seen[p][t] + (p == 0 && t == 1);
+            assert_int_equal(n, ROUNDS);
+            assert_int_equal(own[p][t], ROUNDS / 2);
+        }
+}
+
 int main(void)
 {
     /* the rules' groups are what these tests check (the cost planner's:
@@ -455,7 +491,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reasons),     cmocka_unit_test(test_bootstrap),
         cmocka_unit_test(test_planted),     cmocka_unit_test(test_gpu_rows),
-        cmocka_unit_test(test_explain_cpu),
+        cmocka_unit_test(test_explain_cpu), cmocka_unit_test(test_round_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

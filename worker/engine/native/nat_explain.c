@@ -604,6 +604,11 @@ fb_code nat_ex_samples_alloc(nat_ex_samples *s, int rounds, int n_eager, int n_f
     return FB_OK;
 }
 
+nat_ex_step nat_ex_round_step(int round, int step)
+{
+    return (nat_ex_step){.fused = step >= 2, .timed = (step % 2 == 0) == (round % 2 == 0)};
+}
+
 int nat_ex_rounds_for(double budget_s, double round_ms, int lo, int hi)
 {
     double r = round_ms > 0 ? budget_s * 1e3 / round_ms : hi;

@@ -184,6 +184,22 @@ FB_MUSTCHECK fb_code nat_ex_samples_alloc(nat_ex_samples *s, int rounds, int n_e
                                           fb_err *err);
 void nat_ex_samples_free(nat_ex_samples *s);
 
+/* The order of a profiled round's four runs: each plan launch by launch
+ * (timed) and plainly, eager's two, then fused's two, the timed run first in
+ * even rounds and the plain run first in odd ones.  So each of the four runs
+ * right after its own plan in half the rounds and after the other plan in
+ * the rest: the job's timing (A B, B A) gives each plan that, and the
+ * launch-by-launch runs and the plain ones beside them see the same caches.
+ * The order before it (timed eager and fused, then plain eager and fused,
+ * which first alternating) gave the timed runs their own plan before them in
+ * half the rounds and the plain runs never: layer norm's bars read 4-9% above
+ * the plain runs, all of it warmth (docs/EXPLAIN.md). */
+typedef struct nat_ex_step {
+    bool fused; /* else eager */
+    bool timed; /* launch by launch; else plainly */
+} nat_ex_step;
+nat_ex_step nat_ex_round_step(int round, int step);
+
 /* Rounds that fit budget_s when one takes round_ms, within [lo, hi]. */
 int nat_ex_rounds_for(double budget_s, double round_ms, int lo, int hi);
 

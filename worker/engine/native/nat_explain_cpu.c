@@ -35,10 +35,9 @@ static double wall_round(const nat_plan *p)
     return fb_now_ms() - t0;
 }
 
-/* Profiled rounds of eager and fused, alternating which goes first (a fixed
- * order measured one plan warmer than the other, METHOD.md); each round also
- * runs both plainly, as the job's timing does, for the difference re-measured
- * in this phase. */
+/* Profiled rounds of eager and fused, each launch by launch and plainly (the
+ * plain runs re-measure the difference in this phase), in
+ * nat_ex_round_step's order. */
 static fb_code profile_rounds(const nat_ctx *ctx, double budget_s, nat_ex_samples *s, fb_err *err)
 {
     const nat_plan *e = &ctx->plans[NAT_EAGER], *f = &ctx->plans[NAT_FUSED];
@@ -48,16 +47,13 @@ static fb_code profile_rounds(const nat_ctx *ctx, double budget_s, nat_ex_sample
     if (rc)
         return rc;
     for (int r = 0; r < R; r++) {
-        bool eager_first = r % 2 == 0;
-        for (int k = 0; k < 2; k++) {
-            bool eager = (k == 0) == eager_first;
-            if (eager)
-                timed_round(e, s->te + (size_t)r * e->n, &s->we[r]);
-            else
+        for (int k = 0; k < 4; k++) {
+            nat_ex_step st = nat_ex_round_step(r, k);
+            if (st.timed && st.fused)
                 timed_round(f, s->tf + (size_t)r * f->n, &s->wf[r]);
-        }
-        for (int k = 0; k < 2; k++) {
-            if ((k == 0) != eager_first)
+            else if (st.timed)
+                timed_round(e, s->te + (size_t)r * e->n, &s->we[r]);
+            else if (st.fused)
                 s->rf[r] = wall_round(f);
             else
                 s->re[r] = wall_round(e);

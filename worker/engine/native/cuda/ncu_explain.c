@@ -139,8 +139,8 @@ static const char *timer_name(const ex_timer *tm)
     return "cuda_events";
 }
 
-/* Interleaved rounds (the order alternating) within budget_s: each plan
- * launch by launch, then each variant plainly as the job timed it. */
+/* Rounds within budget_s, in nat_ex_round_step's order: each plan launch by
+ * launch, and each variant plainly as the job timed it. */
 static fb_code profile_rounds(ex_timer *tm, fb_instance *inst, int ve, int vf, double budget_s,
                               nat_ex_samples *s, fb_err *err)
 {
@@ -168,14 +168,16 @@ static fb_code profile_rounds(ex_timer *tm, fb_instance *inst, int ve, int vf, d
         return rc;
     int R = s->rounds;
     for (int k = 0; k < R && !rc; k++) {
-        bool eager_first = k % 2 == 0;
-        for (int i = 0; i < 2 && !rc; i++)
-            rc = (i == 0) == eager_first
-                     ? timed_round(tm, e, s->te + (size_t)k * e->n, &s->we[k], err)
-                     : timed_round(tm, f, s->tf + (size_t)k * f->n, &s->wf[k], err);
-        for (int i = 0; i < 2 && !rc; i++)
-            rc = (i == 0) == eager_first ? inst->ops->timed_run(inst, ve, &s->re[k], err)
-                                         : inst->ops->timed_run(inst, vf, &s->rf[k], err);
+        for (int i = 0; i < 4 && !rc; i++) {
+            nat_ex_step st = nat_ex_round_step(k, i);
+            if (st.timed && st.fused)
+                rc = timed_round(tm, f, s->tf + (size_t)k * f->n, &s->wf[k], err);
+            else if (st.timed)
+                rc = timed_round(tm, e, s->te + (size_t)k * e->n, &s->we[k], err);
+            else
+                rc = inst->ops->timed_run(inst, st.fused ? vf : ve,
+                                          st.fused ? &s->rf[k] : &s->re[k], err);
+        }
     }
     if (rc)
         nat_ex_samples_free(s);
