@@ -574,6 +574,12 @@ static void tb_inductor_fusions(FILE *f, const cJSON *fx)
             (int)tb_int(c, "lost", 0, INT32_MAX, 0),
             (int)tb_int(c, "no_difference", 0, INT32_MAX, 0),
             (int)tb_int(c, "not_measured", 0, INT32_MAX, 0), tb_num(fx, "budget_s"), noise);
+    int64_t recompiled = tb_int(fx, "recompiles_during_comparisons", 0, INT32_MAX, 0);
+    if (recompiled > 0)
+        fprintf(f,
+                "warning: %lld graphs compiled while comparisons ran: those comparisons timed "
+                "code other than they name (\"recompiled\" in each comparison)\n",
+                (long long)recompiled);
     if (isfinite(tb_num(fx, "ladder_step_ms")) && isfinite(tb_num(fx, "sum_of_parts_ms")))
         fprintf(f,
                 "all fusion (inductor-nofusion -> inductor) saved %+.3f ms; the fusions measured "

@@ -286,6 +286,8 @@ function renderInductor(ex) {
     items.push(["fusions", c.won + " won, " + c.lost + " lost, " + c.no_difference + " no difference" +
       (c.not_measured ? ", " + c.not_measured + " not measured in the " + Math.round(fx.budget_s) + " s budget" : "")]);
     items.push(["layout noise", typeof fx.layout_noise_ms === "number" ? fx.layout_noise_ms.toFixed(4) + " ms (the same code built twice)" : "–"]);
+    if (fx.recompiles_during_comparisons > 0)
+      items.push(["warning", fx.recompiles_during_comparisons + " graphs compiled while comparisons ran: those comparisons timed code other than they name"]);
     items.push(["fused kernels on the roofline", typeof fx.fused_roofline_share === "number" ? (100 * fx.fused_roofline_share).toFixed(0) +
       "% (time-weighted, the kernels holding a decision; Inductor's byte and FLOP counts)" : "–"]);
     if (typeof fx.ladder_step_ms === "number")

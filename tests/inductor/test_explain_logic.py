@@ -35,7 +35,7 @@ class Program:
 
 
 def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.0, groups=(),
-             extra=None, code=None, took=None):
+             extra=None, code=None, took=None, clock=None):
     """effects[i]: what undoing decision i adds to the time (ms): > 0, the
     fusion saved that much (won); < 0, it cost that much (lost).  knobs:
     {name: what switching it off adds}; together: what undoing every decision
@@ -43,7 +43,7 @@ def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.
     the decisions that are C++ kernel groups (no prediction); extra(undone):
     what undoing the set of decision numbers undone adds besides; code(undone):
     the output code of that compile (the job's: code(set())); took(undone):
-    whether that undo took (default: always)."""
+    whether that undo took (default: always); clock: in place of FakeClock."""
     ds = [{"id": "fuse-%012x" % i, "kind": "kernel_group" if i in groups else "vertical",
            "kernel": "k%d" % i, "members": [{"key": "a%d" % i}, {"key": "b%d" % i}],
            "predicted_shared_bytes": None if i in groups else 1000 * (i + 1)}
@@ -63,7 +63,7 @@ def fake_ctx(explain, effects, base_ms=10.0, noise=0.01, knobs=None, together=0.
 
     ctx = explain.Ctx(base_fn=Program(base_ms), decisions=ds,
                       base_codes=[code(set())] if code else [],
-                      compile_cf=compile_cf, clock=FakeClock(noise), inputs=(),
+                      compile_cf=compile_cf, clock=clock or FakeClock(noise), inputs=(),
                       kernel_ms={"k%d" % i: float(len(effects) - i) for i in range(len(effects))},
                       base_ms=base_ms, knobs=[(k, False) for k in (knobs or {})],
                       compile_knob=lambda name, value: {"fn": Program(base_ms + knobs[name])})
@@ -654,7 +654,42 @@ for (int tid = 0; tid < 2; tid++)
     replay_count(c)
     device_rows(c)
     memory_peak(c)
+    recompile_guard(c, explain)
     c.done()
+
+
+def recompile_guard(c, explain):
+    """Graphs compiled while a comparison ran are counted per comparison and
+    in all: a counterfactual whose code a later dynamo reset dropped compiles
+    again when first timed (here: the one undoing decision 1)."""
+    graphs = [0]
+
+    class Recompiling(FakeClock):
+        def __init__(self):
+            super().__init__(0.01)
+            self.seen = set()
+
+        def time_ms(self, fn, inputs):
+            if fn.undone == {1} and id(fn) not in self.seen:
+                self.seen.add(id(fn))
+                graphs[0] += 1
+            return super().time_ms(fn, inputs)
+
+    ctx, _ = fake_ctx(explain, [0.5, -0.3, 0.0], clock=Recompiling())
+    ctx.compiles = lambda: graphs[0]
+    out = explain.explain(ctx, budget_s=60, ladder_step=0.1)
+    # decision 1 is undone alone twice: measured alone, then as "all lost"
+    one = [x["recompiled"] for x in out["comparisons"] if x.get("ids") == ["fuse-%012x" % 1]]
+    rest = [x["recompiled"] for x in out["comparisons"] if x.get("ids") != ["fuse-%012x" % 1]]
+    c.check(len(one) == 2 and one == [1, 1] and len(rest) >= 3 and not any(rest) and
+            out["placebo"]["recompiled"] == 0 and out["recompiles_during_comparisons"] == 2,
+            "a comparison that compiled while it ran is counted, alone and in all (%s: %s, %s)" %
+            (out["recompiles_during_comparisons"], one, rest))
+    ctx, _ = fake_ctx(explain, [0.5, -0.3, 0.0])
+    out = explain.explain(ctx, budget_s=60, ladder_step=0.1)
+    c.check(out["recompiles_during_comparisons"] is None and
+            all(x["recompiled"] is None for x in out["comparisons"]),
+            "no counter given: not counted, said as null")
 
 
 def memory_peak(c):

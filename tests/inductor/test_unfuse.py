@@ -104,6 +104,14 @@ def explained(c, py, res, ind):
         "4 decisions: each undone alone, its saving inside its interval")
     c.check(fx.get("layout_noise_ms") is not None and fx.get("placebo"),
             "the placebo (the same code built again) gives the layout noise")
+    # a callable whose code a later compile's dynamo reset dropped compiles
+    # again when called, without its undo: each comparison must time the
+    # code it names
+    c.check(fx.get("recompiles_during_comparisons") == 0 and
+            len(fx.get("comparisons", [])) >= 4 and
+            all(x.get("recompiled") == 0 for x in fx["comparisons"]),
+            "nothing compiled while a comparison ran (%s over %d comparisons)" % (
+                fx.get("recompiles_during_comparisons"), len(fx.get("comparisons", []))))
     c.check(fx.get("ladder_step_ms") is not None and fx.get("interaction_ms") is not None and
             abs(fx["ladder_step_ms"] - fx["sum_of_parts_ms"] - fx["interaction_ms"]) < 1e-9,
             "ladder step = sum of the parts + interaction")

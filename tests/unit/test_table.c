@@ -248,6 +248,7 @@ static void test_table_inductor_fusions(void **state)
     const char *text =
         "{\"engine\":\"inductor\",\"note\":\"n\",\"ladder\":[],\"kernels\":[],"
         "\"fusions\":{\"decisions\":2,\"budget_s\":60,\"layout_noise_ms\":0.05,"
+        "\"recompiles_during_comparisons\":2,"
         "\"counts\":{\"won\":1,\"lost\":1,\"no_difference\":0,\"not_measured\":0},"
         "\"ladder_step_ms\":-1.2,\"sum_of_parts_ms\":-1.1,\"interaction_ms\":-0.1,"
         "\"all_lost_undone\":{\"ids\":[\"fuse-0123456789ab\"],\"recovered_ms\":1.3,"
@@ -295,6 +296,9 @@ static void test_table_inductor_fusions(void **state)
         "\"predicted_shared_bytes\":null,\"reason\":null,\"peak_interaction\":\"cause\","
         "\"kernel\":\"k0\",\"costs\":{\"roofline_share\":1.09}}]}}";
     char *buf = explain_text(text);
+    /* a comparison that compiled while it ran is said, never hidden */
+    assert_non_null(strstr(buf, "warning: 2 graphs compiled while comparisons ran: those "
+                                "comparisons timed code other than they name"));
     /* the lost fusion's evidence in words; the won one has none */
     assert_non_null(strstr(buf, "why they lost:\n  fuse-0123456789ab kernel_slowdown: the fused "
                                 "kernel takes 17.1000 ms; its unfused kernel takes 15.8000 ms\n"));
@@ -385,6 +389,7 @@ static void test_table_inductor_fusions(void **state)
     assert_null(strstr(buf, "nan"));
     assert_non_null(strstr(buf, "  relu* (0.011), mean* (-)\n"));
     assert_null(strstr(buf, "beside fusion")); /* no choice measured: no section */
+    assert_null(strstr(buf, "warning:"));      /* none counted: nothing to warn of */
     free(buf);
 }
 

@@ -627,6 +627,12 @@ class Ctx:
                    (decisions.kernel_costs)
     roof           {"gbps", "measured_by"}: the device's memory bandwidth
                    (GB/s, read + write) the kernels are held against, or None
+    compiles       compiles() -> graphs compiled so far in this process
+                   (dynamo's unique_graphs), or None (not counted).  A
+                   comparison that compiled while it ran timed something
+                   other than what it names: a callable whose code a later
+                   torch._dynamo.reset() dropped compiles again when called,
+                   outside the settings (the undo) it was compiled with
     """
 
     def __init__(self, **kw):
@@ -643,6 +649,7 @@ class Ctx:
         self.base_ms = float("nan")
         self.kernel_bytes = {}
         self.roof = None
+        self.compiles = None
         self.__dict__.update(kw)
         self._base_alloc = None
 
@@ -652,6 +659,15 @@ class Ctx:
         if self._base_alloc is None:
             self._base_alloc = alloc_facts(self.base_codes)
         return self._base_alloc
+
+
+def _compiled(ctx):
+    return ctx.compiles() if ctx.compiles else None
+
+
+def _since(ctx, n0):
+    """Graphs compiled since _compiled(ctx) read n0, or None (not counted)."""
+    return None if n0 is None else ctx.compiles() - n0
 
 
 class _Measure:
@@ -690,12 +706,14 @@ class _Measure:
             return None
         t0 = time.monotonic()
         cf = compile_fn()
+        n0 = _compiled(self.ctx)
         a, b, d = compare(self.ctx.base_fn, cf["fn"], self.ctx.inputs, self.ctx.clock,
                           self.rounds, self.ctx.sync, deadline=self.budget.end)
         extra = after(cf) if after else None
         s = time.monotonic() - t0
         self.budget.spent(s)
-        self.log.append(dict(label, saved_ms=d[0], ci=[d[1], d[2]], seconds=s, rounds=len(a)))
+        self.log.append(dict(label, saved_ms=d[0], ci=[d[1], d[2]], seconds=s, rounds=len(a),
+                             recompiled=_since(self.ctx, n0)))
         return {"saved_ms": d[0], "ci": [d[1], d[2]], "cf": cf, "rounds": len(a), "seconds": s,
                 "after": extra}
 
@@ -833,13 +851,14 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
         t0 = time.monotonic()
         pl = ctx.compile_cf(None)
         rounds = rounds_for(ctx.base_ms)
+        n0 = _compiled(ctx)
         a, b, d = compare(ctx.base_fn, pl["fn"], ctx.inputs, ctx.clock, rounds, ctx.sync,
                           deadline=budget.end)
         budget.spent(time.monotonic() - t0)
         noise = max(abs(d[1]), abs(d[2])) if d else 0.0
         out["layout_noise_ms"] = noise
         out["placebo"] = {"saved_ms": d[0] if d else None, "ci95": [d[1], d[2]] if d else None,
-                          "rounds": len(a)}
+                          "rounds": len(a), "recompiled": _since(ctx, n0)}
         out["rounds_per_comparison"] = rounds
     m = _Measure(ctx, budget, noise)
     # inductor slower than eager: first ask whether fusion is to blame at all
@@ -883,6 +902,11 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
     out["break_even"] = break_even(compile_times, medians)
     out["medians"] = medians
     out["comparisons"] = m.log
+    # graphs compiled while a comparison ran (None: not counted); anything
+    # but 0 means a comparison timed code other than it names
+    counted = [x["recompiled"] for x in m.log + [out.get("placebo") or {}]
+               if x.get("recompiled") is not None]
+    out["recompiles_during_comparisons"] = sum(counted) if ctx.compiles else None
     out["seconds"] = time.monotonic() - t_start
     # the budget ended before something was measured: a decision, a part of
     # the step, a choice beside fusion, or a keep-test search

@@ -235,6 +235,12 @@ def _counters_snapshot():
     return {k: dict(v) for k, v in counters.items()}
 
 
+def _graphs_compiled():
+    """Graphs dynamo compiled so far in this process."""
+    from torch._dynamo.utils import counters
+    return counters["stats"]["unique_graphs"]
+
+
 def _delta(before, after):
     out = {}
     for group, vals in after.items():
@@ -958,7 +964,7 @@ def explain_fusions(req, variants, model, inputs, root, proto, spent_s=0.0):
                       base_externs=figs["extern_calls"], device=req["device"],
                       kernel_bytes={n: c["bytes"] for n, c in
                                     figs.get("_kernel_costs", {}).items()},
-                      roof=explain_roofline(req))
+                      roof=explain_roofline(req), compiles=_graphs_compiled)
     left = req.get("timeout_s", 600) - (time.monotonic() - STARTED) - EXPLAIN_MARGIN_S
     budget = explain.job_budget(req["params"].get("time_budget_s"), spent_s, left)
     progress.update(t0=time.monotonic(), budget=max(1, int(round(budget))))
