@@ -193,7 +193,8 @@ void nat_ex_samples_free(nat_ex_samples *s);
  * The order before it (timed eager and fused, then plain eager and fused,
  * which first alternating) gave the timed runs their own plan before them in
  * half the rounds and the plain runs never: layer norm's bars read 4-9% above
- * the plain runs, all of it warmth (docs/EXPLAIN.md). */
+ * the plain runs, all of it what the run before left in the cache
+ * (docs/EXPLAIN.md). */
 typedef struct nat_ex_step {
     bool fused; /* else eager */
     bool timed; /* launch by launch; else plainly */
