@@ -428,6 +428,25 @@ def inside():
     c.check(r == "kernel_slowdown", "the fused kernel slower: that first (%s)" % r)
     r, _ = explain.reason_of(d, vec_a, vec_b, 1.0, 2.0, 0, 0, allocs=(b, a))
     c.check(r == "unexplained", "less allocated with the fusion: not the reason (%s)" % r)
+    # explain_probe.py long_rows (2026-12-07): the fused softmax writes a
+    # 36 MB block of its own, mapped afresh at each call; its page faults
+    # land inside the kernel, which then reads as slower than its parts
+    big = {"bytes": 216000308, "largest": 36000000}
+    one = {"bytes": 180000244, "largest": 36000000}
+    r, ev = explain.reason_of(d, vec_a, vec_b, 27.539, 10.7057, 0, 0, allocs=(big, one))
+    w = explain.why_of(r, ev)
+    c.check(r == "fresh_allocation" and "mapped afresh at every call" in w and
+            "takes 27.5390 ms; its unfused kernel takes 10.7057 ms" in w,
+            "a slower fused kernel that writes a block past the mmap threshold: "
+            "fresh_allocation first (%s: %s)" % (r, w))
+    many = {"bytes": 216000308, "largest": 9000000}
+    r, _ = explain.reason_of(d, vec_a, vec_b, 27.539, 10.7057, 0, 0,
+                             allocs=(many, {"bytes": 180000244, "largest": 9000000}))
+    c.check(r == "kernel_slowdown", "36 MB more, but in blocks below the threshold: the "
+            "kernel (%s)" % r)
+    r, _ = explain.reason_of(d, vec_a, vec_b, 27.539, 10.7057, 0, 0,
+                             allocs=(big, {"bytes": 200000000, "largest": 36000000}))
+    c.check(r == "kernel_slowdown", "16 MB more: no fresh block of 32 MiB (%s)" % r)
     c.check(explain.alloc_facts(["x = empty_strided_cpu((s0, 4), (4, 1), torch.float32)\n"
                                  "y = empty_strided_cuda((2, 3), (3, 1), torch.float16)\n"
                                  "z = empty_strided_cpu((0, 9), (9, 1), torch.float32)"]) ==

@@ -247,6 +247,12 @@ _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2
 # afresh at every allocation, and the kernel zeroes them page by page; on a
 # GPU the caching allocator hands them back, and the rule is not applied).
 ALLOC_EVIDENCE_BYTES = 1 << 20
+# glibc's largest mmap threshold (64-bit): a block this large is mapped afresh
+# at every allocation, however often one of its size was freed before, and
+# its pages are faulted in and zeroed inside whichever kernel first writes
+# them.  A fresh 36 MB block cost about 21 ms a call on the dev VM, against
+# 1.5 ms to write one already mapped (EXPLAIN.md).
+MMAP_AFRESH_BYTES = 32 << 20
 
 
 def alloc_facts(codes):
@@ -274,6 +280,16 @@ def fresh_allocation(base_alloc, cf_alloc):
     reused in place)."""
     return bool(base_alloc and cf_alloc and
                 base_alloc["bytes"] - cf_alloc["bytes"] >= ALLOC_EVIDENCE_BYTES)
+
+
+def mapped_afresh(base_alloc, cf_alloc):
+    """True when the fusion adds at least MMAP_AFRESH_BYTES allocated a call,
+    in a block that large: the job's compile maps it afresh at each call, and
+    the kernel that writes it pays for the page faults, so a fused kernel
+    slower than its parts is that cost before it is the kernel's code."""
+    return bool(fresh_allocation(base_alloc, cf_alloc) and
+                base_alloc["bytes"] - cf_alloc["bytes"] >= MMAP_AFRESH_BYTES and
+                base_alloc.get("largest", 0) >= MMAP_AFRESH_BYTES)
 
 
 def loop_nests(src):
@@ -524,7 +540,10 @@ def reason_of(d, base_src, cf_srcs, base_ms, cf_ms, base_externs, cf_externs, gp
         if bf["serial_loops"] > sum(f["serial_loops"] for f in cfs) and \
                 sum(f["parallel_loops"] for f in cfs) > 0:
             return "lost_parallelism", ev
-    if base_ms is not None and cf_ms is not None and base_ms > cf_ms:
+    slower = base_ms is not None and cf_ms is not None and base_ms > cf_ms
+    if slower and allocs and mapped_afresh(*allocs):  # faulted in inside the kernel
+        return "fresh_allocation", ev
+    if slower:
         return "kernel_slowdown", ev
     if allocs and fresh_allocation(*allocs):  # the loss outside the kernels
         return "fresh_allocation", ev
@@ -590,9 +609,17 @@ def why_of(reason, ev):
     if reason == "fresh_allocation":
         al = ev.get("allocated_per_call") or {}
         mb = [(al.get(k) or {}).get("bytes") for k in ("fused", "unfused")]
+        text = tuple(_num_text(x if x is None else x / 1e6, "{:.1f}") for x in mb)
+        fk, uk = ev.get("fused_kernel_ms"), ev.get("unfused_kernels_ms")
+        if fk is not None and uk is not None and fk > uk:
+            return ("the compile allocates %s MB at each call with the fusion, %s MB without "
+                    "it, in blocks past glibc's 32 MiB mmap threshold: mapped afresh at every "
+                    "call, their pages faulted in inside the kernel that first writes them "
+                    "(the fused kernel takes %s ms; %s %s %s ms)"
+                    % (text + (_num_text(fk, "{:.4f}"), parts, verb("take"),
+                               _num_text(uk, "{:.4f}"))))
         return ("the loss is outside the kernels: the compile allocates %s MB at each call "
-                "with the fusion, %s MB without it"
-                % tuple(_num_text(x if x is None else x / 1e6, "{:.1f}") for x in mb))
+                "with the fusion, %s MB without it" % text)
     return "no rule's evidence holds"
 
 
