@@ -490,14 +490,17 @@ class Budget:
             return k, first
 
 
-def paced(clients, n, seconds, budget, progress=None, lead=0.0, tail=0):
+def paced(clients, n, seconds, budget, progress=None, lead=0.0, tail=0, fed=None):
     """Submits the budget's jobs spread over seconds (4 threads); with
     progress (a function giving the schedule's share done, 0 to 1), job i
     waits instead until progress() >= i/n - lead, so jobs keep coming, a
     backlog of lead ahead, however long the schedule really takes, and the
     last tail jobs wait until progress() is 1 (the last fault begun): a
     schedule whose last faults come late must still find jobs to hit (a
-    kill_child with every job already ended waited 60 s and failed)."""
+    kill_child with every job already ended waited 60 s and failed).  fed():
+    True once for each job a fault asked for (Injector.fed): a job waiting
+    its turn goes then, so that a fault that needs a running job, begun
+    before the last, does not wait for jobs that wait for the last fault."""
     start = time.monotonic()
     interval = seconds / max(1, n)
 
@@ -508,7 +511,7 @@ def paced(clients, n, seconds, budget, progress=None, lead=0.0, tail=0):
                 return
             if progress:
                 want = 1.0 if i >= n - tail else i / max(1, n) - lead
-                while progress() < want:
+                while progress() < want and not (fed and fed()):
                     time.sleep(0.05)
             else:
                 wait = start + i * interval - time.monotonic()
@@ -534,7 +537,16 @@ class Injector:
         self.bursts = []
         self.pending = []  # timers that end a fault (restart, heal, thaw)
         self.busy = set()  # worker hosts under a fault now
+        self.hunger = 0  # jobs a fault waiting for a job process asked for
         self.lock = threading.Lock()
+
+    def fed(self):
+        """True, once per job asked for, while a fault waits for a job."""
+        with self.lock:
+            if self.hunger <= 0:
+                return False
+            self.hunger -= 1
+            return True
 
     def _hit(self, host, ev, t):
         jobs = self.c.running_job(host)
@@ -609,10 +621,14 @@ class Injector:
         self._later(ev["hold"], h, lambda: self.c.start_worker(h))
 
     def f_kill_child(self, ev):
-        # a job process can end between being seen and being killed: look again
+        # a job process can end between being seen and being killed: look
+        # again; with none running for 2 s, ask the submitters for one more
+        # job (seed 383737616: every job but the tail had ended, and the
+        # tail waits for the last fault to begin, not this one)
         deadline = time.monotonic() + 60.0
         while True:
-            h = self.worker_with_child(ev["host"], max(0.0, deadline - time.monotonic()))
+            h = self.worker_with_child(ev["host"],
+                                       min(2.0, max(0.0, deadline - time.monotonic())))
             killed = []
             for k in fbtest.children_of(self.c.workers[h].pid):
                 if fbtest.pid_state(k) in (None, "Z"):  # ended, not yet reaped
@@ -624,9 +640,13 @@ class Injector:
                     pass
             if killed:
                 ev["host"], ev["child"] = h, killed
+                with self.lock:
+                    self.hunger = 0  # asks not yet fed are no longer needed
                 return
             if time.monotonic() > deadline:
                 raise Failure("no worker ran a job process for 60 s")
+            with self.lock:
+                self.hunger += 1
             time.sleep(0.05)
 
     def f_kill_server(self, ev):
@@ -949,7 +969,7 @@ def phase_b(c, clients, args, ids_a, tp_a):
     # kept for the last fault
     submitters = paced(clients, n_b - bursts, span, budget,
                        progress=lambda: inj.started / len(plan), lead=0.1,
-                       tail=min((n_b - bursts) // 4, 2 * len(WORKERS)))
+                       tail=min((n_b - bursts) // 4, 2 * len(WORKERS)), fed=inj.fed)
     inj.run(plan, t0)
     for t in list(inj.pending):
         t.join()
