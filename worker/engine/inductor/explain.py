@@ -688,13 +688,12 @@ class Ctx:
         return self._base_alloc
 
 
-def _compiled(ctx):
-    return ctx.compiles() if ctx.compiles else None
-
-
-def _since(ctx, n0):
-    """Graphs compiled since _compiled(ctx) read n0, or None (not counted)."""
-    return None if n0 is None else ctx.compiles() - n0
+def _counted(ctx, run):
+    """run()'s value, and the graphs compiled while it ran (None: not
+    counted)."""
+    n0 = ctx.compiles() if ctx.compiles else None
+    out = run()
+    return out, None if n0 is None else ctx.compiles() - n0
 
 
 class _Measure:
@@ -733,14 +732,14 @@ class _Measure:
             return None
         t0 = time.monotonic()
         cf = compile_fn()
-        n0 = _compiled(self.ctx)
-        a, b, d = compare(self.ctx.base_fn, cf["fn"], self.ctx.inputs, self.ctx.clock,
-                          self.rounds, self.ctx.sync, deadline=self.budget.end)
-        extra = after(cf) if after else None
+        ((a, b, d), extra), recompiled = _counted(self.ctx, lambda: (
+            compare(self.ctx.base_fn, cf["fn"], self.ctx.inputs, self.ctx.clock, self.rounds,
+                    self.ctx.sync, deadline=self.budget.end),
+            after(cf) if after else None))
         s = time.monotonic() - t0
         self.budget.spent(s)
         self.log.append(dict(label, saved_ms=d[0], ci=[d[1], d[2]], seconds=s, rounds=len(a),
-                             recompiled=_since(self.ctx, n0)))
+                             recompiled=recompiled))
         return {"saved_ms": d[0], "ci": [d[1], d[2]], "cf": cf, "rounds": len(a), "seconds": s,
                 "after": extra}
 
@@ -878,14 +877,13 @@ def explain(ctx, budget_s=DEFAULT_BUDGET_S, ladder_step=None, compile_times=None
         t0 = time.monotonic()
         pl = ctx.compile_cf(None)
         rounds = rounds_for(ctx.base_ms)
-        n0 = _compiled(ctx)
-        a, b, d = compare(ctx.base_fn, pl["fn"], ctx.inputs, ctx.clock, rounds, ctx.sync,
-                          deadline=budget.end)
+        (a, b, d), recompiled = _counted(ctx, lambda: compare(
+            ctx.base_fn, pl["fn"], ctx.inputs, ctx.clock, rounds, ctx.sync, deadline=budget.end))
         budget.spent(time.monotonic() - t0)
         noise = max(abs(d[1]), abs(d[2])) if d else 0.0
         out["layout_noise_ms"] = noise
         out["placebo"] = {"saved_ms": d[0] if d else None, "ci95": [d[1], d[2]] if d else None,
-                          "rounds": len(a), "recompiled": _since(ctx, n0)}
+                          "rounds": len(a), "recompiled": recompiled}
         out["rounds_per_comparison"] = rounds
     m = _Measure(ctx, budget, noise)
     # inductor slower than eager: first ask whether fusion is to blame at all
